@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/* capture.h — the capture engine: link/IP/TCP decode, flow table, stream
+ * reassembly, protocol parsers, tier assignment; packets in, tb_request out.
+ *
+ * The engine does no I/O: a source (offline files here, a live interface on a
+ * libuv loop in live.c) feeds it packets, and finished requests leave through
+ * the callback. It is single-threaded. */
+#ifndef TB_CAPTURE_H
+#define TB_CAPTURE_H
+
+#include "tb.h"
+#include "request.h"
+#include "catalog.h"
+
+struct tb_tiers; /* capture/tiers.h */
+
+struct tb_capture_stats {
+    int linktype;              /* first link type seen (DLT_*) */
+    uint64_t packets, bytes;   /* bytes = on-wire lengths */
+    uint64_t truncated;        /* packets cut short by snaplen */
+    uint64_t non_ip, non_tcp;
+    uint64_t ip_fragments;     /* counted and skipped */
+    uint64_t decode_errors;    /* malformed link/IP/TCP headers */
+    uint64_t flows, flows_active_max, evicted_flows, idle_closed;
+    uint64_t midstream_flows;
+    uint64_t retransmitted_bytes, overlap_bytes, ooo_buffered_bytes, ooo_dropped_bytes;
+    uint64_t gaps, gap_bytes;
+    uint64_t parse_errors, resyncs, encrypted_flows, compressed_flows, inflight_dropped;
+    uint64_t requests;
+    uint64_t kernel_drops, if_drops; /* live only */
+    int64_t first_ns, last_ns;
+};
+
+struct tb_engine_opts {
+    size_t max_flows;          /* flow cap; LRU-idle eviction beyond it (default 1<<20) */
+    size_t max_ooo_bytes;      /* per-direction out-of-order buffer cap (default 256 KiB) */
+    int64_t idle_timeout_ns;   /* default 300 s */
+    const char *force_proto;   /* NULL = detect by content (tiers file may also force) */
+};
+
+typedef void (*tb_request_cb)(void *ud, const struct tb_request *r);
+
+struct tb_engine;
+
+/* The catalog and tiers are borrowed and must outlive the engine; tiers may be
+ * NULL (auto-discovery). */
+int tb_engine_new(struct tb_engine **out, struct tb_catalog *cat, const struct tb_tiers *tiers,
+                  const struct tb_engine_opts *opts, tb_request_cb cb, void *ud);
+void tb_engine_free(struct tb_engine *e);
+
+/* One captured packet. `linktype` is the pcap DLT of its interface. Malformed
+ * packets are counted, never fatal: returns 0 unless memory ran out. */
+int tb_engine_packet(struct tb_engine *e, int linktype, int64_t ts_ns, const uint8_t *data,
+                     uint32_t caplen, uint32_t wirelen);
+/* Close idle flows as of `now_ns` (call periodically, e.g. once a second of
+ * capture time). */
+void tb_engine_expire(struct tb_engine *e, int64_t now_ns);
+/* End of capture: close every flow, emitting what can be completed. */
+void tb_engine_finish(struct tb_engine *e, int64_t now_ns);
+const struct tb_capture_stats *tb_engine_stats(const struct tb_engine *e);
+/* Approximate bytes held per tracked flow (for the memory figures). */
+size_t tb_engine_flow_bytes(void);
+
+/* Offline source: reads several pcap/pcapng files merged in time order with
+ * nanosecond timestamps, applies an optional BPF filter, feeds the engine.
+ * On a bad or truncated file: a one-line message in errbuf, TB_E_* returned,
+ * and everything read before it has been fed (and so is kept). */
+struct tb_offline_opts {
+    const char *const *files;
+    size_t nfiles;
+    const char *bpf;       /* NULL = none */
+    bool progress;         /* progress line on stderr (only when it is a terminal) */
+    volatile int *stop;    /* set non-zero (e.g. by SIGINT) to stop early */
+};
+int tb_offline_run(struct tb_engine *e, const struct tb_offline_opts *o, char *errbuf,
+                   size_t errlen);
+
+#endif

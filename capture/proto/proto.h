@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/* proto.h — the protocol parser descriptor and the one table listing them all.
+ *
+ * A parser sees one TCP connection as two ordered byte streams (client→server,
+ * server→client) delivered by the reassembler, plus explicit GAP events for
+ * bytes that were never captured. It pairs requests with responses and hands
+ * each finished exchange to ctx->emit(). Parsers do no I/O; their per-flow
+ * state is a fixed-size struct (state_size) the flow table allocates. A parser
+ * that must buffer a message header split across segments may keep a small,
+ * capped, lazily allocated spill buffer, freed in fini(). */
+#ifndef TB_PROTO_H
+#define TB_PROTO_H
+
+#include "tb.h"
+
+enum tb_dir { TB_DIR_C2S = 0, TB_DIR_S2C = 1 };
+
+enum tb_detect {
+    TB_DETECT_NO = 0,    /* certainly not this protocol */
+    TB_DETECT_MAYBE = 1, /* need more bytes */
+    TB_DETECT_YES = 2,
+};
+
+/* What consume()/gap() return: the parser's state after the call. */
+enum tb_pstate {
+    TB_PS_OK = 0,        /* keep feeding */
+    TB_PS_ERROR = 1,     /* malformed bytes: counted; the parser resynchronises itself */
+    TB_PS_STOP = 2,      /* stop parsing this flow (encrypted, compressed, hopeless) */
+};
+
+/* One finished exchange as the parser sees it. The class text is valid only
+ * during the emit() call. */
+struct tb_exchange {
+    int64_t arrival_ns;   /* earliest packet carrying request bytes */
+    int64_t departure_ns; /* latest packet carrying response bytes */
+    uint64_t req_bytes, resp_bytes;
+    const char *class_text; /* fingerprint: "GET /item/{id}", "SELECT * FROM t WHERE id = ?" */
+    size_t class_len;
+    int32_t status;       /* HTTP status; MySQL 0 OK / ERR code; -1 unknown */
+    uint32_t flags;       /* enum tb_req_flag (request.h) */
+};
+
+/* Counters a parser bumps; owned by the engine. */
+struct tb_proto_counters {
+    uint64_t parse_errors;
+    uint64_t resyncs;
+    uint64_t encrypted_flows;
+    uint64_t compressed_flows;
+    uint64_t inflight_dropped; /* requests dropped because the in-flight cap was hit */
+};
+
+struct tb_proto_ctx {
+    void (*emit)(void *ud, const struct tb_exchange *ex);
+    void *ud;
+    struct tb_proto_counters *ctr;
+};
+
+struct tb_proto {
+    const char *name;             /* "http", "mysql", "generic" */
+    const uint16_t *ports;        /* well-known ports, 0-terminated (a hint, not a rule) */
+    size_t state_size;
+    /* Look at the first bytes seen in direction `dir` of a flow whose sides are
+     * known (dir == TB_DIR_C2S means the bytes come from the side believed to be
+     * the client). `*client_sent` is set to true when the bytes look like what a
+     * client sends, false when like a server's; detection may thereby correct a
+     * wrong guess about which side is the server. */
+    enum tb_detect (*detect)(const uint8_t *p, size_t n, enum tb_dir dir, bool *client_sent);
+    /* midstream: the handshake was not seen; skip to the first recognisable
+     * message boundary. */
+    void (*init)(void *st, bool midstream);
+    enum tb_pstate (*consume)(void *st, const struct tb_proto_ctx *ctx, enum tb_dir dir,
+                              const uint8_t *p, size_t n, int64_t ts_ns);
+    /* `len` bytes of direction `dir` were never captured (0 = unknown amount). */
+    enum tb_pstate (*gap)(void *st, const struct tb_proto_ctx *ctx, enum tb_dir dir,
+                          uint64_t len, int64_t ts_ns);
+    /* Connection ended (FIN/RST/idle/end of capture): emit what can be
+     * completed (e.g. an HTTP response delimited by close). `fin_dir` is the
+     * direction whose FIN was seen first, or -1 for RST/idle/end. */
+    void (*close)(void *st, const struct tb_proto_ctx *ctx, int fin_dir, int64_t ts_ns);
+    void (*fini)(void *st); /* release spill buffers; must be safe after init() only */
+};
+
+/* The table: NULL-terminated, in detection priority order (generic last). */
+extern const struct tb_proto *const tb_protos[];
+const struct tb_proto *tb_proto_find(const char *name);
+
+extern const struct tb_proto tb_proto_http1;
+extern const struct tb_proto tb_proto_mysql;
+extern const struct tb_proto tb_proto_generic;
+
+/* Fingerprinting (capture/proto/fingerprint.c). Both write a NUL-terminated
+ * string of at most cap-1 bytes into out and return its length. */
+size_t tb_fp_http(const char *method, size_t mlen, const char *target, size_t tlen, char *out,
+                  size_t cap);
+size_t tb_fp_sql(const char *sql, size_t len, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* cli.h — the subcommands; each lives in cli/cmd_<name>.c and returns an exit
+ * status (TB_EXIT_OK, TB_EXIT_FAIL, TB_EXIT_USAGE). argv[0] is the subcommand. */
+#ifndef TB_CLI_H
+#define TB_CLI_H
+
+#include "tb.h"
+
+int tb_cmd_capture(int argc, char **argv);
+int tb_cmd_tiers(int argc, char **argv);
+int tb_cmd_report(int argc, char **argv);
+int tb_cmd_export(int argc, char **argv);
+int tb_cmd_serve(int argc, char **argv);
+int tb_cmd_events(int argc, char **argv);
+
+/* Default database path when --db is not given. */
+#define TB_DEFAULT_DB "tbneck.db"
+
+/* Options of `tbneck capture`, parsed by cmd_capture.c. Offline runs are
+ * handled there; live runs (-i) go to tb_capture_live() in cli/capture_live.c. */
+struct tb_capture_args {
+    const char **files; /* -r FILE... */
+    size_t nfiles;
+    const char *iface;  /* -i IFACE */
+    const char *db;
+    const char *tiers_file;
+    const char *bpf;    /* -f EXPR, or trailing arguments as in tcpdump */
+    const char *user;   /* -Z USER */
+    const char *serve;  /* --serve ADDR */
+    bool allow_remote;
+    const char *force_proto;
+    int64_t duration_ns; /* 0 = until interrupted */
+    int64_t window_ns;   /* streaming analysis window (default 50 ms) */
+    int snaplen;         /* -s, default 262144 */
+    int bufsize_mib;     /* -B, default 64 */
+    bool immediate;      /* --immediate */
+    bool no_store;       /* --no-store: decode and count, store nothing (benchmarks) */
+    bool quiet;
+};
+int tb_capture_live(const struct tb_capture_args *a);
+
+#endif

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/* tb.h — error codes, attributes and small helpers shared by every module. */
+#ifndef TB_H
+#define TB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdbool.h>
+
+/* One list generates the error enum and tb_strerror(); functions return 0 or
+ * one of these negative codes. */
+#define TB_ERR_MAP(XX)                                          \
+    XX(NOMEM, "out of memory")                                  \
+    XX(INVAL, "invalid argument")                               \
+    XX(IO, "input/output error")                                \
+    XX(TRUNC, "truncated input")                                \
+    XX(BADFMT, "malformed input")                               \
+    XX(NOTFOUND, "not found")                                   \
+    XX(UNSUPP, "unsupported")                                   \
+    XX(FULL, "capacity exceeded")                               \
+    XX(DB, "database error")                                    \
+    XX(DBVER, "database written by a newer tbneck")             \
+    XX(PCAP, "packet capture error")                            \
+    XX(PERM, "permission denied")                               \
+    XX(INTR, "interrupted")
+
+enum tb_err {
+    TB_OK = 0,
+#define TB__ERR_ENUM(name, msg) TB_E_##name,
+    TB__ERR_FIRST = -1000,
+    TB_ERR_MAP(TB__ERR_ENUM)
+#undef TB__ERR_ENUM
+    TB__ERR_LAST
+};
+
+const char *tb_strerror(int err);
+
+/* Exit statuses of the tbneck commands (documented in README). */
+enum { TB_EXIT_OK = 0, TB_EXIT_FAIL = 1, TB_EXIT_USAGE = 2 };
+
+#define TB_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define TB_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define TB_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define TB_UNUSED(x) ((void)(x))
+#if defined(__GNUC__)
+#define TB_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define TB_NODISCARD __attribute__((warn_unused_result))
+#else
+#define TB_PRINTF(f, a)
+#define TB_NODISCARD
+#endif
+
+#define TB_NS_PER_SEC INT64_C(1000000000)
+#define TB_NS_PER_MS INT64_C(1000000)
+
+/* One clear line on stderr, prefixed "tbneck: ". */
+void tb_log_error(const char *fmt, ...) TB_PRINTF(1, 2);
+void tb_log_warn(const char *fmt, ...) TB_PRINTF(1, 2);
+/* Informational line, only when verbosity >= 1 (set by -v). */
+void tb_log_info(const char *fmt, ...) TB_PRINTF(1, 2);
+extern int tb_log_verbosity;
+
+/* Parses a duration such as "50ms", "1s", "250us", "100ns", "2m", "1.5s".
+ * A bare number is taken in the default unit `unit_ns`. */
+int tb_parse_duration(const char *s, int64_t unit_ns, int64_t *out_ns);
+/* Parses a time bound: ns since epoch, seconds with fraction ("1700000000.25"),
+ * or an offset "+10s" relative to `base_ns`. */
+int tb_parse_time(const char *s, int64_t base_ns, int64_t *out_ns);
+/* Formats a duration for humans: "50ms", "1.25s", "830us". */
+const char *tb_fmt_duration(int64_t ns, char *buf, size_t len);
+
+#endif

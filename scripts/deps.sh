@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# deps.sh — installs the Debian packages tbneck builds, tests and demos with.
+# Idempotent: does nothing when everything is already installed.
+set -euo pipefail
+pkgs=(meson ninja-build pkg-config gcc libc6-dev libpcap-dev libuv1-dev libsqlite3-dev
+      libcmocka-dev libhttp-parser-dev gnuplot-nox sqlite3 tcpdump tshark tcpreplay iproute2
+      curl wrk clang libclang-rt-14-dev mariadb-server mariadb-client percona-toolkit sysbench
+      nginx python3 procps psmisc)
+case "${1:-}" in
+  --demo) pkgs=(meson ninja-build pkg-config gcc libc6-dev libpcap-dev libuv1-dev libsqlite3-dev
+                libhttp-parser-dev gnuplot-nox sqlite3 libcmocka-dev) ;;
+  --stack) pkgs+=(tomcat10 libmariadb-java default-jdk-headless) ;;
+esac
+if [ -n "${TB_EXTRA_PKGS:-}" ]; then read -r -a extra <<<"$TB_EXTRA_PKGS"; pkgs+=("${extra[@]}"); fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+echo "wireshark-common wireshark-common/install-setuid boolean false" | $sudo debconf-set-selections || true
+$sudo apt-get update -q >/dev/null
+# Services must not start on install (tests start private instances).
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+  $sudo chmod +x /usr/sbin/policy-rc.d
+  trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
+fi
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null

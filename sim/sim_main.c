@@ -1,0 +1,3 @@
+/* SPDX-License-Identifier: MIT */
+#include <stdio.h>
+int main(void) { fprintf(stderr, "tbneck-sim: not built yet\n"); return 1; }

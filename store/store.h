@@ -1,0 +1,118 @@
+/* SPDX-License-Identifier: MIT */
+/* store.h — the SQLite store: versioned schema with migrations, WAL, the
+ * asynchronous batched request writer, and the queries the CLI and the web
+ * server read from. Only this module talks SQL. */
+#ifndef TB_STORE_H
+#define TB_STORE_H
+
+#include <stdio.h>
+#include "tb.h"
+#include "request.h"
+#include "catalog.h"
+#include "stats.h"
+#include "correlate.h"
+
+struct tb_capture_stats; /* capture/capture.h */
+
+#define TB_STORE_SCHEMA_VERSION 1
+
+enum tb_store_flags {
+    TB_STORE_CREATE = 1u << 0,   /* create the file when absent */
+    TB_STORE_READONLY = 1u << 1, /* no writes, no migration (fails if a migration is due) */
+};
+
+struct tb_store;
+
+/* Opens (and creates/migrates) the database. A database whose schema version is
+ * newer than this build returns TB_E_DBVER; a file that is not a tbneck
+ * database returns TB_E_BADFMT. errbuf receives one line naming the problem. */
+int tb_store_open(struct tb_store **out, const char *path, unsigned flags, char *errbuf,
+                  size_t errlen);
+void tb_store_close(struct tb_store *st);
+const char *tb_store_path(const struct tb_store *st);
+
+/* Loads every tier, server, host and class into an empty catalog and marks
+ * them persisted. */
+int tb_store_load_catalog(struct tb_store *st, struct tb_catalog *cat);
+
+/* ---- capture sessions ---------------------------------------------------- */
+int tb_store_capture_begin(struct tb_store *st, const char *source, int64_t *capture_id);
+int tb_store_capture_end(struct tb_store *st, int64_t capture_id,
+                         const struct tb_capture_stats *s);
+/* First connection id free for a new capture (conn ids are unique per store). */
+int tb_store_next_conn(struct tb_store *st, uint64_t *conn);
+
+/* ---- asynchronous writer -------------------------------------------------
+ * Runs on its own thread with its own connection; the capture thread only
+ * copies records into a batch and hands full batches over, so storage never
+ * stalls packet processing (when the writer falls behind, batches queue in
+ * memory up to a cap, then the caller blocks — never drops). */
+struct tb_writer;
+int tb_writer_start(struct tb_writer **out, struct tb_store *st, int64_t capture_id);
+/* Persist catalog entries added since the last call (call before queueing
+ * requests that reference them; done by tb_writer_request automatically when
+ * given the catalog at start). */
+int tb_writer_catalog(struct tb_writer *w, struct tb_catalog *cat);
+int tb_writer_request(struct tb_writer *w, const struct tb_request *r);
+/* Per-second capture health (live): cumulative counters at ts_ns. */
+int tb_writer_health(struct tb_writer *w, int64_t ts_ns, uint64_t packets, uint64_t kernel_drops,
+                     uint64_t if_drops);
+/* Windows / episodes produced by streaming analysis go through the writer too. */
+int tb_writer_windows(struct tb_writer *w, const struct tb_window *win, size_t n);
+/* Flush everything, join the thread, free. Returns the first error seen. */
+int tb_writer_finish(struct tb_writer *w);
+uint64_t tb_writer_rows(const struct tb_writer *w);
+
+/* ---- reads ---------------------------------------------------------------- */
+/* Requests of one tier (tier 0 = all) with departure >= from and arrival < to
+ * (INT64_MIN/INT64_MAX for no bound), ordered by arrival. *out is malloc'd and
+ * owned by the caller. */
+int tb_store_requests(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
+                      struct tb_request **out, size_t *n);
+int tb_store_request_count(struct tb_store *st, uint32_t tier, uint64_t *n);
+/* Time span of the stored requests of a tier (0 = all). */
+int tb_store_time_span(struct tb_store *st, uint32_t tier, int64_t *first_ns, int64_t *last_ns);
+
+/* CSV exactly as DESIGN.md "Interfaces": header
+ * tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,flags */
+int tb_store_export_requests(struct tb_store *st, const char *tier_name, FILE *out);
+
+/* ---- windows, service times, analyses, episodes ------------------------- */
+/* Replaces the stored windows of (tier, server set, width) over the covered
+ * range; other widths are never touched ("a later run adds, never overwrites"). */
+int tb_store_put_windows(struct tb_store *st, const struct tb_window *w, size_t n);
+int tb_store_get_windows(struct tb_store *st, uint32_t tier, uint32_t server, int64_t width_ns,
+                         int64_t from_ns, int64_t to_ns, struct tb_window **out, size_t *n);
+int tb_store_put_services(struct tb_store *st, const struct tb_class_service *s, size_t n);
+/* Stores an analysis and its episodes; *analysis_id receives its row id. */
+int tb_store_put_analysis(struct tb_store *st, const struct tb_analysis *a,
+                          const struct tb_episode *ep, size_t nep, int64_t *analysis_id);
+/* The newest analysis of (tier, server, width); TB_E_NOTFOUND when none. */
+int tb_store_get_analysis(struct tb_store *st, uint32_t tier, uint32_t server, int64_t width_ns,
+                          struct tb_analysis *a, struct tb_episode **ep, size_t *nep);
+
+/* ---- capture health and events ------------------------------------------- */
+struct tb_capture_row {
+    int64_t id;
+    char source[256];
+    int64_t started_ns, ended_ns;
+    uint64_t packets, bytes, kernel_drops, if_drops, parse_errors, gaps, evicted_flows, requests;
+};
+int tb_store_captures(struct tb_store *st, struct tb_capture_row **out, size_t *n);
+
+struct tb_health_row { int64_t ts_ns; uint64_t packets, kernel_drops, if_drops; };
+int tb_store_get_health(struct tb_store *st, int64_t from_ns, int64_t to_ns,
+                        struct tb_health_row **out, size_t *n);
+
+/* External events (e.g. JVM GC pauses) imported from logs. */
+struct tb_event {
+    int64_t start_ns, end_ns;
+    char kind[16];    /* "gc" */
+    char host[64];    /* the tier or host it belongs to ("tomcat") */
+    char detail[128];
+};
+int tb_store_put_events(struct tb_store *st, const struct tb_event *ev, size_t n);
+int tb_store_get_events(struct tb_store *st, const char *kind, int64_t from_ns, int64_t to_ns,
+                        struct tb_event **out, size_t *n);
+
+#endif
