@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* analyze.h — the analysis pipeline over stored requests: service times →
+ * work units → windows → N* → episodes, stored back in SQLite and reused.
+ * Shared by report, export windows, the web API and events. */
+#ifndef TB_ANALYZE_H
+#define TB_ANALYZE_H
+
+#include "tb.h"
+#include "catalog.h"
+#include "store.h"
+#include "stats.h"
+#include "correlate.h"
+
+struct tb_analyze_opts {
+    int64_t width_ns;          /* window width (default 50 ms) */
+    int64_t from_ns, to_ns;    /* INT64_MIN / INT64_MAX = everything stored */
+    uint32_t server;           /* 0 = the tier as a whole */
+    const char *service_file;  /* --service-times FILE, or NULL */
+    const char *calibrate;     /* --calibrate CAPTURE (pcap at low load), or NULL */
+    bool recompute;            /* ignore stored results */
+};
+
+struct tb_analysis_result {
+    struct tb_analysis a;
+    struct tb_window *win;     /* windows of the analysed tier/server, in time order */
+    size_t nwin;
+    struct tb_episode *ep;
+    size_t nep;
+    struct tb_class_service *svc; /* per class (and period) */
+    size_t nsvc;
+};
+
+/* Runs (or loads) the analysis of one tier. Returns 0, or a TB_E_* code with a
+ * one-line message in errbuf. */
+int tb_analyze_tier(struct tb_store *st, const struct tb_catalog *cat, uint32_t tier,
+                    const struct tb_analyze_opts *o, struct tb_analysis_result *res, char *errbuf,
+                    size_t errlen);
+void tb_analysis_result_free(struct tb_analysis_result *res);
+
+#endif
