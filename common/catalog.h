@@ -13,6 +13,12 @@
 
 #define TB_CATALOG_MAX_CLASSES_PER_TIER 10000 /* the rest go to class "other" */
 #define TB_NAME_MAX 64
+/* Fingerprints longer than this are cut to it before lookup (so a long query
+ * and its continuation share one class). */
+#define TB_CATALOG_CLASS_MAX 1024
+/* Text of each tier's catch-all class (beyond the cap, or hostile text with a
+ * NUL byte). Asking for this text by name returns the same class. */
+#define TB_CATALOG_OTHER_CLASS "other"
 
 struct tb_tier_info {
     uint32_t id;
@@ -42,6 +48,8 @@ void tb_catalog_free(struct tb_catalog *cat);
  * existing tier (its proto is not changed). */
 int tb_catalog_tier(struct tb_catalog *cat, const char *name, const char *proto, uint32_t *id);
 int tb_catalog_tier_find(const struct tb_catalog *cat, const char *name, uint32_t *id);
+/* Marks a tier as coming from --tiers (tb_catalog_tier leaves it false). */
+int tb_catalog_tier_set_configured(struct tb_catalog *cat, uint32_t tier, bool configured);
 int tb_catalog_server(struct tb_catalog *cat, uint32_t tier, const struct tb_addr *addr,
                       uint32_t *id);
 /* Server by address (any tier); TB_E_NOTFOUND when absent. */
@@ -53,7 +61,8 @@ int tb_catalog_host(struct tb_catalog *cat, uint32_t tier, const struct tb_addr 
 int tb_catalog_class(struct tb_catalog *cat, uint32_t tier, const char *text, size_t len,
                      uint32_t *id);
 
-/* Lookups by id: NULL when the id is unknown. */
+/* Lookups by id: NULL when the id is unknown. Entries never move: a returned
+ * pointer stays valid until tb_catalog_free, whatever is added meanwhile. */
 const struct tb_tier_info *tb_catalog_tier_get(const struct tb_catalog *cat, uint32_t id);
 const struct tb_server_info *tb_catalog_server_get(const struct tb_catalog *cat, uint32_t id);
 const struct tb_class_info *tb_catalog_class_get(const struct tb_catalog *cat, uint32_t id);
@@ -74,8 +83,10 @@ struct tb_catalog_marks {
 void tb_catalog_marks_get(const struct tb_catalog *cat, struct tb_catalog_marks *m);
 void tb_catalog_mark_persisted(struct tb_catalog *cat);
 const struct tb_catalog_marks *tb_catalog_persisted(const struct tb_catalog *cat);
-/* Hosts are not id-addressed; n-th host entry in insertion order (0-based). */
+/* Hosts are not id-addressed; n-th host entry in insertion order (0-based).
+ * TB_E_NOTFOUND past the end. Host addresses are stored with port 0. */
 int tb_catalog_host_at(const struct tb_catalog *cat, uint32_t index, uint32_t *tier,
                        struct tb_addr *host);
+uint32_t tb_catalog_host_count(const struct tb_catalog *cat);
 
 #endif
