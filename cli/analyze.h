@@ -37,4 +37,34 @@ int tb_analyze_tier(struct tb_store *st, const struct tb_catalog *cat, uint32_t 
                     size_t errlen);
 void tb_analysis_result_free(struct tb_analysis_result *res);
 
+/* ---- the report: one tier, each of its servers, cross-tier attribution ---- */
+
+/* How well one tier's load explains the front tier's response time: Pearson
+ * correlation over the windows of the report, per window width. */
+struct tb_tier_corr {
+    uint32_t tier;
+    double r;            /* NAN when undefined (constant series, no windows) */
+    uint64_t requests;   /* requests of that tier in the range */
+};
+
+struct tb_report {
+    uint32_t tier;
+    int64_t width_ns, from_ns, to_ns;
+    struct tb_analysis_result total;    /* the tier as a whole, or the one --server */
+    struct tb_analysis_result *servers; /* each server of the tier (none with --server) */
+    size_t nservers;
+    uint32_t front_tier;                /* the tier users talk to; 0 when unknown */
+    struct tb_window *front_win;        /* its windows over the same range (response times) */
+    size_t nfront;
+    struct tb_tier_corr *corr;          /* every tier with requests, strongest first */
+    size_t ncorr;
+};
+
+/* Runs the analysis of the tier (or o->server), of each of its servers, and
+ * the cross-tier correlation with the front tier's response time. */
+int tb_report_build(struct tb_store *st, const struct tb_catalog *cat, uint32_t tier,
+                    const struct tb_analyze_opts *o, struct tb_report *rep, char *errbuf,
+                    size_t errlen);
+void tb_report_free(struct tb_report *rep);
+
 #endif

@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/* report_util.c — database opening, name resolution and output escaping shared
+ * by the report and export commands. */
+#include "report_util.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+int tb_cli_db_open(struct tb_cli_db *db, const char *path, bool readonly)
+{
+    memset(db, 0, sizeof *db);
+    struct stat sb;
+    /* The store would create a missing file; a report on a database that does
+     * not exist is a mistake worth naming instead. */
+    if (stat(path, &sb) != 0) {
+        tb_log_error("%s: %s (run 'tbneck capture' first, or pass --db FILE)", path,
+                     strerror(errno));
+        return TB_EXIT_FAIL;
+    }
+    char err[512] = "";
+    int rc = tb_store_open(&db->st, path, readonly ? TB_STORE_READONLY : 0, err, sizeof err);
+    if (rc) {
+        if (rc == TB_E_DBVER)
+            tb_log_error("%s: %s", path,
+                         err[0] ? err : "database written by a newer tbneck; upgrade tbneck");
+        else
+            tb_log_error("%s: %s", path, err[0] ? err : tb_strerror(rc));
+        db->st = NULL;
+        return TB_EXIT_FAIL;
+    }
+    rc = tb_catalog_new(&db->cat);
+    if (!rc)
+        rc = tb_store_load_catalog(db->st, db->cat);
+    if (rc) {
+        tb_log_error("%s: cannot load tiers and classes: %s", path, tb_strerror(rc));
+        tb_cli_db_close(db);
+        return TB_EXIT_FAIL;
+    }
+    return 0;
+}
+
+void tb_cli_db_close(struct tb_cli_db *db)
+{
+    if (db->cat)
+        tb_catalog_free(db->cat);
+    if (db->st)
+        tb_store_close(db->st);
+    db->cat = NULL;
+    db->st = NULL;
+}
+
+int tb_cli_tier(const struct tb_catalog *cat, const char *name, uint32_t *id)
+{
+    if (tb_catalog_tier_find(cat, name, id) == 0)
+        return 0;
+    char known[512] = "";
+    size_t len = 0;
+    uint32_t n = tb_catalog_tier_count(cat);
+    for (uint32_t i = 1; i <= n && len < sizeof known - 1; i++) {
+        const struct tb_tier_info *t = tb_catalog_tier_get(cat, i);
+        if (!t)
+            continue;
+        int w = snprintf(known + len, sizeof known - len, "%s%s", len ? ", " : "", t->name);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+    if (len >= sizeof known - 1)
+        strcpy(known + sizeof known - 5, "...");
+    if (n == 0)
+        tb_log_error("unknown tier '%s': the database holds no tiers yet", name);
+    else
+        tb_log_error("unknown tier '%s' (known tiers: %s)", name, known);
+    return TB_EXIT_FAIL;
+}
+
+int tb_cli_server(const struct tb_catalog *cat, uint32_t tier, const char *s, uint32_t *id)
+{
+    struct tb_addr a;
+    if (tb_addr_parse(s, &a) != 0 || a.port == 0) {
+        tb_log_error("--server '%s': expected ADDR:PORT (e.g. 10.0.0.5:3306)", s);
+        return TB_EXIT_USAGE;
+    }
+    char list[512] = "";
+    size_t len = 0;
+    uint32_t n = tb_catalog_server_count(cat);
+    for (uint32_t i = 1; i <= n; i++) {
+        const struct tb_server_info *sv = tb_catalog_server_get(cat, i);
+        if (!sv || sv->tier != tier)
+            continue;
+        if (tb_addr_eq(&sv->addr, &a)) {
+            *id = sv->id;
+            return 0;
+        }
+        char buf[TB_ADDR_STRLEN];
+        if (len < sizeof list - TB_ADDR_STRLEN - 8) {
+            int w = snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "",
+                             tb_addr_fmt(&sv->addr, buf, sizeof buf));
+            if (w > 0)
+                len += (size_t)w;
+        }
+    }
+    const struct tb_tier_info *t = tb_catalog_tier_get(cat, tier);
+    tb_log_error("--server %s is not a server of tier '%s' (its servers: %s)", s,
+                 t ? t->name : "?", len ? list : "none");
+    return TB_EXIT_FAIL;
+}
+
+int tb_cli_range(struct tb_store *st, uint32_t tier, const char *from, const char *to,
+                 int64_t *from_ns, int64_t *to_ns)
+{
+    *from_ns = INT64_MIN;
+    *to_ns = INT64_MAX;
+    int64_t first = 0, last = 0;
+    if ((from && from[0] == '+') || (to && to[0] == '+')) {
+        int rc = tb_store_time_span(st, tier, &first, &last);
+        if (rc) {
+            tb_log_error("cannot read the time span of the stored requests: %s",
+                         tb_strerror(rc));
+            return TB_EXIT_FAIL;
+        }
+    }
+    if (from && tb_parse_time(from, first, from_ns) != 0) {
+        tb_log_error("--from '%s': expected ns since the epoch, seconds (1700000000.25) or "
+                     "+OFFSET (+10s)", from);
+        return TB_EXIT_USAGE;
+    }
+    if (to && tb_parse_time(to, first, to_ns) != 0) {
+        tb_log_error("--to '%s': expected ns since the epoch, seconds (1700000000.25) or "
+                     "+OFFSET (+10s)", to);
+        return TB_EXIT_USAGE;
+    }
+    if (*from_ns >= *to_ns) {
+        tb_log_error("--from must be before --to");
+        return TB_EXIT_USAGE;
+    }
+    return 0;
+}
+
+void tb_csv_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+void tb_json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"':
+            fputs("\\\"", f);
+            break;
+        case '\\':
+            fputs("\\\\", f);
+            break;
+        case '\n':
+            fputs("\\n", f);
+            break;
+        case '\r':
+            fputs("\\r", f);
+            break;
+        case '\t':
+            fputs("\\t", f);
+            break;
+        default:
+            if (*p < 0x20)
+                fprintf(f, "\\u%04x", *p);
+            else
+                fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+void tb_json_num(FILE *f, double v)
+{
+    if (!isfinite(v))
+        fputs("null", f);
+    else
+        fprintf(f, "%.17g", v);
+}
+
+int tb_cli_parse(int argc, char **argv, int first, const struct tb_cli_opt *opts, size_t n,
+                 const char *cmd)
+{
+    for (int i = first; i < argc; i++) {
+        const char *arg = argv[i];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h"))
+            return -1;
+        if (strncmp(arg, "--", 2) != 0 || !arg[2]) {
+            tb_log_error("%s: unexpected argument '%s' (see 'tbneck %s --help')", cmd, arg, cmd);
+            return TB_EXIT_USAGE;
+        }
+        const char *name = arg + 2;
+        const char *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        const struct tb_cli_opt *o = NULL;
+        for (size_t k = 0; k < n; k++)
+            if (strlen(opts[k].name) == nlen && !strncmp(opts[k].name, name, nlen))
+                o = &opts[k];
+        if (!o) {
+            tb_log_error("%s: unknown option '%.*s' (see 'tbneck %s --help')", cmd,
+                         (int)(nlen + 2), arg, cmd);
+            return TB_EXIT_USAGE;
+        }
+        if (o->flag) {
+            if (eq) {
+                tb_log_error("%s: option '--%s' takes no value", cmd, o->name);
+                return TB_EXIT_USAGE;
+            }
+            *o->flag = true;
+            continue;
+        }
+        if (eq) {
+            *o->val = eq + 1;
+        } else if (i + 1 < argc) {
+            *o->val = argv[++i];
+        } else {
+            tb_log_error("%s: option '--%s' needs a value", cmd, o->name);
+            return TB_EXIT_USAGE;
+        }
+        if (!**o->val) {
+            tb_log_error("%s: option '--%s' needs a non-empty value", cmd, o->name);
+            return TB_EXIT_USAGE;
+        }
+    }
+    return 0;
+}

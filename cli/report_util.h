@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/* report_util.h — helpers shared by report and export: open the database with
+ * clear one-line errors, resolve tier and server names, parse time bounds. */
+#ifndef TB_REPORT_UTIL_H
+#define TB_REPORT_UTIL_H
+
+#include <stdio.h>
+
+#include "tb.h"
+#include "catalog.h"
+#include "store.h"
+
+struct tb_cli_db {
+    struct tb_store *st;
+    struct tb_catalog *cat;
+};
+
+/* Opens `path` (which must exist) and loads its catalog. On failure logs one
+ * line naming the file and the problem and returns TB_EXIT_FAIL; else 0. */
+int tb_cli_db_open(struct tb_cli_db *db, const char *path, bool readonly);
+void tb_cli_db_close(struct tb_cli_db *db);
+
+/* Tier by name. When unknown, logs one line listing the known tiers and
+ * returns TB_EXIT_FAIL. */
+int tb_cli_tier(const struct tb_catalog *cat, const char *name, uint32_t *id);
+/* Server "ADDR:PORT" of the tier. A malformed address is a usage error
+ * (TB_EXIT_USAGE), a server not in the tier a runtime one (TB_EXIT_FAIL, the
+ * line lists the tier's servers). */
+int tb_cli_server(const struct tb_catalog *cat, uint32_t tier, const char *s, uint32_t *id);
+/* --from/--to: absolute times, or "+10s" offsets from the tier's first request.
+ * Unset bounds become INT64_MIN / INT64_MAX. Returns 0 or an exit status. */
+int tb_cli_range(struct tb_store *st, uint32_t tier, const char *from, const char *to,
+                 int64_t *from_ns, int64_t *to_ns);
+
+/* A long option of a subcommand: "--name VALUE" / "--name=VALUE" when `val`
+ * is set, a bare "--name" when `flag` is set. */
+struct tb_cli_opt {
+    const char *name; /* without the dashes */
+    const char **val;
+    bool *flag;
+};
+/* Parses argv[first..argc). Positional arguments are refused. On a bad flag
+ * logs one line ("CMD: unknown option '--x' ...") and returns TB_EXIT_USAGE;
+ * "--help"/"-h" returns -1 so the caller prints its usage. */
+int tb_cli_parse(int argc, char **argv, int first, const struct tb_cli_opt *opts, size_t n,
+                 const char *cmd);
+
+/* Writes `s` as one CSV field, quoted per RFC 4180 when it needs to be. */
+void tb_csv_field(FILE *f, const char *s);
+/* Writes `s` as a JSON string (with the quotes). */
+void tb_json_str(FILE *f, const char *s);
+/* Writes a double as JSON: %.17g, or null when not finite. */
+void tb_json_num(FILE *f, double v);
+
+#endif
