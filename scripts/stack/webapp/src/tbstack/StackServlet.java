@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: MIT
+// StackServlet.java — the demo application tier: three request classes that
+// query MariaDB through a small connection pool, with an allocation pattern
+// that makes a small Serial-GC heap stop the world under load.
+package tbstack;
+
+import jakarta.servlet.ServletException;
+import jakarta.servlet.http.HttpServlet;
+import jakarta.servlet.http.HttpServletRequest;
+import jakarta.servlet.http.HttpServletResponse;
+import java.io.IOException;
+import java.io.PrintWriter;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.LinkedBlockingDeque;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+
+public class StackServlet extends HttpServlet {
+    private static final long serialVersionUID = 1L;
+
+    // Counters the test compares with what tbneck saw on the wire.
+    private static final AtomicLong REQUESTS = new AtomicLong();
+    private static final AtomicLong QUERIES = new AtomicLong();
+    private static final AtomicLong ERRORS = new AtomicLong();
+
+    // A cache of rendered fragments kept alive across requests. Every request
+    // replaces a few random slots, so the old generation keeps filling with
+    // dead pointer-rich objects and a full (stop-the-world) collection has to
+    // mark and compact a large live graph: that is the transient bottleneck.
+    private AtomicReferenceArray<Object> cache;
+    private int nodesPerEntry;
+    private int entriesPerRequest;
+    private int garbagePerRequest;
+    // A fixed-size pool of our own rather than the container's: the run script
+    // closes every database connection after the warm-up (GET /stats?reset=1)
+    // so that the capture sees each connection from its handshake on.
+    private final LinkedBlockingDeque<Connection> idle = new LinkedBlockingDeque<>();
+    private String url, user, password;
+
+    @Override
+    public void init() throws ServletException {
+        url = getServletConfig().getInitParameter("jdbcUrl");
+        user = getServletConfig().getInitParameter("jdbcUser");
+        password = getServletConfig().getInitParameter("jdbcPassword");
+        if (url == null)
+            throw new ServletException("init-param jdbcUrl is missing");
+        cache = new AtomicReferenceArray<>(intParam("cacheEntries", 2000));
+        nodesPerEntry = intParam("nodesPerEntry", 200);
+        entriesPerRequest = intParam("entriesPerRequest", 2);
+        garbagePerRequest = intParam("garbagePerRequest", 2000);
+    }
+
+    private Connection borrow() throws SQLException {
+        Connection c = idle.pollFirst();
+        return c != null ? c : DriverManager.getConnection(url, user, password);
+    }
+
+    private void giveBack(Connection c) {
+        idle.offerFirst(c);
+    }
+
+    private void closeIdle() {
+        for (Connection c; (c = idle.pollFirst()) != null;) {
+            try {
+                c.close();
+            } catch (SQLException e) {
+                ERRORS.incrementAndGet();
+            }
+        }
+    }
+
+    @Override
+    public void destroy() {
+        closeIdle();
+    }
+
+    private int intParam(String name, int dflt) {
+        String v = getServletConfig().getInitParameter(name);
+        return v == null ? dflt : Integer.parseInt(v.trim());
+    }
+
+    /** A linked list of small objects: cheap to build, expensive to mark. */
+    private static final class Node {
+        final long value;
+        final String text;
+        Node next;
+
+        Node(long value, String text, Node next) {
+            this.value = value;
+            this.text = text;
+            this.next = next;
+        }
+    }
+
+    private void churn(String seed) {
+        ThreadLocalRandom rnd = ThreadLocalRandom.current();
+        for (int e = 0; e < entriesPerRequest; e++) {
+            Node head = null;
+            for (int i = 0; i < nodesPerEntry; i++)
+                head = new Node(rnd.nextLong(), i % 16 == 0 ? seed + i : null, head);
+            cache.set(rnd.nextInt(cache.length()), head);
+        }
+        // Short-lived garbage, as a template engine would leave behind.
+        long sink = 0;
+        for (int i = 0; i < garbagePerRequest; i++)
+            sink += new StringBuilder(32).append(seed).append(i).toString().length();
+        if (sink == 42)
+            ERRORS.incrementAndGet(); // keeps the loop from being optimised away
+    }
+
+    @Override
+    protected void doGet(HttpServletRequest req, HttpServletResponse resp)
+            throws ServletException, IOException {
+        String path = req.getPathInfo() == null ? "/" : req.getPathInfo();
+        if (path.equals("/stats")) {
+            if (req.getParameter("reset") != null)
+                closeIdle();
+            resp.setContentType("text/plain");
+            PrintWriter w = resp.getWriter();
+            w.printf("requests %d%nqueries %d%nerrors %d%n", REQUESTS.get(), QUERIES.get(),
+                     ERRORS.get());
+            return;
+        }
+        REQUESTS.incrementAndGet();
+        StringBuilder page = new StringBuilder(4096);
+        Connection c = null;
+        try {
+            c = borrow();
+            switch (path) {
+            case "/story":
+                story(c, page, longParam(req, "id", 1));
+                break;
+            case "/list":
+                list(c, page);
+                break;
+            case "/search":
+                search(c, page, req.getParameter("q") == null ? "a" : req.getParameter("q"));
+                break;
+            default:
+                giveBack(c);
+                resp.sendError(404);
+                return;
+            }
+            giveBack(c);
+        } catch (SQLException e) {
+            ERRORS.incrementAndGet();
+            if (c != null) {
+                try {
+                    c.close();
+                } catch (SQLException e2) {
+                    e.addSuppressed(e2);
+                }
+            }
+            throw new ServletException(e);
+        }
+        churn(path);
+        resp.setContentType("text/html");
+        resp.getWriter().append("<html><body>").append(page).append("</body></html>\n");
+    }
+
+    private static long longParam(HttpServletRequest req, String name, long dflt) {
+        try {
+            return Long.parseLong(req.getParameter(name));
+        } catch (NumberFormatException e) {
+            return dflt;
+        }
+    }
+
+    private static ResultSet query(PreparedStatement ps) throws SQLException {
+        QUERIES.incrementAndGet();
+        return ps.executeQuery();
+    }
+
+    private void story(Connection c, StringBuilder page, long id) throws SQLException {
+        try (PreparedStatement ps =
+                 c.prepareStatement("SELECT id, title, body, author FROM stories WHERE id = ?")) {
+            ps.setLong(1, id);
+            try (ResultSet rs = query(ps)) {
+                while (rs.next())
+                    page.append("<h1>").append(rs.getString(2)).append("</h1><p>")
+                        .append(rs.getString(3)).append("</p><i>").append(rs.getString(4))
+                        .append("</i>");
+            }
+        }
+        try (PreparedStatement ps = c.prepareStatement(
+                 "SELECT id, author, text FROM comments WHERE story_id = ? ORDER BY id LIMIT 10")) {
+            ps.setLong(1, id);
+            try (ResultSet rs = query(ps)) {
+                while (rs.next())
+                    page.append("<li>").append(rs.getString(2)).append(": ")
+                        .append(rs.getString(3)).append("</li>");
+            }
+        }
+    }
+
+    private void list(Connection c, StringBuilder page) throws SQLException {
+        try (PreparedStatement ps =
+                 c.prepareStatement("SELECT id, title FROM stories ORDER BY id DESC LIMIT 25")) {
+            try (ResultSet rs = query(ps)) {
+                List<String> rows = new ArrayList<>();
+                while (rs.next())
+                    rows.add("<li><a href=\"story?id=" + rs.getLong(1) + "\">" + rs.getString(2)
+                             + "</a></li>");
+                for (String r : rows)
+                    page.append(r);
+            }
+        }
+    }
+
+    private void search(Connection c, StringBuilder page, String q) throws SQLException {
+        try (PreparedStatement ps = c.prepareStatement(
+                 "SELECT id, title FROM stories WHERE title LIKE ? ORDER BY id LIMIT 10")) {
+            ps.setString(1, q + "%");
+            try (ResultSet rs = query(ps)) {
+                while (rs.next())
+                    page.append("<li>").append(rs.getString(2)).append("</li>");
+            }
+        }
+    }
+}
