@@ -1,8 +1,98 @@
 /* SPDX-License-Identifier: MIT */
+/* cmd_serve.c — `tbneck serve`: the web dashboard over a database, on a libuv
+ * loop, until SIGINT or SIGTERM. */
+#include <stdio.h>
+#include <string.h>
+#include <uv.h>
+
 #include "cli.h"
+#include "report_util.h"
+#include "web.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tbneck serve [--db FILE] [--listen 127.0.0.1:8080] [--allow-remote]\n"
+            "                    [--static DIR] [--window 50ms]\n\n"
+            "Serves the dashboard and its JSON API (/api/tiers, /api/windows, /api/scatter,\n"
+            "/api/episodes, /api/analysis, /api/health, /api/stream) over the database.\n"
+            "Binds loopback only unless --allow-remote; port 0 picks a free port. New rows\n"
+            "written by a running capture are pushed to /api/stream every second.\n"
+            "--window is the width of the windows announced on the stream.\n"
+            "Exit status: 0 after SIGINT/SIGTERM, 1 on a runtime failure (missing database,\n"
+            "address in use), 2 on a usage error (bad option, non-loopback address).\n");
+}
+
+struct serve_ctx {
+    struct tb_web *web;
+    uv_signal_t sigint, sigterm;
+};
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    struct serve_ctx *ctx = s->data;
+    (void)signum;
+    tb_web_close(ctx->web);
+    uv_close((uv_handle_t *)&ctx->sigint, NULL);
+    uv_close((uv_handle_t *)&ctx->sigterm, NULL);
+}
+
 int tb_cmd_serve(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    tb_log_error("serve: not built yet");
-    return TB_EXIT_FAIL;
+    const char *db = TB_DEFAULT_DB, *listen = "127.0.0.1:8080", *static_dir = NULL;
+    const char *window = NULL;
+    bool allow_remote = false;
+    const struct tb_cli_opt opts[] = {
+        {"db", &db, NULL},
+        {"listen", &listen, NULL},
+        {"static", &static_dir, NULL},
+        {"window", &window, NULL},
+        {"allow-remote", NULL, &allow_remote},
+    };
+    int rc = tb_cli_parse(argc, argv, 1, opts, TB_ARRAY_SIZE(opts), "serve");
+    if (rc < 0) {
+        usage(stdout);
+        return TB_EXIT_OK;
+    }
+    if (rc)
+        return rc;
+    int64_t width_ns = 50 * TB_NS_PER_MS;
+    if (window && (tb_parse_duration(window, TB_NS_PER_MS, &width_ns) < 0 || width_ns <= 0)) {
+        tb_log_error("serve: bad --window '%s' (expected a duration such as 50ms)", window);
+        return TB_EXIT_USAGE;
+    }
+
+    uv_loop_t loop;
+    if (uv_loop_init(&loop) < 0) {
+        tb_log_error("serve: cannot create the event loop");
+        return TB_EXIT_FAIL;
+    }
+    struct serve_ctx ctx = {0};
+    struct tb_web_opts wo = {
+        .listen = listen,
+        .allow_remote = allow_remote,
+        .static_dir = static_dir,
+        .db_path = db,
+        .poll_db = true,
+        .stream_width_ns = width_ns,
+    };
+    char err[512] = "";
+    rc = tb_web_new(&ctx.web, &loop, &wo, err, sizeof err);
+    if (rc < 0) {
+        tb_log_error("serve: %s", err);
+        uv_run(&loop, UV_RUN_DEFAULT); /* lets a failed listener finish closing */
+        uv_loop_close(&loop);
+        return rc == TB_E_PERM || rc == TB_E_INVAL ? TB_EXIT_USAGE : TB_EXIT_FAIL;
+    }
+    uv_signal_init(&loop, &ctx.sigint);
+    uv_signal_init(&loop, &ctx.sigterm);
+    ctx.sigint.data = ctx.sigterm.data = &ctx;
+    uv_signal_start(&ctx.sigint, on_signal, SIGINT);
+    uv_signal_start(&ctx.sigterm, on_signal, SIGTERM);
+    /* Scripts read the bound address (port 0 picks one) from this line. */
+    printf("serving http://%s/ (database %s)\n", tb_web_bound(ctx.web), db);
+    fflush(stdout);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    rc = uv_loop_close(&loop);
+    return rc == 0 ? TB_EXIT_OK : TB_EXIT_FAIL;
 }

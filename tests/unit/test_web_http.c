@@ -1,0 +1,500 @@
+/* SPDX-License-Identifier: MIT */
+/* test_web_http.c — the dashboard's HTTP core on a loopback port: keep-alive,
+ * pipelining, limits, malformed input, idle timeout, connection cap, static
+ * file confinement, event streams and the URL/JSON helpers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "http.h"
+#include "web-int.h"
+
+/* The server runs on its own loop thread; the test talks to it over blocking
+ * sockets and asks the loop to do things through an async handle. */
+struct fixture {
+    uv_loop_t loop;
+    uv_async_t cmd;
+    pthread_t thread;
+    struct tb_http *srv;
+    struct tb_web web; /* only its static_root is used by tb__web_static */
+    char root[256], outside[256];
+    int port;
+    volatile int what; /* 1 = broadcast, 2 = stop */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+};
+
+static void handler(void *ud, struct tb_http_conn *c, const struct tb_http_req *r)
+{
+    struct fixture *f = ud;
+    if (!strcmp(r->path, "/hello")) {
+        if (r->method == TB_HTTP_OTHER) {
+            tb_http_error(c, 405, "method not allowed");
+            return;
+        }
+        char body[128];
+        int n = snprintf(body, sizeof body, "hello %s", r->query ? r->query : "-");
+        tb_http_respond(c, 200, "text/plain", body, (size_t)n, NULL);
+    } else if (!strcmp(r->path, "/stream")) {
+        tb_http_stream_begin(c);
+    } else {
+        tb__web_static(&f->web, c, r->path);
+    }
+}
+
+static void on_cmd(uv_async_t *a)
+{
+    struct fixture *f = a->data;
+    pthread_mutex_lock(&f->mu);
+    if (f->what == 1) {
+        tb_http_broadcast(f->srv, "window", "{\"load\":3}");
+    } else if (f->what == 2) {
+        tb_http_close(f->srv);
+        uv_close((uv_handle_t *)&f->cmd, NULL);
+    }
+    f->what = 0;
+    f->done = true;
+    pthread_cond_signal(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void command(struct fixture *f, int what)
+{
+    pthread_mutex_lock(&f->mu);
+    f->done = false;
+    f->what = what;
+    uv_async_send(&f->cmd);
+    while (!f->done)
+        pthread_cond_wait(&f->cv, &f->mu);
+    pthread_mutex_unlock(&f->mu);
+}
+
+static void *loop_main(void *arg)
+{
+    struct fixture *f = arg;
+    uv_run(&f->loop, UV_RUN_DEFAULT);
+    return NULL;
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *fp = fopen(path, "w");
+    assert_non_null(fp);
+    fputs(text, fp);
+    fclose(fp);
+}
+
+static int setup(void **state)
+{
+    struct fixture *f = calloc(1, sizeof *f);
+    assert_non_null(f);
+    snprintf(f->root, sizeof f->root, "/tmp/tbweb-%d-root", (int)getpid());
+    snprintf(f->outside, sizeof f->outside, "/tmp/tbweb-%d-secret", (int)getpid());
+    mkdir(f->root, 0755);
+    char p[512];
+    snprintf(p, sizeof p, "%s/index.html", f->root);
+    write_file(p, "<!doctype html><title>t</title>");
+    snprintf(p, sizeof p, "%s/app.js", f->root);
+    write_file(p, "console.log(1);");
+    write_file(f->outside, "secret");
+    snprintf(p, sizeof p, "%s/escape.txt", f->root);
+    unlink(p);
+    assert_int_equal(symlink(f->outside, p), 0);
+    assert_non_null(realpath(f->root, f->web.static_root));
+
+    assert_int_equal(uv_loop_init(&f->loop), 0);
+    uv_async_init(&f->loop, &f->cmd, on_cmd);
+    f->cmd.data = f;
+    pthread_mutex_init(&f->mu, NULL);
+    pthread_cond_init(&f->cv, NULL);
+    struct tb_http_opts o = {.listen = "127.0.0.1:0", .max_conns = 8, .idle_ms = 400};
+    char err[256];
+    assert_int_equal(tb_http_new(&f->srv, &f->loop, &o, handler, f, err, sizeof err), 0);
+    f->port = tb_http_port(f->srv);
+    assert_true(f->port > 0);
+    pthread_create(&f->thread, NULL, loop_main, f);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    command(f, 2);
+    pthread_join(f->thread, NULL);
+    assert_int_equal(uv_loop_close(&f->loop), 0);
+    char p[512];
+    snprintf(p, sizeof p, "%s/index.html", f->root);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/app.js", f->root);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/escape.txt", f->root);
+    unlink(p);
+    rmdir(f->root);
+    unlink(f->outside);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+    free(f);
+    return 0;
+}
+
+static int dial(struct fixture *f)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+static void send_str(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return; /* the server may close early on purpose */
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Reads until `want` complete responses arrived, EOF, or 2 s of silence.
+ * Returns the bytes read; *eof tells whether the server closed. */
+static size_t recv_responses(int fd, char *buf, size_t cap, int want, bool *eof)
+{
+    size_t len = 0;
+    *eof = false;
+    for (int spins = 0; spins < 200; spins++) {
+        int got = 0;
+        const char *p = buf;
+        buf[len] = '\0';
+        while (got < want) {
+            const char *h = strstr(p, "\r\n\r\n");
+            if (!h)
+                break;
+            const char *cl = strstr(p, "Content-Length: ");
+            long n = cl && cl < h ? strtol(cl + 16, NULL, 10) : 0;
+            if ((size_t)(h + 4 - buf) + (size_t)n > len)
+                break;
+            p = h + 4 + n;
+            got++;
+        }
+        if (got >= want)
+            return len;
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, 2000) <= 0)
+            return len;
+        ssize_t r = recv(fd, buf + len, cap - 1 - len, 0);
+        if (r <= 0) {
+            *eof = true;
+            buf[len] = '\0';
+            return len;
+        }
+        len += (size_t)r;
+    }
+    return len;
+}
+
+/* True when the server closes the connection within 3 s. */
+static bool closes(int fd)
+{
+    char tmp[4096];
+    for (int i = 0; i < 100; i++) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        if (poll(&pfd, 1, 3000) <= 0)
+            return false;
+        ssize_t r = recv(fd, tmp, sizeof tmp, 0);
+        if (r <= 0)
+            return true;
+    }
+    return false;
+}
+
+static int status_of(const char *resp)
+{
+    int st = 0;
+    if (sscanf(resp, "HTTP/1.1 %d", &st) != 1)
+        return -1;
+    return st;
+}
+
+static int one_request(struct fixture *f, const char *req, char *out, size_t cap, bool *eof)
+{
+    int fd = dial(f);
+    send_str(fd, req, strlen(req));
+    recv_responses(fd, out, cap, 1, eof);
+    int st = status_of(out);
+    if (!*eof)
+        *eof = closes(fd);
+    close(fd);
+    return st;
+}
+
+static void test_keepalive_and_pipelining(void **state)
+{
+    struct fixture *f = *state;
+    int fd = dial(f);
+    static char buf[65536];
+    bool eof;
+    const char *r1 = "GET /hello?a=1 HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_str(fd, r1, strlen(r1));
+    recv_responses(fd, buf, sizeof buf, 1, &eof);
+    assert_int_equal(status_of(buf), 200);
+    assert_non_null(strstr(buf, "Connection: keep-alive"));
+    assert_non_null(strstr(buf, "hello a=1"));
+    assert_false(eof);
+    /* Same connection, three pipelined requests in one write. */
+    const char *r3 = "GET /hello?b HTTP/1.1\r\nHost: x\r\n\r\nGET /hello?c HTTP/1.1\r\nHost: x\r\n\r\n"
+                     "HEAD /hello?d HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_str(fd, r3, strlen(r3));
+    size_t n = recv_responses(fd, buf, sizeof buf, 2, &eof);
+    assert_true(n > 0);
+    char *second = strstr(buf, "hello b");
+    assert_non_null(second);
+    assert_non_null(strstr(second, "hello c"));
+    close(fd);
+    /* HTTP/1.0 without keep-alive closes after the response. */
+    assert_int_equal(one_request(f, "GET /hello HTTP/1.0\r\n\r\n", buf, sizeof buf, &eof), 200);
+    assert_true(eof);
+}
+
+static void test_bad_requests(void **state)
+{
+    struct fixture *f = *state;
+    static char buf[65536], big[32768];
+    bool eof;
+    /* Non-GET: 405 with Allow. */
+    assert_int_equal(one_request(f, "POST /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc",
+                                 buf, sizeof buf, &eof), 405);
+    assert_non_null(strstr(buf, "Allow: GET, HEAD"));
+    /* Garbage: 400, then the connection ends. */
+    assert_int_equal(one_request(f, "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n",
+                                 buf, sizeof buf, &eof), 400);
+    assert_true(eof);
+    assert_non_null(strstr(buf, "{\"error\""));
+    /* Oversized head: 431. */
+    int o = snprintf(big, sizeof big, "GET /hello HTTP/1.1\r\nHost: x\r\nX-Pad: ");
+    memset(big + o, 'a', 12000);
+    strcpy(big + o + 12000, "\r\n\r\n");
+    assert_int_equal(one_request(f, big, buf, sizeof buf, &eof), 431);
+    assert_true(eof);
+    /* Many small headers add up too. */
+    o = snprintf(big, sizeof big, "GET /hello HTTP/1.1\r\n");
+    for (int i = 0; i < 900; i++)
+        o += snprintf(big + o, sizeof big - (size_t)o, "X-%d: v\r\n", i);
+    snprintf(big + o, sizeof big - (size_t)o, "\r\n");
+    assert_int_equal(one_request(f, big, buf, sizeof buf, &eof), 431);
+    /* Too long a URL: 414. */
+    o = snprintf(big, sizeof big, "GET /");
+    memset(big + o, 'u', 5000);
+    strcpy(big + o + 5000, " HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_int_equal(one_request(f, big, buf, sizeof buf, &eof), 414);
+    /* Announced body beyond the limit: 413 before it is read. */
+    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n", buf,
+                                 sizeof buf, &eof), 413);
+    /* The server is still fine afterwards. */
+    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n", buf,
+                                 sizeof buf, &eof), 200);
+}
+
+static void test_static_confinement(void **state)
+{
+    struct fixture *f = *state;
+    static char buf[65536];
+    bool eof;
+    assert_int_equal(one_request(f, "GET / HTTP/1.1\r\n\r\n", buf, sizeof buf, &eof), 200);
+    assert_non_null(strstr(buf, "Content-Type: text/html"));
+    assert_non_null(strstr(buf, "<title>t</title>"));
+    assert_int_equal(one_request(f, "GET /app.js HTTP/1.1\r\n\r\n", buf, sizeof buf, &eof), 200);
+    assert_non_null(strstr(buf, "Content-Type: text/javascript"));
+    assert_int_equal(one_request(f, "GET /nope.css HTTP/1.1\r\n\r\n", buf, sizeof buf, &eof), 404);
+    const char *bad400[] = {
+        "GET /../../etc/passwd HTTP/1.1\r\n\r\n",
+        "GET /%2e%2e/%2e%2e/etc/passwd HTTP/1.1\r\n\r\n",
+        "GET /%2E%2E%2Fetc%2Fpasswd HTTP/1.1\r\n\r\n",
+        "GET /..%5c..%5cetc HTTP/1.1\r\n\r\n",
+        "GET /a/%2e%2e/index.html HTTP/1.1\r\n\r\n",
+        "GET /index.html%00.js HTTP/1.1\r\n\r\n",
+        "GET /%zz HTTP/1.1\r\n\r\n",
+    };
+    for (size_t i = 0; i < TB_ARRAY_SIZE(bad400); i++) {
+        int st = one_request(f, bad400[i], buf, sizeof buf, &eof);
+        if (st != 400)
+            fail_msg("%s -> %d, want 400", bad400[i], st);
+        assert_null(strstr(buf, "secret"));
+    }
+    const char *bad404[] = {
+        "GET //etc/passwd HTTP/1.1\r\n\r\n",
+        "GET /escape.txt HTTP/1.1\r\n\r\n", /* symlink out of the root */
+        "GET /%2fetc%2fpasswd HTTP/1.1\r\n\r\n",
+        "GET /.hidden HTTP/1.1\r\n\r\n",
+    };
+    for (size_t i = 0; i < TB_ARRAY_SIZE(bad404); i++) {
+        int st = one_request(f, bad404[i], buf, sizeof buf, &eof);
+        if (st != 404)
+            fail_msg("%s -> %d, want 404", bad404[i], st);
+        assert_null(strstr(buf, "secret"));
+    }
+}
+
+static void test_idle_timeout(void **state)
+{
+    struct fixture *f = *state;
+    int fd = dial(f);
+    /* idle_ms is 400 in this fixture: a silent client is dropped. */
+    assert_true(closes(fd));
+    close(fd);
+}
+
+static void test_connection_cap(void **state)
+{
+    struct fixture *f = *state;
+    int fds[40];
+    for (size_t i = 0; i < TB_ARRAY_SIZE(fds); i++)
+        fds[i] = dial(f);
+    usleep(100 * 1000);
+    static char buf[65536];
+    bool eof;
+    /* 40 idle sockets against a cap of 8: the newest real request wins. */
+    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nHost: x\r\n\r\n", buf, sizeof buf,
+                                 &eof), 200);
+    assert_true(tb_http_conn_count(f->srv) <= 8);
+    for (size_t i = 0; i < TB_ARRAY_SIZE(fds); i++)
+        close(fds[i]);
+}
+
+static void test_event_stream(void **state)
+{
+    struct fixture *f = *state;
+    int fd = dial(f);
+    const char *r = "GET /stream HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_str(fd, r, strlen(r));
+    static char buf[8192];
+    size_t len = 0;
+    for (int i = 0; i < 50 && !strstr(buf, "retry:"); i++) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        assert_true(poll(&pfd, 1, 2000) > 0);
+        ssize_t n = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+        assert_true(n > 0);
+        len += (size_t)n;
+        buf[len] = '\0';
+    }
+    assert_non_null(strstr(buf, "Content-Type: text/event-stream"));
+    /* Streams outlive the idle timeout (400 ms here). */
+    usleep(700 * 1000);
+    command(f, 1);
+    for (int i = 0; i < 50 && !strstr(buf, "event: window"); i++) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        assert_true(poll(&pfd, 1, 2000) > 0);
+        ssize_t n = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+        assert_true(n > 0);
+        len += (size_t)n;
+        buf[len] = '\0';
+    }
+    assert_non_null(strstr(buf, "event: window\ndata: {\"load\":3}\n\n"));
+    close(fd);
+}
+
+static void test_helpers(void **state)
+{
+    (void)state;
+    char out[64];
+    assert_int_equal(tb_http_unescape("a%20b+c", 7, out, sizeof out, true), 5);
+    assert_string_equal(out, "a b c");
+    assert_int_equal(tb_http_unescape("%2", 2, out, sizeof out, false), -1);
+    assert_int_equal(tb_http_unescape("%00", 3, out, sizeof out, false), -1);
+    assert_int_equal(tb_http_query_get("tier=mysql&width=50ms", "width", out, sizeof out), 1);
+    assert_string_equal(out, "50ms");
+    assert_int_equal(tb_http_query_get("tier=mysql&width=50ms", "wid", out, sizeof out), 0);
+    assert_int_equal(tb_http_query_get("tier=%zz", "tier", out, sizeof out), -1);
+    assert_int_equal(tb_http_query_get("flag&x=1", "flag", out, sizeof out), 1);
+    assert_string_equal(out, "");
+
+    struct tb_buf b;
+    tb_buf_init(&b);
+    tb_buf_json_str(&b, "a\"b\\c\n\x01\xff\xc3\xa9");
+    tb_buf_add(&b, " ", 1);
+    tb_buf_json_num(&b, NAN);
+    tb_buf_add(&b, " ", 1);
+    tb_buf_json_num(&b, 2.5);
+    tb_buf_add(&b, " ", 1);
+    tb_buf_json_num(&b, 42);
+    assert_true(tb_buf_ok(&b));
+    assert_string_equal(b.p, "\"a\\\"b\\\\c\\u000a\\u0001\\ufffd\xc3\xa9\" null 2.5 42");
+    tb_buf_free(&b);
+
+    struct sockaddr_in s4 = {.sin_family = AF_INET};
+    inet_pton(AF_INET, "127.1.2.3", &s4.sin_addr);
+    assert_true(tb_http_addr_is_loopback((struct sockaddr *)&s4));
+    inet_pton(AF_INET, "10.0.0.1", &s4.sin_addr);
+    assert_false(tb_http_addr_is_loopback((struct sockaddr *)&s4));
+    struct sockaddr_in6 s6 = {.sin6_family = AF_INET6};
+    inet_pton(AF_INET6, "::1", &s6.sin6_addr);
+    assert_true(tb_http_addr_is_loopback((struct sockaddr *)&s6));
+    inet_pton(AF_INET6, "::", &s6.sin6_addr);
+    assert_false(tb_http_addr_is_loopback((struct sockaddr *)&s6));
+}
+
+static void dummy(void *ud, struct tb_http_conn *c, const struct tb_http_req *r)
+{
+    (void)ud;
+    (void)r;
+    tb_http_error(c, 404, "x");
+}
+
+static void test_listen_policy(void **state)
+{
+    (void)state;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    struct tb_http *srv = NULL;
+    char err[256];
+    struct tb_http_opts o = {.listen = "0.0.0.0:0"};
+    assert_int_equal(tb_http_new(&srv, &loop, &o, dummy, NULL, err, sizeof err), TB_E_PERM);
+    assert_non_null(strstr(err, "--allow-remote"));
+    o.listen = "127.0.0.1:99999";
+    assert_int_equal(tb_http_new(&srv, &loop, &o, dummy, NULL, err, sizeof err), TB_E_INVAL);
+    o.listen = "nonsense";
+    assert_int_equal(tb_http_new(&srv, &loop, &o, dummy, NULL, err, sizeof err), TB_E_INVAL);
+    o.listen = "0.0.0.0:0";
+    o.allow_remote = true;
+    assert_int_equal(tb_http_new(&srv, &loop, &o, dummy, NULL, err, sizeof err), 0);
+    tb_http_close(srv);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_keepalive_and_pipelining, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_requests, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_static_confinement, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_timeout, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_connection_cap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_event_stream, setup, teardown),
+        cmocka_unit_test(test_helpers),
+        cmocka_unit_test(test_listen_policy),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,441 @@
+/* SPDX-License-Identifier: MIT */
+/* api.c — the JSON API of the dashboard: tiers, windows, scatter, episodes,
+ * analysis, capture health and the event stream. */
+#include "web-int.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze.h"
+
+#define WIDTH_MIN_NS TB_NS_PER_MS
+#define WIDTH_MAX_NS (3600 * TB_NS_PER_SEC)
+#define API_MAX_WINDOWS 2000000 /* ~100 MB of JSON: a range that large is a mistake */
+
+/* Parameters shared by the per-tier endpoints. */
+struct params {
+    uint32_t tier;
+    const char *tier_name;
+    uint32_t server;
+    int64_t width_ns, from_ns, to_ns;
+};
+
+static void send_buf(struct tb_http_conn *c, struct tb_buf *b)
+{
+    if (!tb_buf_ok(b)) {
+        tb_buf_free(b);
+        tb_http_error(c, 500, "out of memory");
+        return;
+    }
+    size_t len;
+    char *p = tb_buf_steal(b, &len);
+    tb_http_respond_owned(c, 200, "application/json", p, len, NULL);
+}
+
+/* Reads tier, width, server, from and to. Answers the request itself (400 or
+ * 404) and returns false when they are not usable. */
+static bool get_params(struct tb_web *w, struct tb_http_conn *c, const char *q, struct params *p,
+                       bool need_tier)
+{
+    char tier[TB_NAME_MAX + 1], width[64], server[TB_ADDR_STRLEN], from[64], to[64], msg[256];
+    memset(p, 0, sizeof *p);
+    p->width_ns = 50 * TB_NS_PER_MS;
+    p->from_ns = INT64_MIN;
+    p->to_ns = INT64_MAX;
+    int rt = tb_http_query_get(q, "tier", tier, sizeof tier);
+    int rw = tb_http_query_get(q, "width", width, sizeof width);
+    int rs = tb_http_query_get(q, "server", server, sizeof server);
+    int rf = tb_http_query_get(q, "from", from, sizeof from);
+    int rto = tb_http_query_get(q, "to", to, sizeof to);
+    if (rt < 0 || rw < 0 || rs < 0 || rf < 0 || rto < 0) {
+        tb_http_error(c, 400, "malformed query string");
+        return false;
+    }
+    if (rw == 1) {
+        int64_t ns;
+        if (tb_parse_duration(width, TB_NS_PER_MS, &ns) < 0 || ns < WIDTH_MIN_NS ||
+            ns > WIDTH_MAX_NS) {
+            snprintf(msg, sizeof msg, "bad width '%.40s': expected a duration from 1ms to 1h", width);
+            tb_http_error(c, 400, msg);
+            return false;
+        }
+        p->width_ns = ns;
+    }
+    if (!need_tier)
+        return true;
+    if (rt != 1 || !tier[0]) {
+        tb_http_error(c, 400, "missing parameter 'tier'");
+        return false;
+    }
+    if (tb_catalog_tier_find(w->cat, tier, &p->tier) < 0) {
+        tb__web_reload_catalog(w); /* it may have appeared since (live capture) */
+        if (tb_catalog_tier_find(w->cat, tier, &p->tier) < 0) {
+            snprintf(msg, sizeof msg, "unknown tier '%.64s'", tier);
+            tb_http_error(c, 404, msg);
+            return false;
+        }
+    }
+    p->tier_name = tb_catalog_tier_get(w->cat, p->tier)->name;
+    if (rs == 1 && server[0] && strcmp(server, "*") != 0) {
+        struct tb_addr a;
+        if (tb_addr_parse(server, &a) < 0) {
+            snprintf(msg, sizeof msg, "bad server '%.60s': expected ADDR:PORT", server);
+            tb_http_error(c, 400, msg);
+            return false;
+        }
+        const struct tb_server_info *si;
+        if (tb_catalog_server_find(w->cat, &a, &p->server) < 0 ||
+            !(si = tb_catalog_server_get(w->cat, p->server)) || si->tier != p->tier) {
+            snprintf(msg, sizeof msg, "server '%.60s' is not in tier '%s'", server, p->tier_name);
+            tb_http_error(c, 404, msg);
+            return false;
+        }
+    }
+    int64_t first = 0, last = 0;
+    if (rf == 1 || rto == 1)
+        tb_store_time_span(w->st, p->tier, &first, &last);
+    if (rf == 1 && from[0] && tb_parse_time(from, first, &p->from_ns) < 0) {
+        snprintf(msg, sizeof msg, "bad 'from' time '%.40s'", from);
+        tb_http_error(c, 400, msg);
+        return false;
+    }
+    if (rto == 1 && to[0] && tb_parse_time(to, first, &p->to_ns) < 0) {
+        snprintf(msg, sizeof msg, "bad 'to' time '%.40s'", to);
+        tb_http_error(c, 400, msg);
+        return false;
+    }
+    if (p->from_ns >= p->to_ns) {
+        tb_http_error(c, 400, "'from' must be before 'to'");
+        return false;
+    }
+    if (p->from_ns != INT64_MIN && p->to_ns != INT64_MAX &&
+        (p->to_ns - p->from_ns) / p->width_ns > API_MAX_WINDOWS) {
+        tb_http_error(c, 400, "range too large for this width: narrow from/to or widen");
+        return false;
+    }
+    return true;
+}
+
+/* Runs (or loads from the database) the analysis the endpoint needs. */
+static bool analyze(struct tb_web *w, struct tb_http_conn *c, const struct params *p,
+                    struct tb_analysis_result *res)
+{
+    struct tb_analyze_opts o = {
+        .width_ns = p->width_ns,
+        .from_ns = p->from_ns,
+        .to_ns = p->to_ns,
+        .server = p->server,
+    };
+    char err[256] = "";
+    memset(res, 0, sizeof *res);
+    int rc = tb_analyze_tier(w->st, w->cat, p->tier, &o, res, err, sizeof err);
+    if (rc < 0) {
+        char msg[320];
+        snprintf(msg, sizeof msg, "analysis of tier '%s' failed: %s", p->tier_name,
+                 err[0] ? err : tb_strerror(rc));
+        tb_http_error(c, rc == TB_E_NOTFOUND ? 404 : 500, msg);
+        return false;
+    }
+    if (res->nwin > API_MAX_WINDOWS) {
+        tb_analysis_result_free(res);
+        tb_http_error(c, 400, "too many windows for this width: narrow from/to or widen");
+        return false;
+    }
+    return true;
+}
+
+static void head(struct tb_buf *b, const struct params *p)
+{
+    tb_buf_puts(b, "{\"tier\":");
+    tb_buf_json_str(b, p->tier_name);
+    tb_buf_printf(b, ",\"server\":%u,\"width_ns\":", p->server);
+    tb_buf_json_i64(b, p->width_ns);
+}
+
+/* A column of the windows as a JSON array: "name":[v0,v1,...]. */
+#define COLUMN(b, name, res, expr)                                    \
+    do {                                                              \
+        tb_buf_puts(b, ",\"" name "\":[");                            \
+        for (size_t i_ = 0; i_ < (res)->nwin; i_++) {                 \
+            const struct tb_window *win = &(res)->win[i_];            \
+            (void)win;                                                \
+            expr;                                                     \
+            tb_buf_add(b, ",", 1);                                    \
+        }                                                             \
+        tb_buf_trim_comma(b);                                         \
+        tb_buf_puts(b, "]");                                          \
+    } while (0)
+
+static void api_tiers(struct tb_web *w, struct tb_http_conn *c)
+{
+    tb__web_reload_catalog(w);
+    struct tb_buf b;
+    tb_buf_init(&b);
+    tb_buf_puts(&b, "{\"tiers\":[");
+    uint32_t nt = tb_catalog_tier_count(w->cat), ns = tb_catalog_server_count(w->cat);
+    for (uint32_t t = 1; t <= nt; t++) {
+        const struct tb_tier_info *ti = tb_catalog_tier_get(w->cat, t);
+        if (!ti)
+            continue;
+        uint64_t nreq = 0;
+        int64_t first = 0, last = 0;
+        tb_store_request_count(w->st, t, &nreq);
+        if (nreq)
+            tb_store_time_span(w->st, t, &first, &last);
+        tb_buf_printf(&b, "{\"id\":%u,\"name\":", t);
+        tb_buf_json_str(&b, ti->name);
+        tb_buf_puts(&b, ",\"proto\":");
+        tb_buf_json_str(&b, ti->proto);
+        tb_buf_printf(&b, ",\"configured\":%s,\"requests\":%" PRIu64 ",\"first_ns\":",
+                      ti->configured ? "true" : "false", nreq);
+        tb_buf_json_i64(&b, first);
+        tb_buf_puts(&b, ",\"last_ns\":");
+        tb_buf_json_i64(&b, last);
+        tb_buf_puts(&b, ",\"servers\":[");
+        for (uint32_t s = 1; s <= ns; s++) {
+            const struct tb_server_info *si = tb_catalog_server_get(w->cat, s);
+            if (!si || si->tier != t)
+                continue;
+            char a[TB_ADDR_STRLEN];
+            tb_buf_json_str(&b, tb_addr_fmt(&si->addr, a, sizeof a));
+            tb_buf_add(&b, ",", 1);
+        }
+        tb_buf_trim_comma(&b);
+        tb_buf_puts(&b, "]},");
+    }
+    tb_buf_trim_comma(&b);
+    tb_buf_puts(&b, "]}\n");
+    send_buf(c, &b);
+}
+
+static void api_windows(struct tb_web *w, struct tb_http_conn *c, const struct params *p)
+{
+    struct tb_analysis_result res;
+    if (!analyze(w, c, p, &res))
+        return;
+    struct tb_buf b;
+    tb_buf_init(&b);
+    head(&b, p);
+    tb_buf_printf(&b, ",\"count\":%zu", res.nwin);
+    COLUMN(&b, "start_ns", &res, tb_buf_json_i64(&b, win->start_ns));
+    COLUMN(&b, "load", &res, tb_buf_json_num(&b, win->load));
+    COLUMN(&b, "completions", &res, tb_buf_printf(&b, "%u", win->completions));
+    COLUMN(&b, "throughput", &res, tb_buf_json_num(&b, win->throughput));
+    COLUMN(&b, "norm_throughput", &res, tb_buf_json_num(&b, win->norm_throughput));
+    COLUMN(&b, "rt_mean_ns", &res, tb_buf_json_num(&b, win->rt_mean_ns));
+    tb_buf_puts(&b, "}\n");
+    tb_analysis_result_free(&res);
+    send_buf(c, &b);
+}
+
+/* True when the window lies inside one of the freeze episodes (sorted). */
+static bool in_freeze(const struct tb_analysis_result *res, const struct tb_window *win)
+{
+    for (size_t i = 0; i < res->nep; i++)
+        if (res->ep[i].kind == TB_EP_FREEZE && win->start_ns >= res->ep[i].start_ns &&
+            win->start_ns < res->ep[i].end_ns)
+            return true;
+    return false;
+}
+
+static void analysis_fields(struct tb_buf *b, const struct tb_analysis *a)
+{
+    tb_buf_puts(b, ",\"from_ns\":");
+    tb_buf_json_i64(b, a->from_ns);
+    tb_buf_puts(b, ",\"to_ns\":");
+    tb_buf_json_i64(b, a->to_ns);
+    tb_buf_printf(b, ",\"requests\":%" PRIu64 ",\"n_star\":", a->requests);
+    tb_buf_json_num(b, a->n_star);
+    tb_buf_puts(b, ",\"n_star_fit\":");
+    tb_buf_json_num(b, a->n_star_fit);
+    tb_buf_puts(b, ",\"tp_max\":");
+    tb_buf_json_num(b, a->tp_max);
+    tb_buf_puts(b, ",\"slope\":");
+    tb_buf_json_num(b, a->slope);
+    tb_buf_puts(b, ",\"work_unit_ns\":");
+    tb_buf_json_i64(b, a->work_unit_ns);
+    tb_buf_puts(b, ",\"congested_fraction\":");
+    tb_buf_json_num(b, a->congested_fraction);
+    tb_buf_puts(b, ",\"episodes_per_min\":");
+    tb_buf_json_num(b, a->episodes_per_min);
+    tb_buf_puts(b, ",\"levels\":[");
+    for (uint32_t i = 0; i < a->n_levels && i < TB_ARRAY_SIZE(a->levels); i++) {
+        tb_buf_json_num(b, a->levels[i]);
+        tb_buf_add(b, ",", 1);
+    }
+    tb_buf_trim_comma(b);
+    tb_buf_printf(b, "],\"disagree\":%s", a->disagree ? "true" : "false");
+}
+
+static void api_scatter(struct tb_web *w, struct tb_http_conn *c, const struct params *p)
+{
+    struct tb_analysis_result res;
+    if (!analyze(w, c, p, &res))
+        return;
+    const struct tb_analysis *a = &res.a;
+    bool have_n = isfinite(a->n_star);
+    struct tb_buf b;
+    tb_buf_init(&b);
+    head(&b, p);
+    tb_buf_puts(&b, ",\"n_star\":");
+    tb_buf_json_num(&b, a->n_star);
+    tb_buf_puts(&b, ",\"n_star_fit\":");
+    tb_buf_json_num(&b, a->n_star_fit);
+    tb_buf_puts(&b, ",\"tp_max\":");
+    tb_buf_json_num(&b, a->tp_max);
+    tb_buf_puts(&b, ",\"slope\":");
+    tb_buf_json_num(&b, a->slope);
+    tb_buf_printf(&b, ",\"count\":%zu", res.nwin);
+    COLUMN(&b, "start_ns", &res, tb_buf_json_i64(&b, win->start_ns));
+    COLUMN(&b, "load", &res, tb_buf_json_num(&b, win->load));
+    COLUMN(&b, "throughput", &res, tb_buf_json_num(&b, win->throughput));
+    COLUMN(&b, "norm_throughput", &res, tb_buf_json_num(&b, win->norm_throughput));
+    COLUMN(&b, "congested", &res,
+           tb_buf_puts(&b, have_n && win->load >= a->n_star ? "1" : "0"));
+    COLUMN(&b, "freeze", &res, tb_buf_puts(&b, in_freeze(&res, win) ? "1" : "0"));
+    tb_buf_puts(&b, "}\n");
+    tb_analysis_result_free(&res);
+    send_buf(c, &b);
+}
+
+static void api_episodes(struct tb_web *w, struct tb_http_conn *c, const struct params *p)
+{
+    struct tb_analysis_result res;
+    if (!analyze(w, c, p, &res))
+        return;
+    struct tb_buf b;
+    tb_buf_init(&b);
+    head(&b, p);
+    tb_buf_printf(&b, ",\"count\":%zu,\"episodes\":[", res.nep);
+    for (size_t i = 0; i < res.nep; i++) {
+        tb__web_json_episode(&b, NULL, &res.ep[i]);
+        tb_buf_add(&b, ",", 1);
+    }
+    tb_buf_trim_comma(&b);
+    tb_buf_puts(&b, "]}\n");
+    tb_analysis_result_free(&res);
+    send_buf(c, &b);
+}
+
+static void api_analysis(struct tb_web *w, struct tb_http_conn *c, const struct params *p)
+{
+    struct tb_analysis_result res;
+    if (!analyze(w, c, p, &res))
+        return;
+    struct tb_buf b;
+    tb_buf_init(&b);
+    head(&b, p);
+    analysis_fields(&b, &res.a);
+    tb_buf_printf(&b, ",\"windows\":%zu,\"episodes\":%zu,\"classes\":[", res.nwin, res.nep);
+    /* The costliest classes first would need a sort; the page shows a few, so
+     * the service table is sent as computed and the client sorts. */
+    for (size_t i = 0; i < res.nsvc && i < 200; i++) {
+        const struct tb_class_service *s = &res.svc[i];
+        const struct tb_class_info *ci = tb_catalog_class_get(w->cat, s->class_id);
+        tb_buf_puts(&b, "{\"class\":");
+        tb_buf_json_str(&b, ci ? ci->text : "?");
+        tb_buf_puts(&b, ",\"service_ns\":");
+        tb_buf_json_i64(&b, s->service_ns);
+        tb_buf_puts(&b, ",\"units\":");
+        tb_buf_json_num(&b, s->units);
+        tb_buf_printf(&b, ",\"requests\":%u},", s->requests);
+    }
+    tb_buf_trim_comma(&b);
+    tb_buf_puts(&b, "]}\n");
+    tb_analysis_result_free(&res);
+    send_buf(c, &b);
+}
+
+static void api_health(struct tb_web *w, struct tb_http_conn *c)
+{
+    struct tb_capture_row *cap = NULL;
+    size_t ncap = 0;
+    struct tb_health_row *h = NULL;
+    size_t nh = 0;
+    if (tb_store_captures(w->st, &cap, &ncap) < 0 ||
+        tb_store_get_health(w->st, INT64_MIN, INT64_MAX, &h, &nh) < 0) {
+        free(cap);
+        tb_http_error(c, 500, "cannot read capture health from the database");
+        return;
+    }
+    struct tb_buf b;
+    tb_buf_init(&b);
+    tb_buf_puts(&b, "{\"captures\":[");
+    for (size_t i = 0; i < ncap; i++) {
+        const struct tb_capture_row *r = &cap[i];
+        tb_buf_printf(&b, "{\"id\":%" PRId64 ",\"source\":", r->id);
+        tb_buf_json_str(&b, r->source);
+        tb_buf_puts(&b, ",\"started_ns\":");
+        tb_buf_json_i64(&b, r->started_ns);
+        tb_buf_puts(&b, ",\"ended_ns\":");
+        tb_buf_json_i64(&b, r->ended_ns);
+        tb_buf_printf(&b,
+                      ",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"kernel_drops\":%" PRIu64
+                      ",\"if_drops\":%" PRIu64 ",\"parse_errors\":%" PRIu64 ",\"gaps\":%" PRIu64
+                      ",\"evicted_flows\":%" PRIu64 ",\"requests\":%" PRIu64 "},",
+                      r->packets, r->bytes, r->kernel_drops, r->if_drops, r->parse_errors,
+                      r->gaps, r->evicted_flows, r->requests);
+    }
+    tb_buf_trim_comma(&b);
+    /* The health rows are cumulative counters per capture; the page wants
+     * per-second figures, so consecutive rows are differenced (a counter that
+     * goes down starts a new capture). */
+    tb_buf_puts(&b, "],\"seconds\":[");
+    for (size_t i = 0; i < nh; i++) {
+        const struct tb_health_row *r = &h[i], *pr = i ? &h[i - 1] : NULL;
+        bool cont = pr && r->packets >= pr->packets && r->kernel_drops >= pr->kernel_drops &&
+                    r->if_drops >= pr->if_drops;
+        tb_buf_puts(&b, "{\"ts_ns\":");
+        tb_buf_json_i64(&b, r->ts_ns);
+        tb_buf_printf(&b,
+                      ",\"packets\":%" PRIu64 ",\"kernel_drops\":%" PRIu64 ",\"if_drops\":%" PRIu64
+                      ",\"d_packets\":%" PRIu64 ",\"d_kernel_drops\":%" PRIu64
+                      ",\"d_if_drops\":%" PRIu64 "},",
+                      r->packets, r->kernel_drops, r->if_drops,
+                      cont ? r->packets - pr->packets : r->packets,
+                      cont ? r->kernel_drops - pr->kernel_drops : r->kernel_drops,
+                      cont ? r->if_drops - pr->if_drops : r->if_drops);
+    }
+    tb_buf_trim_comma(&b);
+    tb_buf_puts(&b, "]}\n");
+    free(cap);
+    free(h);
+    send_buf(c, &b);
+}
+
+void tb__web_api(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_req *r)
+{
+    if (r->method == TB_HTTP_OTHER) {
+        tb_http_error(c, 405, "method not allowed: the API is read-only (GET)");
+        return;
+    }
+    const char *path = r->path;
+    struct params p;
+    if (!strcmp(path, "/api/tiers")) {
+        api_tiers(w, c);
+    } else if (!strcmp(path, "/api/health")) {
+        api_health(w, c);
+    } else if (!strcmp(path, "/api/stream")) {
+        if (r->method == TB_HTTP_HEAD)
+            tb_http_respond(c, 200, "text/event-stream", NULL, 0, NULL);
+        else
+            tb_http_stream_begin(c);
+    } else if (!strcmp(path, "/api/windows")) {
+        if (get_params(w, c, r->query, &p, true))
+            api_windows(w, c, &p);
+    } else if (!strcmp(path, "/api/scatter")) {
+        if (get_params(w, c, r->query, &p, true))
+            api_scatter(w, c, &p);
+    } else if (!strcmp(path, "/api/episodes")) {
+        if (get_params(w, c, r->query, &p, true))
+            api_episodes(w, c, &p);
+    } else if (!strcmp(path, "/api/analysis")) {
+        if (get_params(w, c, r->query, &p, true))
+            api_analysis(w, c, &p);
+    } else {
+        tb_http_error(c, 404, "no such API endpoint");
+    }
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/* web-int.h — private parts of the dashboard server shared by its files. */
+#ifndef TB_WEB_INT_H
+#define TB_WEB_INT_H
+
+#include <limits.h>
+#include "web.h"
+#include "http.h"
+#include "buf.h"
+#include "catalog.h"
+#include "store.h"
+
+#define TB_WEB_MAX_TIERS 256
+
+struct tb_web {
+    uv_loop_t *loop;
+    struct tb_http *http;
+    struct tb_store *st;
+    struct tb_catalog *cat;
+    uv_timer_t poll;
+    bool poll_db, closing;
+    int64_t stream_width_ns;
+    char static_root[PATH_MAX]; /* resolved, no trailing '/' */
+    /* Stream watermarks when polling the database (per tier id). */
+    int64_t win_seen[TB_WEB_MAX_TIERS];
+    int64_t ep_seen[TB_WEB_MAX_TIERS];
+    int64_t health_seen;
+};
+
+void tb__web_static(struct tb_web *w, struct tb_http_conn *c, const char *raw_path);
+const char *tb__web_content_type(const char *path);
+void tb__web_api(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_req *r);
+/* Reloads the catalog from the database (tiers appear while a capture runs). */
+int tb__web_reload_catalog(struct tb_web *w);
+
+/* JSON shapes shared by the API and the stream. */
+void tb__web_json_window(struct tb_buf *b, const char *tier, const struct tb_window *win,
+                         bool congested);
+void tb__web_json_episode(struct tb_buf *b, const char *tier, const struct tb_episode *ep);
+
+#endif

@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: MIT */
+/* web.h — the dashboard server: JSON API over a tbneck database, a live event
+ * stream (Server-Sent Events) and the static page, on a caller's libuv loop.
+ * Used by `tbneck serve` and by `tbneck capture --serve`. */
+#ifndef TB_WEB_H
+#define TB_WEB_H
+
+#include <uv.h>
+#include "tb.h"
+#include "stats.h"
+#include "correlate.h"
+
+struct tb_web_opts {
+    const char *listen;       /* default "127.0.0.1:8080" */
+    bool allow_remote;        /* bind non-loopback addresses */
+    const char *static_dir;   /* NULL = installed folder, else the source tree's */
+    const char *db_path;      /* database read by the API (must exist) */
+    /* Serving a database that someone else writes (or a finished one): poll
+     * it every second and put new windows, episodes and health rows on the
+     * stream. A live capture publishes directly instead and leaves it false. */
+    bool poll_db;
+    int64_t stream_width_ns;  /* window width announced on the stream (default 50 ms) */
+    unsigned max_conns;       /* default 256 */
+    uint64_t idle_ms;         /* default 30 s */
+};
+
+struct tb_web;
+
+/* Opens the database (its own connection) and starts listening. On failure
+ * errbuf has one line; TB_E_PERM means a non-loopback address without
+ * allow_remote (a usage error), anything else a runtime failure. */
+int tb_web_new(struct tb_web **out, uv_loop_t *loop, const struct tb_web_opts *o, char *errbuf,
+               size_t errlen);
+/* Stops listening, closes every connection and the database; memory is
+ * released once the loop has run the close callbacks. */
+void tb_web_close(struct tb_web *w);
+/* "127.0.0.1:40123" — the address actually bound (port 0 picks one). */
+const char *tb_web_bound(const struct tb_web *w);
+unsigned tb_web_stream_clients(const struct tb_web *w);
+
+/* Live events for the stream, from a capture running on the same loop. */
+void tb_web_publish_window(struct tb_web *w, const char *tier, const struct tb_window *win,
+                           bool congested);
+void tb_web_publish_episode(struct tb_web *w, const char *tier, const struct tb_episode *ep,
+                            bool ongoing);
+void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb_analysis *a);
+void tb_web_publish_health(struct tb_web *w, int64_t ts_ns, uint64_t packets,
+                           uint64_t kernel_drops, uint64_t if_drops);
+
+#endif
