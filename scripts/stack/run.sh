@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# run.sh — the one command that tries tbneck on a real stack: installs what it needs,
+# starts nginx → Tomcat 10 → MariaDB with each tier at its own address, loads it with
+# wrk while `tbneck capture` listens on the wire, imports Tomcat's GC log and writes
+# the reports and plots to OUT (default ./stack-run). Everything it started is
+# stopped and removed when it ends, also after a failure or Ctrl-C.
+#
+#   bash scripts/stack/run.sh [--out DIR] [--duration 30] [--connections 64] [--think 100]
+#                             [--layout auto|netns|loopback] [--discover] [--pcap]
+#                             [--tbneck PATH] [--no-deps]
+#
+# --discover   let tbneck discover the tiers (names http, http-8080, mysql) instead of
+#              using the tiers file written for the stack (names web, tomcat, mysql)
+# --pcap       capture with tcpdump -w and run `tbneck capture -r` on the file afterwards
+#              instead of capturing live with `tbneck capture -i`
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+out=$PWD/stack-run
+duration=30
+conns=64
+think=100
+warmup=6
+layout=auto
+discover=0
+pcap=0
+deps=1
+tbneck=${TBNECK:-}
+
+usage() { sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --out) out=$2; shift ;;
+    --duration) duration=$2; shift ;;
+    --connections) conns=$2; shift ;;
+    --think) think=$2; shift ;;
+    --layout) layout=$2; shift ;;
+    --discover) discover=1 ;;
+    --pcap) pcap=1 ;;
+    --tbneck) tbneck=$2; shift ;;
+    --no-deps) deps=0 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+    shift
+done
+[ "$(id -u)" -eq 0 ] || { echo "run.sh: needs root (network namespaces, packet capture)" >&2; exit 2; }
+
+say() { echo "== $*" >&2; }
+
+if [ "$deps" = 1 ]; then
+    say "installing packages (scripts/deps.sh --stack)"
+    bash "$root/scripts/deps.sh" --stack
+fi
+if [ -z "$tbneck" ]; then
+    if [ ! -f "$root/build/build.ninja" ]; then meson setup "$root/build" >/dev/null; fi
+    ninja -C "$root/build" >/dev/null
+    tbneck=$root/build/tbneck
+fi
+[ -x "$tbneck" ] || { echo "run.sh: $tbneck is not an executable" >&2; exit 1; }
+
+# shellcheck source=stack.sh
+source "$here/stack.sh"
+if [ "$layout" = auto ]; then
+    if stack_netns_ok; then layout=netns; else layout=loopback; fi
+fi
+stack_layout "$layout"
+
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+rm -f "$out"/stack.db "$out"/stack.db-* "$out"/*.png "$out"/*.json "$out"/*.txt "$out"/*.log
+work=$(mktemp -d /tmp/tbstack.XXXXXX)
+cap_pid=""
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    if [ -n "$cap_pid" ]; then kill -INT "$cap_pid" 2>/dev/null || true; sleep 0.5; kill -KILL "$cap_pid" 2>/dev/null || true; fi
+    stack_down
+    rm -rf "$work"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say "starting the stack ($layout layout) in $work"
+stack_up "$work"
+
+# Tiers file for the stack (used unless --discover): NAME PROTO SERVER [hosts=...].
+cat >"$out/tiers.conf" <<EOF
+web http $WEB_ADDR:80 hosts=$WEB_ADDR
+tomcat http $APP_ADDR:8080 hosts=$APP_ADDR
+mysql mysql $DB_ADDR:3306 hosts=$DB_ADDR
+EOF
+
+# Warm the JVM up (class loading, JIT) straight at Tomcat before the capture starts,
+# then close the pool's database connections, so the captured run has no start-up
+# stalls and every connection it sees starts with its handshake.
+say "warm-up: ${warmup}s straight at Tomcat"
+stack_load "http://$APP_ADDR:8080" "$warmup" "$conns" "$think" >"$out/wrk-warmup.txt"
+stack_stats reset=1 >"$out/stats-before.txt"
+
+capargs=(--db "$out/stack.db")
+[ "$discover" = 1 ] || capargs+=(--tiers "$out/tiers.conf")
+if [ "$pcap" = 1 ]; then
+    say "capturing on $CAP_IFACE with tcpdump"
+    tcpdump -i "$CAP_IFACE" -s 0 -B 65536 -U -w "$work/stack.pcap" "$CAP_FILTER" 2>"$out/capture.log" &
+else
+    say "capturing live on $CAP_IFACE: tbneck capture -i $CAP_IFACE"
+    "$tbneck" capture -i "$CAP_IFACE" "${capargs[@]}" -f "$CAP_FILTER" \
+        --duration "$((duration + 60))s" >"$out/capture.log" 2>&1 &
+fi
+cap_pid=$!
+sleep 2
+kill -0 "$cap_pid" 2>/dev/null || { cat "$out/capture.log" >&2; echo "run.sh: the capture did not start" >&2; exit 1; }
+
+say "load: wrk, $conns connections, think time ${think} ms, ${duration}s, through nginx"
+stack_load "http://$WEB_ADDR" "$duration" "$conns" "$think" >"$out/wrk.txt"
+cat "$out/wrk.txt" >&2
+sleep 1
+kill -INT "$cap_pid"
+cap_rc=0
+wait "$cap_pid" || cap_rc=$?
+cap_pid=""
+stack_stats >"$out/stats-after.txt"
+cp "$STACK_GC_LOG" "$out/gc.log"
+cp "$STACK_ACCESS_LOG" "$out/access.log"
+cp "$work/tomcat/logs/stdout.log" "$out/tomcat.log"
+if [ "$pcap" = 1 ]; then
+    [ "$cap_rc" = 0 ] || { cat "$out/capture.log" >&2; echo "run.sh: tcpdump failed" >&2; exit 1; }
+    "$tbneck" capture -r "$work/stack.pcap" "${capargs[@]}" >>"$out/capture.log" 2>&1 \
+        || { cat "$out/capture.log" >&2; echo "run.sh: tbneck capture -r failed" >&2; exit 1; }
+elif [ "$cap_rc" != 0 ]; then
+    cat "$out/capture.log" >&2
+    echo "run.sh: tbneck capture exited with status $cap_rc" >&2
+    exit 1
+fi
+say "stopping the stack"
+stack_down
+
+# What the servers themselves counted during the captured run.
+counter() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
+{
+    echo "nginx_requests $(grep -c . "$out/access.log" || true)"
+    echo "tomcat_requests $(( $(counter requests "$out/stats-after.txt") - $(counter requests "$out/stats-before.txt") ))"
+    echo "jdbc_queries $(( $(counter queries "$out/stats-after.txt") - $(counter queries "$out/stats-before.txt") ))"
+    echo "app_errors $(( $(counter errors "$out/stats-after.txt") - $(counter errors "$out/stats-before.txt") ))"
+} >"$out/counts.txt"
+
+say "tiers"
+"$tbneck" tiers --db "$out/stack.db" | tee "$out/tiers.txt" >&2
+# Tier of each server, from the request export (a stable CSV interface).
+"$tbneck" export requests --db "$out/stack.db" >"$work/requests.csv"
+python3 - "$work/requests.csv" >"$out/tier-counts.txt" <<'PY'
+import csv, sys, collections
+n = collections.Counter()
+for row in csv.DictReader(open(sys.argv[1], newline="")):
+    n[(row["tier"], row["server"])] += 1
+for (tier, server), c in sorted(n.items()):
+    print(tier, server, c)
+PY
+tier_of() { awk -v s="$1" '$2 == s { print $1; exit }' "$out/tier-counts.txt"; }
+web_tier=$(tier_of "$WEB_ADDR:80")
+app_tier=$(tier_of "$APP_ADDR:8080")
+db_tier=$(tier_of "$DB_ADDR:3306")
+for t in web_tier app_tier db_tier; do
+    [ -n "${!t}" ] || { cat "$out/tier-counts.txt" >&2; echo "run.sh: no requests captured for $t" >&2; exit 1; }
+done
+echo "web $web_tier" >"$out/tier-names.txt"
+echo "app $app_tier" >>"$out/tier-names.txt"
+echo "db $db_tier" >>"$out/tier-names.txt"
+
+say "GC pauses of Tomcat → tier '$app_tier'"
+"$tbneck" events import --gc "$out/gc.log" --tier "$app_tier" --db "$out/stack.db" >&2
+for t in "$web_tier" "$app_tier" "$db_tier"; do
+    "$tbneck" report --tier "$t" --window 50ms --db "$out/stack.db" --plot "$out/report-$t.png" \
+        >"$out/report-$t.txt"
+    "$tbneck" report --tier "$t" --window 50ms --db "$out/stack.db" --format json >"$out/report-$t.json"
+done
+"$tbneck" events report --tier "$app_tier" --window 50ms --db "$out/stack.db" \
+    --plot "$out/gc-load.png" | tee "$out/events-report.txt"
+"$tbneck" events report --tier "$app_tier" --window 50ms --db "$out/stack.db" --format json \
+    >"$out/events-report.json"
+# The paper's Figure 10a shows 12 seconds; so does this close-up.
+"$tbneck" events report --tier "$app_tier" --window 50ms --db "$out/stack.db" \
+    --from +10s --to +22s --plot "$out/gc-load-12s.png" >/dev/null
+
+say "done: $out (counts.txt, tiers.txt, report-*.txt/png, events-report.txt, gc-load*.png)"
+cat "$out/counts.txt" "$out/tier-counts.txt" >&2
