@@ -29,6 +29,9 @@ struct tb_capture_stats {
     uint64_t requests;
     uint64_t kernel_drops, if_drops; /* live only */
     int64_t first_ns, last_ns;
+    uint64_t hdr_truncated;    /* snaplen cut inside the headers: skipped */
+    uint64_t unknown_link;     /* packets of a link type the decoder does not know */
+    uint64_t flows_open;       /* flows open now */
 };
 
 struct tb_engine_opts {
@@ -36,6 +39,7 @@ struct tb_engine_opts {
     size_t max_ooo_bytes;      /* per-direction out-of-order buffer cap (default 256 KiB) */
     int64_t idle_timeout_ns;   /* default 300 s */
     const char *force_proto;   /* NULL = detect by content (tiers file may also force) */
+    uint64_t first_conn;       /* first connection id (tb_store_next_conn); 0 = 1 */
 };
 
 typedef void (*tb_request_cb)(void *ud, const struct tb_request *r);
@@ -60,6 +64,11 @@ void tb_engine_finish(struct tb_engine *e, int64_t now_ns);
 const struct tb_capture_stats *tb_engine_stats(const struct tb_engine *e);
 /* Approximate bytes held per tracked flow (for the memory figures). */
 size_t tb_engine_flow_bytes(void);
+/* Bytes of parser state a flow holds once its protocol is known (the largest
+ * state_size in tb_protos). */
+size_t tb_engine_parser_bytes(void);
+/* Live sources report the kernel's and the interface's drop counters. */
+void tb_engine_set_drops(struct tb_engine *e, uint64_t kernel_drops, uint64_t if_drops);
 
 /* Offline source: reads several pcap/pcapng files merged in time order with
  * nanosecond timestamps, applies an optional BPF filter, feeds the engine.
@@ -71,7 +80,12 @@ struct tb_offline_opts {
     const char *bpf;       /* NULL = none */
     bool progress;         /* progress line on stderr (only when it is a terminal) */
     volatile int *stop;    /* set non-zero (e.g. by SIGINT) to stop early */
+    int64_t duration_ns;   /* stop after this much capture time; 0 = no limit */
 };
+/* A bad BPF expression is TB_E_INVAL (a usage error); an unreadable or
+ * malformed file TB_E_PCAP; a link type the decoder does not know TB_E_UNSUPP
+ * (before any packet is read). The caller ends the capture with
+ * tb_engine_finish() either way. */
 int tb_offline_run(struct tb_engine *e, const struct tb_offline_opts *o, char *errbuf,
                    size_t errlen);
 

@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: MIT */
+/* offline.c — the offline source: pcap and pcapng files, merged in time order,
+ * filtered by BPF, fed to the engine with nanosecond timestamps. */
+#include "capture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <pcap/pcap.h>
+
+#include "decode.h"
+
+struct src {
+    pcap_t *p;
+    const char *name;
+    int linktype;
+    struct pcap_pkthdr *h; /* current packet, valid until the next read */
+    const uint8_t *data;
+    int64_t ts_ns;
+    bool live;             /* has a current packet */
+};
+
+struct progress {
+    bool on;
+    uint64_t total_bytes;
+    struct timespec last, start;
+    uint64_t last_packets;
+};
+
+static double mono_s(const struct timespec *t)
+{
+    return (double)t->tv_sec + (double)t->tv_nsec / 1e9;
+}
+
+static void progress_show(struct progress *pg, const struct tb_engine *e, struct src *s,
+                          size_t n, bool final)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double dt = mono_s(&now) - mono_s(&pg->last);
+    if (!final && dt < 0.25)
+        return;
+    const struct tb_capture_stats *st = tb_engine_stats(e);
+    uint64_t pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        FILE *f = s[i].p ? pcap_file(s[i].p) : NULL;
+        long off = f ? ftell(f) : -1;
+        if (off > 0)
+            pos += (uint64_t)off;
+    }
+    double pct = pg->total_bytes ? 100.0 * (double)pos / (double)pg->total_bytes : 0;
+    if (final)
+        pct = 100.0;
+    double rate = dt > 0 ? (double)(st->packets - pg->last_packets) / dt : 0;
+    if (final) {
+        double all = mono_s(&now) - mono_s(&pg->start);
+        rate = all > 0 ? (double)st->packets / all : 0;
+    }
+    fprintf(stderr, "\r%5.1f%%  %llu packets  %llu requests  %.0f packets/s   %s",
+            pct > 100 ? 100.0 : pct, (unsigned long long)st->packets,
+            (unsigned long long)st->requests, rate, final ? "\n" : "");
+    fflush(stderr);
+    pg->last = now;
+    pg->last_packets = st->packets;
+}
+
+/* Reads the next packet of a source; false at its end or on an error (which
+ * is reported in errbuf once). */
+static bool advance(struct src *s, char *errbuf, size_t errlen, int *err)
+{
+    int r = pcap_next_ex(s->p, &s->h, &s->data);
+    if (r == 1) {
+        s->ts_ns = (int64_t)s->h->ts.tv_sec * TB_NS_PER_SEC + (int64_t)s->h->ts.tv_usec;
+        return s->live = true;
+    }
+    if (r == PCAP_ERROR && !*err) {
+        snprintf(errbuf, errlen, "%s: %s", s->name, pcap_geterr(s->p));
+        *err = TB_E_PCAP;
+    }
+    return s->live = false;
+}
+
+static int open_all(struct src *s, const struct tb_offline_opts *o, uint64_t *total,
+                    char *errbuf, size_t errlen)
+{
+    char perr[PCAP_ERRBUF_SIZE];
+    for (size_t i = 0; i < o->nfiles; i++) {
+        struct stat sb;
+        s[i].name = o->files[i];
+        perr[0] = '\0';
+        s[i].p = pcap_open_offline_with_tstamp_precision(o->files[i], PCAP_TSTAMP_PRECISION_NANO,
+                                                         perr);
+        if (!s[i].p) {
+            snprintf(errbuf, errlen, "%s: %s", o->files[i], perr);
+            return TB_E_PCAP;
+        }
+        if (stat(o->files[i], &sb) == 0)
+            *total += (uint64_t)sb.st_size;
+        s[i].linktype = pcap_datalink(s[i].p);
+        if (!tb_decode_link_supported(s[i].linktype)) {
+            const char *nm = pcap_datalink_val_to_name(s[i].linktype);
+            snprintf(errbuf, errlen, "%s: unsupported link type %d (%s)", o->files[i],
+                     s[i].linktype, nm ? nm : "unknown");
+            return TB_E_UNSUPP;
+        }
+        if (o->bpf && *o->bpf) {
+            struct bpf_program prog;
+            if (pcap_compile(s[i].p, &prog, o->bpf, 1, PCAP_NETMASK_UNKNOWN) != 0) {
+                snprintf(errbuf, errlen, "bad filter expression '%s': %s", o->bpf,
+                         pcap_geterr(s[i].p));
+                return TB_E_INVAL;
+            }
+            int r = pcap_setfilter(s[i].p, &prog);
+            pcap_freecode(&prog);
+            if (r != 0) {
+                snprintf(errbuf, errlen, "%s: cannot set filter '%s': %s", o->files[i], o->bpf,
+                         pcap_geterr(s[i].p));
+                return TB_E_INVAL;
+            }
+        }
+    }
+    return 0;
+}
+
+int tb_offline_run(struct tb_engine *e, const struct tb_offline_opts *o, char *errbuf,
+                   size_t errlen)
+{
+    struct src *s = NULL;
+    struct progress pg = {0};
+    int rc = 0, err = 0;
+    size_t n = o->nfiles;
+    if (n == 0) {
+        snprintf(errbuf, errlen, "no input files");
+        return TB_E_INVAL;
+    }
+    s = calloc(n, sizeof *s);
+    if (!s) {
+        snprintf(errbuf, errlen, "out of memory");
+        return TB_E_NOMEM;
+    }
+    if ((rc = open_all(s, o, &pg.total_bytes, errbuf, errlen)))
+        goto out;
+    pg.on = o->progress && isatty(STDERR_FILENO);
+    clock_gettime(CLOCK_MONOTONIC, &pg.start);
+    pg.last = pg.start;
+
+    for (size_t i = 0; i < n; i++)
+        advance(&s[i], errbuf, errlen, &err);
+    int64_t next_expire = INT64_MIN, first_ts = INT64_MIN;
+    uint64_t count = 0;
+    for (;;) {
+        /* k-way merge: the source whose next packet is earliest. A handful of
+         * files makes a linear scan cheaper than a heap. */
+        struct src *m = NULL;
+        for (size_t i = 0; i < n; i++)
+            if (s[i].live && (!m || s[i].ts_ns < m->ts_ns))
+                m = &s[i];
+        if (!m)
+            break;
+        if (o->stop && *o->stop) {
+            rc = TB_E_INTR;
+            break;
+        }
+        if (first_ts == INT64_MIN)
+            first_ts = m->ts_ns;
+        if (o->duration_ns > 0 && m->ts_ns - first_ts >= o->duration_ns)
+            break;
+        if (m->ts_ns >= next_expire) {
+            /* Idle flows are closed once per second of capture time. */
+            if (next_expire != INT64_MIN)
+                tb_engine_expire(e, m->ts_ns);
+            next_expire = m->ts_ns + TB_NS_PER_SEC;
+        }
+        if ((rc = tb_engine_packet(e, m->linktype, m->ts_ns, m->data, m->h->caplen,
+                                   m->h->len))) {
+            snprintf(errbuf, errlen, "%s: %s", m->name, tb_strerror(rc));
+            break;
+        }
+        if (pg.on && (++count & 1023) == 0)
+            progress_show(&pg, e, s, n, false);
+        advance(m, errbuf, errlen, &err);
+    }
+    if (pg.on)
+        progress_show(&pg, e, s, n, true);
+    if (!rc)
+        rc = err;
+out:
+    for (size_t i = 0; i < n; i++)
+        if (s[i].p)
+            pcap_close(s[i].p);
+    free(s);
+    return rc;
+}

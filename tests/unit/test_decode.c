@@ -1,0 +1,258 @@
+/* SPDX-License-Identifier: MIT */
+/* test_decode.c — link-layer framings, IPv4/IPv6 (extension headers,
+ * fragments), TCP options, snaplen cuts and malformed headers. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "decode.h"
+#include "test_pkt.h"
+
+static uint8_t ip[2048], frame[2048];
+static struct tb_pkt pk;
+
+static size_t v4_segment(const char *payload)
+{
+    struct tb_addr s = tp_addr("10.1.2.3:40000"), d = tp_addr("10.9.8.7:80");
+    return tp_ip_tcp(ip, &s, &d, 1000, 2000, TB_TCP_ACK | TB_TCP_PSH, payload, strlen(payload));
+}
+
+static size_t v6_segment(const char *payload)
+{
+    struct tb_addr s = tp_addr("[2001:db8::1]:40000"), d = tp_addr("[2001:db8::2]:3306");
+    return tp_ip_tcp(ip, &s, &d, 7, 9, TB_TCP_ACK, payload, strlen(payload));
+}
+
+static void expect_v4(const char *payload)
+{
+    char buf[TB_ADDR_STRLEN];
+    assert_string_equal(tb_addr_fmt(&pk.src, buf, sizeof buf), "10.1.2.3:40000");
+    assert_string_equal(tb_addr_fmt(&pk.dst, buf, sizeof buf), "10.9.8.7:80");
+    assert_int_equal(pk.seq, 1000);
+    assert_int_equal(pk.ack, 2000);
+    assert_int_equal(pk.flags, TB_TCP_ACK | TB_TCP_PSH);
+    assert_int_equal(pk.paylen, strlen(payload));
+    assert_memory_equal(pk.payload, payload, strlen(payload));
+    assert_int_equal(pk.missing, 0);
+}
+
+static void expect_v6(const char *payload)
+{
+    char buf[TB_ADDR_STRLEN];
+    assert_string_equal(tb_addr_fmt(&pk.src, buf, sizeof buf), "[2001:db8::1]:40000");
+    assert_string_equal(tb_addr_fmt(&pk.dst, buf, sizeof buf), "[2001:db8::2]:3306");
+    assert_int_equal(pk.paylen, strlen(payload));
+    assert_memory_equal(pk.payload, payload, strlen(payload));
+}
+
+static enum tb_dec dec(int dlt, size_t len)
+{
+    memset(&pk, 0, sizeof pk);
+    return tb_decode(dlt, frame, (uint32_t)len, (uint32_t)len, &pk);
+}
+
+static void test_ethernet_vlans(void **state)
+{
+    (void)state;
+    size_t n = v4_segment("GET / HTTP/1.1\r\n");
+    static const uint16_t q[] = {0x8100}, qinq[] = {0x88a8, 0x8100}, old[] = {0x9100, 0x9100};
+    assert_int_equal(dec(TB_DLT_EN10MB, tp_eth(frame, NULL, 0, ip, n)), TB_DEC_TCP);
+    expect_v4("GET / HTTP/1.1\r\n");
+    assert_int_equal(dec(TB_DLT_EN10MB, tp_eth(frame, q, 1, ip, n)), TB_DEC_TCP);
+    expect_v4("GET / HTTP/1.1\r\n");
+    assert_int_equal(dec(TB_DLT_EN10MB, tp_eth(frame, qinq, 2, ip, n)), TB_DEC_TCP);
+    expect_v4("GET / HTTP/1.1\r\n");
+    assert_int_equal(dec(TB_DLT_EN10MB, tp_eth(frame, old, 2, ip, n)), TB_DEC_TCP);
+    expect_v4("GET / HTTP/1.1\r\n");
+    n = v6_segment("xyz");
+    assert_int_equal(dec(TB_DLT_EN10MB, tp_eth(frame, q, 1, ip, n)), TB_DEC_TCP);
+    expect_v6("xyz");
+    /* Too many tags to be a real frame. */
+    uint16_t many[9];
+    for (int i = 0; i < 9; i++)
+        many[i] = 0x8100;
+    assert_int_equal(dec(TB_DLT_EN10MB, tp_eth(frame, many, 9, ip, n)), TB_DEC_MALFORMED);
+}
+
+static void test_ethernet_padding_and_non_ip(void **state)
+{
+    (void)state;
+    /* Trailing bytes after the IP packet (Ethernet padding, a trailer) are
+     * no payload. */
+    size_t n = v4_segment("");
+    size_t len = tp_eth(frame, NULL, 0, ip, n);
+    memset(frame + len, 0xee, 8);
+    assert_int_equal(dec(TB_DLT_EN10MB, len + 8), TB_DEC_TCP);
+    assert_int_equal(pk.paylen, 0);
+    /* ARP */
+    len = tp_eth(frame, NULL, 0, ip, n);
+    frame[12] = 0x08;
+    frame[13] = 0x06;
+    assert_int_equal(dec(TB_DLT_EN10MB, len), TB_DEC_NON_IP);
+    /* UDP */
+    n = v4_segment("abc");
+    ip[9] = 17;
+    assert_int_equal(dec(TB_DLT_EN10MB, tp_eth(frame, NULL, 0, ip, n)), TB_DEC_NON_TCP);
+}
+
+static void test_sll_sll2(void **state)
+{
+    (void)state;
+    size_t n = v4_segment("hello");
+    memset(frame, 0, 16);
+    frame[14] = 0x08; /* protocol 0x0800 at offset 14 */
+    memcpy(frame + 16, ip, n);
+    assert_int_equal(dec(TB_DLT_LINUX_SLL, 16 + n), TB_DEC_TCP);
+    expect_v4("hello");
+    n = v6_segment("hello6");
+    memset(frame, 0, 20);
+    frame[0] = 0x86;
+    frame[1] = 0xdd;
+    memcpy(frame + 20, ip, n);
+    assert_int_equal(dec(TB_DLT_LINUX_SLL2, 20 + n), TB_DEC_TCP);
+    expect_v6("hello6");
+    assert_int_equal(dec(TB_DLT_LINUX_SLL2, 19), TB_DEC_MALFORMED);
+}
+
+static void test_null_loop_raw(void **state)
+{
+    (void)state;
+    size_t n = v4_segment("abc");
+    /* DLT_NULL from a little-endian host, and the same file read elsewhere. */
+    static const uint8_t le_inet[4] = {2, 0, 0, 0}, be_inet[4] = {0, 0, 0, 2};
+    static const uint8_t le_inet6_bsd[4] = {24, 0, 0, 0}, be_inet6_mac[4] = {0, 0, 0, 30};
+    memcpy(frame, le_inet, 4);
+    memcpy(frame + 4, ip, n);
+    assert_int_equal(dec(TB_DLT_NULL, 4 + n), TB_DEC_TCP);
+    expect_v4("abc");
+    memcpy(frame, be_inet, 4);
+    assert_int_equal(dec(TB_DLT_LOOP, 4 + n), TB_DEC_TCP);
+    expect_v4("abc");
+    assert_int_equal(dec(TB_DLT_NULL, 4 + n), TB_DEC_TCP);
+    n = v6_segment("def");
+    memcpy(frame, le_inet6_bsd, 4);
+    memcpy(frame + 4, ip, n);
+    assert_int_equal(dec(TB_DLT_NULL, 4 + n), TB_DEC_TCP);
+    expect_v6("def");
+    memcpy(frame, be_inet6_mac, 4);
+    assert_int_equal(dec(TB_DLT_LOOP, 4 + n), TB_DEC_TCP);
+    frame[3] = 7; /* some other family */
+    assert_int_equal(dec(TB_DLT_LOOP, 4 + n), TB_DEC_NON_IP);
+
+    memcpy(frame, ip, n);
+    assert_int_equal(dec(TB_DLT_RAW12, n), TB_DEC_TCP);
+    expect_v6("def");
+    assert_int_equal(dec(TB_DLT_IPV6, n), TB_DEC_TCP);
+    assert_int_equal(dec(TB_DLT_IPV4, n), TB_DEC_MALFORMED);
+    n = v4_segment("ghi");
+    memcpy(frame, ip, n);
+    assert_int_equal(dec(TB_DLT_RAW14, n), TB_DEC_TCP);
+    assert_int_equal(dec(TB_DLT_LINKTYPE_RAW, n), TB_DEC_TCP);
+    assert_int_equal(dec(TB_DLT_IPV4, n), TB_DEC_TCP);
+    expect_v4("ghi");
+    assert_int_equal(dec(147, n), TB_DEC_UNKNOWN_LINK);
+    assert_false(tb_decode_link_supported(147));
+    assert_true(tb_decode_link_supported(TB_DLT_LINUX_SLL2));
+}
+
+static void test_ipv6_extensions(void **state)
+{
+    (void)state;
+    size_t n = v6_segment("payload");
+    /* Insert hop-by-hop (8 bytes) and destination options (16 bytes). */
+    uint8_t ext[24] = {60, 0, 1, 4, 0, 0, 0, 0, 6, 1, 1, 12, 0};
+    memcpy(frame, ip, 40);
+    memcpy(frame + 40, ext, 24);
+    memcpy(frame + 64, ip + 40, n - 40);
+    frame[6] = 0;                                   /* next header: hop-by-hop */
+    frame[4] = 0;
+    frame[5] = (uint8_t)(n - 40 + 24);              /* payload length */
+    assert_int_equal(dec(TB_DLT_RAW12, n + 24), TB_DEC_TCP);
+    expect_v6("payload");
+    /* A fragment header: counted and skipped. */
+    frame[6] = 44;
+    assert_int_equal(dec(TB_DLT_RAW12, n + 24), TB_DEC_FRAGMENT);
+    /* An extension header longer than the packet. */
+    frame[6] = 0;
+    frame[41] = 200;
+    assert_int_equal(dec(TB_DLT_RAW12, n + 24), TB_DEC_MALFORMED);
+}
+
+static void test_ipv4_fragments_and_lengths(void **state)
+{
+    (void)state;
+    size_t n = v4_segment("0123456789");
+    memcpy(frame, ip, n);
+    frame[6] = 0x20; /* more fragments */
+    assert_int_equal(dec(TB_DLT_RAW12, n), TB_DEC_FRAGMENT);
+    frame[6] = 0x00;
+    frame[7] = 0x10; /* offset 16 */
+    assert_int_equal(dec(TB_DLT_RAW12, n), TB_DEC_FRAGMENT);
+    frame[6] = 0x40; /* DF only: a whole packet */
+    frame[7] = 0;
+    assert_int_equal(dec(TB_DLT_RAW12, n), TB_DEC_TCP);
+    frame[0] = 0x44; /* IHL 16 bytes */
+    assert_int_equal(dec(TB_DLT_RAW12, n), TB_DEC_MALFORMED);
+    frame[0] = 0x45;
+    tp_put16(frame + 2, (uint16_t)(n + 1)); /* claims more than the frame holds */
+    assert_int_equal(dec(TB_DLT_RAW12, n), TB_DEC_MALFORMED);
+    tp_put16(frame + 2, 19);
+    assert_int_equal(dec(TB_DLT_RAW12, n), TB_DEC_MALFORMED);
+    tp_put16(frame + 2, 0); /* offload leaves 0: the frame length rules */
+    assert_int_equal(dec(TB_DLT_RAW12, n), TB_DEC_TCP);
+    assert_int_equal(pk.paylen, 10);
+    tp_put16(frame + 2, (uint16_t)n);
+    frame[32] = 4 << 4; /* TCP data offset 16 */
+    assert_int_equal(dec(TB_DLT_RAW12, n), TB_DEC_MALFORMED);
+    frame[32] = 15 << 4; /* 60 bytes: beyond the 42-byte segment */
+    assert_int_equal(dec(TB_DLT_RAW12, n), TB_DEC_MALFORMED);
+    frame[32] = 5 << 4; /* options become payload */
+    assert_int_equal(dec(TB_DLT_RAW12, n), TB_DEC_TCP);
+    assert_int_equal(pk.paylen, 22);
+}
+
+static void test_snaplen(void **state)
+{
+    (void)state;
+    size_t n = v4_segment("0123456789");
+    size_t len = tp_eth(frame, NULL, 0, ip, n);
+    /* Cut 4 bytes into the payload. */
+    assert_int_equal(tb_decode(TB_DLT_EN10MB, frame, (uint32_t)(len - 6), (uint32_t)len, &pk),
+                     TB_DEC_TCP);
+    assert_true(pk.truncated);
+    assert_int_equal(pk.paylen, 4);
+    assert_int_equal(pk.missing, 6);
+    assert_memory_equal(pk.payload, "0123", 4);
+    /* Cut inside the TCP options: truncated, not malformed. */
+    assert_int_equal(tb_decode(TB_DLT_EN10MB, frame, 14 + 20 + 25, (uint32_t)len, &pk),
+                     TB_DEC_HDR_TRUNC);
+    assert_int_equal(tb_decode(TB_DLT_EN10MB, frame, 14 + 10, (uint32_t)len, &pk),
+                     TB_DEC_HDR_TRUNC);
+    /* The same cut without snaplen as the excuse is malformed. */
+    assert_int_equal(tb_decode(TB_DLT_EN10MB, frame, 14 + 20 + 25, 14 + 20 + 25, &pk),
+                     TB_DEC_MALFORMED);
+    /* IPv6 cut in the payload. */
+    n = v6_segment("abcdefgh");
+    len = tp_eth(frame, NULL, 0, ip, n);
+    assert_int_equal(tb_decode(TB_DLT_EN10MB, frame, (uint32_t)(len - 3), (uint32_t)len, &pk),
+                     TB_DEC_TCP);
+    assert_int_equal(pk.paylen, 5);
+    assert_int_equal(pk.missing, 3);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ethernet_vlans),
+        cmocka_unit_test(test_ethernet_padding_and_non_ip),
+        cmocka_unit_test(test_sll_sll2),
+        cmocka_unit_test(test_null_loop_raw),
+        cmocka_unit_test(test_ipv6_extensions),
+        cmocka_unit_test(test_ipv4_fragments_and_lengths),
+        cmocka_unit_test(test_snaplen),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
