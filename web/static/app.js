@@ -1,0 +1,531 @@
+// SPDX-License-Identifier: MIT
+// app.js — the dashboard: fetches the JSON API, draws timelines and the
+// load/throughput scatter on <canvas>, lists episodes and capture health, and
+// follows /api/stream for live windows, episodes and health.
+'use strict';
+
+const $ = (id) => document.getElementById(id);
+const MAX_LIVE_WINDOWS = 20000; // points kept per series while following the stream
+
+const state = {
+  tier: null,
+  width: '50ms',
+  widthNs: 50e6,
+  win: null,      // {start_ns: [], load: [], throughput: [], norm_throughput: [], ...}
+  scatter: null,  // {load: [], norm_throughput: [], congested: [], freeze: [], n_star, ...}
+  analysis: null,
+  episodes: [],
+  health: null,
+  t0: 0,          // first window start, ns (axis origin)
+};
+
+// ---- helpers -------------------------------------------------------------------
+
+async function getJSON(path) {
+  const r = await fetch(path, { cache: 'no-store' });
+  let body = null;
+  try { body = await r.json(); } catch (e) { body = null; }
+  if (!r.ok) throw new Error((body && body.error) || `${path}: HTTP ${r.status}`);
+  return body;
+}
+
+function fmt(v, digits = 2) {
+  if (v === null || v === undefined || Number.isNaN(v)) return '—';
+  if (Math.abs(v) >= 1e6) return (v / 1e6).toFixed(1) + 'M';
+  if (Math.abs(v) >= 1e4) return (v / 1e3).toFixed(1) + 'k';
+  return Number(v).toFixed(digits);
+}
+
+function fmtDur(ns) {
+  if (ns === null || ns === undefined) return '—';
+  if (ns >= 1e9) return (ns / 1e9).toFixed(2) + ' s';
+  if (ns >= 1e6) return (ns / 1e6).toFixed(ns >= 1e8 ? 0 : 1) + ' ms';
+  return (ns / 1e3).toFixed(0) + ' µs';
+}
+
+function fmtClock(ns) {
+  const d = new Date(ns / 1e6);
+  return d.toISOString().substring(11, 23);
+}
+
+function showError(msg) {
+  const e = $('error');
+  e.textContent = msg;
+  e.hidden = !msg;
+}
+
+// A canvas sized to its CSS box in device pixels; returns [ctx, w, h] in CSS px.
+function prepCanvas(c) {
+  const dpr = window.devicePixelRatio || 1;
+  const w = c.clientWidth, h = c.clientHeight;
+  if (c.width !== Math.round(w * dpr) || c.height !== Math.round(h * dpr)) {
+    c.width = Math.round(w * dpr);
+    c.height = Math.round(h * dpr);
+  }
+  const ctx = c.getContext('2d');
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, w, h);
+  ctx.font = '11px system-ui, sans-serif';
+  return [ctx, w, h];
+}
+
+function niceMax(v) {
+  if (!(v > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+function axes(ctx, L, T, W, H, xmin, xmax, ymax, xlabel, ylabel, xfmt) {
+  ctx.strokeStyle = '#d9dde5';
+  ctx.fillStyle = '#667085';
+  ctx.lineWidth = 1;
+  ctx.textAlign = 'right';
+  ctx.textBaseline = 'middle';
+  for (let i = 0; i <= 4; i++) {
+    const y = T + H - (i / 4) * H;
+    ctx.beginPath(); ctx.moveTo(L, y + 0.5); ctx.lineTo(L + W, y + 0.5); ctx.stroke();
+    ctx.fillText(fmt(ymax * i / 4, ymax >= 10 ? 0 : 1), L - 4, y);
+  }
+  ctx.textAlign = 'center';
+  ctx.textBaseline = 'top';
+  for (let i = 0; i <= 5; i++) {
+    const x = L + (i / 5) * W;
+    ctx.fillText(xfmt(xmin + (xmax - xmin) * i / 5), x, T + H + 4);
+  }
+  ctx.save();
+  ctx.translate(10, T + H / 2);
+  ctx.rotate(-Math.PI / 2);
+  ctx.fillText(ylabel, 0, -6);
+  ctx.restore();
+  if (xlabel) {
+    ctx.textAlign = 'right';
+    ctx.fillText(xlabel, L + W, T + H + 18);
+  }
+}
+
+// ---- timelines -------------------------------------------------------------------
+
+// Draws one series against time; many windows per pixel become a min/max bar,
+// so a 20 ms spike among 100 000 windows still shows.
+function drawTimeline(canvas, starts, values, opts) {
+  const [ctx, w, h] = prepCanvas(canvas);
+  const n = starts ? starts.length : 0;
+  canvas.dataset.points = String(n);
+  const L = 52, T = 8, W = w - L - 10, H = h - T - 34;
+  if (!n) {
+    ctx.fillStyle = '#667085';
+    ctx.fillText('no windows yet', L + 10, T + 20);
+    return;
+  }
+  const x0 = starts[0], x1 = starts[n - 1] + state.widthNs;
+  let vmax = 0;
+  for (let i = 0; i < n; i++) if (values[i] > vmax) vmax = values[i];
+  if (opts.hline > vmax) vmax = opts.hline;
+  const ymax = niceMax(vmax * 1.05);
+  axes(ctx, L, T, W, H, 0, (x1 - x0) / 1e9, ymax, 'seconds from ' + fmtClock(x0) + ' UTC',
+       opts.ylabel, (s) => s.toFixed(s >= 100 ? 0 : 1));
+  const px = (t) => L + ((t - x0) / (x1 - x0)) * W;
+  const py = (v) => T + H - (v / ymax) * H;
+  // Congested windows shaded behind the series.
+  if (opts.congested) {
+    ctx.fillStyle = 'rgba(220, 38, 38, 0.13)';
+    for (let i = 0; i < n; i++) {
+      if (!opts.congested[i]) continue;
+      const a = px(starts[i]), b = Math.max(px(starts[i] + state.widthNs), a + 1);
+      ctx.fillRect(a, T, b - a, H);
+    }
+  }
+  const cols = Math.max(1, Math.floor(W));
+  const lo = new Float64Array(cols).fill(Infinity), hi = new Float64Array(cols).fill(-Infinity);
+  for (let i = 0; i < n; i++) {
+    const c = Math.min(cols - 1, Math.max(0, Math.floor(px(starts[i]) - L)));
+    if (values[i] < lo[c]) lo[c] = values[i];
+    if (values[i] > hi[c]) hi[c] = values[i];
+  }
+  ctx.strokeStyle = opts.color;
+  ctx.lineWidth = 1.2;
+  ctx.beginPath();
+  let started = false;
+  for (let c = 0; c < cols; c++) {
+    if (hi[c] === -Infinity) continue;
+    const x = L + c + 0.5;
+    if (!started) { ctx.moveTo(x, py(lo[c])); started = true; } else ctx.lineTo(x, py(lo[c]));
+    if (hi[c] !== lo[c]) ctx.lineTo(x, py(hi[c]));
+  }
+  ctx.stroke();
+  if (opts.hline > 0) {
+    ctx.setLineDash([6, 4]);
+    ctx.strokeStyle = '#111';
+    ctx.beginPath();
+    ctx.moveTo(L, py(opts.hline)); ctx.lineTo(L + W, py(opts.hline));
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillStyle = '#111';
+    ctx.textAlign = 'left';
+    ctx.textBaseline = 'bottom';
+    ctx.fillText(opts.hlabel + ' ' + fmt(opts.hline), L + 4, py(opts.hline) - 2);
+  }
+}
+
+function congestedFlags() {
+  const a = state.analysis, win = state.win;
+  if (!a || a.n_star === null || !win) return null;
+  return win.load.map((v) => v >= a.n_star);
+}
+
+function drawTimelines() {
+  const win = state.win || { start_ns: [], load: [], norm_throughput: [] };
+  const a = state.analysis || {};
+  const cong = congestedFlags();
+  drawTimeline($('load'), win.start_ns, win.load, {
+    color: '#2563eb', ylabel: 'load', hline: a.n_star || 0, hlabel: 'N*', congested: cong,
+  });
+  drawTimeline($('tput'), win.start_ns, win.norm_throughput, {
+    color: '#16a34a', ylabel: 'units/s', hline: a.tp_max || 0, hlabel: 'TPmax', congested: cong,
+  });
+}
+
+// ---- scatter ---------------------------------------------------------------------
+
+function drawScatter() {
+  const c = $('scatter');
+  const [ctx, w, h] = prepCanvas(c);
+  const s = state.scatter;
+  const n = s ? s.load.length : 0;
+  c.dataset.points = String(n);
+  const L = 52, T = 10, W = w - L - 14, H = h - T - 36;
+  if (!n) {
+    ctx.fillStyle = '#667085';
+    ctx.fillText('no windows yet', L + 10, T + 20);
+    return;
+  }
+  let xm = 0, ym = 0;
+  for (let i = 0; i < n; i++) {
+    if (s.load[i] > xm) xm = s.load[i];
+    if (s.norm_throughput[i] > ym) ym = s.norm_throughput[i];
+  }
+  const xmax = niceMax(xm * 1.05), ymax = niceMax(Math.max(ym, s.tp_max || 0) * 1.05);
+  axes(ctx, L, T, W, H, 0, xmax, ymax, 'load (requests in the tier)', 'units/s',
+       (v) => fmt(v, xmax >= 10 ? 0 : 1));
+  const px = (v) => L + (v / xmax) * W, py = (v) => T + H - (v / ymax) * H;
+  // Normal points first, then congested and freeze on top so they stay visible.
+  const passes = [
+    [(i) => !s.congested[i] && !s.freeze[i], 'rgba(37, 99, 235, 0.45)'],
+    [(i) => s.congested[i] && !s.freeze[i], 'rgba(220, 38, 38, 0.75)'],
+    [(i) => s.freeze[i], 'rgba(124, 58, 237, 0.9)'],
+  ];
+  for (const [pick, color] of passes) {
+    ctx.fillStyle = color;
+    for (let i = 0; i < n; i++) {
+      if (!pick(i)) continue;
+      ctx.fillRect(px(s.load[i]) - 1.5, py(s.norm_throughput[i]) - 1.5, 3, 3);
+    }
+  }
+  // The fitted main-sequence curve min(a·load, TPmax).
+  if (s.slope > 0 && s.tp_max > 0) {
+    ctx.strokeStyle = '#16a34a';
+    ctx.lineWidth = 2;
+    ctx.beginPath();
+    const knee = s.tp_max / s.slope;
+    ctx.moveTo(px(0), py(0));
+    ctx.lineTo(px(Math.min(knee, xmax)), py(Math.min(s.tp_max, s.slope * xmax)));
+    if (knee < xmax) ctx.lineTo(px(xmax), py(s.tp_max));
+    ctx.stroke();
+  }
+  if (s.n_star !== null && s.n_star !== undefined) {
+    ctx.setLineDash([6, 4]);
+    ctx.strokeStyle = '#111';
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
+    ctx.moveTo(px(s.n_star), T); ctx.lineTo(px(s.n_star), T + H);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillStyle = '#111';
+    ctx.textAlign = 'left';
+    ctx.textBaseline = 'top';
+    ctx.fillText('N* = ' + fmt(s.n_star), px(s.n_star) + 4, T + 2);
+  }
+}
+
+// ---- tables ----------------------------------------------------------------------
+
+function episodeRow(e, i) {
+  const tr = document.createElement('tr');
+  if (e.ongoing) tr.className = 'ongoing';
+  const cells = [
+    String(i + 1),
+    '+' + ((e.start_ns - state.t0) / 1e9).toFixed(2) + ' s (' + fmtClock(e.start_ns) + ')',
+    fmtDur(e.end_ns - e.start_ns) + (e.ongoing ? ' …' : ''),
+    fmt(e.peak_load), fmt(e.mean_load), fmt(e.throughput, 1), e.kind,
+  ];
+  cells.forEach((t, k) => {
+    const td = document.createElement('td');
+    td.textContent = t;
+    if (k === 6) td.className = e.kind;
+    tr.appendChild(td);
+  });
+  return tr;
+}
+
+function renderEpisodes() {
+  const tb = $('episodes').querySelector('tbody');
+  tb.textContent = '';
+  state.episodes.forEach((e, i) => tb.appendChild(episodeRow(e, i)));
+  if (!state.episodes.length) {
+    const tr = document.createElement('tr');
+    const td = document.createElement('td');
+    td.colSpan = 7;
+    td.textContent = 'no episodes';
+    tr.appendChild(td);
+    tb.appendChild(tr);
+  }
+}
+
+function card(k, v) {
+  const d = document.createElement('div');
+  d.className = 'card';
+  const a = document.createElement('div'); a.className = 'k'; a.textContent = k;
+  const b = document.createElement('div'); b.className = 'v'; b.textContent = v;
+  d.append(a, b);
+  return d;
+}
+
+function renderSummary() {
+  const a = state.analysis;
+  const s = $('summary');
+  s.textContent = '';
+  if (!a) return;
+  s.append(
+    card('requests', fmt(a.requests, 0)),
+    card('N* (intervention)', fmt(a.n_star)),
+    card('N* (fit)', fmt(a.n_star_fit)),
+    card('TPmax (units/s)', fmt(a.tp_max, 1)),
+    card('work unit', a.work_unit_ns ? fmtDur(a.work_unit_ns) : '—'),
+    card('congested', a.congested_fraction === null ? '—' : (100 * a.congested_fraction).toFixed(1) + ' %'),
+    card('episodes', String(state.episodes.length)),
+    card('episodes / min', fmt(a.episodes_per_min, 1)),
+  );
+  const warn = $('warn');
+  warn.hidden = !a.disagree;
+  warn.textContent = a.disagree
+    ? 'The two N* estimates disagree by more than 20 %: read the scatter before trusting either.'
+    : '';
+}
+
+function renderHealth() {
+  const h = state.health;
+  const tb = $('captures').querySelector('tbody');
+  tb.textContent = '';
+  if (!h) return;
+  for (const c of h.captures) {
+    const tr = document.createElement('tr');
+    for (const t of [c.id, c.source, fmt(c.packets, 0), fmt(c.requests, 0), fmt(c.kernel_drops, 0),
+                     fmt(c.if_drops, 0), fmt(c.gaps, 0), fmt(c.parse_errors, 0)]) {
+      const td = document.createElement('td');
+      td.textContent = String(t);
+      tr.appendChild(td);
+    }
+    tb.appendChild(tr);
+  }
+  const sec = h.seconds || [];
+  const c = $('health');
+  if (!sec.length) {
+    const [ctx] = prepCanvas(c);
+    c.dataset.points = '0';
+    ctx.fillStyle = '#667085';
+    ctx.fillText('no per-second health rows (offline capture: see the totals below)', 60, 30);
+    return;
+  }
+  const starts = sec.map((r) => r.ts_ns);
+  const saved = state.widthNs;
+  state.widthNs = 1e9;
+  drawTimeline(c, starts, sec.map((r) => r.d_packets), {
+    color: '#2563eb', ylabel: 'pkts/s', hline: 0, hlabel: '',
+    congested: sec.map((r) => r.d_kernel_drops + r.d_if_drops > 0),
+  });
+  state.widthNs = saved;
+}
+
+// ---- loading -------------------------------------------------------------------
+
+function q() {
+  return `tier=${encodeURIComponent(state.tier)}&width=${encodeURIComponent(state.width)}`;
+}
+
+async function loadTier() {
+  if (!state.tier) return;
+  showError('');
+  try {
+    const [an, win, sc, ep] = await Promise.all([
+      getJSON('/api/analysis?' + q()), getJSON('/api/windows?' + q()),
+      getJSON('/api/scatter?' + q()), getJSON('/api/episodes?' + q()),
+    ]);
+    state.analysis = an;
+    state.win = win;
+    state.scatter = sc;
+    state.episodes = ep.episodes;
+    state.t0 = win.start_ns.length ? win.start_ns[0] : 0;
+  } catch (e) {
+    showError(String(e.message || e));
+  }
+  renderAll();
+}
+
+async function loadHealth() {
+  try {
+    state.health = await getJSON('/api/health');
+  } catch (e) {
+    state.health = null;
+  }
+  renderHealth();
+}
+
+function renderAll() {
+  renderSummary();
+  drawTimelines();
+  drawScatter();
+  renderEpisodes();
+}
+
+async function loadTiers() {
+  let tiers = [];
+  try {
+    tiers = (await getJSON('/api/tiers')).tiers;
+  } catch (e) {
+    showError(String(e.message || e));
+    return;
+  }
+  const sel = $('tier');
+  const keep = state.tier;
+  sel.textContent = '';
+  // The busiest tier first is the likeliest one to look at.
+  tiers.sort((a, b) => b.requests - a.requests);
+  for (const t of tiers) {
+    const o = document.createElement('option');
+    o.value = t.name;
+    o.textContent = `${t.name} (${t.proto}, ${fmt(t.requests, 0)} req)`;
+    sel.appendChild(o);
+  }
+  if (!tiers.length) {
+    showError('The database has no tiers yet.');
+    return;
+  }
+  const params = new URLSearchParams(location.search);
+  const want = keep || params.get('tier');
+  state.tier = tiers.some((t) => t.name === want) ? want : tiers[0].name;
+  sel.value = state.tier;
+}
+
+// ---- live stream ---------------------------------------------------------------
+
+let redrawPending = false;
+function scheduleRedraw() {
+  if (redrawPending) return;
+  redrawPending = true;
+  requestAnimationFrame(() => { redrawPending = false; renderAll(); });
+}
+
+function trim(obj, keys) {
+  const n = obj[keys[0]].length;
+  if (n <= MAX_LIVE_WINDOWS) return;
+  for (const k of keys) obj[k].splice(0, n - MAX_LIVE_WINDOWS);
+}
+
+function onWindow(w) {
+  if (w.tier !== state.tier || w.width_ns !== state.widthNs || w.server !== 0) return;
+  if (!state.win) return;
+  const win = state.win, n = win.start_ns.length;
+  if (n && w.start_ns <= win.start_ns[n - 1]) return;
+  win.start_ns.push(w.start_ns);
+  win.load.push(w.load);
+  win.throughput.push(w.throughput);
+  win.norm_throughput.push(w.norm_throughput);
+  win.completions.push(w.completions);
+  win.rt_mean_ns.push(w.rt_mean_ns);
+  trim(win, ['start_ns', 'load', 'throughput', 'norm_throughput', 'completions', 'rt_mean_ns']);
+  if (!state.t0) state.t0 = w.start_ns;
+  const s = state.scatter;
+  if (s) {
+    s.load.push(w.load);
+    s.norm_throughput.push(w.norm_throughput);
+    s.throughput.push(w.throughput);
+    s.congested.push(w.congested ? 1 : 0);
+    s.freeze.push(0);
+    s.start_ns.push(w.start_ns);
+    trim(s, ['load', 'norm_throughput', 'throughput', 'congested', 'freeze', 'start_ns']);
+  }
+  scheduleRedraw();
+}
+
+function onEpisode(e) {
+  if (e.tier !== state.tier) return;
+  const i = state.episodes.findIndex((x) => x.start_ns === e.start_ns);
+  if (i >= 0) state.episodes[i] = e; else state.episodes.push(e);
+  scheduleRedraw();
+}
+
+function onAnalysis(a) {
+  if (a.tier !== state.tier || a.width_ns !== state.widthNs) return;
+  if (state.analysis) Object.assign(state.analysis, a);
+  if (state.scatter) Object.assign(state.scatter, a);
+  scheduleRedraw();
+}
+
+let healthTimer = null;
+function onHealth() {
+  // Rows arrive every second; refetching the totals at most every 5 s is plenty.
+  if (healthTimer) return;
+  healthTimer = setTimeout(() => { healthTimer = null; loadHealth(); }, 5000);
+}
+
+function connectStream() {
+  if (!window.EventSource) return;
+  const es = new EventSource('/api/stream');
+  const live = $('live');
+  es.onopen = () => { live.textContent = 'stream: live'; live.className = 'live on'; };
+  es.onerror = () => { live.textContent = 'stream: reconnecting'; live.className = 'live off'; };
+  const on = (name, fn) => es.addEventListener(name, (ev) => {
+    try { fn(JSON.parse(ev.data)); } catch (e) { /* one bad event must not stop the page */ }
+  });
+  on('window', onWindow);
+  on('episode', onEpisode);
+  on('analysis', onAnalysis);
+  on('health', onHealth);
+}
+
+// ---- start -----------------------------------------------------------------------
+
+function widthToNs(s) {
+  const m = /^([0-9.]+)(ms|s)$/.exec(s);
+  return m ? parseFloat(m[1]) * (m[2] === 's' ? 1e9 : 1e6) : 50e6;
+}
+
+async function main() {
+  const params = new URLSearchParams(location.search);
+  if (params.get('width')) {
+    state.width = params.get('width');
+    const sel = $('width');
+    if (![...sel.options].some((o) => o.value === state.width)) {
+      const o = document.createElement('option');
+      o.value = o.textContent = state.width;
+      sel.appendChild(o);
+    }
+    sel.value = state.width;
+  }
+  state.widthNs = widthToNs(state.width);
+  $('tier').addEventListener('change', (e) => { state.tier = e.target.value; loadTier(); });
+  $('width').addEventListener('change', (e) => {
+    state.width = e.target.value;
+    state.widthNs = widthToNs(state.width);
+    loadTier();
+  });
+  $('reload').addEventListener('click', async () => { await loadTiers(); loadTier(); loadHealth(); });
+  window.addEventListener('resize', scheduleRedraw);
+  await loadTiers();
+  await Promise.all([loadTier(), loadHealth()]);
+  document.body.dataset.ready = '1';
+  connectStream();
+}
+
+main();
