@@ -100,6 +100,7 @@ EOF
 say "warm-up: ${warmup}s straight at Tomcat"
 stack_load "http://$APP_ADDR:8080" "$warmup" "$conns" "$think" >"$out/wrk-warmup.txt"
 stack_stats reset=1 >"$out/stats-before.txt"
+echo "questions $(stack_db_questions)" >>"$out/stats-before.txt"
 
 capargs=(--db "$out/stack.db")
 [ "$discover" = 1 ] || capargs+=(--tiers "$out/tiers.conf")
@@ -124,6 +125,7 @@ cap_rc=0
 wait "$cap_pid" || cap_rc=$?
 cap_pid=""
 stack_stats >"$out/stats-after.txt"
+echo "questions $(stack_db_questions)" >>"$out/stats-after.txt"
 cp "$STACK_GC_LOG" "$out/gc.log"
 cp "$STACK_ACCESS_LOG" "$out/access.log"
 cp "$work/tomcat/logs/stdout.log" "$out/tomcat.log"
@@ -145,6 +147,10 @@ counter() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
     echo "nginx_requests $(grep -c . "$out/access.log" || true)"
     echo "tomcat_requests $(( $(counter requests "$out/stats-after.txt") - $(counter requests "$out/stats-before.txt") ))"
     echo "jdbc_queries $(( $(counter queries "$out/stats-after.txt") - $(counter queries "$out/stats-before.txt") ))"
+    # The driver's own set-up statements of each new connection are in here, and
+    # the second reading of the counter is not.
+    echo "mysql_questions $(( $(counter questions "$out/stats-after.txt") - $(counter questions "$out/stats-before.txt") - 1 ))"
+    echo "jdbc_connections $(( $(counter connections "$out/stats-after.txt") - $(counter connections "$out/stats-before.txt") ))"
     echo "app_errors $(( $(counter errors "$out/stats-after.txt") - $(counter errors "$out/stats-before.txt") ))"
 } >"$out/counts.txt"
 

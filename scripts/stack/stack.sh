@@ -219,6 +219,14 @@ stack_stats() {
     in_tier app curl -sf "http://127.0.0.1:$STACK_ADMIN_PORT/app/stats${1:+?$1}"
 }
 
+# stack_db_questions — MariaDB's own count of client statements (status "Questions"),
+# read over the Unix socket so that the capture does not see it. The reading itself
+# counts as one.
+stack_db_questions() {
+    mariadb --no-defaults -S "$STACK_DIR/db/mysqld.sock" -uroot -N -e "SHOW GLOBAL STATUS LIKE 'Questions'" \
+        | awk '{ print $2 }'
+}
+
 # stack_load URL SECONDS CONNECTIONS THINK_MS — wrk with the Lua mix; connections go
 # idle at the end and wrk exits a few seconds later, so no request is cut off.
 stack_load() {

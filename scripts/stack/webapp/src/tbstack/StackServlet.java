@@ -29,6 +29,7 @@ public class StackServlet extends HttpServlet {
     private static final AtomicLong REQUESTS = new AtomicLong();
     private static final AtomicLong QUERIES = new AtomicLong();
     private static final AtomicLong ERRORS = new AtomicLong();
+    private static final AtomicLong CONNECTIONS = new AtomicLong();
 
     // A cache of rendered fragments kept alive across requests. Every request
     // replaces a few random slots, so the old generation keeps filling with
@@ -59,7 +60,10 @@ public class StackServlet extends HttpServlet {
 
     private Connection borrow() throws SQLException {
         Connection c = idle.pollFirst();
-        return c != null ? c : DriverManager.getConnection(url, user, password);
+        if (c != null)
+            return c;
+        CONNECTIONS.incrementAndGet();
+        return DriverManager.getConnection(url, user, password);
     }
 
     private void giveBack(Connection c) {
@@ -124,8 +128,8 @@ public class StackServlet extends HttpServlet {
                 closeIdle();
             resp.setContentType("text/plain");
             PrintWriter w = resp.getWriter();
-            w.printf("requests %d%nqueries %d%nerrors %d%n", REQUESTS.get(), QUERIES.get(),
-                     ERRORS.get());
+            w.printf("requests %d%nqueries %d%nerrors %d%nconnections %d%n", REQUESTS.get(),
+                     QUERIES.get(), ERRORS.get(), CONNECTIONS.get());
             return;
         }
         REQUESTS.incrementAndGet();
