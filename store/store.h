@@ -14,7 +14,9 @@
 
 struct tb_capture_stats; /* capture/capture.h */
 
-#define TB_STORE_SCHEMA_VERSION 1
+/* Version 1: catalog, captures, requests, windows, service times, analyses,
+ * episodes. Version 2: health and events. (store/schema.c, docs/storage.md) */
+#define TB_STORE_SCHEMA_VERSION 2
 
 enum tb_store_flags {
     TB_STORE_CREATE = 1u << 0,   /* create the file when absent */
@@ -25,15 +27,23 @@ struct tb_store;
 
 /* Opens (and creates/migrates) the database. A database whose schema version is
  * newer than this build returns TB_E_DBVER; a file that is not a tbneck
- * database returns TB_E_BADFMT. errbuf receives one line naming the problem. */
+ * database (not SQLite, another program's SQLite, or empty without
+ * TB_STORE_CREATE) returns TB_E_BADFMT; a missing file without TB_STORE_CREATE
+ * returns TB_E_NOTFOUND; an older schema opened TB_STORE_READONLY returns
+ * TB_E_UNSUPP. errbuf receives one line that starts with the path, e.g.
+ * "tbneck.db: written by a newer tbneck (schema 3, this build knows 2)".
+ * Other functions log SQLite failures with tb_log_error and return TB_E_DB. */
 int tb_store_open(struct tb_store **out, const char *path, unsigned flags, char *errbuf,
                   size_t errlen);
 void tb_store_close(struct tb_store *st);
 const char *tb_store_path(const struct tb_store *st);
 
 /* Loads every tier, server, host and class into an empty catalog and marks
- * them persisted. */
+ * them persisted. TB_E_INVAL when the catalog is not empty. */
 int tb_store_load_catalog(struct tb_store *st, struct tb_catalog *cat);
+/* Writes the catalog entries added since it was loaded or last persisted
+ * (e.g. tiers from a tiers file, before any capture), synchronously. */
+int tb_store_put_catalog(struct tb_store *st, struct tb_catalog *cat);
 
 /* ---- capture sessions ---------------------------------------------------- */
 int tb_store_capture_begin(struct tb_store *st, const char *source, int64_t *capture_id);
@@ -50,10 +60,17 @@ int tb_store_next_conn(struct tb_store *st, uint64_t *conn);
 struct tb_writer;
 int tb_writer_start(struct tb_writer **out, struct tb_store *st, int64_t capture_id);
 /* Persist catalog entries added since the last call (call before queueing
- * requests that reference them; done by tb_writer_request automatically when
- * given the catalog at start). */
+ * requests that reference them). The entries are copied here, on the
+ * caller's thread. After the first call the writer remembers `cat`, and
+ * tb_writer_request persists that catalog's new entries by itself before the
+ * request that may use them, so callers need not call this again. */
 int tb_writer_catalog(struct tb_writer *w, struct tb_catalog *cat);
+/* Copies the record into the current batch (never blocks unless 64 full
+ * batches are already waiting). Returns the writer's first error, if any. */
 int tb_writer_request(struct tb_writer *w, const struct tb_request *r);
+/* Hands over the current batch and waits until everything queued so far is
+ * committed (live mode calls it about once a second through health). */
+int tb_writer_flush(struct tb_writer *w);
 /* Per-second capture health (live): cumulative counters at ts_ns. */
 int tb_writer_health(struct tb_writer *w, int64_t ts_ns, uint64_t packets, uint64_t kernel_drops,
                      uint64_t if_drops);
@@ -61,6 +78,7 @@ int tb_writer_health(struct tb_writer *w, int64_t ts_ns, uint64_t packets, uint6
 int tb_writer_windows(struct tb_writer *w, const struct tb_window *win, size_t n);
 /* Flush everything, join the thread, free. Returns the first error seen. */
 int tb_writer_finish(struct tb_writer *w);
+/* Request rows committed so far. */
 uint64_t tb_writer_rows(const struct tb_writer *w);
 
 /* ---- reads ---------------------------------------------------------------- */
@@ -83,7 +101,11 @@ int tb_store_export_requests(struct tb_store *st, const char *tier_name, FILE *o
 int tb_store_put_windows(struct tb_store *st, const struct tb_window *w, size_t n);
 int tb_store_get_windows(struct tb_store *st, uint32_t tier, uint32_t server, int64_t width_ns,
                          int64_t from_ns, int64_t to_ns, struct tb_window **out, size_t *n);
+/* Service times replace those of the same (tier, class, period). */
 int tb_store_put_services(struct tb_store *st, const struct tb_class_service *s, size_t n);
+/* Service times of a tier (0 = all), ordered by tier, class, period. */
+int tb_store_get_services(struct tb_store *st, uint32_t tier, struct tb_class_service **out,
+                          size_t *n);
 /* Stores an analysis and its episodes; *analysis_id receives its row id. */
 int tb_store_put_analysis(struct tb_store *st, const struct tb_analysis *a,
                           const struct tb_episode *ep, size_t nep, int64_t *analysis_id);

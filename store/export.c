@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/* export.c — the request records as CSV (DESIGN.md "Interfaces"), fields quoted per RFC 4180. */
+#include "store_int.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A field is quoted when it holds a comma, a quote or a line break; inner
+ * quotes are doubled (RFC 4180, section 2). */
+static void put_field(FILE *out, const char *s, size_t len)
+{
+    if (!memchr(s, ',', len) && !memchr(s, '"', len) && !memchr(s, '\n', len) &&
+        !memchr(s, '\r', len)) {
+        fwrite(s, 1, len, out);
+        return;
+    }
+    putc('"', out);
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '"')
+            putc('"', out);
+        putc(s[i], out);
+    }
+    putc('"', out);
+}
+
+/* Client address text per endpoint id, formatted once: "10.0.0.1" or "[::1]"
+ * (brackets when a port follows, as tb_addr_fmt writes them). */
+struct client_text {
+    char with_port[TB_ADDR_STRLEN + 2]; /* to be followed by ":port" */
+    char bare[TB_ADDR_STRLEN];      /* port 0: the address alone */
+};
+
+static int load_clients(struct tb__db *d, struct client_text **out, size_t *n)
+{
+    struct client_text *ct = NULL;
+    size_t cap = 0, count = 0;
+    sqlite3_stmt *s;
+    int rc, src;
+    if ((rc = tb__db_prep(d, "SELECT id, addr FROM endpoints ORDER BY id", &s)))
+        return rc;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(s, 0);
+        const unsigned char *txt = sqlite3_column_text(s, 1);
+        struct tb_addr a;
+        if (id <= 0 || id > UINT32_MAX || !txt || tb_addr_parse((const char *)txt, &a)) {
+            tb_log_error("%s: unreadable client address in table endpoints", d->path);
+            rc = TB_E_BADFMT;
+            break;
+        }
+        if ((rc = tb__grow(&ct, &cap, (size_t)id + 1, sizeof *ct)))
+            break;
+        if ((size_t)id >= count) {
+            memset(&ct[count], 0, ((size_t)id + 1 - count) * sizeof *ct);
+            count = (size_t)id + 1;
+        }
+        tb_addr_fmt(&a, ct[id].bare, sizeof ct[id].bare);
+        if (a.family == 6)
+            snprintf(ct[id].with_port, sizeof ct[id].with_port, "[%s]", ct[id].bare);
+        else
+            memcpy(ct[id].with_port, ct[id].bare, sizeof ct[id].bare);
+    }
+    if (rc == 0 && src != SQLITE_DONE)
+        rc = tb__db_fail(d, "reading client addresses");
+    sqlite3_reset(s);
+    if (rc) {
+        free(ct);
+        return rc;
+    }
+    *out = ct;
+    *n = count;
+    return 0;
+}
+
+int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out)
+{
+    static const char sql_tier[] =
+        "SELECT t.name, s.addr, r.client_id, r.client_port, r.conn, c.fingerprint, "
+        "r.arrival_ns, r.departure_ns, r.req_bytes, r.resp_bytes, r.status, r.flags "
+        "FROM requests r JOIN tiers t ON t.id = r.tier_id "
+        "JOIN servers s ON s.id = r.server_id JOIN classes c ON c.id = r.class_id "
+        "WHERE t.name = ?1 ORDER BY r.arrival_ns, r.conn, r.rowid";
+    static const char sql_all[] =
+        "SELECT t.name, s.addr, r.client_id, r.client_port, r.conn, c.fingerprint, "
+        "r.arrival_ns, r.departure_ns, r.req_bytes, r.resp_bytes, r.status, r.flags "
+        "FROM requests r JOIN tiers t ON t.id = r.tier_id "
+        "JOIN servers s ON s.id = r.server_id JOIN classes c ON c.id = r.class_id "
+        "ORDER BY t.name, r.arrival_ns, r.conn, r.rowid";
+    struct client_text *ct = NULL;
+    size_t nct = 0;
+    sqlite3_stmt *s = NULL;
+    int rc, src;
+    if (tier_name) {
+        if ((rc = tb__db_prep(d, "SELECT 1 FROM tiers WHERE name = ?1", &s)))
+            return rc;
+        sqlite3_bind_text(s, 1, tier_name, -1, SQLITE_STATIC);
+        src = sqlite3_step(s);
+        sqlite3_reset(s);
+        if (src == SQLITE_DONE)
+            return TB_E_NOTFOUND;
+        if (src != SQLITE_ROW)
+            return tb__db_fail(d, "looking up a tier");
+    }
+    if ((rc = load_clients(d, &ct, &nct)))
+        return rc;
+    if ((rc = tb__db_prep(d, tier_name ? sql_tier : sql_all, &s)))
+        goto out;
+    if (tier_name)
+        sqlite3_bind_text(s, 1, tier_name, -1, SQLITE_STATIC);
+    fputs("tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,"
+          "flags\n",
+          out);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *tier = (const char *)sqlite3_column_text(s, 0);
+        const char *server = (const char *)sqlite3_column_text(s, 1);
+        const char *cls = (const char *)sqlite3_column_text(s, 5);
+        int64_t cid = sqlite3_column_int64(s, 2);
+        int port = sqlite3_column_int(s, 3);
+        put_field(out, tier ? tier : "", (size_t)sqlite3_column_bytes(s, 0));
+        putc(',', out);
+        put_field(out, server ? server : "", (size_t)sqlite3_column_bytes(s, 1));
+        putc(',', out);
+        if (cid > 0 && (size_t)cid < nct) {
+            if (port)
+                fprintf(out, "%s:%d", ct[cid].with_port, port);
+            else
+                fputs(ct[cid].bare, out);
+        }
+        fprintf(out, ",%" PRIu64 ",", (uint64_t)sqlite3_column_int64(s, 4));
+        put_field(out, cls ? cls : "", (size_t)sqlite3_column_bytes(s, 5));
+        fprintf(out, ",%" PRId64 ",%" PRId64 ",%" PRIu64 ",%" PRIu64 ",%d,%" PRIu32 "\n",
+                (int64_t)sqlite3_column_int64(s, 6), (int64_t)sqlite3_column_int64(s, 7),
+                (uint64_t)sqlite3_column_int64(s, 8), (uint64_t)sqlite3_column_int64(s, 9),
+                sqlite3_column_int(s, 10), (uint32_t)sqlite3_column_int64(s, 11));
+    }
+    if (src != SQLITE_DONE)
+        rc = tb__db_fail(d, "reading requests for export");
+    else if (ferror(out))
+        rc = TB_E_IO;
+out:
+    if (s)
+        sqlite3_reset(s);
+    free(ct);
+    return rc;
+}

@@ -1,0 +1,929 @@
+/* SPDX-License-Identifier: MIT */
+/* store.c — opening the database, the catalog, capture sessions, and every read and
+ * synchronous write the CLI and the web server use. */
+#include "store_int.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "capture.h"
+
+struct tb_store {
+    struct tb__db d;
+    unsigned flags;
+    bool index_ready; /* requests_tier_arrival known to exist */
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * TB_NS_PER_SEC + ts.tv_nsec;
+}
+
+/* SQLite stores a NaN as NULL; read it back as the NaN it was. */
+static double column_real(sqlite3_stmt *s, int col)
+{
+    return sqlite3_column_type(s, col) == SQLITE_NULL ? NAN : sqlite3_column_double(s, col);
+}
+
+static void bind_real(sqlite3_stmt *s, int col, double v)
+{
+    if (isnan(v))
+        sqlite3_bind_null(s, col);
+    else
+        sqlite3_bind_double(s, col, v);
+}
+
+static const char *column_str(sqlite3_stmt *s, int col)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    return t ? (const char *)t : "";
+}
+
+static void copy_str(char *dst, size_t len, const char *src)
+{
+    snprintf(dst, len, "%s", src);
+}
+
+/* ---- open / close ---------------------------------------------------------------------- */
+
+int tb_store_open(struct tb_store **out, const char *path, unsigned flags, char *errbuf,
+                  size_t errlen)
+{
+    char scratch[8];
+    struct stat sb;
+    int rc;
+    *out = NULL;
+    if (!errbuf || errlen == 0) {
+        errbuf = scratch;
+        errlen = sizeof scratch;
+    }
+    errbuf[0] = '\0';
+    if (!path || !*path || ((flags & TB_STORE_READONLY) && (flags & TB_STORE_CREATE))) {
+        snprintf(errbuf, errlen, "%s: invalid database open request", path ? path : "(null)");
+        return TB_E_INVAL;
+    }
+    if (stat(path, &sb) != 0) {
+        if (errno != ENOENT || !(flags & TB_STORE_CREATE)) {
+            snprintf(errbuf, errlen, "%s: %s", path, strerror(errno));
+            return errno == ENOENT ? TB_E_NOTFOUND : errno == EACCES ? TB_E_PERM : TB_E_IO;
+        }
+    } else if (S_ISDIR(sb.st_mode)) {
+        snprintf(errbuf, errlen, "%s: is a directory, not a tbneck database", path);
+        return TB_E_BADFMT;
+    }
+    struct tb_store *st = calloc(1, sizeof *st);
+    if (!st)
+        return TB_E_NOMEM;
+    st->flags = flags;
+    int sflags = (flags & TB_STORE_READONLY)
+                     ? SQLITE_OPEN_READONLY
+                     : SQLITE_OPEN_READWRITE | ((flags & TB_STORE_CREATE) ? SQLITE_OPEN_CREATE : 0);
+    if ((rc = tb__db_open(&st->d, path, sflags, errbuf, errlen)))
+        goto out;
+    if ((rc = tb__schema_check(&st->d, (flags & TB_STORE_CREATE) != 0, errbuf, errlen)))
+        goto out;
+    *out = st;
+    st = NULL;
+out:
+    tb_store_close(st);
+    return rc;
+}
+
+void tb_store_close(struct tb_store *st)
+{
+    if (!st)
+        return;
+    tb__db_close(&st->d);
+    free(st);
+}
+
+const char *tb_store_path(const struct tb_store *st) { return st->d.path; }
+
+/* The read index is built once the bulk insert is over: maintaining it row by
+ * row would slow the writer several times over. A read-only handle scans. */
+static int ensure_index(struct tb_store *st)
+{
+    if (st->index_ready || st->d.readonly)
+        return 0;
+    int rc = tb__db_exec(&st->d, "CREATE INDEX IF NOT EXISTS requests_tier_arrival "
+                                 "ON requests(tier_id, arrival_ns)");
+    if (rc == 0)
+        st->index_ready = true;
+    return rc;
+}
+
+/* ---- catalog --------------------------------------------------------------------------- */
+
+int tb_store_load_catalog(struct tb_store *st, struct tb_catalog *cat)
+{
+    struct tb__db *d = &st->d;
+    struct tb_catalog_marks m;
+    sqlite3_stmt *s = NULL;
+    uint32_t id;
+    int rc = 0, src;
+    tb_catalog_marks_get(cat, &m);
+    if (m.tiers || m.servers || m.classes || m.hosts)
+        return TB_E_INVAL;
+    /* Each table is replayed in id order through the catalog's own find-or-add,
+     * which hands out ids densely from 1: the ids it returns must be the
+     * stored ones, or the file was edited behind our back. */
+    if ((rc = tb__db_prep(d, "SELECT id, name, proto, configured FROM tiers ORDER BY id", &s)))
+        goto out;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = tb_catalog_tier(cat, column_str(s, 1), column_str(s, 2), &id)))
+            goto bad;
+        if (id != (uint32_t)sqlite3_column_int64(s, 0))
+            goto bad;
+        tb_catalog_tier_set_configured(cat, id, sqlite3_column_int(s, 3) != 0);
+    }
+    if (src != SQLITE_DONE)
+        goto dberr;
+    sqlite3_reset(s);
+    if ((rc = tb__db_prep(d, "SELECT id, tier_id, addr FROM servers ORDER BY id", &s)))
+        goto out;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        struct tb_addr a;
+        if (tb_addr_parse(column_str(s, 2), &a) ||
+            tb_catalog_server(cat, (uint32_t)sqlite3_column_int64(s, 1), &a, &id) ||
+            id != (uint32_t)sqlite3_column_int64(s, 0))
+            goto bad;
+    }
+    if (src != SQLITE_DONE)
+        goto dberr;
+    sqlite3_reset(s);
+    if ((rc = tb__db_prep(d, "SELECT id, tier_id, addr FROM hosts ORDER BY id", &s)))
+        goto out;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        struct tb_addr a;
+        if (tb_addr_parse(column_str(s, 2), &a) ||
+            tb_catalog_host(cat, (uint32_t)sqlite3_column_int64(s, 1), &a) ||
+            tb_catalog_host_count(cat) != (uint32_t)sqlite3_column_int64(s, 0))
+            goto bad;
+    }
+    if (src != SQLITE_DONE)
+        goto dberr;
+    sqlite3_reset(s);
+    if ((rc = tb__db_prep(d, "SELECT id, tier_id, fingerprint FROM classes ORDER BY id", &s)))
+        goto out;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *text = column_str(s, 2);
+        if (tb_catalog_class(cat, (uint32_t)sqlite3_column_int64(s, 1), text,
+                             (size_t)sqlite3_column_bytes(s, 2), &id) ||
+            id != (uint32_t)sqlite3_column_int64(s, 0))
+            goto bad;
+    }
+    if (src != SQLITE_DONE)
+        goto dberr;
+    tb_catalog_mark_persisted(cat);
+    goto out;
+bad:
+    tb_log_error("%s: the stored tiers, servers, hosts or classes are inconsistent "
+                 "(ids not dense, or an unreadable address)", d->path);
+    rc = TB_E_BADFMT;
+    goto out;
+dberr:
+    rc = tb__db_fail(d, "reading the catalog");
+out:
+    if (s)
+        sqlite3_reset(s);
+    return rc;
+}
+
+int tb_store_put_catalog(struct tb_store *st, struct tb_catalog *cat)
+{
+    struct tb__cat_delta dl = {0};
+    int rc = tb__cat_delta_take(&dl, cat);
+    if (rc == 0 && !tb__cat_delta_empty(&dl)) {
+        if ((rc = tb__db_begin(&st->d)) == 0)
+            rc = tb__db_end(&st->d, tb__put_catalog(&st->d, &dl));
+    }
+    tb__cat_delta_free(&dl);
+    return rc;
+}
+
+/* ---- capture sessions ------------------------------------------------------------------ */
+
+int tb_store_capture_begin(struct tb_store *st, const char *source, int64_t *capture_id)
+{
+    sqlite3_stmt *s;
+    int rc = tb__db_prep(&st->d, "INSERT INTO captures(source, started_ns) VALUES (?1, ?2)", &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_text(s, 1, source ? source : "", -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, now_ns());
+    if ((rc = tb__db_step_done(&st->d, s, "starting a capture")))
+        return rc;
+    *capture_id = sqlite3_last_insert_rowid(st->d.db);
+    return 0;
+}
+
+int tb_store_capture_end(struct tb_store *st, int64_t capture_id,
+                         const struct tb_capture_stats *cs)
+{
+    static const struct tb_capture_stats zero;
+    sqlite3_stmt *s;
+    int rc = tb__db_prep(&st->d,
+                         "UPDATE captures SET ended_ns = ?2, link_type = ?3, packets = ?4, "
+                         "bytes = ?5, truncated = ?6, non_ip = ?7, non_tcp = ?8, "
+                         "ip_fragments = ?9, decode_errors = ?10, flows = ?11, "
+                         "midstream_flows = ?12, evicted_flows = ?13, gaps = ?14, "
+                         "gap_bytes = ?15, parse_errors = ?16, encrypted_flows = ?17, "
+                         "inflight_dropped = ?18, requests = ?19, kernel_drops = ?20, "
+                         "if_drops = ?21, first_ns = ?22, last_ns = ?23 WHERE id = ?1",
+                         &s);
+    if (rc)
+        return rc;
+    if (!cs)
+        cs = &zero;
+    const uint64_t v[] = {cs->packets,       cs->bytes,         cs->truncated,
+                          cs->non_ip,        cs->non_tcp,       cs->ip_fragments,
+                          cs->decode_errors, cs->flows,         cs->midstream_flows,
+                          cs->evicted_flows, cs->gaps,          cs->gap_bytes,
+                          cs->parse_errors,  cs->encrypted_flows, cs->inflight_dropped,
+                          cs->requests,      cs->kernel_drops,  cs->if_drops};
+    sqlite3_bind_int64(s, 1, capture_id);
+    sqlite3_bind_int64(s, 2, now_ns());
+    sqlite3_bind_int(s, 3, cs->linktype);
+    for (size_t i = 0; i < TB_ARRAY_SIZE(v); i++)
+        sqlite3_bind_int64(s, 4 + (int)i, (int64_t)v[i]);
+    if (cs->packets) {
+        sqlite3_bind_int64(s, 22, cs->first_ns);
+        sqlite3_bind_int64(s, 23, cs->last_ns);
+    }
+    if ((rc = tb__db_step_done(&st->d, s, "ending a capture")))
+        return rc;
+    if (sqlite3_changes(st->d.db) != 1)
+        return TB_E_NOTFOUND;
+    return ensure_index(st);
+}
+
+int tb_store_next_conn(struct tb_store *st, uint64_t *conn)
+{
+    sqlite3_stmt *s;
+    int rc = tb__db_prep(&st->d, "SELECT value FROM meta WHERE key = 'next_conn'", &s);
+    if (rc)
+        return rc;
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW)
+        *conn = (uint64_t)sqlite3_column_int64(s, 0);
+    else if (src == SQLITE_DONE)
+        *conn = 1;
+    else
+        rc = tb__db_fail(&st->d, "reading the next connection id");
+    sqlite3_reset(s);
+    return rc;
+}
+
+int tb_store_captures(struct tb_store *st, struct tb_capture_row **out, size_t *n)
+{
+    struct tb_capture_row *rows = NULL;
+    size_t nr = 0, cap = 0;
+    sqlite3_stmt *s;
+    int rc, src;
+    *out = NULL;
+    *n = 0;
+    if ((rc = tb__db_prep(&st->d,
+                          "SELECT id, source, started_ns, ended_ns, packets, bytes, "
+                          "kernel_drops, if_drops, parse_errors, gaps, evicted_flows, requests "
+                          "FROM captures ORDER BY id",
+                          &s)))
+        return rc;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = tb__grow(&rows, &cap, nr + 1, sizeof *rows)))
+            goto out;
+        struct tb_capture_row *r = &rows[nr++];
+        memset(r, 0, sizeof *r);
+        r->id = sqlite3_column_int64(s, 0);
+        copy_str(r->source, sizeof r->source, column_str(s, 1));
+        r->started_ns = sqlite3_column_int64(s, 2);
+        r->ended_ns = sqlite3_column_int64(s, 3); /* NULL (still running) reads as 0 */
+        r->packets = (uint64_t)sqlite3_column_int64(s, 4);
+        r->bytes = (uint64_t)sqlite3_column_int64(s, 5);
+        r->kernel_drops = (uint64_t)sqlite3_column_int64(s, 6);
+        r->if_drops = (uint64_t)sqlite3_column_int64(s, 7);
+        r->parse_errors = (uint64_t)sqlite3_column_int64(s, 8);
+        r->gaps = (uint64_t)sqlite3_column_int64(s, 9);
+        r->evicted_flows = (uint64_t)sqlite3_column_int64(s, 10);
+        r->requests = (uint64_t)sqlite3_column_int64(s, 11);
+    }
+    if (src != SQLITE_DONE)
+        rc = tb__db_fail(&st->d, "reading captures");
+out:
+    sqlite3_reset(s);
+    if (rc) {
+        free(rows);
+        return rc;
+    }
+    *out = rows;
+    *n = nr;
+    return 0;
+}
+
+/* ---- requests ---------------------------------------------------------------------------- */
+
+/* Client addresses by endpoint id; endpoints are machines, so few. */
+static int load_endpoints(struct tb_store *st, struct tb_addr **out, size_t *n)
+{
+    struct tb_addr *ep = NULL;
+    size_t cap = 0, count = 0;
+    sqlite3_stmt *s;
+    int rc, src;
+    if ((rc = tb__db_prep(&st->d, "SELECT id, addr FROM endpoints ORDER BY id", &s)))
+        return rc;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t id = sqlite3_column_int64(s, 0);
+        if (id <= 0 || id > UINT32_MAX) {
+            rc = TB_E_BADFMT;
+            break;
+        }
+        if ((rc = tb__grow(&ep, &cap, (size_t)id + 1, sizeof *ep)))
+            break;
+        for (size_t i = count; i <= (size_t)id; i++)
+            memset(&ep[i], 0, sizeof ep[i]);
+        count = (size_t)id + 1;
+        if (tb_addr_parse(column_str(s, 1), &ep[id])) {
+            rc = TB_E_BADFMT;
+            break;
+        }
+    }
+    if (rc == 0 && src != SQLITE_DONE)
+        rc = tb__db_fail(&st->d, "reading client addresses");
+    sqlite3_reset(s);
+    if (rc == TB_E_BADFMT)
+        tb_log_error("%s: unreadable client address in table endpoints", st->d.path);
+    if (rc) {
+        free(ep);
+        return rc;
+    }
+    *out = ep;
+    *n = count;
+    return 0;
+}
+
+int tb_store_requests(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
+                      struct tb_request **out, size_t *n)
+{
+    static const char sql_tier[] =
+        "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
+        "departure_ns, req_bytes, resp_bytes, status, flags FROM requests "
+        "WHERE tier_id = ?1 AND arrival_ns < ?3 AND departure_ns >= ?2 "
+        "ORDER BY arrival_ns, rowid";
+    static const char sql_all[] =
+        "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
+        "departure_ns, req_bytes, resp_bytes, status, flags FROM requests "
+        "WHERE ?1 = 0 AND arrival_ns < ?3 AND departure_ns >= ?2 "
+        "ORDER BY arrival_ns, rowid";
+    struct tb_request *rq = NULL;
+    struct tb_addr *ep = NULL;
+    size_t nr = 0, cap = 0, nep = 0;
+    sqlite3_stmt *s = NULL;
+    int rc, src;
+    *out = NULL;
+    *n = 0;
+    if ((rc = ensure_index(st)) || (rc = load_endpoints(st, &ep, &nep)))
+        goto out;
+    if ((rc = tb__db_prep(&st->d, tier ? sql_tier : sql_all, &s)))
+        goto out;
+    sqlite3_bind_int64(s, 1, tier);
+    sqlite3_bind_int64(s, 2, from_ns);
+    sqlite3_bind_int64(s, 3, to_ns);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = tb__grow(&rq, &cap, nr + 1, sizeof *rq)))
+            goto out;
+        struct tb_request *r = &rq[nr++];
+        memset(r, 0, sizeof *r);
+        r->tier = (uint32_t)sqlite3_column_int64(s, 0);
+        r->server = (uint32_t)sqlite3_column_int64(s, 1);
+        int64_t cid = sqlite3_column_int64(s, 2);
+        if (cid > 0 && (size_t)cid < nep)
+            r->client = ep[cid];
+        r->client.port = (uint16_t)sqlite3_column_int(s, 3);
+        r->conn = (uint64_t)sqlite3_column_int64(s, 4);
+        r->class_id = (uint32_t)sqlite3_column_int64(s, 5);
+        r->arrival_ns = sqlite3_column_int64(s, 6);
+        r->departure_ns = sqlite3_column_int64(s, 7);
+        r->req_bytes = (uint64_t)sqlite3_column_int64(s, 8);
+        r->resp_bytes = (uint64_t)sqlite3_column_int64(s, 9);
+        r->status = sqlite3_column_int(s, 10);
+        r->flags = (uint32_t)sqlite3_column_int64(s, 11);
+    }
+    if (src != SQLITE_DONE)
+        rc = tb__db_fail(&st->d, "reading requests");
+out:
+    if (s)
+        sqlite3_reset(s);
+    free(ep);
+    if (rc) {
+        free(rq);
+        return rc;
+    }
+    *out = rq;
+    *n = nr;
+    return 0;
+}
+
+int tb_store_request_count(struct tb_store *st, uint32_t tier, uint64_t *n)
+{
+    sqlite3_stmt *s;
+    int rc;
+    if ((rc = ensure_index(st)) ||
+        (rc = tb__db_prep(&st->d,
+                          tier ? "SELECT count(*) FROM requests WHERE tier_id = ?1"
+                               : "SELECT count(*) FROM requests WHERE ?1 = 0",
+                          &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, tier);
+    if (sqlite3_step(s) == SQLITE_ROW)
+        *n = (uint64_t)sqlite3_column_int64(s, 0);
+    else
+        rc = tb__db_fail(&st->d, "counting requests");
+    sqlite3_reset(s);
+    return rc;
+}
+
+int tb_store_time_span(struct tb_store *st, uint32_t tier, int64_t *first_ns, int64_t *last_ns)
+{
+    sqlite3_stmt *s;
+    int rc;
+    if ((rc = ensure_index(st)) ||
+        (rc = tb__db_prep(&st->d,
+                          tier ? "SELECT min(arrival_ns), max(departure_ns) FROM requests "
+                                 "WHERE tier_id = ?1"
+                               : "SELECT min(arrival_ns), max(departure_ns) FROM requests "
+                                 "WHERE ?1 = 0",
+                          &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, tier);
+    if (sqlite3_step(s) != SQLITE_ROW)
+        rc = tb__db_fail(&st->d, "reading the time span");
+    else if (sqlite3_column_type(s, 0) == SQLITE_NULL)
+        rc = TB_E_NOTFOUND;
+    else {
+        *first_ns = sqlite3_column_int64(s, 0);
+        *last_ns = sqlite3_column_int64(s, 1);
+    }
+    sqlite3_reset(s);
+    return rc;
+}
+
+int tb_store_export_requests(struct tb_store *st, const char *tier_name, FILE *out)
+{
+    int rc = ensure_index(st);
+    return rc ? rc : tb__store_export(&st->d, tier_name, out);
+}
+
+/* ---- windows and service times --------------------------------------------------------- */
+
+int tb_store_put_windows(struct tb_store *st, const struct tb_window *w, size_t n)
+{
+    int rc;
+    if (n == 0)
+        return 0;
+    if ((rc = tb__db_begin(&st->d)))
+        return rc;
+    return tb__db_end(&st->d, tb__put_windows(&st->d, w, n));
+}
+
+int tb_store_get_windows(struct tb_store *st, uint32_t tier, uint32_t server, int64_t width_ns,
+                         int64_t from_ns, int64_t to_ns, struct tb_window **out, size_t *n)
+{
+    struct tb_window *w = NULL;
+    size_t nw = 0, cap = 0;
+    sqlite3_stmt *s;
+    int rc, src;
+    *out = NULL;
+    *n = 0;
+    if ((rc = tb__db_prep(&st->d,
+                          "SELECT start_ns, load, completions, work_units, throughput, "
+                          "norm_throughput, rt_mean_ns, rt_p95_ns FROM windows "
+                          "WHERE tier_id = ?1 AND server_id = ?2 AND width_ns = ?3 "
+                          "AND start_ns >= ?4 AND start_ns < ?5 ORDER BY start_ns",
+                          &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, tier);
+    sqlite3_bind_int64(s, 2, server);
+    sqlite3_bind_int64(s, 3, width_ns);
+    sqlite3_bind_int64(s, 4, from_ns);
+    sqlite3_bind_int64(s, 5, to_ns);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = tb__grow(&w, &cap, nw + 1, sizeof *w)))
+            goto out;
+        w[nw++] = (struct tb_window){
+            .start_ns = sqlite3_column_int64(s, 0),
+            .width_ns = width_ns,
+            .tier = tier,
+            .server = server,
+            .load = sqlite3_column_double(s, 1),
+            .completions = (uint32_t)sqlite3_column_int64(s, 2),
+            .work_units = sqlite3_column_double(s, 3),
+            .throughput = sqlite3_column_double(s, 4),
+            .norm_throughput = sqlite3_column_double(s, 5),
+            .rt_mean_ns = sqlite3_column_double(s, 6),
+            .rt_p95_ns = sqlite3_column_double(s, 7),
+        };
+    }
+    if (src != SQLITE_DONE)
+        rc = tb__db_fail(&st->d, "reading windows");
+out:
+    sqlite3_reset(s);
+    if (rc) {
+        free(w);
+        return rc;
+    }
+    *out = w;
+    *n = nw;
+    return 0;
+}
+
+int tb_store_put_services(struct tb_store *st, const struct tb_class_service *sv, size_t n)
+{
+    sqlite3_stmt *s;
+    int rc;
+    if (n == 0)
+        return 0;
+    if ((rc = tb__db_begin(&st->d)))
+        return rc;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if ((rc = tb__db_prep(&st->d,
+                              "INSERT OR REPLACE INTO service_times(tier_id, class_id, "
+                              "period_start_ns, service_ns, units, samples, requests, method) "
+                              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                              &s)))
+            break;
+        sqlite3_bind_int64(s, 1, sv[i].tier);
+        sqlite3_bind_int64(s, 2, sv[i].class_id);
+        sqlite3_bind_int64(s, 3, sv[i].period_start_ns);
+        sqlite3_bind_int64(s, 4, sv[i].service_ns);
+        sqlite3_bind_double(s, 5, sv[i].units);
+        sqlite3_bind_int64(s, 6, sv[i].samples);
+        sqlite3_bind_int64(s, 7, sv[i].requests);
+        sqlite3_bind_int(s, 8, (int)sv[i].method);
+        rc = tb__db_step_done(&st->d, s, "storing service times");
+    }
+    return tb__db_end(&st->d, rc);
+}
+
+int tb_store_get_services(struct tb_store *st, uint32_t tier, struct tb_class_service **out,
+                          size_t *n)
+{
+    struct tb_class_service *v = NULL;
+    size_t nv = 0, cap = 0;
+    sqlite3_stmt *s;
+    int rc, src;
+    *out = NULL;
+    *n = 0;
+    if ((rc = tb__db_prep(&st->d,
+                          "SELECT tier_id, class_id, period_start_ns, service_ns, units, "
+                          "samples, requests, method FROM service_times "
+                          "WHERE ?1 = 0 OR tier_id = ?1 "
+                          "ORDER BY tier_id, class_id, period_start_ns",
+                          &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, tier);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = tb__grow(&v, &cap, nv + 1, sizeof *v)))
+            goto out;
+        v[nv++] = (struct tb_class_service){
+            .tier = (uint32_t)sqlite3_column_int64(s, 0),
+            .class_id = (uint32_t)sqlite3_column_int64(s, 1),
+            .period_start_ns = sqlite3_column_int64(s, 2),
+            .service_ns = sqlite3_column_int64(s, 3),
+            .units = sqlite3_column_double(s, 4),
+            .samples = (uint32_t)sqlite3_column_int64(s, 5),
+            .requests = (uint32_t)sqlite3_column_int64(s, 6),
+            .method = (enum tb_svc_method)sqlite3_column_int(s, 7),
+        };
+    }
+    if (src != SQLITE_DONE)
+        rc = tb__db_fail(&st->d, "reading service times");
+out:
+    sqlite3_reset(s);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *out = v;
+    *n = nv;
+    return 0;
+}
+
+/* ---- analyses and episodes --------------------------------------------------------------- */
+
+/* Levels as a JSON array; %.17g round-trips a double exactly. */
+static void levels_json(const struct tb_analysis *a, char *buf, size_t len)
+{
+    size_t off = 0;
+    uint32_t nl = TB_MIN(a->n_levels, (uint32_t)TB_ARRAY_SIZE(a->levels));
+    off += (size_t)snprintf(buf, len, "[");
+    for (uint32_t i = 0; i < nl && off < len; i++) {
+        if (isfinite(a->levels[i]))
+            off += (size_t)snprintf(buf + off, len - off, "%s%.17g", i ? "," : "", a->levels[i]);
+        else
+            off += (size_t)snprintf(buf + off, len - off, "%snull", i ? "," : "");
+    }
+    if (off < len)
+        snprintf(buf + off, len - off, "]");
+}
+
+static int levels_parse(const char *p, struct tb_analysis *a)
+{
+    a->n_levels = 0;
+    while (*p == ' ')
+        p++;
+    if (*p++ != '[')
+        return TB_E_BADFMT;
+    while (*p == ' ')
+        p++;
+    if (*p == ']')
+        return 0;
+    for (;;) {
+        double v;
+        char *end;
+        if (strncmp(p, "null", 4) == 0) {
+            v = NAN;
+            end = (char *)p + 4;
+        } else {
+            v = strtod(p, &end);
+            if (end == p)
+                return TB_E_BADFMT;
+        }
+        if (a->n_levels >= TB_ARRAY_SIZE(a->levels))
+            return TB_E_BADFMT;
+        a->levels[a->n_levels++] = v;
+        p = end;
+        while (*p == ' ')
+            p++;
+        if (*p == ']')
+            return 0;
+        if (*p++ != ',')
+            return TB_E_BADFMT;
+        while (*p == ' ')
+            p++;
+    }
+}
+
+int tb_store_put_analysis(struct tb_store *st, const struct tb_analysis *a,
+                          const struct tb_episode *ep, size_t nep, int64_t *analysis_id)
+{
+    struct tb__db *d = &st->d;
+    char levels[8 * 32];
+    sqlite3_stmt *s;
+    int64_t id = 0;
+    int rc;
+    if ((rc = tb__db_begin(d)))
+        return rc;
+    if ((rc = tb__db_prep(d,
+                          "INSERT INTO analyses(tier_id, server_id, width_ns, from_ns, to_ns, "
+                          "requests, n_star, n_star_fit, tp_max, slope, work_unit_ns, "
+                          "congested_fraction, episodes_per_min, levels, disagree, created_ns) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
+                          "?15, ?16)",
+                          &s)))
+        goto out;
+    levels_json(a, levels, sizeof levels);
+    sqlite3_bind_int64(s, 1, a->tier);
+    sqlite3_bind_int64(s, 2, a->server);
+    sqlite3_bind_int64(s, 3, a->width_ns);
+    sqlite3_bind_int64(s, 4, a->from_ns);
+    sqlite3_bind_int64(s, 5, a->to_ns);
+    sqlite3_bind_int64(s, 6, (int64_t)a->requests);
+    bind_real(s, 7, a->n_star);
+    bind_real(s, 8, a->n_star_fit);
+    bind_real(s, 9, a->tp_max);
+    bind_real(s, 10, a->slope);
+    sqlite3_bind_int64(s, 11, a->work_unit_ns);
+    bind_real(s, 12, a->congested_fraction);
+    bind_real(s, 13, a->episodes_per_min);
+    sqlite3_bind_text(s, 14, levels, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 15, a->disagree);
+    sqlite3_bind_int64(s, 16, now_ns());
+    if ((rc = tb__db_step_done(d, s, "storing an analysis")))
+        goto out;
+    id = sqlite3_last_insert_rowid(d->db);
+    for (size_t i = 0; i < nep; i++) {
+        if ((rc = tb__db_prep(d,
+                              "INSERT INTO episodes(analysis_id, start_ns, end_ns, peak_load, "
+                              "mean_load, throughput, kind) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                              &s)))
+            goto out;
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int64(s, 2, ep[i].start_ns);
+        sqlite3_bind_int64(s, 3, ep[i].end_ns);
+        bind_real(s, 4, ep[i].peak_load);
+        bind_real(s, 5, ep[i].mean_load);
+        bind_real(s, 6, ep[i].throughput);
+        sqlite3_bind_text(s, 7, ep[i].kind == TB_EP_FREEZE ? "freeze" : "saturated", -1,
+                          SQLITE_STATIC);
+        if ((rc = tb__db_step_done(d, s, "storing an episode")))
+            goto out;
+    }
+out:
+    rc = tb__db_end(d, rc);
+    if (rc == 0 && analysis_id)
+        *analysis_id = id;
+    return rc;
+}
+
+int tb_store_get_analysis(struct tb_store *st, uint32_t tier, uint32_t server, int64_t width_ns,
+                          struct tb_analysis *a, struct tb_episode **ep, size_t *nep)
+{
+    struct tb__db *d = &st->d;
+    struct tb_episode *e = NULL;
+    size_t ne = 0, cap = 0;
+    sqlite3_stmt *s;
+    int64_t id;
+    int rc, src;
+    if (ep) {
+        *ep = NULL;
+        *nep = 0;
+    }
+    if ((rc = tb__db_prep(d,
+                          "SELECT id, from_ns, to_ns, requests, n_star, n_star_fit, tp_max, "
+                          "slope, work_unit_ns, congested_fraction, episodes_per_min, levels, "
+                          "disagree FROM analyses WHERE tier_id = ?1 AND server_id = ?2 "
+                          "AND width_ns = ?3 ORDER BY id DESC LIMIT 1",
+                          &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, tier);
+    sqlite3_bind_int64(s, 2, server);
+    sqlite3_bind_int64(s, 3, width_ns);
+    src = sqlite3_step(s);
+    if (src != SQLITE_ROW) {
+        sqlite3_reset(s);
+        return src == SQLITE_DONE ? TB_E_NOTFOUND : tb__db_fail(d, "reading an analysis");
+    }
+    memset(a, 0, sizeof *a);
+    id = sqlite3_column_int64(s, 0);
+    a->tier = tier;
+    a->server = server;
+    a->width_ns = width_ns;
+    a->from_ns = sqlite3_column_int64(s, 1);
+    a->to_ns = sqlite3_column_int64(s, 2);
+    a->requests = (uint64_t)sqlite3_column_int64(s, 3);
+    a->n_star = column_real(s, 4);
+    a->n_star_fit = column_real(s, 5);
+    a->tp_max = column_real(s, 6);
+    a->slope = column_real(s, 7);
+    a->work_unit_ns = sqlite3_column_int64(s, 8);
+    a->congested_fraction = column_real(s, 9);
+    a->episodes_per_min = column_real(s, 10);
+    rc = levels_parse(column_str(s, 11), a);
+    a->disagree = sqlite3_column_int(s, 12) != 0;
+    sqlite3_reset(s);
+    if (rc) {
+        tb_log_error("%s: analysis %lld has unreadable levels", d->path, (long long)id);
+        return rc;
+    }
+    if (!ep)
+        return 0;
+    if ((rc = tb__db_prep(d,
+                          "SELECT start_ns, end_ns, peak_load, mean_load, throughput, kind "
+                          "FROM episodes WHERE analysis_id = ?1 ORDER BY start_ns, id",
+                          &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, id);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = tb__grow(&e, &cap, ne + 1, sizeof *e)))
+            goto out;
+        e[ne++] = (struct tb_episode){
+            .start_ns = sqlite3_column_int64(s, 0),
+            .end_ns = sqlite3_column_int64(s, 1),
+            .peak_load = column_real(s, 2),
+            .mean_load = column_real(s, 3),
+            .throughput = column_real(s, 4),
+            .kind = strcmp(column_str(s, 5), "freeze") == 0 ? TB_EP_FREEZE : TB_EP_SATURATED,
+        };
+    }
+    if (src != SQLITE_DONE)
+        rc = tb__db_fail(d, "reading episodes");
+out:
+    sqlite3_reset(s);
+    if (rc) {
+        free(e);
+        return rc;
+    }
+    *ep = e;
+    *nep = ne;
+    return 0;
+}
+
+/* ---- health and events ---------------------------------------------------------------- */
+
+int tb_store_get_health(struct tb_store *st, int64_t from_ns, int64_t to_ns,
+                        struct tb_health_row **out, size_t *n)
+{
+    struct tb_health_row *h = NULL;
+    size_t nh = 0, cap = 0;
+    sqlite3_stmt *s;
+    int rc, src;
+    *out = NULL;
+    *n = 0;
+    if ((rc = tb__db_prep(&st->d,
+                          "SELECT ts_ns, packets, kernel_drops, if_drops FROM health "
+                          "WHERE ts_ns >= ?1 AND ts_ns < ?2 ORDER BY ts_ns, capture_id",
+                          &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, from_ns);
+    sqlite3_bind_int64(s, 2, to_ns);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = tb__grow(&h, &cap, nh + 1, sizeof *h)))
+            goto out;
+        h[nh++] = (struct tb_health_row){
+            .ts_ns = sqlite3_column_int64(s, 0),
+            .packets = (uint64_t)sqlite3_column_int64(s, 1),
+            .kernel_drops = (uint64_t)sqlite3_column_int64(s, 2),
+            .if_drops = (uint64_t)sqlite3_column_int64(s, 3),
+        };
+    }
+    if (src != SQLITE_DONE)
+        rc = tb__db_fail(&st->d, "reading capture health");
+out:
+    sqlite3_reset(s);
+    if (rc) {
+        free(h);
+        return rc;
+    }
+    *out = h;
+    *n = nh;
+    return 0;
+}
+
+int tb_store_put_events(struct tb_store *st, const struct tb_event *ev, size_t n)
+{
+    sqlite3_stmt *s;
+    int rc;
+    if (n == 0)
+        return 0;
+    if ((rc = tb__db_begin(&st->d)))
+        return rc;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if ((rc = tb__db_prep(&st->d,
+                              "INSERT INTO events(kind, host, start_ns, end_ns, detail) "
+                              "VALUES (?1, ?2, ?3, ?4, ?5)",
+                              &s)))
+            break;
+        /* The fixed-size fields need not be NUL-terminated when full. */
+        sqlite3_bind_text(s, 1, ev[i].kind, (int)strnlen(ev[i].kind, sizeof ev[i].kind),
+                          SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, ev[i].host, (int)strnlen(ev[i].host, sizeof ev[i].host),
+                          SQLITE_STATIC);
+        sqlite3_bind_int64(s, 3, ev[i].start_ns);
+        sqlite3_bind_int64(s, 4, ev[i].end_ns);
+        sqlite3_bind_text(s, 5, ev[i].detail, (int)strnlen(ev[i].detail, sizeof ev[i].detail),
+                          SQLITE_STATIC);
+        rc = tb__db_step_done(&st->d, s, "storing events");
+    }
+    return tb__db_end(&st->d, rc);
+}
+
+int tb_store_get_events(struct tb_store *st, const char *kind, int64_t from_ns, int64_t to_ns,
+                        struct tb_event **out, size_t *n)
+{
+    struct tb_event *e = NULL;
+    size_t ne = 0, cap = 0;
+    sqlite3_stmt *s;
+    int rc, src;
+    *out = NULL;
+    *n = 0;
+    if ((rc = tb__db_prep(&st->d,
+                          kind ? "SELECT kind, host, start_ns, end_ns, detail FROM events "
+                                 "WHERE kind = ?1 AND end_ns >= ?2 AND start_ns < ?3 "
+                                 "ORDER BY start_ns, id"
+                               : "SELECT kind, host, start_ns, end_ns, detail FROM events "
+                                 "WHERE ?1 IS NULL AND end_ns >= ?2 AND start_ns < ?3 "
+                                 "ORDER BY start_ns, id",
+                          &s)))
+        return rc;
+    if (kind)
+        sqlite3_bind_text(s, 1, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, from_ns);
+    sqlite3_bind_int64(s, 3, to_ns);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = tb__grow(&e, &cap, ne + 1, sizeof *e)))
+            goto out;
+        struct tb_event *x = &e[ne++];
+        memset(x, 0, sizeof *x);
+        copy_str(x->kind, sizeof x->kind, column_str(s, 0));
+        copy_str(x->host, sizeof x->host, column_str(s, 1));
+        x->start_ns = sqlite3_column_int64(s, 2);
+        x->end_ns = sqlite3_column_int64(s, 3);
+        copy_str(x->detail, sizeof x->detail, column_str(s, 4));
+    }
+    if (src != SQLITE_DONE)
+        rc = tb__db_fail(&st->d, "reading events");
+out:
+    sqlite3_reset(s);
+    if (rc) {
+        free(e);
+        return rc;
+    }
+    *out = e;
+    *n = ne;
+    return 0;
+}

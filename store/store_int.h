@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/* store_int.h — private to store/: one SQLite connection with its cached statements, and the
+ * writes the store and the writer thread share. */
+#ifndef TB_STORE_INT_H
+#define TB_STORE_INT_H
+
+#include <sqlite3.h>
+
+#include "store.h"
+
+/* Every statement the module runs more than once, prepared on first use and
+ * kept for the connection's life. The SQL text is in db.c, in this order. */
+enum tb__stmt_id {
+    TB__SQ_TIER_INS,
+    TB__SQ_SERVER_INS,
+    TB__SQ_HOST_INS,
+    TB__SQ_CLASS_INS,
+    TB__SQ_ENDPOINT_GET,
+    TB__SQ_ENDPOINT_INS,
+    TB__SQ_REQUEST_INS,
+    TB__SQ_NEXT_CONN_SET,
+    TB__SQ_WINDOW_DEL,
+    TB__SQ_WINDOW_INS,
+    TB__SQ_HEALTH_INS,
+    TB__SQ_COUNT
+};
+
+/* Other statements are cached by the address of their (static) SQL text. */
+#define TB__DB_CACHE 32
+struct tb__db_cached {
+    const char *sql;
+    sqlite3_stmt *stmt;
+};
+
+struct tb__db {
+    sqlite3 *db;
+    char *path;
+    bool readonly;
+    sqlite3_stmt *stmt[TB__SQ_COUNT];
+    struct tb__db_cached cache[TB__DB_CACHE];
+};
+
+/* Opens a connection on an existing tbneck database, sets the busy timeout and
+ * the per-connection pragmas (the writer's second connection uses it too). */
+int tb__db_open(struct tb__db *d, const char *path, int sqlite_flags, char *errbuf,
+                size_t errlen);
+void tb__db_close(struct tb__db *d);
+/* The cached statement, reset and with its bindings cleared. */
+int tb__db_stmt(struct tb__db *d, enum tb__stmt_id id, sqlite3_stmt **out);
+/* The same for a statement given by its SQL, which must be a string literal
+ * (the cache key is its address). Reset it after the last step, so that no
+ * read transaction stays open. */
+int tb__db_prep(struct tb__db *d, const char *sql, sqlite3_stmt **out);
+/* Logs an SQLite failure (naming the file, what was being done and SQLite's
+ * message) and returns TB_E_DB. */
+int tb__db_fail(struct tb__db *d, const char *what);
+int tb__db_exec(struct tb__db *d, const char *sql);
+int tb__db_begin(struct tb__db *d);
+/* Commits when rc == 0, else rolls back; returns rc or the commit's error. */
+int tb__db_end(struct tb__db *d, int rc);
+/* Runs a statement that returns no rows to completion. */
+int tb__db_step_done(struct tb__db *d, sqlite3_stmt *s, const char *what);
+
+/* Creates the file's schema or migrates it to TB_STORE_SCHEMA_VERSION (schema.c). */
+int tb__schema_check(struct tb__db *d, bool create, char *errbuf, size_t errlen);
+
+/* Catalog entries added since the last persistence, copied off the catalog so
+ * they can be written on another thread (the catalog is not thread-safe). */
+struct tb__cat_class {
+    uint32_t id, tier;
+    size_t off, len; /* into text */
+};
+struct tb__cat_host {
+    uint32_t index, tier; /* index = insertion position, 0-based */
+    struct tb_addr addr;
+};
+struct tb__cat_delta {
+    struct tb_tier_info *tiers;
+    size_t ntiers, cap_tiers;
+    struct tb_server_info *servers;
+    size_t nservers, cap_servers;
+    struct tb__cat_class *classes;
+    size_t nclasses, cap_classes;
+    struct tb__cat_host *hosts;
+    size_t nhosts, cap_hosts;
+    char *text;
+    size_t ntext, cap_text;
+};
+/* Appends the entries of `cat` above its persisted marks and moves the marks. */
+int tb__cat_delta_take(struct tb__cat_delta *dl, struct tb_catalog *cat);
+void tb__cat_delta_clear(struct tb__cat_delta *dl);
+void tb__cat_delta_free(struct tb__cat_delta *dl);
+bool tb__cat_delta_empty(const struct tb__cat_delta *dl);
+/* Inserts the entries (inside the caller's transaction). */
+int tb__put_catalog(struct tb__db *d, const struct tb__cat_delta *dl);
+/* Replaces windows per (tier, server, width) over the range the input covers. */
+int tb__put_windows(struct tb__db *d, const struct tb_window *w, size_t n);
+int tb__put_health(struct tb__db *d, int64_t capture_id, const struct tb_health_row *h,
+                   size_t n);
+
+/* The CSV export of tb_store_export_requests (export.c). */
+int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out);
+
+/* Grows *p (elements of `elem` bytes, capacity *cap) to hold at least `need`. */
+int tb__grow(void *p, size_t *cap, size_t need, size_t elem);
+
+/* Formats an endpoint's address without its port, as stored in
+ * endpoints.addr and hosts.addr ("10.0.0.1", "2001:db8::1"). */
+const char *tb__ip_fmt(const struct tb_addr *a, char *buf, size_t len);
+
+#endif

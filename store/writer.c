@@ -1,0 +1,484 @@
+/* SPDX-License-Identifier: MIT */
+/* writer.c — the asynchronous request writer: batches filled on the capture thread, inserted
+ * by a thread of its own on a connection of its own, one transaction per batch.
+ *
+ * The capture thread only copies: a request into the current batch, new
+ * catalog entries into the same batch (the catalog is not thread-safe, so it
+ * is never read from the writer thread). A full batch goes onto a queue under
+ * a mutex; the writer thread inserts it in one transaction, catalog entries
+ * first, so every request row finds its tier, server and class already
+ * stored. When SQLite falls behind, at most QUEUE_CAP batches wait in memory
+ * and then the caller blocks: requests are never dropped. */
+#include "store_int.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BATCH_ROWS 16384
+#define QUEUE_CAP 64
+#define FREE_KEEP 4 /* empty batches kept for reuse */
+
+struct batch {
+    struct batch *next;
+    struct tb__cat_delta cat;
+    struct tb_request *req; /* BATCH_ROWS entries */
+    size_t nreq;
+    struct tb_health_row *health;
+    size_t nhealth, cap_health;
+    struct tb_window *win;
+    size_t nwin, cap_win;
+};
+
+/* Client IP → endpoints.id, known to the writer thread only. */
+struct ep_slot {
+    struct tb_addr ip;
+    uint32_t id; /* 0 = empty */
+};
+
+struct tb_writer {
+    struct tb__db d;
+    int64_t capture_id;
+    struct tb_catalog *cat; /* remembered by the first tb_writer_catalog */
+    struct batch *cur;      /* being filled by the caller */
+
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work;  /* a batch was queued, or stop */
+    pthread_cond_t cv_space; /* a batch was done (room in the queue) */
+    struct batch *head, *tail;
+    size_t qlen;             /* queued plus the one being written */
+    struct batch *free_list;
+    size_t nfree;
+    uint64_t queued, done;
+    bool stop;
+
+    atomic_int err;          /* first error, 0 while all is well */
+    atomic_uint_fast64_t rows;
+
+    /* Writer thread only. */
+    struct ep_slot *ep;
+    uint32_t ep_mask, ep_used;
+};
+
+/* ---- batches --------------------------------------------------------------------------- */
+
+static void batch_free(struct batch *b)
+{
+    if (!b)
+        return;
+    tb__cat_delta_free(&b->cat);
+    free(b->req);
+    free(b->health);
+    free(b->win);
+    free(b);
+}
+
+static bool batch_empty(const struct batch *b)
+{
+    return b->nreq == 0 && b->nhealth == 0 && b->nwin == 0 && tb__cat_delta_empty(&b->cat);
+}
+
+static void batch_clear(struct batch *b)
+{
+    tb__cat_delta_clear(&b->cat);
+    b->nreq = b->nhealth = b->nwin = 0;
+    b->next = NULL;
+}
+
+/* A batch from the free list, or a new one. */
+static struct batch *batch_get(struct tb_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    struct batch *b = w->free_list;
+    if (b) {
+        w->free_list = b->next;
+        w->nfree--;
+    }
+    pthread_mutex_unlock(&w->mu);
+    if (b) {
+        b->next = NULL;
+        return b;
+    }
+    b = calloc(1, sizeof *b);
+    if (!b)
+        return NULL;
+    b->req = malloc(BATCH_ROWS * sizeof *b->req);
+    if (!b->req) {
+        free(b);
+        return NULL;
+    }
+    return b;
+}
+
+static void set_err(struct tb_writer *w, int rc)
+{
+    int expected = 0;
+    atomic_compare_exchange_strong(&w->err, &expected, rc);
+}
+
+/* Hands the current batch to the writer thread, blocking while the queue is
+ * full, and starts a fresh one. */
+static int submit(struct tb_writer *w)
+{
+    if (!w->cur)
+        return TB_E_NOMEM;
+    if (batch_empty(w->cur))
+        return 0;
+    pthread_mutex_lock(&w->mu);
+    while (w->qlen >= QUEUE_CAP)
+        pthread_cond_wait(&w->cv_space, &w->mu);
+    if (w->tail)
+        w->tail->next = w->cur;
+    else
+        w->head = w->cur;
+    w->tail = w->cur;
+    w->qlen++;
+    w->queued++;
+    pthread_cond_signal(&w->cv_work);
+    pthread_mutex_unlock(&w->mu);
+    w->cur = batch_get(w);
+    if (!w->cur) {
+        set_err(w, TB_E_NOMEM);
+        return TB_E_NOMEM;
+    }
+    return atomic_load(&w->err);
+}
+
+/* ---- the writer thread ---------------------------------------------------------------------- */
+
+static void ep_reset(struct tb_writer *w)
+{
+    if (w->ep)
+        memset(w->ep, 0, ((size_t)w->ep_mask + 1) * sizeof *w->ep);
+    w->ep_used = 0;
+}
+
+static void ep_put(struct ep_slot *tab, uint32_t mask, const struct tb_addr *ip, uint32_t id)
+{
+    uint32_t i = (uint32_t)tb_addr_hash(ip) & mask;
+    while (tab[i].id)
+        i = (i + 1) & mask;
+    tab[i].ip = *ip;
+    tab[i].id = id;
+}
+
+/* endpoints.id of a client's IP: from the map, else from the table, else a
+ * new row (inside the batch's transaction). */
+static int endpoint_id(struct tb_writer *w, const struct tb_addr *client, uint32_t *id)
+{
+    struct tb_addr ip = *client;
+    char buf[TB_ADDR_STRLEN];
+    sqlite3_stmt *s;
+    int rc, src;
+    ip.port = 0;
+    ip.pad_ = 0;
+    for (uint32_t i = (uint32_t)tb_addr_hash(&ip) & w->ep_mask; w->ep[i].id;
+         i = (i + 1) & w->ep_mask) {
+        if (tb_addr_eq(&w->ep[i].ip, &ip) && w->ep[i].ip.family == ip.family) {
+            *id = w->ep[i].id;
+            return 0;
+        }
+    }
+    if ((w->ep_used + 1) * 2 > w->ep_mask + 1) {
+        uint32_t nmask = w->ep_mask * 2 + 1;
+        struct ep_slot *tab = calloc((size_t)nmask + 1, sizeof *tab);
+        if (!tab)
+            return TB_E_NOMEM;
+        for (uint32_t i = 0; i <= w->ep_mask; i++)
+            if (w->ep[i].id)
+                ep_put(tab, nmask, &w->ep[i].ip, w->ep[i].id);
+        free(w->ep);
+        w->ep = tab;
+        w->ep_mask = nmask;
+    }
+    tb__ip_fmt(&ip, buf, sizeof buf);
+    if ((rc = tb__db_stmt(&w->d, TB__SQ_ENDPOINT_GET, &s)))
+        return rc;
+    sqlite3_bind_text(s, 1, buf, -1, SQLITE_STATIC);
+    src = sqlite3_step(s);
+    if (src == SQLITE_ROW) {
+        *id = (uint32_t)sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+    } else {
+        sqlite3_reset(s);
+        if (src != SQLITE_DONE)
+            return tb__db_fail(&w->d, "looking up a client address");
+        if ((rc = tb__db_stmt(&w->d, TB__SQ_ENDPOINT_INS, &s)))
+            return rc;
+        sqlite3_bind_text(s, 1, buf, -1, SQLITE_STATIC);
+        if ((rc = tb__db_step_done(&w->d, s, "storing a client address")))
+            return rc;
+        *id = (uint32_t)sqlite3_last_insert_rowid(w->d.db);
+    }
+    ep_put(w->ep, w->ep_mask, &ip, *id);
+    w->ep_used++;
+    return 0;
+}
+
+static int write_requests(struct tb_writer *w, const struct tb_request *rq, size_t n)
+{
+    sqlite3_stmt *s;
+    uint64_t max_conn = 0;
+    uint32_t cid = 0;
+    int rc;
+    if (n == 0)
+        return 0;
+    if ((rc = tb__db_stmt(&w->d, TB__SQ_REQUEST_INS, &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, w->capture_id);
+    for (size_t i = 0; i < n; i++) {
+        const struct tb_request *r = &rq[i];
+        /* Consecutive requests mostly come from the same caller: skip the
+         * map for a repeat. */
+        if (i == 0 || !tb_addr_ip_eq(&r->client, &rq[i - 1].client) ||
+            r->client.family != rq[i - 1].client.family) {
+            if ((rc = endpoint_id(w, &r->client, &cid)))
+                return rc;
+        }
+        /* Parameter 1 (capture_id) stays bound across resets. */
+        sqlite3_bind_int64(s, 2, r->tier);
+        sqlite3_bind_int64(s, 3, r->server);
+        sqlite3_bind_int64(s, 4, cid);
+        sqlite3_bind_int(s, 5, r->client.port);
+        sqlite3_bind_int64(s, 6, (int64_t)r->conn);
+        sqlite3_bind_int64(s, 7, r->class_id);
+        sqlite3_bind_int64(s, 8, r->arrival_ns);
+        sqlite3_bind_int64(s, 9, r->departure_ns);
+        sqlite3_bind_int64(s, 10, (int64_t)r->req_bytes);
+        sqlite3_bind_int64(s, 11, (int64_t)r->resp_bytes);
+        sqlite3_bind_int(s, 12, r->status);
+        sqlite3_bind_int64(s, 13, r->flags);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            sqlite3_reset(s);
+            return tb__db_fail(&w->d, "storing requests");
+        }
+        sqlite3_reset(s);
+        max_conn = TB_MAX(max_conn, r->conn);
+    }
+    if ((rc = tb__db_stmt(&w->d, TB__SQ_NEXT_CONN_SET, &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, (int64_t)(max_conn + 1));
+    return tb__db_step_done(&w->d, s, "recording the next connection id");
+}
+
+static int write_batch(struct tb_writer *w, const struct batch *b)
+{
+    int rc = tb__db_begin(&w->d);
+    if (rc)
+        return rc;
+    if ((rc = tb__put_catalog(&w->d, &b->cat)) ||
+        (rc = write_requests(w, b->req, b->nreq)) ||
+        (rc = tb__put_health(&w->d, w->capture_id, b->health, b->nhealth)) ||
+        (b->nwin && (rc = tb__put_windows(&w->d, b->win, b->nwin))))
+        goto out;
+out:
+    rc = tb__db_end(&w->d, rc);
+    /* Endpoint ids handed out inside a rolled-back transaction do not exist. */
+    if (rc)
+        ep_reset(w);
+    return rc;
+}
+
+static void *writer_main(void *arg)
+{
+    struct tb_writer *w = arg;
+    for (;;) {
+        pthread_mutex_lock(&w->mu);
+        while (!w->head && !w->stop)
+            pthread_cond_wait(&w->cv_work, &w->mu);
+        struct batch *b = w->head;
+        if (!b) {
+            pthread_mutex_unlock(&w->mu);
+            break;
+        }
+        w->head = b->next;
+        if (!w->head)
+            w->tail = NULL;
+        pthread_mutex_unlock(&w->mu);
+
+        /* After the first failure later batches are discarded, not written:
+         * they may need catalog entries that went down with the failed one,
+         * and the caller learns of the error and stops. Draining keeps the
+         * caller from blocking on a full queue meanwhile. */
+        if (atomic_load(&w->err) == 0) {
+            int rc = write_batch(w, b);
+            if (rc)
+                set_err(w, rc);
+            else
+                atomic_fetch_add(&w->rows, b->nreq);
+        }
+
+        batch_clear(b);
+        pthread_mutex_lock(&w->mu);
+        if (w->nfree < FREE_KEEP) {
+            b->next = w->free_list;
+            w->free_list = b;
+            w->nfree++;
+            b = NULL;
+        }
+        w->qlen--;
+        w->done++;
+        pthread_cond_broadcast(&w->cv_space);
+        pthread_mutex_unlock(&w->mu);
+        batch_free(b);
+    }
+    return NULL;
+}
+
+/* ---- the caller's side ------------------------------------------------------------------- */
+
+static void writer_free(struct tb_writer *w)
+{
+    batch_free(w->cur);
+    for (struct batch *b = w->head, *next; b; b = next) {
+        next = b->next;
+        batch_free(b);
+    }
+    for (struct batch *b = w->free_list, *next; b; b = next) {
+        next = b->next;
+        batch_free(b);
+    }
+    free(w->ep);
+    tb__db_close(&w->d);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv_work);
+    pthread_cond_destroy(&w->cv_space);
+    free(w);
+}
+
+int tb_writer_start(struct tb_writer **out, struct tb_store *st, int64_t capture_id)
+{
+    char err[256];
+    int rc;
+    *out = NULL;
+    struct tb_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return TB_E_NOMEM;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv_work, NULL);
+    pthread_cond_init(&w->cv_space, NULL);
+    atomic_init(&w->err, 0);
+    atomic_init(&w->rows, 0);
+    w->capture_id = capture_id;
+    w->ep_mask = 255;
+    w->ep = calloc((size_t)w->ep_mask + 1, sizeof *w->ep);
+    w->cur = batch_get(w);
+    if (!w->ep || !w->cur) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    /* The store's file has been opened, checked and migrated already. */
+    if ((rc = tb__db_open(&w->d, tb_store_path(st), SQLITE_OPEN_READWRITE, err, sizeof err))) {
+        tb_log_error("%s", err);
+        goto out;
+    }
+    /* synchronous is per connection; a larger page cache keeps the b-tree's
+     * right edge in memory across batches. */
+    if ((rc = tb__db_exec(&w->d, "PRAGMA synchronous = NORMAL")) ||
+        (rc = tb__db_exec(&w->d, "PRAGMA cache_size = -32768")))
+        goto out;
+    if (pthread_create(&w->thread, NULL, writer_main, w) != 0) {
+        tb_log_error("%s: cannot start the writer thread", tb_store_path(st));
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    *out = w;
+    w = NULL;
+out:
+    if (w)
+        writer_free(w);
+    return rc;
+}
+
+int tb_writer_catalog(struct tb_writer *w, struct tb_catalog *cat)
+{
+    w->cat = cat;
+    if (!w->cur)
+        return TB_E_NOMEM;
+    int rc = tb__cat_delta_take(&w->cur->cat, cat);
+    if (rc)
+        set_err(w, rc);
+    return rc;
+}
+
+int tb_writer_request(struct tb_writer *w, const struct tb_request *r)
+{
+    int rc;
+    if (!w->cur)
+        return TB_E_NOMEM;
+    if (w->cur->nreq == BATCH_ROWS && (rc = submit(w)))
+        return rc;
+    if (w->cat && (rc = tb__cat_delta_take(&w->cur->cat, w->cat))) {
+        set_err(w, rc);
+        return rc;
+    }
+    w->cur->req[w->cur->nreq++] = *r;
+    return atomic_load_explicit(&w->err, memory_order_relaxed);
+}
+
+int tb_writer_health(struct tb_writer *w, int64_t ts_ns, uint64_t packets, uint64_t kernel_drops,
+                     uint64_t if_drops)
+{
+    struct batch *b = w->cur;
+    if (!b)
+        return TB_E_NOMEM;
+    int rc = tb__grow(&b->health, &b->cap_health, b->nhealth + 1, sizeof *b->health);
+    if (rc) {
+        set_err(w, rc);
+        return rc;
+    }
+    b->health[b->nhealth++] = (struct tb_health_row){ts_ns, packets, kernel_drops, if_drops};
+    /* Health comes about once a second on a live capture: a good moment to
+     * make the requests gathered meanwhile visible to readers. */
+    return submit(w);
+}
+
+int tb_writer_windows(struct tb_writer *w, const struct tb_window *win, size_t n)
+{
+    struct batch *b = w->cur;
+    if (!b)
+        return TB_E_NOMEM;
+    int rc = tb__grow(&b->win, &b->cap_win, b->nwin + n, sizeof *b->win);
+    if (rc) {
+        set_err(w, rc);
+        return rc;
+    }
+    if (n)
+        memcpy(b->win + b->nwin, win, n * sizeof *win);
+    b->nwin += n;
+    return atomic_load(&w->err);
+}
+
+int tb_writer_flush(struct tb_writer *w)
+{
+    int rc = submit(w);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&w->mu);
+    while (w->done != w->queued)
+        pthread_cond_wait(&w->cv_space, &w->mu);
+    pthread_mutex_unlock(&w->mu);
+    return atomic_load(&w->err);
+}
+
+int tb_writer_finish(struct tb_writer *w)
+{
+    if (!w)
+        return 0;
+    int rc = w->cur ? submit(w) : 0;
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    pthread_cond_signal(&w->cv_work);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    int err = atomic_load(&w->err);
+    writer_free(w);
+    return err ? err : rc;
+}
+
+uint64_t tb_writer_rows(const struct tb_writer *w)
+{
+    return atomic_load(&w->rows);
+}

@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/* test_store_writer.c — the asynchronous writer: 200 000 requests with a catalog growing during
+ * the run, read back identical; errors reported by finish. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "catalog.h"
+#include "store.h"
+
+#define NREQ 200000
+
+struct fix {
+    char dir[64];
+    char path[128];
+};
+
+static int setup(void **state)
+{
+    struct fix *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/tb_test_writer_XXXXXX");
+    if (!mkdtemp(f->dir))
+        return -1;
+    snprintf(f->path, sizeof f->path, "%s/w.db", f->dir);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fix *f = *state;
+    char p[160];
+    const char *sfx[] = {"", "-wal", "-shm"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s%s", f->path, sfx[i]);
+        unlink(p);
+    }
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static struct tb_store *open_new(const char *path)
+{
+    struct tb_store *st = NULL;
+    char err[256] = "";
+    int rc = tb_store_open(&st, path, TB_STORE_CREATE, err, sizeof err);
+    if (rc)
+        fail_msg("open %s: %d %s", path, rc, err);
+    return st;
+}
+
+static void client_of(uint32_t i, struct tb_addr *a)
+{
+    if (i % 7 == 0) {
+        uint8_t ip6[16] = {0x20, 0x01, 0x0d, 0xb8};
+        ip6[15] = (uint8_t)(i % 13 + 1);
+        tb_addr_from_v6(a, ip6, (uint16_t)(1024 + i % 60000));
+    } else {
+        uint8_t ip4[4] = {10, 1, (uint8_t)(i % 50), (uint8_t)(i % 3)};
+        tb_addr_from_v4(a, ip4, (uint16_t)(1024 + i % 60000));
+    }
+}
+
+static void test_writer_200k(void **state)
+{
+    struct fix *f = *state;
+    struct tb_store *st = open_new(f->path);
+    struct tb_catalog *cat;
+    struct tb_writer *w;
+    struct tb_request *rq = calloc(NREQ, sizeof *rq);
+    uint32_t tiers[2] = {0, 0}, servers[2], classes[2] = {0, 0}, ntiers = 1;
+    char text[64];
+    int64_t cap;
+    uint64_t conn0;
+    assert_non_null(rq);
+    assert_int_equal(tb_catalog_new(&cat), 0);
+    assert_int_equal(tb_catalog_tier(cat, "http", "http", &tiers[0]), 0);
+    struct tb_addr sa;
+    assert_int_equal(tb_addr_parse("10.0.0.2:80", &sa), 0);
+    assert_int_equal(tb_catalog_server(cat, tiers[0], &sa, &servers[0]), 0);
+    assert_int_equal(tb_store_next_conn(st, &conn0), 0);
+    assert_int_equal(conn0, 1);
+    assert_int_equal(tb_store_capture_begin(st, "synthetic", &cap), 0);
+    assert_int_equal(tb_writer_start(&w, st, cap), 0);
+    assert_int_equal(tb_writer_catalog(w, cat), 0);
+
+    for (uint32_t i = 0; i < NREQ; i++) {
+        /* The catalog grows while requests flow: a second tier, new servers,
+         * hosts and classes, each first used by the request right after. */
+        if (i == 50000) {
+            struct tb_addr db, host;
+            assert_int_equal(tb_catalog_tier(cat, "mysql", "mysql", &tiers[1]), 0);
+            assert_int_equal(tb_addr_parse("10.0.0.3:3306", &db), 0);
+            assert_int_equal(tb_catalog_server(cat, tiers[1], &db, &servers[1]), 0);
+            assert_int_equal(tb_addr_parse("10.0.0.3", &host), 0);
+            assert_int_equal(tb_catalog_host(cat, tiers[1], &host), 0);
+            ntiers = 2;
+        }
+        uint32_t k = ntiers == 2 ? i % 2 : 0;
+        if (i % 20011 == 20010) {
+            struct tb_addr a;
+            uint8_t ip4[4] = {10, 9, (uint8_t)(i >> 8), (uint8_t)i};
+            tb_addr_from_v4(&a, ip4, (uint16_t)(8000 + k));
+            assert_int_equal(tb_catalog_server(cat, tiers[k], &a, &servers[k]), 0);
+        }
+        if (i % 997 == 0 || classes[k] == 0) {
+            int n = snprintf(text, sizeof text, "%s /p/%u, \"v\"", k ? "SELECT" : "GET", i);
+            assert_int_equal(tb_catalog_class(cat, tiers[k], text, (size_t)n, &classes[k]), 0);
+        }
+        struct tb_request *r = &rq[i];
+        r->arrival_ns = INT64_C(1700000000000000000) + (int64_t)i * 1000;
+        r->departure_ns = r->arrival_ns + (int64_t)((i * 7919u) % 100000u);
+        r->conn = conn0 + i / 3;
+        r->req_bytes = i % 4096;
+        r->resp_bytes = (uint64_t)i * 31 + (i % 5 == 0 ? UINT64_C(1) << 40 : 0);
+        client_of(i, &r->client);
+        r->tier = tiers[k];
+        r->server = servers[k];
+        r->class_id = classes[k];
+        r->status = i % 11 == 0 ? -1 : (int32_t)(200 + i % 5);
+        r->flags = i & 31;
+        assert_int_equal(tb_writer_request(w, r), 0);
+    }
+    assert_int_equal(tb_writer_flush(w), 0);
+    assert_int_equal(tb_writer_rows(w), NREQ);
+    assert_int_equal(tb_writer_finish(w), 0);
+    assert_int_equal(tb_store_capture_end(st, cap, NULL), 0);
+
+    /* Read back in arrival order: identical records. */
+    struct tb_request *got;
+    size_t n;
+    assert_int_equal(tb_store_requests(st, 0, INT64_MIN, INT64_MAX, &got, &n), 0);
+    assert_int_equal(n, NREQ);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct tb_request *x = &rq[i], *y = &got[i];
+        if (x->arrival_ns != y->arrival_ns || x->departure_ns != y->departure_ns ||
+            x->conn != y->conn || x->req_bytes != y->req_bytes ||
+            x->resp_bytes != y->resp_bytes || !tb_addr_eq(&x->client, &y->client) ||
+            x->client.family != y->client.family || x->tier != y->tier ||
+            x->server != y->server || x->class_id != y->class_id || x->status != y->status ||
+            x->flags != y->flags) {
+            if (bad++ < 3)
+                print_error("request %zu differs\n", i);
+        }
+    }
+    assert_int_equal(bad, 0);
+    free(got);
+    uint64_t count;
+    assert_int_equal(tb_store_request_count(st, tiers[1], &count), 0);
+    assert_int_equal(count, 75000);
+    uint64_t next;
+    assert_int_equal(tb_store_next_conn(st, &next), 0);
+    assert_int_equal(next, conn0 + (NREQ - 1) / 3 + 1);
+
+    /* The stored catalog is the one the capture built. */
+    struct tb_catalog *back;
+    assert_int_equal(tb_catalog_new(&back), 0);
+    assert_int_equal(tb_store_load_catalog(st, back), 0);
+    assert_int_equal(tb_catalog_tier_count(back), 2);
+    assert_int_equal(tb_catalog_server_count(back), tb_catalog_server_count(cat));
+    assert_int_equal(tb_catalog_server_count(back), 11);
+    assert_int_equal(tb_catalog_class_count(back), tb_catalog_class_count(cat));
+    assert_int_equal(tb_catalog_host_count(back), 1);
+    for (uint32_t id = 1; id <= tb_catalog_class_count(cat); id++) {
+        assert_string_equal(tb_catalog_class_get(back, id)->text,
+                            tb_catalog_class_get(cat, id)->text);
+        assert_int_equal(tb_catalog_class_get(back, id)->tier, tb_catalog_class_get(cat, id)->tier);
+    }
+    for (uint32_t id = 1; id <= tb_catalog_server_count(cat); id++)
+        assert_true(tb_addr_eq(&tb_catalog_server_get(back, id)->addr,
+                               &tb_catalog_server_get(cat, id)->addr));
+    tb_catalog_free(back);
+    tb_catalog_free(cat);
+    free(rq);
+    tb_store_close(st);
+}
+
+static void test_writer_windows(void **state)
+{
+    struct fix *f = *state;
+    struct tb_store *st = open_new(f->path);
+    struct tb_writer *w;
+    struct tb_window win[3] = {
+        {.start_ns = 0, .width_ns = 100, .tier = 1, .load = 1.5, .completions = 3},
+        {.start_ns = 100, .width_ns = 100, .tier = 1, .load = 2.5, .completions = 4},
+        {.start_ns = 100, .width_ns = 100, .tier = 1, .server = 2, .load = 0.5},
+    }, *out;
+    size_t n;
+    assert_int_equal(tb_writer_start(&w, st, 0), 0);
+    assert_int_equal(tb_writer_windows(w, win, 3), 0);
+    assert_int_equal(tb_writer_finish(w), 0);
+    assert_int_equal(tb_store_get_windows(st, 1, 0, 100, INT64_MIN, INT64_MAX, &out, &n), 0);
+    assert_int_equal(n, 2);
+    assert_true(out[1].load == 2.5);
+    assert_int_equal(out[1].completions, 4);
+    free(out);
+    tb_store_close(st);
+}
+
+/* A catalog that was not loaded from the file reuses its ids: the writer
+ * refuses the batch and finish reports it; no request row is stored. */
+static void test_writer_error(void **state)
+{
+    struct fix *f = *state;
+    struct tb_store *st = open_new(f->path);
+    struct tb_catalog *a, *b;
+    struct tb_writer *w;
+    struct tb_request r = {.arrival_ns = 1, .departure_ns = 2, .tier = 1, .server = 0,
+                           .class_id = 0};
+    uint32_t id;
+    assert_int_equal(tb_catalog_new(&a), 0);
+    assert_int_equal(tb_catalog_tier(a, "http", "http", &id), 0);
+    assert_int_equal(tb_store_put_catalog(st, a), 0);
+    assert_int_equal(tb_catalog_new(&b), 0);
+    assert_int_equal(tb_catalog_tier(b, "mysql", "mysql", &id), 0);
+    assert_int_equal(tb_writer_start(&w, st, 0), 0);
+    assert_int_equal(tb_writer_catalog(w, b), 0);
+    tb_addr_parse("10.0.0.1:1", &r.client);
+    assert_int_equal(tb_writer_request(w, &r), 0);
+    assert_int_equal(tb_writer_flush(w), TB_E_INVAL);
+    assert_int_equal(tb_writer_request(w, &r), TB_E_INVAL);
+    assert_int_equal(tb_writer_rows(w), 0);
+    assert_int_equal(tb_writer_finish(w), TB_E_INVAL);
+    uint64_t count = 9;
+    assert_int_equal(tb_store_request_count(st, 0, &count), 0);
+    assert_int_equal(count, 0);
+    tb_catalog_free(a);
+    tb_catalog_free(b);
+    tb_store_close(st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_writer_200k, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writer_windows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writer_error, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
