@@ -1,86 +1,787 @@
 /* SPDX-License-Identifier: MIT */
-/* analyze.c — the analysis pipeline over stored requests: loads a tier's
- * requests, computes its windows, and hands them to report, export and web. */
+/* analyze.c — the analysis pipeline over stored requests: service times →
+ * work units → windows → N* → episodes, stored back and reused; and the
+ * report built on it (each server, cross-tier response-time attribution). */
 #include "analyze.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "capture.h"
+#include "proto.h"
+#include "tiers.h"
+
 /* Beyond this many windows a run is almost certainly a mistake (a 1 ms window
  * over a day of traffic); refuse it rather than exhaust memory. */
-#define MAX_WINDOWS (UINT64_C(50) * 1000 * 1000)
+#define MAX_WINDOWS (UINT64_C(20) * 1000 * 1000)
+/* Service times drift (DESIGN.md): they are estimated per period of this
+ * length, and each request is normalized with its own period's estimate. */
+#define SVC_PERIOD_NS (60 * TB_NS_PER_SEC)
+/* A --service-times file larger than this is not a service-times file. */
+#define SVC_FILE_MAX (16u << 20)
 
-static int64_t floor_div(int64_t a, int64_t b)
+TB_PRINTF(3, 4) static void seterr(char *buf, size_t len, const char *fmt, ...)
 {
-    int64_t q = a / b;
-    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
+    if (!buf || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
 }
 
-/* Exact per-window load, completions and response times of the requests of
- * one server (or all, server == 0) over [w0, w0 + n·width). Each request adds
- * its overlap with its first and last window directly and full windows in
- * between through a difference array, so the cost is O(requests + windows);
- * busy time is summed in integer nanoseconds so the load is exact. */
-static int compute_windows(const struct tb_request *rq, size_t nrq, uint32_t tier, uint32_t server,
-                           int64_t w0, int64_t width, size_t n, struct tb_window **out)
+/* ---- inputs ---------------------------------------------------------------- */
+
+/* Everything one run works from: the tier's requests in the range and the
+ * window grid they fall on. */
+struct pipe {
+    struct tb_store *st;
+    const struct tb_catalog *cat;
+    const struct tb_analyze_opts *o;
+    uint32_t tier;
+    const char *tier_name;
+    struct tb_request *rq;
+    size_t nrq;
+    int64_t w0;          /* first window start */
+    size_t nwin;         /* windows per row */
+    uint32_t *servers;   /* rows 1..nservers */
+    size_t nservers;
+    uint64_t *count;     /* requests per row (row 0 = the tier) */
+    char *err;
+    size_t errlen;
+};
+
+static void pipe_free(struct pipe *p)
 {
-    struct tb_window *w = calloc(n ? n : 1, sizeof *w);
-    int64_t *busy = calloc(n ? n : 1, sizeof *busy);
-    int64_t *diff = calloc(n + 1, sizeof *diff);
-    double *rtsum = calloc(n ? n : 1, sizeof *rtsum);
-    if (!w || !busy || !diff || !rtsum) {
-        free(w);
-        free(busy);
-        free(diff);
-        free(rtsum);
+    free(p->rq);
+    free(p->servers);
+    free(p->count);
+}
+
+/* Loads the requests and fixes the window grid: from the first window holding
+ * --from (or the first arrival) to the one holding --to (or the last
+ * departure), aligned to multiples of the width since the epoch. */
+static int pipe_load(struct pipe *p)
+{
+    const struct tb_analyze_opts *o = p->o;
+    int rc = tb_store_requests(p->st, p->tier, o->from_ns, o->to_ns, &p->rq, &p->nrq);
+    if (rc) {
+        seterr(p->err, p->errlen, "reading the requests of tier '%s': %s", p->tier_name,
+               tb_strerror(rc));
+        return rc;
+    }
+    /* Rows: with --server only that server, else every server of the tier. */
+    uint32_t ns = tb_catalog_server_count(p->cat);
+    p->servers = calloc(ns ? ns : 1, sizeof *p->servers);
+    p->count = calloc((size_t)ns + 1, sizeof *p->count);
+    if (!p->servers || !p->count)
+        return TB_E_NOMEM;
+    for (uint32_t id = 1; id <= ns; id++) {
+        const struct tb_server_info *s = tb_catalog_server_get(p->cat, id);
+        if (s && s->tier == p->tier && (!o->server || o->server == id))
+            p->servers[p->nservers++] = id;
+    }
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t i = 0; i < p->nrq; i++) {
+        const struct tb_request *r = &p->rq[i];
+        if (o->server && r->server != o->server)
+            continue;
+        lo = TB_MIN(lo, r->arrival_ns);
+        hi = TB_MAX(hi, r->departure_ns);
+        p->count[0]++;
+        for (size_t k = 0; k < p->nservers; k++)
+            if (p->servers[k] == r->server)
+                p->count[k + 1]++;
+    }
+    if (o->from_ns != INT64_MIN)
+        lo = o->from_ns;
+    if (o->to_ns != INT64_MAX)
+        hi = o->to_ns;
+    p->nwin = 0;
+    p->w0 = 0;
+    if (!p->count[0] || hi < lo)
+        return 0;
+    int64_t w1;
+    if (tb_win_floor(lo, o->width_ns, &p->w0) || tb_win_floor(hi, o->width_ns, &w1)) {
+        seterr(p->err, p->errlen, "time range outside what windows of %lld ns can cover",
+               (long long)o->width_ns);
+        return TB_E_INVAL;
+    }
+    /* [w0, w1 + width) covers hi itself: a departure exactly at a boundary
+     * belongs to the window starting there. */
+    uint64_t nw = (uint64_t)(w1 - p->w0) / (uint64_t)o->width_ns + 1;
+    if (hi == w1 && o->to_ns != INT64_MAX)
+        nw--; /* --to is exclusive */
+    if (nw > MAX_WINDOWS) {
+        char b[32];
+        seterr(p->err, p->errlen,
+               "%llu windows of %s: too many; use a longer --window or a shorter --from/--to "
+               "range",
+               (unsigned long long)nw, tb_fmt_duration(o->width_ns, b, sizeof b));
+        return TB_E_FULL;
+    }
+    p->nwin = (size_t)nw;
+    return 0;
+}
+
+/* ---- service-time overrides -------------------------------------------------- */
+
+/* The class of the tier whose fingerprint is `text`; 0 when none. */
+static uint32_t class_by_text(const struct tb_catalog *cat, uint32_t tier, const char *text)
+{
+    uint32_t n = tb_catalog_class_count(cat);
+    for (uint32_t id = 1; id <= n; id++) {
+        const struct tb_class_info *c = tb_catalog_class_get(cat, id);
+        if (c && c->tier == tier && c->text && !strcmp(c->text, text))
+            return id;
+    }
+    return 0;
+}
+
+static int read_file(const char *path, char **text, size_t *len, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        seterr(err, errlen, "%s: %s", path, strerror(errno));
+        return TB_E_IO;
+    }
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    int rc = 0;
+    while (buf) {
+        if (n == cap) {
+            if (cap >= SVC_FILE_MAX) {
+                seterr(err, errlen, "%s: larger than %u MiB, not a service-times file", path,
+                       SVC_FILE_MAX >> 20);
+                rc = TB_E_FULL;
+                break;
+            }
+            char *nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) {
+                seterr(err, errlen, "%s: read error", path);
+                rc = TB_E_IO;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        seterr(err, errlen, "%s: out of memory", path);
         return TB_E_NOMEM;
     }
-    int64_t w1 = w0 + (int64_t)n * width;
-    for (size_t k = 0; k < nrq; k++) {
-        const struct tb_request *r = &rq[k];
-        if (server && r->server != server)
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    *text = buf;
+    *len = n;
+    return 0;
+}
+
+/* --service-times FILE: every line must name a class the tier has, so a typo
+ * does not silently leave a class at its estimated service time. */
+static int overrides_from_file(const struct pipe *p, struct tb_svc_override **out, size_t *n)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int rc = read_file(p->o->service_file, &text, &len, p->err, p->errlen);
+    if (rc)
+        return rc;
+    struct tb_service_line *lines = NULL;
+    size_t nl = 0;
+    char perr[256] = "";
+    rc = tb_service_file_parse(text, len, &lines, &nl, perr, sizeof perr);
+    free(text);
+    if (rc) {
+        seterr(p->err, p->errlen, "%s: %s", p->o->service_file, perr[0] ? perr : tb_strerror(rc));
+        return rc;
+    }
+    struct tb_svc_override *ov = calloc(nl ? nl : 1, sizeof *ov);
+    if (!ov) {
+        tb_service_file_free(lines, nl);
+        return TB_E_NOMEM;
+    }
+    for (size_t i = 0; i < nl; i++) {
+        uint32_t cid = class_by_text(p->cat, p->tier, lines[i].class_text);
+        if (!cid) {
+            seterr(p->err, p->errlen, "%s: line %u: tier '%s' has no class '%s'",
+                   p->o->service_file, lines[i].line, p->tier_name, lines[i].class_text);
+            tb_service_file_free(lines, nl);
+            free(ov);
+            return TB_E_BADFMT;
+        }
+        ov[i].class_id = cid;
+        ov[i].service_ns = lines[i].service_ns;
+        ov[i].method = TB_SVC_OVERRIDE;
+    }
+    tb_service_file_free(lines, nl);
+    *out = ov;
+    *n = nl;
+    return 0;
+}
+
+/* --calibrate CAPTURE: the pcap (taken at low load) is decoded into a private
+ * in-memory catalog, with the stored tiers as its tiers configuration so that
+ * the same servers land in the same tiers; the service times estimated from
+ * it then override the stored traffic's own estimates, class by class. */
+struct calib {
+    struct tb_request *rq;
+    size_t n, cap;
+    int err;
+};
+
+static void calib_cb(void *ud, const struct tb_request *r)
+{
+    struct calib *c = ud;
+    if (c->err)
+        return;
+    if (c->n == c->cap) {
+        size_t nc = c->cap ? c->cap * 2 : 4096;
+        struct tb_request *nr = realloc(c->rq, nc * sizeof *nr);
+        if (!nr) {
+            c->err = TB_E_NOMEM;
+            return;
+        }
+        c->rq = nr;
+        c->cap = nc;
+    }
+    c->rq[c->n++] = *r;
+}
+
+static int tiers_from_catalog(const struct tb_catalog *cat, struct tb_tiers *t)
+{
+    uint32_t nt = tb_catalog_tier_count(cat), ns = tb_catalog_server_count(cat);
+    t->tiers = calloc(nt ? nt : 1, sizeof *t->tiers);
+    if (!t->tiers)
+        return TB_E_NOMEM;
+    for (uint32_t id = 1; id <= nt; id++) {
+        const struct tb_tier_info *ti = tb_catalog_tier_get(cat, id);
+        struct tb_tier_cfg *c = &t->tiers[t->n];
+        snprintf(c->name, sizeof c->name, "%s", ti->name);
+        c->proto = tb_proto_find(ti->proto);
+        c->servers = calloc(ns ? ns : 1, sizeof *c->servers);
+        if (!c->servers)
+            return TB_E_NOMEM;
+        for (uint32_t s = 1; s <= ns; s++) {
+            const struct tb_server_info *si = tb_catalog_server_get(cat, s);
+            if (si && si->tier == id)
+                c->servers[c->nservers++] = si->addr;
+        }
+        size_t nh = tb_catalog_tier_hosts(cat, id, NULL, 0);
+        if (nh) {
+            c->hosts = calloc(nh, sizeof *c->hosts);
+            if (!c->hosts)
+                return TB_E_NOMEM;
+            c->nhosts = tb_catalog_tier_hosts(cat, id, c->hosts, nh);
+        }
+        t->n++;
+    }
+    return 0;
+}
+
+static void tiers_free_local(struct tb_tiers *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->tiers[i].servers);
+        free(t->tiers[i].hosts);
+    }
+    free(t->tiers);
+}
+
+static int svc_hosts(const struct tb_catalog *cat, uint32_t tier, struct tb_svc_host **out,
+                     size_t *n);
+static int downstream(const struct tb_request *all, size_t nall, uint32_t tier,
+                      const struct tb_svc_host *hosts, size_t nhosts, struct tb_request **out,
+                      size_t *n);
+
+static int overrides_from_capture(const struct pipe *p, struct tb_svc_override **out, size_t *n)
+{
+    const char *path = p->o->calibrate;
+    struct tb_catalog *cc = NULL;
+    struct tb_engine *e = NULL;
+    struct tb_tiers tiers = {0};
+    struct calib cal = {0};
+    struct tb_svc_host *hosts = NULL;
+    struct tb_request *down = NULL;
+    struct tb_class_service *svc = NULL;
+    size_t nhosts = 0, ndown = 0, nsvc = 0;
+    int64_t wu = 0;
+    uint32_t ctier = 0;
+    int rc = tb_catalog_new(&cc);
+    if (!rc)
+        rc = tiers_from_catalog(p->cat, &tiers);
+    if (!rc)
+        rc = tb_tiers_register(&tiers, cc);
+    if (rc) {
+        seterr(p->err, p->errlen, "--calibrate %s: %s", path, tb_strerror(rc));
+        goto out;
+    }
+    struct tb_engine_opts eo = {0};
+    rc = tb_engine_new(&e, cc, &tiers, &eo, calib_cb, &cal);
+    if (rc) {
+        seterr(p->err, p->errlen, "--calibrate %s: %s", path, tb_strerror(rc));
+        goto out;
+    }
+    const char *files[1] = {path};
+    struct tb_offline_opts oo = {.files = files, .nfiles = 1};
+    char perr[256] = "";
+    rc = tb_offline_run(e, &oo, perr, sizeof perr);
+    if (rc) {
+        seterr(p->err, p->errlen, "--calibrate %s: %s", path, perr[0] ? perr : tb_strerror(rc));
+        goto out;
+    }
+    tb_engine_finish(e, tb_engine_stats(e)->last_ns);
+    if (cal.err) {
+        rc = cal.err;
+        seterr(p->err, p->errlen, "--calibrate %s: %s", path, tb_strerror(rc));
+        goto out;
+    }
+    if (tb_catalog_tier_find(cc, p->tier_name, &ctier) != 0) {
+        rc = TB_E_NOTFOUND;
+        seterr(p->err, p->errlen, "--calibrate %s: no traffic of tier '%s' in it", path,
+               p->tier_name);
+        goto out;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < cal.n; i++)
+        if (cal.rq[i].tier == ctier)
+            k++;
+    struct tb_request *mine = malloc((k ? k : 1) * sizeof *mine);
+    if (!mine) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    k = 0;
+    for (size_t i = 0; i < cal.n; i++)
+        if (cal.rq[i].tier == ctier)
+            mine[k++] = cal.rq[i];
+    if ((rc = svc_hosts(cc, ctier, &hosts, &nhosts)) == 0 &&
+        (rc = downstream(cal.rq, cal.n, ctier, hosts, nhosts, &down, &ndown)) == 0) {
+        struct tb_svc_opts so;
+        tb_svc_opts_default(&so);
+        rc = tb_service_estimate(mine, k, down, ndown, hosts, nhosts, NULL, 0, &so, &svc, &nsvc,
+                                 &wu);
+    }
+    free(mine);
+    if (rc) {
+        seterr(p->err, p->errlen, "--calibrate %s: estimating service times: %s", path,
+               tb_strerror(rc));
+        goto out;
+    }
+    /* Map the calibration's classes onto the stored ones by fingerprint; a
+     * class seen only in the calibration capture has nothing to override. */
+    struct tb_svc_override *ov = calloc(nsvc ? nsvc : 1, sizeof *ov);
+    if (!ov) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    size_t nov = 0;
+    for (size_t i = 0; i < nsvc; i++) {
+        const struct tb_class_info *ci = tb_catalog_class_get(cc, svc[i].class_id);
+        uint32_t cid = ci ? class_by_text(p->cat, p->tier, ci->text) : 0;
+        if (!cid)
             continue;
-        if (r->departure_ns < r->arrival_ns)
+        /* One calibration period is expected; if there are several, the
+         * first one seen per class wins. */
+        bool dup = false;
+        for (size_t j = 0; j < nov; j++)
+            dup |= ov[j].class_id == cid;
+        if (dup)
             continue;
-        int64_t a = TB_MAX(r->arrival_ns, w0), d = TB_MIN(r->departure_ns, w1);
-        if (d > a) {
-            size_t i = (size_t)((a - w0) / width), j = (size_t)((d - w0) / width);
-            if (i == j) {
-                busy[i] += d - a;
-            } else {
-                busy[i] += w0 + (int64_t)(i + 1) * width - a;
-                if (j < n)
-                    busy[j] += d - (w0 + (int64_t)j * width);
-                diff[i + 1] += 1;
-                diff[j] -= 1;
+        ov[nov].class_id = cid;
+        ov[nov].service_ns = svc[i].service_ns;
+        ov[nov].method = TB_SVC_CALIBRATED;
+        nov++;
+    }
+    if (!nov) {
+        free(ov);
+        rc = TB_E_NOTFOUND;
+        seterr(p->err, p->errlen, "--calibrate %s: none of its request classes of tier '%s' "
+               "occurs in the stored traffic", path, p->tier_name);
+        goto out;
+    }
+    *out = ov;
+    *n = nov;
+out:
+    free(svc);
+    free(down);
+    free(hosts);
+    free(cal.rq);
+    if (e)
+        tb_engine_free(e);
+    tiers_free_local(&tiers);
+    if (cc)
+        tb_catalog_free(cc);
+    return rc;
+}
+
+/* ---- service times ------------------------------------------------------------ */
+
+/* The addresses the tier's servers call downstream from: each server's own
+ * IP (its machine) and the tier's configured hosts. */
+static int svc_hosts(const struct tb_catalog *cat, uint32_t tier, struct tb_svc_host **out,
+                     size_t *n)
+{
+    uint32_t ns = tb_catalog_server_count(cat);
+    size_t nh = tb_catalog_tier_hosts(cat, tier, NULL, 0);
+    struct tb_svc_host *h = calloc((size_t)ns + nh + 1, sizeof *h);
+    struct tb_addr *ha = calloc(nh + 1, sizeof *ha);
+    if (!h || !ha) {
+        free(h);
+        free(ha);
+        return TB_E_NOMEM;
+    }
+    size_t k = 0;
+    for (uint32_t id = 1; id <= ns; id++) {
+        const struct tb_server_info *s = tb_catalog_server_get(cat, id);
+        if (s && s->tier == tier && s->addr.family != 0) {
+            h[k].server = id;
+            h[k].addr = s->addr;
+            k++;
+        }
+    }
+    nh = tb_catalog_tier_hosts(cat, tier, ha, nh);
+    for (size_t i = 0; i < nh; i++) {
+        h[k].server = 0;
+        h[k].addr = ha[i];
+        k++;
+    }
+    free(ha);
+    *out = h;
+    *n = k;
+    return 0;
+}
+
+/* Requests of other tiers called from the tier's machines. */
+static int downstream(const struct tb_request *all, size_t nall, uint32_t tier,
+                      const struct tb_svc_host *hosts, size_t nhosts, struct tb_request **out,
+                      size_t *n)
+{
+    size_t k = 0;
+    struct tb_request *d = NULL;
+    for (int pass = 0; pass < 2; pass++) {
+        k = 0;
+        for (size_t i = 0; i < nall; i++) {
+            if (all[i].tier == tier)
+                continue;
+            bool from_us = false;
+            for (size_t h = 0; h < nhosts && !from_us; h++)
+                from_us = tb_addr_ip_eq(&all[i].client, &hosts[h].addr);
+            if (!from_us)
+                continue;
+            if (pass)
+                d[k] = all[i];
+            k++;
+        }
+        if (pass == 0) {
+            d = malloc((k ? k : 1) * sizeof *d);
+            if (!d)
+                return TB_E_NOMEM;
+        }
+    }
+    *out = d;
+    *n = k;
+    return 0;
+}
+
+static int estimate_services(struct pipe *p, struct tb_class_service **svc, size_t *nsvc,
+                             int64_t *wu)
+{
+    struct tb_svc_override *ov = NULL;
+    size_t nov = 0;
+    struct tb_svc_host *hosts = NULL;
+    size_t nhosts = 0;
+    struct tb_request *all = NULL, *down = NULL;
+    size_t nall = 0, ndown = 0;
+    int rc = 0;
+    if (p->o->service_file)
+        rc = overrides_from_file(p, &ov, &nov);
+    else if (p->o->calibrate)
+        rc = overrides_from_capture(p, &ov, &nov);
+    if (rc)
+        return rc;
+    rc = svc_hosts(p->cat, p->tier, &hosts, &nhosts);
+    if (rc)
+        goto out;
+    /* The downstream calls only matter while a request of this tier is in
+     * flight, so the same range bounds them. */
+    if (nhosts && tb_catalog_tier_count(p->cat) > 1) {
+        rc = tb_store_requests(p->st, 0, p->o->from_ns, p->o->to_ns, &all, &nall);
+        if (rc) {
+            seterr(p->err, p->errlen, "reading downstream requests: %s", tb_strerror(rc));
+            goto out;
+        }
+        rc = downstream(all, nall, p->tier, hosts, nhosts, &down, &ndown);
+        free(all);
+        if (rc)
+            goto out;
+    }
+    struct tb_svc_opts so;
+    tb_svc_opts_default(&so);
+    so.period_ns = SVC_PERIOD_NS;
+    rc = tb_service_estimate(p->rq, p->nrq, down, ndown, hosts, nhosts, ov, nov, &so, svc, nsvc,
+                             wu);
+    if (rc)
+        seterr(p->err, p->errlen, "estimating the service times of tier '%s': %s", p->tier_name,
+               tb_strerror(rc));
+out:
+    free(down);
+    free(hosts);
+    free(ov);
+    return rc;
+}
+
+/* ---- one row's analysis --------------------------------------------------------- */
+
+/* N*, TPmax, congestion, episodes and levels of one row. The identity and the
+ * request count are the pipeline's: correlate only sees windows, so it would
+ * count completions and take the range from the (possibly empty) windows. */
+static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns)
+{
+    struct tb_analysis keep = res->a;
+    int rc = tb_correlate_analyze(res->win, res->nwin, work_unit_ns, NULL, &res->a, &res->ep,
+                                  &res->nep);
+    res->a.tier = keep.tier;
+    res->a.server = keep.server;
+    res->a.width_ns = keep.width_ns;
+    res->a.from_ns = keep.from_ns;
+    res->a.to_ns = keep.to_ns;
+    res->a.requests = keep.requests;
+    res->a.work_unit_ns = work_unit_ns;
+    return rc;
+}
+
+/* ---- stored results ----------------------------------------------------------- */
+
+/* A stored analysis is reused when it covers the same windows over the same
+ * requests: same (tier, server, width), same range, same request count. Runs
+ * with overridden service times are never stored-over nor reused, since the
+ * stored rows do not say which service times made them. */
+static bool load_stored(struct pipe *p, uint32_t server, uint64_t count,
+                        struct tb_analysis_result *res)
+{
+    const struct tb_analyze_opts *o = p->o;
+    if (o->recompute || o->service_file || o->calibrate || !p->nwin)
+        return false;
+    struct tb_analysis a;
+    struct tb_episode *ep = NULL;
+    size_t nep = 0;
+    if (tb_store_get_analysis(p->st, p->tier, server, o->width_ns, &a, &ep, &nep) != 0)
+        return false;
+    int64_t to = p->w0 + (int64_t)p->nwin * o->width_ns;
+    if (a.from_ns != p->w0 || a.to_ns != to || a.requests != count) {
+        free(ep);
+        return false;
+    }
+    struct tb_window *w = NULL;
+    size_t nw = 0;
+    if (tb_store_get_windows(p->st, p->tier, server, o->width_ns, p->w0, to, &w, &nw) != 0 ||
+        nw != p->nwin) {
+        free(w);
+        free(ep);
+        return false;
+    }
+    res->a = a;
+    res->win = w;
+    res->nwin = nw;
+    res->ep = ep;
+    res->nep = nep;
+    return true;
+}
+
+static void store_result(struct pipe *p, const struct tb_analysis_result *res)
+{
+    if (p->o->service_file || p->o->calibrate || !res->nwin)
+        return;
+    int64_t id;
+    int rc = tb_store_put_windows(p->st, res->win, res->nwin);
+    if (!rc)
+        rc = tb_store_put_analysis(p->st, &res->a, res->ep, res->nep, &id);
+    /* The analysis stands without its stored copy; say so and go on. */
+    if (rc)
+        tb_log_warn("could not store the analysis of tier '%s': %s", p->tier_name,
+                    tb_strerror(rc));
+}
+
+/* ---- the pipeline --------------------------------------------------------------- */
+
+static int copy_svc(struct tb_analysis_result *res, const struct tb_class_service *svc, size_t n)
+{
+    if (!n)
+        return 0;
+    res->svc = malloc(n * sizeof *res->svc);
+    if (!res->svc)
+        return TB_E_NOMEM;
+    memcpy(res->svc, svc, n * sizeof *svc);
+    res->nsvc = n;
+    return 0;
+}
+
+/* Runs the pipeline for the rows asked: row 0 (the tier, or the --server) into
+ * *total, and with `servers` each server of the tier. */
+static int run(struct pipe *p, struct tb_analysis_result *total, struct tb_analysis_result **servers,
+               size_t *nservers)
+{
+    const struct tb_analyze_opts *o = p->o;
+    int rc = pipe_load(p);
+    if (rc)
+        return rc;
+    size_t nrows = servers ? 1 + p->nservers : 1;
+    struct tb_analysis_result *rows = calloc(nrows, sizeof *rows);
+    if (!rows)
+        return TB_E_NOMEM;
+    /* Row 0 is the tier, or with --server the server (stored under its id). */
+    uint32_t row_server0 = o->server;
+    bool all_stored = true;
+    for (size_t r = 0; r < nrows; r++) {
+        uint32_t sv = r == 0 ? row_server0 : p->servers[r - 1];
+        uint64_t cnt = r == 0 ? p->count[0] : p->count[r];
+        if (!load_stored(p, sv, cnt, &rows[r]))
+            all_stored = false;
+    }
+    struct tb_class_service *svc = NULL;
+    size_t nsvc = 0;
+    int64_t wu = 0;
+    if (p->count[0]) {
+        rc = estimate_services(p, &svc, &nsvc, &wu);
+        if (rc)
+            goto fail;
+    }
+    if (!all_stored) {
+        for (size_t r = 0; r < nrows; r++)
+            tb_analysis_result_free(&rows[r]);
+        struct tb_units *u = NULL;
+        struct tb_window *w = NULL;
+        size_t nw = 0;
+        rc = tb_units_new(&u, svc, nsvc, 1.0);
+        if (!rc && p->nwin)
+            rc = tb_windows_compute(p->rq, p->nrq, u, p->tier, p->servers, p->nservers,
+                                    o->width_ns, p->w0,
+                                    p->w0 + (int64_t)p->nwin * o->width_ns, &w, &nw);
+        if (u)
+            tb_units_free(u);
+        if (rc) {
+            seterr(p->err, p->errlen, "computing the windows of tier '%s': %s", p->tier_name,
+                   tb_strerror(rc));
+            goto fail;
+        }
+        if (p->nwin && nw != (1 + p->nservers) * p->nwin) {
+            free(w);
+            rc = TB_E_INVAL;
+            seterr(p->err, p->errlen, "window computation returned %zu rows, expected %zu", nw,
+                   (1 + p->nservers) * p->nwin);
+            goto fail;
+        }
+        for (size_t r = 0; r < nrows && !rc; r++) {
+            /* With --server the wanted row is that server's (row 1). */
+            size_t src = (r == 0 && o->server) ? 1 : r;
+            struct tb_analysis_result *res = &rows[r];
+            res->a.tier = p->tier;
+            res->a.server = r == 0 ? row_server0 : p->servers[r - 1];
+            res->a.width_ns = o->width_ns;
+            res->a.from_ns = p->w0;
+            res->a.to_ns = p->w0 + (int64_t)p->nwin * o->width_ns;
+            res->a.requests = r == 0 ? p->count[0] : p->count[r];
+            if (p->nwin) {
+                res->win = malloc(p->nwin * sizeof *res->win);
+                if (!res->win) {
+                    rc = TB_E_NOMEM;
+                    break;
+                }
+                memcpy(res->win, w + src * p->nwin, p->nwin * sizeof *w);
+                res->nwin = p->nwin;
             }
+            rc = analyze_row(res, wu);
+            if (rc)
+                seterr(p->err, p->errlen, "analysing tier '%s': %s", p->tier_name,
+                       tb_strerror(rc));
+            else
+                store_result(p, res);
         }
-        if (r->departure_ns >= w0 && r->departure_ns < w1 && !(r->flags & TB_REQ_NORESP)) {
-            size_t c = (size_t)((r->departure_ns - w0) / width);
-            w[c].completions++;
-            w[c].work_units += 1.0;
-            rtsum[c] += (double)(r->departure_ns - r->arrival_ns);
+        free(w);
+        if (rc)
+            goto fail;
+    }
+    for (size_t r = 0; r < nrows; r++) {
+        if ((rc = copy_svc(&rows[r], svc, nsvc)) != 0)
+            goto fail;
+    }
+    if (nsvc && !o->service_file && !o->calibrate && !all_stored &&
+        (rc = tb_store_put_services(p->st, svc, nsvc)) != 0) {
+        tb_log_warn("could not store the service times of tier '%s': %s", p->tier_name,
+                    tb_strerror(rc));
+        rc = 0;
+    }
+    free(svc);
+    *total = rows[0];
+    if (servers) {
+        if (p->nservers) {
+            *servers = malloc(p->nservers * sizeof **servers);
+            if (!*servers) {
+                for (size_t r = 0; r < nrows; r++)
+                    tb_analysis_result_free(&rows[r]);
+                free(rows);
+                memset(total, 0, sizeof *total);
+                return TB_E_NOMEM;
+            }
+            memcpy(*servers, rows + 1, p->nservers * sizeof **servers);
+        } else {
+            *servers = NULL;
+        }
+        *nservers = p->nservers;
+    }
+    free(rows);
+    return 0;
+fail:
+    free(svc);
+    for (size_t r = 0; r < nrows; r++)
+        tb_analysis_result_free(&rows[r]);
+    free(rows);
+    return rc;
+}
+
+static int pipe_init(struct pipe *p, struct tb_store *st, const struct tb_catalog *cat,
+                     uint32_t tier, const struct tb_analyze_opts *o, char *errbuf, size_t errlen)
+{
+    memset(p, 0, sizeof *p);
+    p->st = st;
+    p->cat = cat;
+    p->o = o;
+    p->tier = tier;
+    p->err = errbuf;
+    p->errlen = errlen;
+    const struct tb_tier_info *ti = tb_catalog_tier_get(cat, tier);
+    if (!ti) {
+        seterr(errbuf, errlen, "unknown tier id %u", tier);
+        return TB_E_NOTFOUND;
+    }
+    p->tier_name = ti->name;
+    if (o->width_ns <= 0) {
+        seterr(errbuf, errlen, "the window width must be positive");
+        return TB_E_INVAL;
+    }
+    if (o->server) {
+        const struct tb_server_info *s = tb_catalog_server_get(cat, o->server);
+        if (!s || s->tier != tier) {
+            seterr(errbuf, errlen, "server %u is not a server of tier '%s'", o->server, ti->name);
+            return TB_E_NOTFOUND;
         }
     }
-    int64_t full = 0;
-    for (size_t i = 0; i < n; i++) {
-        full += diff[i];
-        w[i].start_ns = w0 + (int64_t)i * width;
-        w[i].width_ns = width;
-        w[i].tier = tier;
-        w[i].server = server;
-        w[i].load = (double)(busy[i] + full * width) / (double)width;
-        double secs = (double)width / 1e9;
-        w[i].throughput = w[i].completions / secs;
-        w[i].norm_throughput = w[i].work_units / secs;
-        w[i].rt_mean_ns = w[i].completions ? rtsum[i] / w[i].completions : 0;
-    }
-    free(busy);
-    free(diff);
-    free(rtsum);
-    *out = w;
     return 0;
 }
 
@@ -89,71 +790,12 @@ int tb_analyze_tier(struct tb_store *st, const struct tb_catalog *cat, uint32_t 
                     size_t errlen)
 {
     memset(res, 0, sizeof *res);
-    const struct tb_tier_info *ti = tb_catalog_tier_get(cat, tier);
-    if (!ti) {
-        snprintf(errbuf, errlen, "unknown tier id %u", tier);
-        return TB_E_NOTFOUND;
-    }
-    if (o->width_ns <= 0) {
-        snprintf(errbuf, errlen, "window width must be positive");
-        return TB_E_INVAL;
-    }
-    struct tb_request *rq = NULL;
-    size_t nrq = 0;
-    int rc = tb_store_requests(st, tier, o->from_ns, o->to_ns, &rq, &nrq);
-    if (rc) {
-        snprintf(errbuf, errlen, "reading the requests of tier '%s': %s", ti->name,
-                 tb_strerror(rc));
-        return rc;
-    }
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    uint64_t count = 0;
-    for (size_t i = 0; i < nrq; i++) {
-        if (o->server && rq[i].server != o->server)
-            continue;
-        lo = TB_MIN(lo, rq[i].arrival_ns);
-        hi = TB_MAX(hi, rq[i].departure_ns);
-        count++;
-    }
-    if (o->from_ns != INT64_MIN)
-        lo = o->from_ns;
-    if (o->to_ns != INT64_MAX)
-        hi = o->to_ns;
-    size_t n = 0;
-    int64_t w0 = 0;
-    if (count && hi > lo) {
-        w0 = floor_div(lo, o->width_ns) * o->width_ns;
-        int64_t w1 = (floor_div(hi - 1, o->width_ns) + 1) * o->width_ns;
-        uint64_t nw = (uint64_t)((w1 - w0) / o->width_ns);
-        if (nw > MAX_WINDOWS) {
-            snprintf(errbuf, errlen,
-                     "%llu windows of %lld ns: too many; use a longer --window or a shorter "
-                     "--from/--to range",
-                     (unsigned long long)nw, (long long)o->width_ns);
-            free(rq);
-            return TB_E_FULL;
-        }
-        n = (size_t)nw;
-    }
-    rc = compute_windows(rq, nrq, tier, o->server, w0, o->width_ns, n, &res->win);
-    free(rq);
-    if (rc) {
-        snprintf(errbuf, errlen, "computing windows: %s", tb_strerror(rc));
-        return rc;
-    }
-    res->nwin = n;
-    res->a.tier = tier;
-    res->a.server = o->server;
-    res->a.width_ns = o->width_ns;
-    res->a.from_ns = w0;
-    res->a.to_ns = w0 + (int64_t)n * o->width_ns;
-    res->a.requests = count;
-    res->a.n_star = NAN;
-    res->a.n_star_fit = NAN;
-    res->a.tp_max = NAN;
-    res->a.slope = NAN;
-    res->a.episodes_per_min = 0;
-    return 0;
+    struct pipe p;
+    int rc = pipe_init(&p, st, cat, tier, o, errbuf, errlen);
+    if (!rc)
+        rc = run(&p, res, NULL, NULL);
+    pipe_free(&p);
+    return rc;
 }
 
 void tb_analysis_result_free(struct tb_analysis_result *res)
@@ -162,4 +804,161 @@ void tb_analysis_result_free(struct tb_analysis_result *res)
     free(res->ep);
     free(res->svc);
     memset(res, 0, sizeof *res);
+}
+
+/* ---- the report: servers and cross-tier attribution ------------------------------- */
+
+static int cmp_corr(const void *pa, const void *pb)
+{
+    const struct tb_tier_corr *a = pa, *b = pb;
+    bool fa = isfinite(a->r), fb = isfinite(b->r);
+    if (fa != fb)
+        return fa ? -1 : 1;
+    if (fa && a->r != b->r)
+        return a->r > b->r ? -1 : 1;
+    return (a->tier > b->tier) - (a->tier < b->tier);
+}
+
+/* Share of a tier's requests made by the machines of other tiers (their
+ * servers' IPs or configured hosts): near 0 for the front tier, which users
+ * call, near 1 for a tier only other tiers call. */
+static double called_by_tiers_share(const struct tb_catalog *cat, uint32_t tier,
+                                    const struct tb_request *rq, size_t n)
+{
+    uint32_t ns = tb_catalog_server_count(cat);
+    uint32_t nt = tb_catalog_tier_count(cat);
+    size_t hit = 0, tot = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rq[i].tier != tier)
+            continue;
+        tot++;
+        bool m = false;
+        for (uint32_t s = 1; s <= ns && !m; s++) {
+            const struct tb_server_info *si = tb_catalog_server_get(cat, s);
+            m = si && si->tier != tier && si->addr.family && tb_addr_ip_eq(&si->addr, &rq[i].client);
+        }
+        for (uint32_t t = 1; t <= nt && !m; t++) {
+            if (t == tier)
+                continue;
+            struct tb_addr h[16];
+            size_t nh = tb_catalog_tier_hosts(cat, t, h, TB_ARRAY_SIZE(h));
+            for (size_t k = 0; k < nh && k < TB_ARRAY_SIZE(h) && !m; k++)
+                m = tb_addr_ip_eq(&h[k], &rq[i].client);
+        }
+        hit += m;
+    }
+    return tot ? (double)hit / (double)tot : 1.0;
+}
+
+/* Which tier explains the front tier's response-time spikes: each tier's
+ * load per window against the front tier's mean response time per window
+ * (windows without front-tier completions have no response time and are
+ * left out). Windows here count every request as one unit: only load and
+ * response time are used. */
+static int build_corr(struct tb_store *st, const struct tb_catalog *cat, struct tb_report *rep,
+                      char *errbuf, size_t errlen)
+{
+    const struct tb_analysis_result *tot = &rep->total;
+    if (!tot->nwin)
+        return 0;
+    int64_t from = tot->win[0].start_ns, to = from + (int64_t)tot->nwin * rep->width_ns;
+    struct tb_request *all = NULL;
+    size_t nall = 0;
+    int rc = tb_store_requests(st, 0, from, to, &all, &nall);
+    if (rc) {
+        seterr(errbuf, errlen, "reading the requests of every tier: %s", tb_strerror(rc));
+        return rc;
+    }
+    uint32_t nt = tb_catalog_tier_count(cat);
+    struct tb_window **tw = calloc((size_t)nt + 1, sizeof *tw);
+    size_t *ntw = calloc((size_t)nt + 1, sizeof *ntw);
+    uint64_t *cnt = calloc((size_t)nt + 1, sizeof *cnt);
+    rep->corr = calloc((size_t)nt + 1, sizeof *rep->corr);
+    if (!tw || !ntw || !cnt || !rep->corr) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < nall; i++)
+        if (all[i].tier <= nt)
+            cnt[all[i].tier]++;
+    double best = 2;
+    for (uint32_t t = 1; t <= nt; t++) {
+        if (!cnt[t])
+            continue;
+        double share = called_by_tiers_share(cat, t, all, nall);
+        if (share < best || (share == best && cnt[t] > cnt[rep->front_tier])) {
+            best = share;
+            rep->front_tier = t;
+        }
+    }
+    if (!rep->front_tier)
+        goto out;
+    for (uint32_t t = 1; t <= nt; t++) {
+        if (!cnt[t])
+            continue;
+        rc = tb_windows_compute(all, nall, NULL, t, NULL, 0, rep->width_ns, from, to, &tw[t],
+                                &ntw[t]);
+        if (rc) {
+            seterr(errbuf, errlen, "computing the windows of tier %u: %s", t, tb_strerror(rc));
+            goto out;
+        }
+    }
+    for (uint32_t t = 1; t <= nt; t++) {
+        if (!cnt[t])
+            continue;
+        struct tb_tier_corr *c = &rep->corr[rep->ncorr++];
+        c->tier = t;
+        c->requests = cnt[t];
+        rc = tb_correlate_load_rt(tw[t], ntw[t], tw[rep->front_tier], ntw[rep->front_tier],
+                                  &c->r);
+        if (rc) {
+            seterr(errbuf, errlen, "correlating tier %u: %s", t, tb_strerror(rc));
+            goto out;
+        }
+    }
+    rep->front_win = tw[rep->front_tier];
+    rep->nfront = ntw[rep->front_tier];
+    tw[rep->front_tier] = NULL;
+    qsort(rep->corr, rep->ncorr, sizeof *rep->corr, cmp_corr);
+out:
+    for (uint32_t t = 0; tw && t <= nt; t++)
+        free(tw[t]);
+    free(tw);
+    free(ntw);
+    free(all);
+    free(cnt);
+    return rc;
+}
+
+int tb_report_build(struct tb_store *st, const struct tb_catalog *cat, uint32_t tier,
+                    const struct tb_analyze_opts *o, struct tb_report *rep, char *errbuf,
+                    size_t errlen)
+{
+    memset(rep, 0, sizeof *rep);
+    rep->tier = tier;
+    rep->width_ns = o->width_ns;
+    rep->from_ns = o->from_ns;
+    rep->to_ns = o->to_ns;
+    struct pipe p;
+    int rc = pipe_init(&p, st, cat, tier, o, errbuf, errlen);
+    if (!rc)
+        rc = run(&p, &rep->total, o->server ? NULL : &rep->servers,
+                 o->server ? NULL : &rep->nservers);
+    pipe_free(&p);
+    if (!rc)
+        rc = build_corr(st, cat, rep, errbuf, errlen);
+    if (rc)
+        tb_report_free(rep);
+    return rc;
+}
+
+void tb_report_free(struct tb_report *rep)
+{
+    tb_analysis_result_free(&rep->total);
+    for (size_t i = 0; i < rep->nservers; i++)
+        tb_analysis_result_free(&rep->servers[i]);
+    free(rep->servers);
+    free(rep->front_win);
+    free(rep->corr);
+    memset(rep, 0, sizeof *rep);
 }

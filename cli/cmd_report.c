@@ -1,8 +1,146 @@
 /* SPDX-License-Identifier: MIT */
+/* cmd_report.c — `tbneck report`: analyses one tier and prints it as text,
+ * JSON or the episode CSV, optionally drawing it with gnuplot. */
+#include <stdio.h>
+#include <string.h>
+
+#include "analyze.h"
 #include "cli.h"
+#include "plot.h"
+#include "report_fmt.h"
+#include "report_util.h"
+
+static const char report_usage[] =
+    "usage: tbneck report --tier NAME [--window 50ms] [--server ADDR:PORT] [--from T --to T]\n"
+    "                     [--format text|json|csv] [--plot FILE.png|svg]\n"
+    "                     [--service-times FILE | --calibrate CAPTURE] [--recompute] [--db FILE]\n"
+    "\n"
+    "Analyses a tier (or one of its servers) at a window length: load and throughput per\n"
+    "window, service times and the work unit, the congestion point N* (intervention\n"
+    "analysis and a least-squares fit), TPmax, congested windows and episodes.\n"
+    "\n"
+    "  --format text   for people (default)\n"
+    "  --format json   one JSON object (fields in docs/report.md)\n"
+    "  --format csv    the episode list, header\n"
+    "                  " TB_EPISODE_CSV_HEADER "\n"
+    "  --plot FILE     one image: load, throughput and response-time timelines and the\n"
+    "                  load vs normalized throughput scatter (needs gnuplot on PATH)\n"
+    "  --service-times FILE  CSV 'class,service' (service as 12ms / 0.012s / ns)\n"
+    "  --calibrate CAPTURE   a pcap taken at low load to estimate service times from\n"
+    "  --recompute     ignore results stored by an earlier run\n"
+    "T is ns since the epoch, seconds (1700000000.25), or +OFFSET from the first request.\n"
+    "Exit status: 0 success, 1 runtime failure (missing database, unknown tier), 2 usage.\n";
+
 int tb_cmd_report(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    tb_log_error("report: not built yet");
-    return TB_EXIT_FAIL;
+    const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *window = "50ms", *server = NULL;
+    const char *from = NULL, *to = NULL, *format = "text", *plot = NULL, *svcfile = NULL;
+    const char *calibrate = NULL;
+    bool recompute = false;
+    const struct tb_cli_opt opts[] = {
+        {"tier", &tier, NULL},
+        {"db", &dbpath, NULL},
+        {"window", &window, NULL},
+        {"server", &server, NULL},
+        {"from", &from, NULL},
+        {"to", &to, NULL},
+        {"format", &format, NULL},
+        {"plot", &plot, NULL},
+        {"service-times", &svcfile, NULL},
+        {"calibrate", &calibrate, NULL},
+        {"recompute", NULL, &recompute},
+    };
+    int rc = tb_cli_parse(argc, argv, 1, opts, TB_ARRAY_SIZE(opts), "report");
+    if (rc < 0) {
+        fputs(report_usage, stdout);
+        return TB_EXIT_OK;
+    }
+    if (rc)
+        return rc;
+    if (!tier) {
+        tb_log_error("report: --tier NAME is required (see 'tbneck tiers' for the names)");
+        return TB_EXIT_USAGE;
+    }
+    enum { F_TEXT, F_JSON, F_CSV } fmt;
+    if (!strcmp(format, "text")) {
+        fmt = F_TEXT;
+    } else if (!strcmp(format, "json")) {
+        fmt = F_JSON;
+    } else if (!strcmp(format, "csv")) {
+        fmt = F_CSV;
+    } else {
+        tb_log_error("--format '%s': expected text, json or csv", format);
+        return TB_EXIT_USAGE;
+    }
+    struct tb_analyze_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX};
+    if (tb_parse_duration(window, TB_NS_PER_MS, &o.width_ns) != 0 || o.width_ns <= 0) {
+        tb_log_error("--window '%s': expected a positive duration such as 50ms or 1s", window);
+        return TB_EXIT_USAGE;
+    }
+    if (svcfile && calibrate) {
+        tb_log_error("report: --service-times and --calibrate exclude each other");
+        return TB_EXIT_USAGE;
+    }
+    if (plot && tb_plot_format(plot) < 0) {
+        tb_log_error("--plot %s: the file name must end in .png or .svg", plot);
+        return TB_EXIT_USAGE;
+    }
+    /* Fail before a long analysis, not after it. */
+    char gp[4096];
+    if (plot && tb_plot_find("gnuplot", gp, sizeof gp) != 0) {
+        tb_log_error("gnuplot not found: install the gnuplot-nox package");
+        return TB_EXIT_FAIL;
+    }
+    o.service_file = svcfile;
+    o.calibrate = calibrate;
+    o.recompute = recompute;
+
+    struct tb_cli_db db;
+    if ((rc = tb_cli_db_open(&db, dbpath, false)) != 0)
+        return rc;
+    struct tb_report rep;
+    memset(&rep, 0, sizeof rep);
+    uint32_t tid;
+    if ((rc = tb_cli_tier(db.cat, tier, &tid)) != 0)
+        goto out;
+    if (server && (rc = tb_cli_server(db.cat, tid, server, &o.server)) != 0)
+        goto out;
+    if ((rc = tb_cli_range(db.st, tid, from, to, &o.from_ns, &o.to_ns)) != 0)
+        goto out;
+
+    char err[512] = "";
+    int e = tb_report_build(db.st, db.cat, tid, &o, &rep, err, sizeof err);
+    if (e) {
+        tb_log_error("report: %s", err[0] ? err : tb_strerror(e));
+        rc = TB_EXIT_FAIL;
+        goto out;
+    }
+    if (fmt == F_JSON)
+        e = tb_report_write_json(stdout, &rep, db.cat);
+    else if (fmt == F_CSV)
+        e = tb_report_write_csv(stdout, &rep, db.cat);
+    else
+        e = tb_report_write_text(stdout, &rep, db.cat);
+    if (!e && fflush(stdout) != 0)
+        e = TB_E_IO;
+    if (e) {
+        tb_log_error("report: cannot write the report to stdout: %s", tb_strerror(e));
+        rc = TB_EXIT_FAIL;
+        goto out;
+    }
+    if (plot) {
+        err[0] = '\0';
+        e = tb_plot_report(&rep, db.cat, plot, err, sizeof err);
+        if (e) {
+            tb_log_error("%s", err);
+            rc = TB_EXIT_FAIL;
+            goto out;
+        }
+        if (fmt == F_TEXT)
+            printf("\nplot: %s\n", plot);
+    }
+out:
+    tb_report_free(&rep);
+    tb_cli_db_close(&db);
+    return rc;
 }

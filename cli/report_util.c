@@ -24,9 +24,13 @@ int tb_cli_db_open(struct tb_cli_db *db, const char *path, bool readonly)
     char err[512] = "";
     int rc = tb_store_open(&db->st, path, readonly ? TB_STORE_READONLY : 0, err, sizeof err);
     if (rc) {
-        if (rc == TB_E_DBVER)
-            tb_log_error("%s: %s", path,
-                         err[0] ? err : "database written by a newer tbneck; upgrade tbneck");
+        /* The store's line already starts with the path; add it otherwise. */
+        size_t pl = strlen(path);
+        if (err[0] && !strncmp(err, path, pl))
+            tb_log_error("%s", err);
+        else if (rc == TB_E_DBVER)
+            tb_log_error("%s: written by a newer tbneck%s%s; upgrade tbneck to read it", path,
+                         err[0] ? ": " : "", err);
         else
             tb_log_error("%s: %s", path, err[0] ? err : tb_strerror(rc));
         db->st = NULL;

@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: MIT */
+/* plot.c — the report as one image: load, throughput and response-time
+ * timelines (the paper's Figure 5a/5b and 10b) beside the load vs normalized
+ * throughput scatter with N*, TPmax, congested and freeze windows (Figure 5c). */
+#include "plot.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* Window states, as drawn. */
+enum { ST_NORMAL = 0, ST_CONGESTED = 1, ST_FREEZE = 2 };
+
+int tb_plot_format(const char *path)
+{
+    size_t n = strlen(path);
+    if (n > 4 && !strcasecmp(path + n - 4, ".png"))
+        return TB_PLOT_PNG;
+    if (n > 4 && !strcasecmp(path + n - 4, ".svg"))
+        return TB_PLOT_SVG;
+    return -1;
+}
+
+int tb_plot_find(const char *prog, char *buf, size_t len)
+{
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        return TB_E_NOTFOUND;
+    const char *p = path;
+    while (*p) {
+        const char *colon = strchr(p, ':');
+        size_t dl = colon ? (size_t)(colon - p) : strlen(p);
+        /* An empty PATH entry means the current directory. */
+        int w = dl ? snprintf(buf, len, "%.*s/%s", (int)dl, p, prog)
+                   : snprintf(buf, len, "./%s", prog);
+        struct stat sb;
+        if (w > 0 && (size_t)w < len && stat(buf, &sb) == 0 && S_ISREG(sb.st_mode) &&
+            access(buf, X_OK) == 0)
+            return 0;
+        if (!colon)
+            break;
+        p = colon + 1;
+    }
+    return TB_E_NOTFOUND;
+}
+
+/* A gnuplot single-quoted string: only the quote itself needs escaping, by
+ * doubling it. */
+static void gp_str(FILE *f, const char *s)
+{
+    fputc('\'', f);
+    for (; *s; s++) {
+        if (*s == '\'')
+            fputc('\'', f);
+        if (*s == '\n' || *s == '\r')
+            continue;
+        fputc(*s, f);
+    }
+    fputc('\'', f);
+}
+
+static const char *tier_name(const struct tb_catalog *cat, uint32_t id)
+{
+    const struct tb_tier_info *t = tb_catalog_tier_get(cat, id);
+    return t ? t->name : "?";
+}
+
+/* Per-window state: freeze when inside a freeze episode, congested when the
+ * load reaches N*. */
+static int *window_states(const struct tb_analysis_result *r)
+{
+    int *st = calloc(r->nwin ? r->nwin : 1, sizeof *st);
+    if (!st)
+        return NULL;
+    double ns = r->a.n_star;
+    for (size_t i = 0; i < r->nwin; i++)
+        if (isfinite(ns) && r->win[i].load >= ns && r->win[i].load > 0)
+            st[i] = ST_CONGESTED;
+    size_t k = 0;
+    for (size_t e = 0; e < r->nep; e++) {
+        const struct tb_episode *ep = &r->ep[e];
+        while (k < r->nwin && r->win[k].start_ns < ep->start_ns)
+            k++;
+        for (size_t i = k; i < r->nwin && r->win[i].start_ns < ep->end_ns; i++)
+            st[i] = ep->kind == TB_EP_FREEZE ? ST_FREEZE : TB_MAX(st[i], ST_CONGESTED);
+    }
+    return st;
+}
+
+/* The front tier's mean response time of the window starting at t, in ms;
+ * NAN (drawn as a gap) when it has no completions there. */
+static double front_rt_ms(const struct tb_report *r, size_t *k, int64_t t)
+{
+    while (*k < r->nfront && r->front_win[*k].start_ns < t)
+        (*k)++;
+    if (*k < r->nfront && r->front_win[*k].start_ns == t && r->front_win[*k].completions)
+        return r->front_win[*k].rt_mean_ns / 1e6;
+    return NAN;
+}
+
+static void gp_num(FILE *f, double v)
+{
+    if (isfinite(v))
+        fprintf(f, " %.9g", v);
+    else
+        fputs(" NaN", f);
+}
+
+int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *cat,
+                   const char *path, enum tb_plot_fmt fmt)
+{
+    const struct tb_analysis_result *res = &r->total;
+    const struct tb_analysis *a = &res->a;
+    int *st = window_states(res);
+    if (!st)
+        return TB_E_NOMEM;
+    int64_t t0 = res->nwin ? res->win[0].start_ns : 0;
+    double wsec = (double)r->width_ns / 1e9;
+    bool have_front = r->front_tier && r->front_tier != r->tier && r->nfront;
+
+    /* Data first, as a datablock, so the plot commands below can use it
+     * several times without temporary files. Columns: 1 time offset (s),
+     * 2 load, 3 completions/s, 4 work units/s, 5 own mean RT (ms),
+     * 6 state, 7 front tier mean RT (ms). */
+    fputs("$D << EOD\n", f);
+    size_t fk = 0;
+    for (size_t i = 0; i < res->nwin; i++) {
+        const struct tb_window *w = &res->win[i];
+        fprintf(f, "%.6f", (double)(w->start_ns - t0) / 1e9 + wsec / 2);
+        gp_num(f, w->load);
+        gp_num(f, w->throughput);
+        gp_num(f, w->norm_throughput);
+        gp_num(f, w->completions ? w->rt_mean_ns / 1e6 : NAN);
+        fprintf(f, " %d", st[i]);
+        gp_num(f, have_front ? front_rt_ms(r, &fk, w->start_ns) : NAN);
+        fputc('\n', f);
+    }
+    fputs("EOD\n", f);
+    free(st);
+
+    if (fmt == TB_PLOT_SVG)
+        fputs("set terminal svg size 1800,1050 dynamic noenhanced font 'Sans,13' background "
+              "'white'\n",
+              f);
+    else
+        fputs("set terminal pngcairo size 1800,1050 noenhanced font 'Sans,12' background "
+              "'white'\n",
+              f);
+    fputs("set output ", f);
+    gp_str(f, path);
+    fputc('\n', f);
+
+    char title[256], wbuf[32], ts[64];
+    tb_fmt_duration(r->width_ns, wbuf, sizeof wbuf);
+    int off = snprintf(title, sizeof title, "tier %s", tier_name(cat, r->tier));
+    if (a->server) {
+        const struct tb_server_info *s = tb_catalog_server_get(cat, a->server);
+        char sb[TB_ADDR_STRLEN];
+        if (s)
+            off += snprintf(title + off, sizeof title - (size_t)off, " server %s",
+                            tb_addr_fmt(&s->addr, sb, sizeof sb));
+    }
+    off += snprintf(title + off, sizeof title - (size_t)off, ", window %s, ", wbuf);
+    if (isfinite(a->n_star))
+        snprintf(title + off, sizeof title - (size_t)off, "N* = %.2f (fit %.2f), TPmax = %.0f "
+                 "units/s, %.1f%% congested", a->n_star, a->n_star_fit, a->tp_max,
+                 100.0 * a->congested_fraction);
+    else
+        snprintf(title + off, sizeof title - (size_t)off, "N* undetermined");
+    time_t sec = (time_t)(t0 / TB_NS_PER_SEC);
+    struct tm tm;
+    if (gmtime_r(&sec, &tm))
+        strftime(ts, sizeof ts, "%Y-%m-%d %H:%M:%S UTC", &tm);
+    else
+        snprintf(ts, sizeof ts, "start");
+
+    fputs("set multiplot title ", f);
+    gp_str(f, title);
+    fputs(" font ',15'\n", f);
+    fputs("set grid lc rgb '#dddddd'\nset border lc rgb '#444444'\n"
+          "set style line 1 lc rgb '#4477aa' lw 1.2\n"
+          "set style line 2 lc rgb '#ee7733' pt 7 ps 0.7\n"
+          "set style line 3 lc rgb '#cc3311' pt 5 ps 0.9\n"
+          "set style line 4 lc rgb '#228833' lw 1.2\n"
+          "set style line 5 lc rgb '#777777' dt 2 lw 1.5\n"
+          "set style line 6 lc rgb '#aa3377' lw 1.2\n"
+          "set key top left opaque box lc rgb '#cccccc' samplen 2\n"
+          "set lmargin 12\nset rmargin 3\n",
+          f);
+    if (res->nwin)
+        fprintf(f, "set xrange [0:%.6f]\n", (double)res->nwin * wsec);
+
+    /* (a) load timeline, congested and freeze windows marked. */
+    fputs("set origin 0,0.635\nset size 0.6,0.31\n"
+          "set ylabel 'load (requests in tier)'\nset xlabel ''\nset format x ''\n",
+          f);
+    if (isfinite(a->n_star))
+        fprintf(f, "set arrow 1 from graph 0, first %.9g to graph 1, first %.9g nohead ls 5\n"
+                   "set label 1 'N*' at graph 1.005, first %.9g left\n",
+                a->n_star, a->n_star, a->n_star);
+    fprintf(f, "plot $D using 1:2 with lines ls 1 title 'load (%s window mean)', "
+          "'' using 1:($6==1?$2:1/0) with points ls 2 title 'congested (load >= N*)', "
+          "'' using 1:($6==2?$2:1/0) with points ls 3 title 'freeze'\n",
+            wbuf);
+    fputs("unset arrow 1\nunset label 1\n", f);
+
+    /* (b) throughput timeline. */
+    fputs("set origin 0,0.325\nset size 0.6,0.31\n"
+          "set ylabel 'throughput (per s)'\n",
+          f);
+    if (isfinite(a->tp_max))
+        fprintf(f, "set arrow 2 from graph 0, first %.9g to graph 1, first %.9g nohead ls 5\n"
+                   "set label 2 'TPmax' at graph 1.005, first %.9g left\n",
+                a->tp_max, a->tp_max, a->tp_max);
+    fputs("plot $D using 1:4 with lines ls 4 title 'normalized (work units/s)', "
+          "'' using 1:3 with lines ls 1 dt 3 title 'completions/s', "
+          "'' using 1:($6==2?$4:1/0) with points ls 3 title 'freeze'\n",
+          f);
+    fputs("unset arrow 2\nunset label 2\n", f);
+
+    /* (c) response-time timeline: the front tier's when known (what users
+     * see, Figure 10b), and this tier's own. */
+    fputs("set origin 0,0.0\nset size 0.6,0.325\nset format x '%g'\n"
+          "set ylabel 'response time (ms)'\nset xlabel ",
+          f);
+    char xl[128];
+    snprintf(xl, sizeof xl, "time since %s (s)", ts);
+    gp_str(f, xl);
+    fputc('\n', f);
+    fputs("plot $D using 1:5 with lines ls 1 title ", f);
+    gp_str(f, tier_name(cat, r->tier));
+    if (have_front) {
+        fputs(", '' using 1:7 with lines ls 6 title ", f);
+        char ft[96];
+        snprintf(ft, sizeof ft, "front tier %s", tier_name(cat, r->front_tier));
+        gp_str(f, ft);
+    }
+    fputc('\n', f);
+
+    /* (d) the main-sequence scatter. */
+    fputs("set autoscale x\nset xrange [0:*]\nset yrange [0:*]\n"
+          "set origin 0.6,0.0\nset size 0.4,0.945\n"
+          "set xlabel 'load (requests in tier, window mean)'\n"
+          "set ylabel 'normalized throughput (work units/s)'\n"
+          "set key top left\n",
+          f);
+    if (isfinite(a->n_star))
+        fprintf(f, "set arrow 3 from first %.9g, graph 0 to first %.9g, graph 1 nohead ls 5\n"
+                   "set label 3 sprintf('N* = %%.2f', %.9g) at first %.9g, graph 0.03 "
+                   "offset 0.5,0\n",
+                a->n_star, a->n_star, a->n_star, a->n_star);
+    if (isfinite(a->tp_max))
+        fprintf(f, "set arrow 4 from graph 0, first %.9g to graph 1, first %.9g nohead ls 5\n"
+                   "set label 4 sprintf('TPmax = %%.0f', %.9g) at graph 0.72, first %.9g "
+                   "offset 0,0.8\n",
+                a->tp_max, a->tp_max, a->tp_max, a->tp_max);
+    fputs("plot $D using 2:($6==0?$4:1/0) with points lc rgb '#4477aa' pt 7 ps 0.5 title "
+          "'window', "
+          "'' using 2:($6==1?$4:1/0) with points ls 2 title 'congested', "
+          "'' using 2:($6==2?$4:1/0) with points ls 3 title 'freeze'\n",
+          f);
+    fputs("unset multiplot\nset output\n", f);
+    return ferror(f) ? TB_E_IO : 0;
+}
+
+int tb_plot_report(const struct tb_report *r, const struct tb_catalog *cat, const char *path,
+                   char *errbuf, size_t errlen)
+{
+    int fmt = tb_plot_format(path);
+    if (fmt < 0) {
+        snprintf(errbuf, errlen, "--plot %s: the file name must end in .png or .svg", path);
+        return TB_E_INVAL;
+    }
+    char gp[4096];
+    if (tb_plot_find("gnuplot", gp, sizeof gp) != 0) {
+        snprintf(errbuf, errlen, "gnuplot not found: install the gnuplot-nox package");
+        return TB_E_NOTFOUND;
+    }
+    /* Quote the program for the shell popen runs it through. */
+    char cmd[4200];
+    size_t o = 0;
+    cmd[o++] = '\'';
+    for (const char *p = gp; *p && o < sizeof cmd - 8; p++) {
+        if (*p == '\'') {
+            memcpy(cmd + o, "'\\''", 4);
+            o += 4;
+        } else {
+            cmd[o++] = *p;
+        }
+    }
+    cmd[o++] = '\'';
+    cmd[o] = '\0';
+    /* A stale file from an earlier run must not pass for this one's output. */
+    if (unlink(path) != 0 && errno != ENOENT) {
+        snprintf(errbuf, errlen, "--plot %s: %s", path, strerror(errno));
+        return TB_E_IO;
+    }
+    fflush(NULL);
+    /* If gnuplot dies early, a write to the pipe must fail, not kill us. */
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    FILE *f = popen(cmd, "w");
+    if (!f) {
+        signal(SIGPIPE, old);
+        snprintf(errbuf, errlen, "cannot run %s: %s", gp, strerror(errno));
+        return TB_E_IO;
+    }
+    int rc = tb_plot_script(f, r, cat, path, (enum tb_plot_fmt)fmt);
+    int status = pclose(f);
+    signal(SIGPIPE, old);
+    if (rc) {
+        snprintf(errbuf, errlen, "writing to gnuplot: %s", tb_strerror(rc));
+        return rc;
+    }
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(errbuf, errlen, "gnuplot failed drawing %s (its messages are above)", path);
+        return TB_E_IO;
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || sb.st_size == 0) {
+        snprintf(errbuf, errlen, "gnuplot did not write %s", path);
+        return TB_E_IO;
+    }
+    return 0;
+}
