@@ -65,6 +65,15 @@ in_tier() {
     if [ "$STACK_MODE" = netns ]; then ip netns exec "tb-$t" "$@"; else "$@"; fi
 }
 
+# tier_prefix web|app|db — sets TIER_PREFIX to the command words that run something in
+# the tier's namespace. Daemons are started as "${TIER_PREFIX[@]}" CMD & rather than
+# through in_tier: a backgrounded function is a subshell, and $! would then be the
+# subshell's pid, not the daemon's (ip netns exec execs, so here it is the daemon's).
+tier_prefix() {
+    TIER_PREFIX=()
+    if [ "$STACK_MODE" = netns ]; then TIER_PREFIX=(ip netns exec "tb-$1"); fi
+}
+
 stack_net_up() {
     if [ "$STACK_MODE" = loopback ]; then
         # 127.0.0.0/8 is routed to lo already on Linux; nothing to create.
@@ -112,7 +121,8 @@ stack_db_up() {
     chown mysql:mysql "$d"
     mariadb-install-db --no-defaults --datadir="$d/data" --user=mysql --skip-test-db \
         >"$d/install.log" 2>&1 || { tail -20 "$d/install.log" >&2; stack_die "mariadb-install-db failed"; return 1; }
-    in_tier db mariadbd --no-defaults --datadir="$d/data" --user=mysql \
+    tier_prefix db
+    "${TIER_PREFIX[@]}" mariadbd --no-defaults --datadir="$d/data" --user=mysql \
         --bind-address="$DB_ADDR" --port=3306 --socket="$d/mysqld.sock" --pid-file="$d/mysqld.pid" \
         --skip-name-resolve --skip-log-bin --innodb-buffer-pool-size=64M \
         --max-connections=200 --log-error="$d/error.log" </dev/null >/dev/null 2>&1 &
@@ -177,7 +187,8 @@ stack_app_up() {
           -cp "$STACK_CATALINA_HOME/bin/bootstrap.jar:$STACK_CATALINA_HOME/bin/tomcat-juli.jar"
           org.apache.catalina.startup.Bootstrap start)
     # ip netns exec and setpriv exec, so the recorded pid is the JVM's own.
-    in_tier app setpriv --reuid=tomcat --regid=tomcat --init-groups \
+    tier_prefix app
+    "${TIER_PREFIX[@]}" setpriv --reuid=tomcat --regid=tomcat --init-groups \
         java "${jvm[@]}" </dev/null >"$b/logs/stdout.log" 2>&1 &
     STACK_PIDS+=($!)
     stack_wait 90 "Tomcat" in_tier app curl -sf "http://127.0.0.1:$STACK_ADMIN_PORT/app/stats" \
@@ -195,7 +206,8 @@ stack_web_up() {
     fi
     chown -R www-data "$n/tmp"
     STACK_ACCESS_LOG=$n/access.log
-    in_tier web nginx -e "$n/error.log" -p "$n" -c "$n/nginx.conf" </dev/null >/dev/null 2>&1 &
+    tier_prefix web
+    "${TIER_PREFIX[@]}" nginx -e "$n/error.log" -p "$n" -c "$n/nginx.conf" </dev/null >/dev/null 2>&1 &
     STACK_PIDS+=($!)
     stack_wait 30 "nginx" bash -c "exec 3<>/dev/tcp/$WEB_ADDR/80" || { cat "$n/error.log" >&2; return 1; }
     stack_log "nginx up at $WEB_ADDR:80"
