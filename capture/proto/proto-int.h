@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/* proto-int.h — helpers shared by the parsers: the per-connection queue of
+ * requests waiting for their response, and a line assembler for text protocols. */
+#ifndef TB_PROTO_INT_H
+#define TB_PROTO_INT_H
+
+#include "proto.h"
+#include <string.h>
+
+#include "request.h"
+
+/* In-flight requests per connection. Pipelining clients rarely keep more than
+ * a handful outstanding; a hostile or broken one could send thousands. */
+#define TB__PQ_MAX 64
+#define TB__CLASS_MAX 512
+
+struct tb__pend {
+    int64_t arrival_ns;
+    int64_t last_ns;     /* latest response chunk so far */
+    uint64_t req_bytes;
+    uint64_t resp_bytes;
+    uint32_t seq;        /* per-connection request number */
+    uint32_t flags;      /* enum tb_req_flag */
+    uint32_t aux;        /* protocol's own: MySQL statement id */
+    uint16_t class_len;
+    uint8_t kind;        /* protocol's own: HTTP method kind, MySQL command */
+    bool resp_seen;      /* some response bytes were attributed to it */
+    char cls[TB__CLASS_MAX];
+};
+
+/* A FIFO ring grown on demand (4, 8, … TB__PQ_MAX entries), so idle
+ * connections hold no memory. Once a request could not be queued, every later
+ * request is also left out until the untracked ones have been answered:
+ * responses pair with requests in order, and skipping one would shift them. */
+struct tb__pq {
+    struct tb__pend *v;
+    uint16_t cap, head, len;
+    uint32_t untracked; /* requests sent but not queued (cap hit) */
+    uint32_t next_seq;
+};
+
+/* Returns the new tail entry (zeroed but for seq/arrival), or NULL when the
+ * request cannot be tracked (counted in ctr->inflight_dropped). */
+struct tb__pend *tb__pq_push(struct tb__pq *q, struct tb_proto_counters *ctr, int64_t ts);
+static inline struct tb__pend *tb__pq_head(struct tb__pq *q)
+{
+    return q->len ? &q->v[q->head] : NULL;
+}
+static inline struct tb__pend *tb__pq_tail(struct tb__pq *q)
+{
+    return q->len ? &q->v[(q->head + q->len - 1) % q->cap] : NULL;
+}
+static inline struct tb__pend *tb__pq_at(struct tb__pq *q, uint16_t i)
+{
+    return i < q->len ? &q->v[(q->head + i) % q->cap] : NULL;
+}
+/* Finds the queued entry with request number `seq`. */
+struct tb__pend *tb__pq_find(struct tb__pq *q, uint32_t seq);
+void tb__pq_pop(struct tb__pq *q);
+/* Forget every queued and untracked request (lost synchronisation). */
+void tb__pq_clear(struct tb__pq *q);
+void tb__pq_free(struct tb__pq *q);
+
+/* Emits the head entry as a finished exchange and pops it. */
+void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t status,
+                      uint32_t extra_flags, const char *cls, size_t cls_len);
+
+static inline void tb__pend_set_class(struct tb__pend *e, const char *s, size_t n)
+{
+    if (n > TB__CLASS_MAX)
+        n = TB__CLASS_MAX;
+    memcpy(e->cls, s, n);
+    e->class_len = (uint16_t)n;
+}
+
+/* Line assembler: returns lines terminated by LF (a preceding CR is dropped),
+ * pointing into the input when the line is whole there and into a lazily
+ * allocated spill buffer (at most `max` bytes) when it straddles chunks. */
+struct tb__line {
+    char *buf;
+    uint32_t len;
+    uint32_t cap;
+    bool skipping;     /* the current line went past the limit; drop to its LF */
+    int64_t first_ts;  /* timestamp of the chunk holding the line's first byte */
+};
+
+enum { TB__LINE_MORE = 0, TB__LINE_OK = 1, TB__LINE_LONG = -1, TB__LINE_NOMEM = -2 };
+
+/* Consumes bytes from *p. On TB__LINE_OK, *line and *llen give the line without
+ * its terminator, *raw the number of wire bytes it took (terminator
+ * included, earlier chunks included) and *ts0 the first byte's timestamp.
+ * TB__LINE_LONG: the line exceeded max; its rest is discarded on later calls. */
+int tb__line_take(struct tb__line *l, const uint8_t **p, const uint8_t *end, size_t max,
+                  int64_t ts, const char **line, size_t *llen, uint64_t *raw, int64_t *ts0);
+static inline void tb__line_reset(struct tb__line *l)
+{
+    l->len = 0;
+    l->skipping = false;
+}
+void tb__line_free(struct tb__line *l);
+
+#endif

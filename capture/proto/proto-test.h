@@ -1,0 +1,159 @@
+/* SPDX-License-Identifier: MIT */
+/* proto-test.h — test and fuzz helper: drives one parser descriptor over
+ * hand-built byte sequences and records every exchange it emits. */
+#ifndef TB_PROTO_TEST_H
+#define TB_PROTO_TEST_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+#include "request.h"
+
+#define PT_MAX_EX 256
+
+struct pt_ex {
+    int64_t arr, dep;
+    uint64_t rq, rs;
+    int32_t status;
+    uint32_t flags;
+    char cls[600];
+};
+
+struct pt {
+    const struct tb_proto *pr;
+    void *st;
+    struct tb_proto_counters ctr;
+    struct tb_proto_ctx ctx;
+    struct pt_ex v[PT_MAX_EX];
+    size_t n;       /* recorded (at most PT_MAX_EX) */
+    size_t emitted; /* all emits */
+    int last;       /* last pstate returned */
+};
+
+static inline void pt_emit(void *ud, const struct tb_exchange *ex)
+{
+    struct pt *t = ud;
+    t->emitted++;
+    if (ex->class_len > 0 && !ex->class_text)
+        abort(); /* a parser bug the fuzzers should find */
+    if (t->n >= PT_MAX_EX)
+        return;
+    struct pt_ex *e = &t->v[t->n++];
+    e->arr = ex->arrival_ns;
+    e->dep = ex->departure_ns;
+    e->rq = ex->req_bytes;
+    e->rs = ex->resp_bytes;
+    e->status = ex->status;
+    e->flags = ex->flags;
+    size_t k = ex->class_len < sizeof e->cls - 1 ? ex->class_len : sizeof e->cls - 1;
+    memcpy(e->cls, ex->class_text, k);
+    e->cls[k] = '\0';
+}
+
+static inline struct pt *pt_new(const struct tb_proto *pr, bool midstream)
+{
+    struct pt *t = calloc(1, sizeof *t);
+    if (!t)
+        abort();
+    t->pr = pr;
+    t->st = calloc(1, pr->state_size);
+    if (!t->st)
+        abort();
+    t->ctx.emit = pt_emit;
+    t->ctx.ud = t;
+    t->ctx.ctr = &t->ctr;
+    pr->init(t->st, midstream);
+    return t;
+}
+
+static inline void pt_free(struct pt *t)
+{
+    t->pr->fini(t->st);
+    free(t->st);
+    free(t);
+}
+
+/* Feeds n bytes as chunks of `step` bytes (0 = one chunk), all stamped ts. */
+static inline int pt_feed_split(struct pt *t, int dir, const void *p, size_t n, int64_t ts,
+                                size_t step)
+{
+    const uint8_t *b = p;
+    if (step == 0)
+        step = n ? n : 1;
+    for (size_t off = 0; off < n; off += step) {
+        size_t k = n - off < step ? n - off : step;
+        t->last = t->pr->consume(t->st, &t->ctx, (enum tb_dir)dir, b + off, k, ts);
+    }
+    return t->last;
+}
+
+static inline int pt_feed(struct pt *t, int dir, const void *p, size_t n, int64_t ts)
+{
+    return pt_feed_split(t, dir, p, n, ts, 0);
+}
+
+static inline int pt_str(struct pt *t, int dir, const char *s, int64_t ts)
+{
+    return pt_feed(t, dir, s, strlen(s), ts);
+}
+
+static inline int pt_gap(struct pt *t, int dir, uint64_t len, int64_t ts)
+{
+    t->last = t->pr->gap(t->st, &t->ctx, (enum tb_dir)dir, len, ts);
+    return t->last;
+}
+
+static inline void pt_close(struct pt *t, int fin_dir, int64_t ts)
+{
+    t->pr->close(t->st, &t->ctx, fin_dir, ts);
+}
+
+/* Fuzz driver. Input: seed(1) split(2, LE) client-bytes server-bytes. The
+ * two streams are fed in interleaved chunks of pseudo-random sizes, with
+ * occasional holes (bytes skipped and reported as a gap, of known or unknown
+ * length), then closed. Checks what every parser must guarantee. */
+static inline void pt_fuzz_drive(const struct tb_proto *pr, const uint8_t *data, size_t size)
+{
+    if (size < 3)
+        return;
+    uint32_t s = data[0] * 2654435761u + 1;
+    size_t split = (size_t)(data[1] | (data[2] << 8));
+    data += 3;
+    size -= 3;
+    if (split > size)
+        split = size;
+    const uint8_t *st[2] = {data, data + split};
+    size_t left[2] = {split, size - split};
+    struct pt *t = pt_new(pr, (s & 0x100) != 0);
+    int64_t ts = 1000;
+    while (left[0] || left[1]) {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        int dir = left[0] == 0 ? 1 : left[1] == 0 ? 0 : (int)(s & 1);
+        size_t k = 1 + (s >> 4) % (s & 2 ? 8 : 512);
+        if (k > left[dir])
+            k = left[dir];
+        ts += (int64_t)(s >> 28);
+        if ((s & 0x70) == 0x70) {
+            /* a hole: the bytes are skipped, the length told or not */
+            pt_gap(t, dir, (s & 0x80) ? k : 0, ts);
+        } else {
+            pt_feed(t, dir, st[dir], k, ts);
+        }
+        st[dir] += k;
+        left[dir] -= k;
+        if (t->last == TB_PS_STOP)
+            break;
+    }
+    pt_close(t, (int)(s & 1) - (int)((s >> 1) & 1), ts + 1);
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->v[i].dep < t->v[i].arr || t->v[i].arr < 1000 || t->v[i].dep > ts)
+            abort();
+    }
+    pt_free(t);
+}
+
+#endif

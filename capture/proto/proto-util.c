@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/* proto-util.c — the in-flight request queue and the line assembler shared by
+ * the protocol parsers (see proto-int.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto-int.h"
+
+struct tb__pend *tb__pq_push(struct tb__pq *q, struct tb_proto_counters *ctr, int64_t ts)
+{
+    uint32_t seq = q->next_seq++;
+    if (q->untracked > 0 || q->len == TB__PQ_MAX)
+        goto drop;
+    if (q->len == q->cap) {
+        uint16_t ncap = q->cap ? (uint16_t)(q->cap * 2) : 4;
+        if (ncap > TB__PQ_MAX)
+            ncap = TB__PQ_MAX;
+        struct tb__pend *nv = malloc((size_t)ncap * sizeof *nv);
+        if (!nv)
+            goto drop;
+        /* Unroll the ring into the new array so head is 0 again. */
+        for (uint16_t i = 0; i < q->len; i++)
+            nv[i] = q->v[(q->head + i) % q->cap];
+        free(q->v);
+        q->v = nv;
+        q->cap = ncap;
+        q->head = 0;
+    }
+    struct tb__pend *e = &q->v[(q->head + q->len) % q->cap];
+    q->len++;
+    memset(e, 0, offsetof(struct tb__pend, cls));
+    e->seq = seq;
+    e->arrival_ns = ts;
+    return e;
+drop:
+    q->untracked++;
+    if (ctr)
+        ctr->inflight_dropped++;
+    return NULL;
+}
+
+struct tb__pend *tb__pq_find(struct tb__pq *q, uint32_t seq)
+{
+    for (uint16_t i = 0; i < q->len; i++) {
+        struct tb__pend *e = &q->v[(q->head + i) % q->cap];
+        if (e->seq == seq)
+            return e;
+    }
+    return NULL;
+}
+
+void tb__pq_pop(struct tb__pq *q)
+{
+    if (q->len) {
+        q->head = (uint16_t)((q->head + 1) % q->cap);
+        q->len--;
+    } else if (q->untracked) {
+        q->untracked--;
+    }
+}
+
+void tb__pq_clear(struct tb__pq *q)
+{
+    q->len = 0;
+    q->head = 0;
+    q->untracked = 0;
+}
+
+void tb__pq_free(struct tb__pq *q)
+{
+    free(q->v);
+    memset(q, 0, sizeof *q);
+}
+
+void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t status,
+                      uint32_t extra_flags, const char *cls, size_t cls_len)
+{
+    struct tb__pend *e = tb__pq_head(q);
+    if (!e) {
+        tb__pq_pop(q);
+        return;
+    }
+    struct tb_exchange ex = {
+        .arrival_ns = e->arrival_ns,
+        .departure_ns = e->last_ns < e->arrival_ns ? e->arrival_ns : e->last_ns,
+        .req_bytes = e->req_bytes,
+        .resp_bytes = e->resp_bytes,
+        .class_text = cls ? cls : e->cls,
+        .class_len = cls ? cls_len : e->class_len,
+        .status = status,
+        .flags = e->flags | extra_flags,
+    };
+    tb__pq_pop(q);
+    if (ctx && ctx->emit)
+        ctx->emit(ctx->ud, &ex);
+}
+
+int tb__line_take(struct tb__line *l, const uint8_t **pp, const uint8_t *end, size_t max,
+                  int64_t ts, const char **line, size_t *llen, uint64_t *raw, int64_t *ts0)
+{
+    const uint8_t *p = *pp;
+    const uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
+    if (l->skipping) {
+        if (!nl) {
+            *pp = end;
+            return TB__LINE_MORE;
+        }
+        *pp = nl + 1;
+        l->skipping = false;
+        l->len = 0;
+        if (nl + 1 == end)
+            return TB__LINE_MORE;
+        p = nl + 1;
+        nl = memchr(p, '\n', (size_t)(end - p));
+    }
+    if (l->len == 0)
+        l->first_ts = ts;
+    size_t take = nl ? (size_t)(nl - p) + 1 : (size_t)(end - p);
+    if (l->len == 0 && nl) {
+        /* Whole line in this chunk: no copy. */
+        size_t n = (size_t)(nl - p);
+        *pp = nl + 1;
+        if (n > max) {
+            return TB__LINE_LONG;
+        }
+        if (n > 0 && p[n - 1] == '\r')
+            n--;
+        *line = (const char *)p;
+        *llen = n;
+        *raw = take;
+        *ts0 = ts;
+        return TB__LINE_OK;
+    }
+    if ((size_t)l->len + take > max + 1) {
+        /* Too long: forget what was kept, drop the rest up to the LF. */
+        l->len = 0;
+        *pp = p + take;
+        l->skipping = !nl;
+        return TB__LINE_LONG;
+    }
+    if (l->cap < (size_t)l->len + take) {
+        size_t ncap = l->cap ? l->cap : 256;
+        while (ncap < (size_t)l->len + take)
+            ncap *= 2;
+        if (ncap > max + 1)
+            ncap = max + 1;
+        char *nb = realloc(l->buf, ncap);
+        if (!nb) {
+            l->len = 0;
+            *pp = p + take;
+            l->skipping = !nl;
+            return TB__LINE_NOMEM;
+        }
+        l->buf = nb;
+        l->cap = (uint32_t)ncap;
+    }
+    memcpy(l->buf + l->len, p, take);
+    l->len += (uint32_t)take;
+    *pp = p + take;
+    if (!nl)
+        return TB__LINE_MORE;
+    size_t n = l->len - 1; /* without LF */
+    if (n > 0 && l->buf[n - 1] == '\r')
+        n--;
+    *line = l->buf;
+    *llen = n;
+    *raw = l->len;
+    *ts0 = l->first_ts;
+    l->len = 0;
+    return TB__LINE_OK;
+}
+
+void tb__line_free(struct tb__line *l)
+{
+    free(l->buf);
+    memset(l, 0, sizeof *l);
+}

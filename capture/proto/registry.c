@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+/* registry.c — the one list of protocol parsers, in detection priority order:
+ * specific protocols first, generic (which accepts anything) last. */
+#include <string.h>
+
+#include "proto.h"
+
+const struct tb_proto *const tb_protos[] = {
+    &tb_proto_http1,
+    &tb_proto_mysql,
+    &tb_proto_generic,
+    NULL,
+};
+
+const struct tb_proto *tb_proto_find(const char *name)
+{
+    if (!name)
+        return NULL;
+    for (size_t i = 0; tb_protos[i]; i++)
+        if (strcmp(tb_protos[i]->name, name) == 0)
+            return tb_protos[i];
+    /* The tiers file may say "http1"; both names mean the same parser. */
+    if (strcmp(name, "http1") == 0)
+        return &tb_proto_http1;
+    return NULL;
+}

@@ -1,0 +1,363 @@
+/* SPDX-License-Identifier: MIT */
+/* test_http1.c — the HTTP/1.x parser on hand-built exchanges: pipelining,
+ * chunked bodies, interim responses, bodiless responses, close delimiting,
+ * capture holes, limits and detection. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "proto-test.h"
+
+#define C2S TB_DIR_C2S
+#define S2C TB_DIR_S2C
+
+static void check(const struct pt_ex *e, int64_t arr, int64_t dep, uint64_t rq, uint64_t rs,
+                  int32_t status, uint32_t flags, const char *cls)
+{
+    assert_int_equal(e->arr, arr);
+    assert_int_equal(e->dep, dep);
+    assert_int_equal(e->rq, rq);
+    assert_int_equal(e->rs, rs);
+    assert_int_equal(e->status, status);
+    assert_int_equal(e->flags, flags);
+    assert_string_equal(e->cls, cls);
+}
+
+static const char req1[] = "GET /story/12345 HTTP/1.1\r\nHost: a\r\n\r\n";
+static const char req2[] = "GET /search?q=x HTTP/1.1\r\nHost: a\r\n\r\n";
+static const char req3[] = "HEAD /img/0a1b2c3d4e5f.png HTTP/1.1\r\nHost: a\r\n\r\n";
+static const char resp1[] = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+static const char resp2[] = "HTTP/1.1 404 Not Found\r\ncontent-length: 3\r\n\r\nno!";
+static const char resp3[] = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n";
+
+/* Three requests in one segment; responses in two segments, the second
+ * response split across them. Run whole, then byte by byte. */
+static void run_pipelined(size_t step)
+{
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    char c2s[512], s2c[512];
+    size_t nc = (size_t)snprintf(c2s, sizeof c2s, "%s%s%s", req1, req2, req3);
+    size_t ns = (size_t)snprintf(s2c, sizeof s2c, "%s%s%s", resp1, resp2, resp3);
+    size_t cut = strlen(resp1) + 20;
+    assert_int_equal(pt_feed_split(t, C2S, c2s, nc, 1000, step), TB_PS_OK);
+    assert_int_equal(pt_feed_split(t, S2C, s2c, cut, 2000, step), TB_PS_OK);
+    assert_int_equal(t->n, 1);
+    assert_int_equal(pt_feed_split(t, S2C, s2c + cut, ns - cut, 3000, step), TB_PS_OK);
+    assert_int_equal(t->n, 3);
+    check(&t->v[0], 1000, 2000, strlen(req1), strlen(resp1), 200, 0, "GET /story/{id}");
+    check(&t->v[1], 1000, 3000, strlen(req2), strlen(resp2), 404, 0, "GET /search");
+    /* HEAD: Content-Length describes the GET body that is not sent. */
+    check(&t->v[2], 1000, 3000, strlen(req3), strlen(resp3), 200, 0, "HEAD /img/{id}.png");
+    assert_int_equal(t->ctr.parse_errors, 0);
+    pt_free(t);
+}
+
+static void test_pipelined(void **state)
+{
+    (void)state;
+    run_pipelined(0);
+    run_pipelined(1);
+    run_pipelined(7);
+}
+
+/* Arrival is the first chunk of the request, departure the last of the
+ * response, even when both straddle several chunks. */
+static void test_timestamps_across_chunks(void **state)
+{
+    (void)state;
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    pt_feed(t, C2S, "GET /a", 6, 100);
+    pt_feed(t, C2S, "bc HTTP/1.1\r\nHost: x\r", 21, 110);
+    pt_feed(t, C2S, "\n\r\n", 3, 120);
+    pt_feed(t, S2C, "HTTP/1.1 200 OK\r\nContent-Len", 28, 200);
+    pt_feed(t, S2C, "gth: 4\r\n\r\nab", 12, 210);
+    assert_int_equal(t->n, 0);
+    pt_feed(t, S2C, "cd", 2, 220);
+    assert_int_equal(t->n, 1);
+    check(&t->v[0], 100, 220, 30, 42, 200, 0, "GET /abc");
+    pt_free(t);
+}
+
+static void test_chunked_trailers(void **state)
+{
+    (void)state;
+    static const char rq[] = "POST /api/items HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+                             "4;name=val\r\nwiki\r\n5\r\npedia\r\n0\r\nX-Sum: 1\r\n\r\n";
+    static const char rs[] = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                             "1A; ext=\"q\"\r\nabcdefghijklmnopqrstuvwxyz\r\n"
+                             "0\r\nExpires: never\r\nX-Trailer: yes\r\n\r\n";
+    for (size_t step = 0; step < 4; step++) {
+        struct pt *t = pt_new(&tb_proto_http1, false);
+        pt_feed_split(t, C2S, rq, strlen(rq), 10, step);
+        pt_feed_split(t, S2C, rs, strlen(rs) - 2, 20, step);
+        assert_int_equal(t->n, 0); /* the trailer section is not over yet */
+        pt_feed_split(t, S2C, rs + strlen(rs) - 2, 2, 30, step);
+        assert_int_equal(t->n, 1);
+        check(&t->v[0], 10, 30, strlen(rq), strlen(rs), 200, 0, "POST /api/items");
+        /* A next request on the same connection still parses. */
+        pt_str(t, C2S, "GET / HTTP/1.1\r\n\r\n", 40);
+        pt_str(t, S2C, "HTTP/1.1 204 No Content\r\n\r\n", 50);
+        assert_int_equal(t->n, 2);
+        check(&t->v[1], 40, 50, 18, 27, 204, 0, "GET /");
+        assert_int_equal(t->ctr.parse_errors, 0);
+        pt_free(t);
+    }
+}
+
+static void test_100_continue(void **state)
+{
+    (void)state;
+    static const char hd[] = "PUT /up/42 HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n";
+    static const char r100[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    static const char r201[] = "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n";
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    pt_str(t, C2S, hd, 10);
+    pt_str(t, S2C, r100, 20);
+    assert_int_equal(t->n, 0); /* the interim response is not the answer */
+    pt_str(t, C2S, "abcd", 30);
+    pt_str(t, S2C, r201, 40);
+    assert_int_equal(t->n, 1);
+    check(&t->v[0], 10, 40, strlen(hd) + 4, strlen(r100) + strlen(r201), 201, 0, "PUT /up/{id}");
+    pt_free(t);
+}
+
+static void test_304_204_no_body(void **state)
+{
+    (void)state;
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    pt_str(t, C2S, "GET /a HTTP/1.1\r\nIf-None-Match: x\r\n\r\nGET /b HTTP/1.1\r\n\r\n", 1);
+    /* 304 carries the Content-Length of the representation, not a body. */
+    static const char r304[] = "HTTP/1.1 304 Not Modified\r\nContent-Length: 1234\r\n\r\n";
+    static const char r200[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    pt_str(t, S2C, r304, 2);
+    pt_str(t, S2C, r200, 3);
+    assert_int_equal(t->n, 2);
+    check(&t->v[0], 1, 2, 37, strlen(r304), 304, 0, "GET /a");
+    check(&t->v[1], 1, 3, 19, strlen(r200), 200, 0, "GET /b");
+    pt_free(t);
+}
+
+static void test_close_delimited(void **state)
+{
+    (void)state;
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    pt_str(t, C2S, "GET /old HTTP/1.0\r\n\r\n", 50);
+    pt_str(t, S2C, "HTTP/1.0 200 OK\r\nServer: x\r\n\r\nfirst part ", 60);
+    pt_str(t, S2C, "second part", 70);
+    assert_int_equal(t->n, 0);
+    pt_close(t, S2C, 80);
+    assert_int_equal(t->n, 1);
+    check(&t->v[0], 50, 70, 21, 41 + 11, 200, TB_REQ_CLOSE_DELIM, "GET /old");
+    pt_free(t);
+}
+
+/* A hole inside a Content-Length body is skipped: the exchange still pairs
+ * (GAP set) and so does the next one. */
+static void test_gap_in_body(void **state)
+{
+    (void)state;
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    static const char hd[] = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n";
+    char body[1000];
+    memset(body, 'x', sizeof body);
+    pt_str(t, C2S, "GET /big HTTP/1.1\r\n\r\nGET /next HTTP/1.1\r\n\r\n", 5);
+    pt_str(t, S2C, hd, 10);
+    pt_feed(t, S2C, body, 100, 11);
+    assert_int_equal(pt_gap(t, S2C, 500, 12), TB_PS_OK);
+    pt_feed(t, S2C, body, 400, 13);
+    assert_int_equal(t->n, 1);
+    check(&t->v[0], 5, 13, 21, strlen(hd) + 1000, 200, TB_REQ_GAP, "GET /big");
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 14);
+    assert_int_equal(t->n, 2);
+    check(&t->v[1], 5, 14, 22, 38, 200, 0, "GET /next");
+    assert_int_equal(t->ctr.resyncs, 0);
+    pt_free(t);
+}
+
+/* Snaplen cuts every body packet: each carries 60 bytes, the rest is a gap;
+ * the final cut ends the body exactly. */
+static void test_snaplen_gaps(void **state)
+{
+    (void)state;
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    static const char hd[] = "HTTP/1.1 200 OK\r\nContent-Length: 4000\r\n\r\n";
+    char seg[60];
+    memset(seg, 'y', sizeof seg);
+    pt_str(t, C2S, "GET /f HTTP/1.1\r\n\r\n", 1);
+    pt_str(t, S2C, hd, 2);
+    for (int i = 0; i < 4; i++) {
+        pt_feed(t, S2C, seg, sizeof seg, 3 + i);
+        pt_gap(t, S2C, 1000 - sizeof seg, 3 + i);
+    }
+    assert_int_equal(t->n, 1);
+    check(&t->v[0], 1, 6, 19, strlen(hd) + 4000, 200, TB_REQ_GAP, "GET /f");
+    pt_free(t);
+}
+
+/* A hole in the request's headers: the request line was seen and keeps its
+ * place; the parser resynchronises on the next request line. A hole in a
+ * response's headers loses that response (its end is unknown) but the
+ * following one pairs with its own request. Nothing is invented. */
+static void test_gap_in_headers(void **state)
+{
+    (void)state;
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    pt_str(t, C2S, "GET /x HTTP/1.1\r\nHo", 1);
+    pt_gap(t, C2S, 30, 2);
+    pt_str(t, C2S, "st: y\r\n\r\nGET /y HTTP/1.1\r\n\r\n", 3);
+    assert_int_equal(t->ctr.resyncs, 1);
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\na", 4);
+    pt_str(t, S2C, "HTTP/1.1 500 Oops\r\nContent-Length: 1\r\n\r\nb", 5);
+    assert_int_equal(t->n, 2);
+    check(&t->v[0], 1, 4, 19, 39, 200, TB_REQ_GAP, "GET /x");
+    check(&t->v[1], 3, 5, 19, 41, 500, 0, "GET /y");
+
+    pt_str(t, C2S, "GET /p HTTP/1.1\r\n\r\nGET /q HTTP/1.1\r\n\r\n", 10);
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\nContent-", 11);
+    pt_gap(t, S2C, 0, 12); /* unknown amount */
+    pt_str(t, S2C, "ength: 1\r\n\r\naHTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nbc", 13);
+    assert_int_equal(t->n, 3);
+    check(&t->v[2], 10, 13, 19, 45, 201, 0, "GET /q");
+    assert_int_equal(t->ctr.resyncs, 2);
+    assert_int_equal(t->ctr.parse_errors, 0);
+
+    /* A hole between messages of unknown content: the response that comes
+     * next has no request seen for it and is not paired. */
+    pt_gap(t, C2S, 40, 20);
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 21);
+    assert_int_equal(t->n, 3);
+    pt_free(t);
+}
+
+static void test_header_limit(void **state)
+{
+    (void)state;
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    size_t big = 70 * 1024;
+    char *line = malloc(big);
+    assert_non_null(line);
+    memset(line, 'a', big);
+    memcpy(line, "X-Big: ", 7);
+    pt_str(t, C2S, "GET /huge HTTP/1.1\r\n", 1);
+    for (size_t off = 0; off < big; off += 1400)
+        pt_feed(t, C2S, line + off, TB_MIN(1400, big - off), 2);
+    assert_int_equal(t->ctr.parse_errors, 1);
+    assert_int_equal(t->last, TB_PS_OK);
+    pt_str(t, C2S, "\r\nMore: x\r\n\r\nGET /ok HTTP/1.1\r\n\r\n", 3);
+    pt_str(t, S2C, "HTTP/1.1 431 Too Large\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", 4);
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 5);
+    assert_int_equal(t->n, 2);
+    assert_int_equal(t->v[0].status, 431);
+    assert_string_equal(t->v[0].cls, "GET /huge");
+    check(&t->v[1], 3, 5, 20, 38, 200, 0, "GET /ok");
+    free(line);
+    pt_free(t);
+}
+
+static void test_malformed_resync(void **state)
+{
+    (void)state;
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    assert_int_equal(pt_str(t, C2S, "\x16\x03\x01garbage\r\nmore\r\n", 1), TB_PS_ERROR);
+    pt_str(t, C2S, "POST /f HTTP/1.1\r\nContent-Length: 12x\r\n\r\n", 2);
+    assert_int_equal(t->ctr.parse_errors, 2);
+    pt_str(t, C2S, "DELETE /u/550e8400-e29b-41d4-a716-446655440000 HTTP/1.1\r\n\r\n", 3);
+    pt_str(t, S2C, "HTTP/1.1 400 Bad\r\nContent-Length: 0\r\n\r\n", 4);
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 5);
+    assert_int_equal(t->n, 2);
+    assert_string_equal(t->v[0].cls, "POST /f");
+    assert_int_equal(t->v[0].status, 400);
+    assert_string_equal(t->v[1].cls, "DELETE /u/{id}");
+    pt_free(t);
+}
+
+static void test_inflight_cap(void **state)
+{
+    (void)state;
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    for (int i = 0; i < 70; i++)
+        pt_str(t, C2S, "GET /r HTTP/1.1\r\n\r\n", i);
+    assert_int_equal(t->ctr.inflight_dropped, 6);
+    for (int i = 0; i < 70; i++)
+        pt_str(t, S2C, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 100 + i);
+    assert_int_equal(t->n, 64);
+    assert_int_equal(t->v[63].arr, 63);
+    assert_int_equal(t->v[63].dep, 163);
+    /* Untracked ones answered: pairing continues in order. */
+    pt_str(t, C2S, "GET /after HTTP/1.1\r\n\r\n", 200);
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 201);
+    assert_int_equal(t->n, 65);
+    check(&t->v[64], 200, 201, 23, 38, 200, 0, "GET /after");
+    pt_free(t);
+}
+
+static void test_upgrade_and_midstream(void **state)
+{
+    (void)state;
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    pt_str(t, C2S, "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", 1);
+    assert_int_equal(pt_str(t, S2C, "HTTP/1.1 101 Switching\r\nUpgrade: websocket\r\n\r\n\x81\x05", 2),
+                     TB_PS_STOP);
+    assert_int_equal(t->n, 1);
+    assert_int_equal(t->v[0].status, 101);
+    pt_free(t);
+
+    /* Picked up in the middle of a body: the leftovers are skipped. */
+    t = pt_new(&tb_proto_http1, true);
+    pt_str(t, S2C, "tail of a body\r\n", 1);
+    pt_str(t, C2S, "ody bytes\r\nGET /m HTTP/1.1\r\n\r\n", 2);
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 3);
+    assert_int_equal(t->n, 1);
+    check(&t->v[0], 2, 3, 19, 38, 200, 0, "GET /m");
+    pt_free(t);
+}
+
+static void test_detect(void **state)
+{
+    (void)state;
+    bool cs = false;
+    const struct tb_proto *p = &tb_proto_http1;
+    assert_int_equal(p->detect((const uint8_t *)"GET / HTTP/1.1\r\n", 16, TB_DIR_C2S, &cs),
+                     TB_DETECT_YES);
+    assert_true(cs);
+    /* Seen from the side wrongly taken for the client: the content decides. */
+    assert_int_equal(p->detect((const uint8_t *)"HTTP/1.1 200 OK\r\n", 17, TB_DIR_C2S, &cs),
+                     TB_DETECT_YES);
+    assert_false(cs);
+    assert_int_equal(p->detect((const uint8_t *)"PO", 2, TB_DIR_C2S, &cs), TB_DETECT_MAYBE);
+    assert_int_equal(p->detect((const uint8_t *)"GET / SSH-2.0\r\n", 15, TB_DIR_C2S, &cs),
+                     TB_DETECT_NO);
+    assert_int_equal(p->detect((const uint8_t *)"\x16\x03\x01\x02\x00", 5, TB_DIR_C2S, &cs),
+                     TB_DETECT_NO);
+    assert_int_equal(p->detect((const uint8_t *)"\x05\x00\x00\x00\x0e", 5, TB_DIR_C2S, &cs),
+                     TB_DETECT_NO);
+    assert_ptr_equal(tb_proto_find("http"), &tb_proto_http1);
+    assert_ptr_equal(tb_proto_find("mysql"), &tb_proto_mysql);
+    assert_ptr_equal(tb_proto_find("generic"), &tb_proto_generic);
+    assert_null(tb_proto_find("gopher"));
+    assert_ptr_equal(tb_protos[0], &tb_proto_http1);
+    assert_null(tb_protos[3]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pipelined),
+        cmocka_unit_test(test_timestamps_across_chunks),
+        cmocka_unit_test(test_chunked_trailers),
+        cmocka_unit_test(test_100_continue),
+        cmocka_unit_test(test_304_204_no_body),
+        cmocka_unit_test(test_close_delimited),
+        cmocka_unit_test(test_gap_in_body),
+        cmocka_unit_test(test_snaplen_gaps),
+        cmocka_unit_test(test_gap_in_headers),
+        cmocka_unit_test(test_header_limit),
+        cmocka_unit_test(test_malformed_resync),
+        cmocka_unit_test(test_inflight_cap),
+        cmocka_unit_test(test_upgrade_and_midstream),
+        cmocka_unit_test(test_detect),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
