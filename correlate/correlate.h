@@ -33,6 +33,126 @@ struct tb_analysis {
     uint32_t n_levels;        /* throughput levels among congested windows */
     double levels[8];
     bool disagree;            /* |n_star - n_star_fit| > 20% */
+    /* Added by correlate (filled by tb_correlate_analyze). */
+    uint32_t n_episodes, n_freeze;
+    int64_t ep_dur_min_ns, ep_dur_median_ns, ep_dur_p95_ns, ep_dur_max_ns;
+    double n_star_used;       /* the threshold that defined congestion (n_star, else
+                               * n_star_fit; NAN = nothing congested) */
 };
+
+/* ---- N* -----------------------------------------------------------------------
+ * DESIGN.md "N*". Intervention analysis (n_star): windows with load > 0; k even
+ * bins over [Nmin, Nmax]; bins with fewer than min_per_bin windows skipped; per
+ * bin the mean load ld_i and the mean normalized throughput tp_i of its windows
+ * that are not freezes (a window below freeze_frac x the bin's 90th percentile
+ * throughput is left out, so stop-the-world pauses do not drag the curve);
+ * tp_i smoothed by a running median of 3, then (ld_i, tp_i) by a running mean
+ * of 3 on both axes (a straight part stays straight, so δ stays at δ_0 below
+ * N*); slopes δ_1 = tp_1/ld_1, δ_i = Δtp/Δld; δ_0 = the median chord slope
+ * tp_i/ld_i of the lowest max(3, bins/10) bins (the linear part); tol =
+ * tol_frac·δ_0; the first n0 where mean − t(0.95, m−1)·s.e. of the last
+ * m = trail slopes {δ_n0−m+1..δ_n0} is <= tol marks the knee, and N* = the
+ * ld of the middle slope of that set (it straddles the knee: its end would be
+ * a bin late). The interval is taken over a trailing set because over all of
+ * δ_1..δ_n0 the mean falls to tol only once ~80% of the slopes are flat, i.e.
+ * at ~4x the knee; trail = 0 restores that literal form. When N* lands in the
+ * lowest quarter of [Nmin, Nmax] (a few huge loads, typically freezes,
+ * stretched the range), the analysis is repeated on [Nmin, 3·N*] (twice at
+ * most) for resolution.
+ *
+ * Least-squares fit (n_star_fit), independent of the above: throughput =
+ * a·min(load, K) over all windows, K scanned over every interval between
+ * consecutive observed loads with a closed form per interval; windows below
+ * freeze_frac x the fitted curve are dropped and the fit repeated (3 rounds).
+ * The knee needs max(5, 2%) of the windows at or above it and must cut the
+ * squared error of a straight line by 5%, else NAN (never saturated).
+ * disagree: both finite and differing by more than disagree_frac of the
+ * smaller, or exactly one finite.
+ *
+ * tp_max: median normalized throughput of the non-freeze windows with load >=
+ * N* (n_star, else n_star_fit), else the fit's plateau, else NAN. slope: the
+ * fit's a, else δ_0. */
+struct tb_nstar_opts {
+    uint32_t bins;        /* k (default 100) */
+    uint32_t min_per_bin; /* 0 = max(3, samples / (10·k)) */
+    double tol_frac;      /* default 0.2 */
+    uint32_t trail;       /* default 3; 0 = all slopes δ_1..δ_n0 */
+    double freeze_frac;   /* default 0.3 */
+    double disagree_frac; /* default 0.2 */
+};
+void tb_nstar_opts_default(struct tb_nstar_opts *o);
+
+struct tb_nstar {
+    double n_star, n_star_fit, tp_max, slope;
+    double delta0;        /* slope of the linear part (intervention analysis) */
+    double fit_tp_max;    /* a·K of the fit; NAN when no knee */
+    bool disagree;
+    uint32_t bins_used;   /* non-empty bins of the (last) pass */
+    size_t samples;       /* windows with load > 0 */
+};
+
+/* Over (load, normalized throughput) pairs; opts may be NULL (defaults).
+ * Returns TB_E_INVAL on bad arguments; too little data is not an error (the
+ * estimates are NAN). */
+int tb_nstar_estimate(const double *load, const double *tp, size_t n,
+                      const struct tb_nstar_opts *o, struct tb_nstar *res);
+/* The same over windows (their load and norm_throughput). */
+int tb_nstar_windows(const struct tb_window *w, size_t n, const struct tb_nstar_opts *o,
+                     struct tb_nstar *res);
+/* Main-sequence curve min(slope·load, tp_max); NAN when either is unknown. */
+double tb_nstar_curve(const struct tb_nstar *ns, double load);
+/* The congestion threshold: n_star when finite, else n_star_fit (may be NAN). */
+double tb_nstar_threshold(const struct tb_nstar *ns);
+
+/* ---- episodes -------------------------------------------------------------------
+ * DESIGN.md "Congested window", "Episode". w: one series (one tier or one
+ * server, one width) in time order; windows are consecutive when the next
+ * starts where the previous ends. Congested: load >= threshold. An episode is
+ * a maximal run of consecutive congested windows; kind TB_EP_FREEZE when its
+ * mean normalized throughput is below freeze_frac x tb_nstar_curve(mean load)
+ * (high load, next to no output: a stop-the-world pause), else
+ * TB_EP_SATURATED. A NAN threshold gives no episode. *out is malloc'd (NULL
+ * when none) and owned by the caller. */
+int tb_episodes_find(const struct tb_window *w, size_t n, double threshold,
+                     const struct tb_nstar *ns, double freeze_frac, struct tb_episode **out,
+                     size_t *nout);
+
+struct tb_episode_summary {
+    uint32_t n, n_freeze;
+    double congested_fraction; /* congested windows / windows */
+    double per_min;            /* episodes per minute of the series' span */
+    int64_t dur_min_ns, dur_median_ns, dur_p95_ns, dur_max_ns; /* nearest rank; 0 when none */
+};
+int tb_episodes_summary(const struct tb_window *w, size_t n, double threshold,
+                        const struct tb_episode *ep, size_t nep, struct tb_episode_summary *s);
+
+/* ---- throughput levels --------------------------------------------------------
+ * Plateaus among the normalized throughputs of congested, non-freeze windows
+ * (several = a CPU changing frequency). 1-D k-means (exact Lloyd iterations on
+ * the sorted values, started at quantiles) for k = 1..max_levels; the largest k
+ * is kept whose clusters each hold max(3, 5%) of the values and whose adjacent
+ * centres are apart by >= 4 pooled within-cluster standard deviations and by
+ * >= 5% of the top centre (splitting one noisy plateau gives ~2.7 sd at most).
+ * levels[] receives the centres in ascending order. */
+int tb_levels_find(const double *tp, size_t n, uint32_t max_levels, double *levels,
+                   uint32_t *nlevels);
+
+/* ---- cross-tier attribution ---------------------------------------------------
+ * Pearson correlation between a tier's load and the front tier's mean response
+ * time per window, over the windows present in both series (matched on
+ * start_ns; both in time order) in which the front tier completed something.
+ * *r = NAN with fewer than 3 pairs or a constant series. */
+int tb_correlate_load_rt(const struct tb_window *tier, size_t ntier, const struct tb_window *front,
+                         size_t nfront, double *r);
+
+/* ---- everything for one series --------------------------------------------------
+ * Fills every field of *a from the windows of one series (w as for
+ * tb_episodes_find): tier, server, width and the range from the windows,
+ * requests = the completions counted, work_unit_ns as given, N* (both), TPmax,
+ * slope, congestion and episodes, levels; *ep and *nep the episodes (malloc'd,
+ * may be NULL/0). opts may be NULL. */
+int tb_correlate_analyze(const struct tb_window *w, size_t n, int64_t work_unit_ns,
+                         const struct tb_nstar_opts *o, struct tb_analysis *a,
+                         struct tb_episode **ep, size_t *nep);
 
 #endif

@@ -43,4 +43,166 @@ struct tb_class_service {
     enum tb_svc_method method;
 };
 
+/* ---- window alignment ---------------------------------------------------- */
+
+/* Start of the window of width `width_ns` that contains t: the largest multiple
+ * of width_ns that is <= t (floor division, right for negative t too).
+ * Returns 0, or TB_E_INVAL when width_ns <= 0 or the result would not fit in
+ * an int64 (t within one width of INT64_MIN). */
+int tb_win_floor(int64_t t, int64_t width_ns, int64_t *start_ns);
+
+/* ---- per-class units lookup ---------------------------------------------- */
+
+/* Work units of a request by (class, period), built from the rows that
+ * tb_service_estimate() returns. A request takes the row of its class whose
+ * period_start_ns is the latest one <= its arrival (the first row when it
+ * arrived before every period of its class); a class without rows is worth
+ * `default_units`. */
+struct tb_units;
+int tb_units_new(struct tb_units **out, const struct tb_class_service *svc, size_t n,
+                 double default_units);
+double tb_units_get(const struct tb_units *u, uint32_t class_id, int64_t arrival_ns);
+void tb_units_free(struct tb_units *u);
+
+/* ---- window accumulator (streaming) ---------------------------------------
+ * Memory is proportional to windows x rows, never to requests: each request's
+ * load is added as its exact overlap with the windows it spans (the windows it
+ * covers completely through a difference array, so a request costs O(1)
+ * whatever its length), and response-time percentiles come from a per-window
+ * log-bucketed histogram. Requests may be added in any order.
+ *
+ * Rows: row 0 is the tier as a whole (server = 0), rows 1..nservers are the
+ * servers listed, in the order given. A request of a server not listed counts
+ * in the tier row only. With tier != 0 a request of another tier is skipped.
+ *
+ * The windows cover [floor(from), ceil(to)) aligned to multiples of width_ns
+ * since the epoch; a request's life is clipped to that range, and it is a
+ * completion of the window holding its departure when that lies in the range
+ * (a request flagged TB_REQ_NORESP never completed: it adds load only).
+ * A request with departure < arrival is skipped. */
+struct tb_winacc;
+
+int tb_winacc_new(struct tb_winacc **out, uint32_t tier, int64_t width_ns, int64_t from_ns,
+                  int64_t to_ns, const uint32_t *servers, size_t nservers);
+/* `units` = the request's work units (see tb_units_get). */
+int tb_winacc_add(struct tb_winacc *acc, const struct tb_request *r, double units);
+/* Windows per row. */
+size_t tb_winacc_nwindows(const struct tb_winacc *acc);
+/* Requests skipped (other tier, departure before arrival, entirely outside). */
+uint64_t tb_winacc_skipped(const struct tb_winacc *acc);
+/* Produces (1 + nservers) x nwindows rows: first every window of the tier in
+ * time order, then every window of servers[0], and so on. Every window of the
+ * range is present, empty ones included, so runs of windows are contiguous.
+ * *out is malloc'd and owned by the caller. The accumulator stays usable
+ * (finish can be called again after more adds). rt_p95_ns is within 3.2% of
+ * the exact nearest-rank 95th percentile (16 linear sub-buckets per power of
+ * two; the value reported is the bucket middle clamped to the window's
+ * smallest and largest response time). */
+int tb_winacc_finish(struct tb_winacc *acc, struct tb_window **out, size_t *n);
+void tb_winacc_free(struct tb_winacc *acc);
+
+/* Convenience over an array: windows of `req` (any order). units may be NULL
+ * (every request is worth 1 unit). from/to may be INT64_MIN/INT64_MAX: the
+ * range then spans the requests (first arrival to last departure). Output as
+ * tb_winacc_finish; with no request and an open range, *n = 0. */
+int tb_windows_compute(const struct tb_request *req, size_t nreq, const struct tb_units *units,
+                       uint32_t tier, const uint32_t *servers, size_t nservers, int64_t width_ns,
+                       int64_t from_ns, int64_t to_ns, struct tb_window **out, size_t *n);
+
+/* ---- service times --------------------------------------------------------- */
+
+/* Caller-given service time of a class (--service-times FILE, --calibrate). */
+struct tb_svc_override {
+    uint32_t class_id;
+    int64_t service_ns;
+    enum tb_svc_method method; /* TB_SVC_OVERRIDE or TB_SVC_CALIBRATED */
+};
+
+/* An address of the machines of the analysed tier, from which its servers
+ * call the downstream tier. server = the server whose machine it is, or 0 when
+ * it belongs to the tier as a whole (a tier host listed in the tiers file).
+ * Only the IP is compared. */
+struct tb_svc_host {
+    uint32_t server;
+    struct tb_addr addr;
+};
+
+struct tb_svc_opts {
+    int64_t period_ns;       /* re-estimation period; 0 = one period for everything */
+    uint32_t min_isolated;   /* isolated samples needed for the median (default 20) */
+    double fallback_q;       /* quantile of all samples otherwise (default 0.10) */
+    uint32_t reservoir;      /* samples kept per (class, period) and kind (default 4096) */
+    double wu_tolerance;     /* work unit: |s/u - round(s/u)| allowed (default 0.12) */
+    int64_t wu_floor_ns;     /* work unit: smallest u tried (default 100 us) */
+    double wu_min_share;     /* work unit: classes below this share of requests are not
+                              * allowed to shrink u (default 0.01) */
+};
+void tb_svc_opts_default(struct tb_svc_opts *o);
+
+/* Service time of every (class, period) of a tier, and the work unit.
+ *
+ * req: the tier's requests, any order. down/ndown: requests of the tier it
+ * calls (may be NULL/0); those whose client IP is one of `hosts` are the
+ * calls the tier's servers made. A request is isolated when its server had no
+ * other request in flight during its whole life (DESIGN.md "Service time");
+ * its sample is its duration minus the time during which calls from its
+ * server's machine (hosts with that server, or server 0) were in flight
+ * (union of the calls, clipped to its life). Per (class, period): the median
+ * of the isolated samples when there are at least min_isolated, otherwise the
+ * fallback_q quantile of all its samples (non-isolated ones minus their
+ * calls' time likewise); an override replaces both in every period.
+ *
+ * The work unit is computed once over all periods (so normalized throughput
+ * stays comparable across periods) from per-class service times over the
+ * whole range weighted by request counts (tb_work_unit); each row's units =
+ * its service_ns / unit. Rows come sorted by class, then period.
+ * *out is malloc'd and owned by the caller. */
+int tb_service_estimate(const struct tb_request *req, size_t nreq, const struct tb_request *down,
+                        size_t ndown, const struct tb_svc_host *hosts, size_t nhosts,
+                        const struct tb_svc_override *ov, size_t nov, const struct tb_svc_opts *o,
+                        struct tb_class_service **out, size_t *nout, int64_t *work_unit_ns);
+
+/* Streaming form of the same, for inputs too large to hold: feed the tier's
+ * requests (tb_svcest_add) and the downstream calls (tb_svcest_add_down)
+ * merged in non-decreasing arrival order; memory is bounded by the
+ * reservoirs. Results are identical to tb_service_estimate while no
+ * (class, period) exceeds the reservoir size. */
+struct tb_svcest;
+int tb_svcest_new(struct tb_svcest **out, const struct tb_svc_host *hosts, size_t nhosts,
+                  const struct tb_svc_opts *o);
+int tb_svcest_add(struct tb_svcest *e, const struct tb_request *r);
+int tb_svcest_add_down(struct tb_svcest *e, const struct tb_request *r);
+int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size_t nov,
+                     struct tb_class_service **out, size_t *nout, int64_t *work_unit_ns);
+void tb_svcest_free(struct tb_svcest *e);
+
+/* ---- work unit --------------------------------------------------------------
+ * The approximate greatest common divisor of service times (DESIGN.md "Work
+ * unit"). Rule: the reference s_ref is the smallest service time among the
+ * classes holding at least min_share of the weight (all classes when weight is
+ * NULL); candidates u = s_ref / k for k = 1, 2, ... while u >= max(floor_ns,
+ * s_ref / 20); the first (largest) u for which every such class has
+ * |s/u - round(s/u)| <= tolerance is kept, refined by least squares given the
+ * integers (u = Σ w·s·m / Σ w·m²), and rounded to two significant digits when
+ * that still fits. No candidate fits: u = s_ref. Rare classes cannot force a
+ * tiny unit; their units are simply fractional. */
+int tb_work_unit(const int64_t *service_ns, const double *weight, size_t n, double tolerance,
+                 int64_t floor_ns, double min_share, int64_t *unit_ns);
+
+/* ---- --service-times FILE ---------------------------------------------------
+ * Lines "CLASS_FINGERPRINT<TAB>DURATION" (the last tab separates; duration as
+ * "30ms", "250us", a bare number is milliseconds); blank lines and lines whose
+ * first non-blank character is '#' are ignored; CRLF accepted. The text is
+ * given in memory (the caller reads the file). *out is malloc'd; each entry's
+ * class points into one allocation freed with tb_service_file_free(). On a
+ * malformed line: TB_E_BADFMT and "line N: what" in errbuf. */
+struct tb_service_line {
+    const char *class_text;
+    int64_t service_ns;
+    uint32_t line;
+};
+int tb_service_file_parse(const char *text, size_t len, struct tb_service_line **out, size_t *n,
+                          char *errbuf, size_t errlen);
+void tb_service_file_free(struct tb_service_line *lines, size_t n);
+
 #endif

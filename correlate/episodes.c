@@ -1,0 +1,349 @@
+/* SPDX-License-Identifier: MIT */
+/* episodes.c — congested windows and episodes, throughput levels, cross-tier
+ * attribution, and the analysis of one series that ties them together. */
+#include "correlate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static bool is_freeze(const struct tb_nstar *ns, double load, double tp, double freeze_frac)
+{
+    double c = tb_nstar_curve(ns, load);
+    return isfinite(c) && tp < freeze_frac * c;
+}
+
+/* -------------------------------------------------------------- episodes --- */
+
+int tb_episodes_find(const struct tb_window *w, size_t n, double threshold,
+                     const struct tb_nstar *ns, double freeze_frac, struct tb_episode **out,
+                     size_t *nout)
+{
+    if ((n && !w) || !ns || !out || !nout)
+        return TB_E_INVAL;
+    *out = NULL;
+    *nout = 0;
+    if (!isfinite(threshold))
+        return 0;
+    struct tb_episode *ep = NULL;
+    size_t nep = 0, cap = 0;
+    for (size_t i = 0; i < n;) {
+        if (!(w[i].load >= threshold)) {
+            i++;
+            continue;
+        }
+        /* DESIGN.md "Episode": a maximal run of consecutive congested
+         * windows; a missing window breaks the run. */
+        size_t j = i + 1;
+        while (j < n && w[j].load >= threshold &&
+               w[j].start_ns == w[j - 1].start_ns + w[j - 1].width_ns)
+            j++;
+        if (nep == cap) {
+            size_t nc = cap ? cap * 2 : 16;
+            struct tb_episode *ne = realloc(ep, nc * sizeof *ne);
+            if (!ne) {
+                free(ep);
+                return TB_E_NOMEM;
+            }
+            ep = ne;
+            cap = nc;
+        }
+        struct tb_episode *e = &ep[nep++];
+        double peak = 0, sl = 0, st = 0;
+        for (size_t k = i; k < j; k++) {
+            peak = fmax(peak, w[k].load);
+            sl += w[k].load;
+            st += w[k].norm_throughput;
+        }
+        e->start_ns = w[i].start_ns;
+        e->end_ns = w[j - 1].start_ns + w[j - 1].width_ns;
+        e->peak_load = peak;
+        e->mean_load = sl / (double)(j - i);
+        e->throughput = st / (double)(j - i);
+        e->kind = is_freeze(ns, e->mean_load, e->throughput, freeze_frac) ? TB_EP_FREEZE
+                                                                         : TB_EP_SATURATED;
+        i = j;
+    }
+    *out = ep;
+    *nout = nep;
+    return 0;
+}
+
+int tb_episodes_summary(const struct tb_window *w, size_t n, double threshold,
+                        const struct tb_episode *ep, size_t nep, struct tb_episode_summary *s)
+{
+    if ((n && !w) || (nep && !ep) || !s)
+        return TB_E_INVAL;
+    memset(s, 0, sizeof *s);
+    s->n = (uint32_t)nep;
+    size_t congested = 0;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t i = 0; i < n; i++) {
+        congested += isfinite(threshold) && w[i].load >= threshold;
+        lo = TB_MIN(lo, w[i].start_ns);
+        hi = TB_MAX(hi, w[i].start_ns + w[i].width_ns);
+    }
+    s->congested_fraction = n ? (double)congested / (double)n : 0;
+    double minutes = n ? (double)(hi - lo) / (60.0 * (double)TB_NS_PER_SEC) : 0;
+    s->per_min = minutes > 0 ? (double)nep / minutes : 0;
+    if (!nep)
+        return 0;
+    int64_t *d = malloc(nep * sizeof *d);
+    if (!d)
+        return TB_E_NOMEM;
+    for (size_t i = 0; i < nep; i++) {
+        d[i] = ep[i].end_ns - ep[i].start_ns;
+        s->n_freeze += ep[i].kind == TB_EP_FREEZE;
+    }
+    qsort(d, nep, sizeof *d, cmp_i64);
+    s->dur_min_ns = d[0];
+    s->dur_max_ns = d[nep - 1];
+    s->dur_median_ns = d[(nep + 1) / 2 - 1];
+    size_t r95 = (size_t)ceil(0.95 * (double)nep);
+    s->dur_p95_ns = d[TB_MAX(r95, (size_t)1) - 1];
+    free(d);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- levels --- */
+
+/* Lloyd's k-means on sorted values: clusters are contiguous ranges whose
+ * boundaries sit at the midpoints between centres, so one iteration is k
+ * binary searches plus prefix-sum lookups. bnd[c] = first index of cluster c,
+ * bnd[k] = n. Returns false when a cluster came out empty. */
+static bool kmeans1d(const double *v, const double *pre, size_t n, uint32_t k, double *ctr,
+                     size_t *bnd)
+{
+    for (uint32_t c = 0; c < k; c++) {
+        size_t q = (size_t)(((double)c + 0.5) / k * (double)n);
+        ctr[c] = v[TB_MIN(q, n - 1)];
+    }
+    for (int it = 0; it < 200; it++) {
+        bnd[0] = 0;
+        bnd[k] = n;
+        for (uint32_t c = 1; c < k; c++) {
+            double mid = (ctr[c - 1] + ctr[c]) / 2;
+            size_t lo = bnd[c - 1], hi = n;
+            while (lo < hi) {
+                size_t m = (lo + hi) / 2;
+                if (v[m] < mid)
+                    lo = m + 1;
+                else
+                    hi = m;
+            }
+            bnd[c] = lo;
+        }
+        bool moved = false;
+        for (uint32_t c = 0; c < k; c++) {
+            if (bnd[c + 1] <= bnd[c])
+                return false;
+            double m = (pre[bnd[c + 1]] - pre[bnd[c]]) / (double)(bnd[c + 1] - bnd[c]);
+            moved |= m != ctr[c];
+            ctr[c] = m;
+        }
+        if (!moved)
+            break;
+    }
+    return true;
+}
+
+int tb_levels_find(const double *tp, size_t n, uint32_t max_levels, double *levels,
+                   uint32_t *nlevels)
+{
+    if ((n && !tp) || !levels || !nlevels || !max_levels)
+        return TB_E_INVAL;
+    *nlevels = 0;
+    if (!n)
+        return 0;
+    max_levels = TB_MIN(max_levels, 16u);
+    double *v = malloc(n * sizeof *v), *pre = malloc((n + 1) * sizeof *pre);
+    double *pre2 = malloc((n + 1) * sizeof *pre2);
+    if (!v || !pre || !pre2) {
+        free(v);
+        free(pre);
+        free(pre2);
+        return TB_E_NOMEM;
+    }
+    memcpy(v, tp, n * sizeof *v);
+    qsort(v, n, sizeof *v, cmp_dbl);
+    pre[0] = pre2[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        pre[i + 1] = pre[i] + v[i];
+        pre2[i + 1] = pre2[i] + v[i] * v[i];
+    }
+    double ctr[16];
+    size_t bnd[17];
+    size_t minsize = TB_MAX((size_t)3, (n + 19) / 20);
+    /* k = 1 always qualifies: the mean. */
+    levels[0] = pre[n] / (double)n;
+    *nlevels = 1;
+    for (uint32_t k = 2; k <= max_levels && k * minsize <= n; k++) {
+        if (!kmeans1d(v, pre, n, k, ctr, bnd))
+            continue;
+        bool ok = true;
+        for (uint32_t c = 0; c < k && ok; c++)
+            ok = bnd[c + 1] - bnd[c] >= minsize;
+        for (uint32_t c = 1; c < k && ok; c++) {
+            /* Pooled within-cluster sd of the two neighbours. */
+            double ss = 0;
+            for (uint32_t x = c - 1; x <= c; x++) {
+                size_t a = bnd[x], b = bnd[x + 1];
+                double s1 = pre[b] - pre[a], s2 = pre2[b] - pre2[a];
+                ss += fmax(0, s2 - s1 * s1 / (double)(b - a));
+            }
+            double sd = sqrt(ss / (double)(bnd[c + 1] - bnd[c - 1] - 2));
+            double sep = ctr[c] - ctr[c - 1];
+            ok = sep >= 4 * sd && sep >= 0.05 * fabs(ctr[k - 1]);
+        }
+        if (ok) {
+            memcpy(levels, ctr, k * sizeof *ctr);
+            *nlevels = k;
+        }
+    }
+    free(v);
+    free(pre);
+    free(pre2);
+    return 0;
+}
+
+/* ----------------------------------------------------------- attribution --- */
+
+int tb_correlate_load_rt(const struct tb_window *tier, size_t ntier, const struct tb_window *front,
+                         size_t nfront, double *r)
+{
+    if ((ntier && !tier) || (nfront && !front) || !r)
+        return TB_E_INVAL;
+    *r = NAN;
+    /* Two passes (means, then centred sums) keep the correlation accurate
+     * when the values are large and nearly constant. */
+    double sx = 0, sy = 0;
+    size_t m = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        double mx = m ? sx / (double)m : 0, my = m ? sy / (double)m : 0;
+        double cxx = 0, cyy = 0, cxy = 0;
+        size_t i = 0, j = 0, cnt = 0;
+        while (i < ntier && j < nfront) {
+            if (tier[i].start_ns < front[j].start_ns) {
+                i++;
+            } else if (tier[i].start_ns > front[j].start_ns) {
+                j++;
+            } else {
+                if (front[j].completions) {
+                    double x = tier[i].load, y = front[j].rt_mean_ns;
+                    if (pass == 0) {
+                        sx += x;
+                        sy += y;
+                    } else {
+                        cxx += (x - mx) * (x - mx);
+                        cyy += (y - my) * (y - my);
+                        cxy += (x - mx) * (y - my);
+                    }
+                    cnt++;
+                }
+                i++;
+                j++;
+            }
+        }
+        if (pass == 0) {
+            m = cnt;
+            if (m < 3)
+                return 0;
+        } else if (cxx > 0 && cyy > 0) {
+            *r = cxy / sqrt(cxx * cyy);
+        }
+    }
+    return 0;
+}
+
+/* -------------------------------------------------------------- analysis --- */
+
+int tb_correlate_analyze(const struct tb_window *w, size_t n, int64_t work_unit_ns,
+                         const struct tb_nstar_opts *opts, struct tb_analysis *a,
+                         struct tb_episode **ep, size_t *nep)
+{
+    if ((n && !w) || !a || !ep || !nep)
+        return TB_E_INVAL;
+    struct tb_nstar_opts o;
+    if (opts)
+        o = *opts;
+    else
+        tb_nstar_opts_default(&o);
+    for (size_t i = 1; i < n; i++)
+        if (w[i].start_ns <= w[i - 1].start_ns || w[i].tier != w[0].tier ||
+            w[i].server != w[0].server || w[i].width_ns != w[0].width_ns)
+            return TB_E_INVAL; /* not one series in time order */
+    memset(a, 0, sizeof *a);
+    *ep = NULL;
+    *nep = 0;
+    if (n) {
+        a->tier = w[0].tier;
+        a->server = w[0].server;
+        a->width_ns = w[0].width_ns;
+        a->from_ns = w[0].start_ns;
+        a->to_ns = w[n - 1].start_ns + w[n - 1].width_ns;
+    }
+    for (size_t i = 0; i < n; i++)
+        a->requests += w[i].completions;
+    a->work_unit_ns = work_unit_ns;
+    struct tb_nstar ns;
+    int rc = tb_nstar_windows(w, n, &o, &ns);
+    if (rc)
+        return rc;
+    a->n_star = ns.n_star;
+    a->n_star_fit = ns.n_star_fit;
+    a->tp_max = ns.tp_max;
+    a->slope = ns.slope;
+    a->disagree = ns.disagree;
+    double thr = tb_nstar_threshold(&ns);
+    a->n_star_used = thr;
+    struct tb_episode *e = NULL;
+    size_t ne = 0;
+    if ((rc = tb_episodes_find(w, n, thr, &ns, o.freeze_frac, &e, &ne)))
+        return rc;
+    struct tb_episode_summary s;
+    if ((rc = tb_episodes_summary(w, n, thr, e, ne, &s))) {
+        free(e);
+        return rc;
+    }
+    a->congested_fraction = s.congested_fraction;
+    a->episodes_per_min = s.per_min;
+    a->n_episodes = s.n;
+    a->n_freeze = s.n_freeze;
+    a->ep_dur_min_ns = s.dur_min_ns;
+    a->ep_dur_median_ns = s.dur_median_ns;
+    a->ep_dur_p95_ns = s.dur_p95_ns;
+    a->ep_dur_max_ns = s.dur_max_ns;
+    /* Levels among congested windows that are not freezes. */
+    double *lv = malloc((n ? n : 1) * sizeof *lv);
+    if (!lv) {
+        free(e);
+        return TB_E_NOMEM;
+    }
+    size_t nl = 0;
+    if (isfinite(thr))
+        for (size_t i = 0; i < n; i++)
+            if (w[i].load >= thr && !is_freeze(&ns, w[i].load, w[i].norm_throughput,
+                                               o.freeze_frac))
+                lv[nl++] = w[i].norm_throughput;
+    rc = tb_levels_find(lv, nl, (uint32_t)TB_ARRAY_SIZE(a->levels), a->levels, &a->n_levels);
+    free(lv);
+    if (rc) {
+        free(e);
+        return rc;
+    }
+    *ep = e;
+    *nep = ne;
+    return 0;
+}

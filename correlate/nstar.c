@@ -1,0 +1,440 @@
+/* SPDX-License-Identifier: MIT */
+/* nstar.c — the congestion point N*: the paper's intervention analysis made
+ * robust, and an independent least-squares fit of min(a·load, TPmax). */
+#include "correlate.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tb_nstar_opts_default(struct tb_nstar_opts *o)
+{
+    o->bins = 100;
+    o->min_per_bin = 0;
+    o->tol_frac = 0.2;
+    o->trail = 3;
+    o->freeze_frac = 0.3;
+    o->disagree_frac = 0.2;
+}
+
+/* t(0.95, df): the one-sided 95% quantile, i.e. the two-sided 90% interval. */
+static double t95(size_t df)
+{
+    static const double tab[] = {
+        0,     6.314, 2.920, 2.353, 2.132, 2.015, 1.943, 1.895, 1.860, 1.833, 1.812,
+        1.796, 1.782, 1.771, 1.761, 1.753, 1.746, 1.740, 1.734, 1.729, 1.725, 1.721,
+        1.717, 1.714, 1.711, 1.708, 1.706, 1.703, 1.701, 1.699, 1.697,
+    };
+    if (df < TB_ARRAY_SIZE(tab))
+        return tab[df];
+    /* Beyond 30 degrees of freedom the quantile is 1.645 + ~1.6/df. */
+    return 1.645 + 1.6 / (double)df;
+}
+
+/* Half-width of the running mean over bins (3 bins). */
+#define SMOOTH_HALF 1
+
+struct pt {
+    double l, t;
+};
+
+static int cmp_pt(const void *a, const void *b)
+{
+    const struct pt *x = a, *y = b;
+    if (x->l != y->l)
+        return x->l < y->l ? -1 : 1;
+    return (x->t > y->t) - (x->t < y->t);
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank quantile of an unsorted array (sorted in place). */
+static double quantile(double *v, size_t n, double q)
+{
+    if (!n)
+        return NAN;
+    qsort(v, n, sizeof *v, cmp_dbl);
+    size_t rank = (size_t)ceil(q * (double)n);
+    rank = TB_MAX(rank, (size_t)1);
+    rank = TB_MIN(rank, n);
+    return v[rank - 1];
+}
+
+static double median3(double a, double b, double c)
+{
+    if (a > b) {
+        double t = a;
+        a = b;
+        b = t;
+    }
+    return c < a ? a : (c > b ? b : c);
+}
+
+/* ------------------------------------------------ intervention analysis --- */
+
+/* A knee is a knee only if the curve stays flat after it: the least-squares
+ * slope of the bins from `from` on must be <= tol. Without this, three noisy
+ * slopes on a straight line pass for a knee now and then; and with fewer than
+ * 3 bins after it the plateau is not observed at all. */
+static bool plateau_confirmed(const double *ld, const double *tp, uint32_t from, uint32_t nb,
+                              double tol)
+{
+    if (nb - from < 3)
+        return false;
+    double ml = 0, mt = 0, sxy = 0, sxx = 0;
+    for (uint32_t b = from; b < nb; b++) {
+        ml += ld[b];
+        mt += tp[b];
+    }
+    ml /= nb - from;
+    mt /= nb - from;
+    for (uint32_t b = from; b < nb; b++) {
+        sxy += (ld[b] - ml) * (tp[b] - mt);
+        sxx += (ld[b] - ml) * (ld[b] - ml);
+    }
+    return sxx > 0 && sxy / sxx <= tol;
+}
+
+/* One pass over [lo, hi] of the points sorted by load. Returns N* or NAN;
+ * *delta0 and *nbins report the linear slope and the bins used. */
+static double intervention(const struct pt *p, size_t n, double lo, double hi,
+                           const struct tb_nstar_opts *o, double *delta0, uint32_t *nbins,
+                           double *scratch)
+{
+    uint32_t k = o->bins;
+    size_t minb = o->min_per_bin ? o->min_per_bin : TB_MAX((size_t)3, n / (10 * (size_t)k));
+    double *ld = calloc(k, sizeof *ld), *tp = calloc(k, sizeof *tp);
+    double *sm = calloc(k, sizeof *sm), *dl = calloc(k, sizeof *dl);
+    double res = NAN;
+    *nbins = 0;
+    *delta0 = NAN;
+    if (!ld || !tp || !sm || !dl)
+        goto out;
+    double width = (hi - lo) / k;
+    if (!(width > 0))
+        goto out;
+    uint32_t nb = 0;
+    size_t i = 0;
+    while (i < n && p[i].l < lo)
+        i++;
+    for (uint32_t b = 0; b < k; b++) {
+        double edge = b + 1 == k ? INFINITY : lo + width * (b + 1);
+        size_t j = i;
+        while (j < n && p[j].l < edge && p[j].l <= hi)
+            j++;
+        if (j - i >= minb) {
+            /* Freeze windows (high load, next to no output) would pull the
+             * bin's mean under the main sequence: leave out those below
+             * freeze_frac x the bin's 90th percentile. */
+            for (size_t x = i; x < j; x++)
+                scratch[x - i] = p[x].t;
+            double ref = quantile(scratch, j - i, 0.9);
+            double sl = 0, st = 0;
+            size_t c = 0;
+            for (size_t x = i; x < j; x++) {
+                if (p[x].t < o->freeze_frac * ref)
+                    continue;
+                sl += p[x].l;
+                st += p[x].t;
+                c++;
+            }
+            if (c) {
+                ld[nb] = sl / (double)c;
+                tp[nb] = st / (double)c;
+                nb++;
+            }
+        }
+        i = j;
+    }
+    *nbins = nb;
+    if (nb < 3)
+        goto out;
+    /* Running median of 3 (removes single-bin spikes), then running mean of 3
+     * (leaves a straight segment straight, so δ stays at δ_0 below N*). */
+    for (uint32_t b = 0; b < nb; b++)
+        sm[b] = (b == 0 || b + 1 == nb) ? tp[b] : median3(tp[b - 1], tp[b], tp[b + 1]);
+    /* The mean runs over loads too: at the ends it averages two bins, and a
+     * point averaged on one axis only would leave the line. */
+    for (uint32_t b = 0; b < nb; b++)
+        dl[b] = ld[b];
+    for (uint32_t b = 0; b < nb; b++) {
+        uint32_t from = b >= SMOOTH_HALF ? b - SMOOTH_HALF : 0;
+        uint32_t to = TB_MIN(b + SMOOTH_HALF, nb - 1);
+        double st = 0, sl = 0;
+        for (uint32_t x = from; x <= to; x++) {
+            st += sm[x];
+            sl += dl[x];
+        }
+        tp[b] = st / (to - from + 1);
+        ld[b] = sl / (to - from + 1);
+    }
+    /* δ_0: the median chord slope of the lowest bins, where the curve is
+     * still the straight line through the origin. */
+    uint32_t nlow = TB_MAX(3u, nb / 10);
+    nlow = TB_MIN(nlow, nb);
+    for (uint32_t b = 0; b < nlow; b++)
+        scratch[b] = ld[b] > 0 ? tp[b] / ld[b] : 0;
+    double d0 = quantile(scratch, nlow, 0.5);
+    *delta0 = d0;
+    if (!(d0 > 0))
+        goto out;
+    double tol = o->tol_frac * d0;
+    /* DESIGN.md "N*" step 2: the slopes. */
+    dl[0] = tp[0] / ld[0];
+    for (uint32_t b = 1; b < nb; b++)
+        dl[b] = (tp[b] - tp[b - 1]) / (ld[b] - ld[b - 1]);
+    /* Step 4: the first n0 whose 90% lower confidence bound is <= tol. */
+    /* The interval needs at least `trail` slopes (t(0.95, 1) = 6.3 would let
+     * any two slightly different slopes pass for a knee). */
+    for (uint32_t n0 = TB_MAX(2u, o->trail); n0 <= nb; n0++) {
+        uint32_t first = o->trail && n0 > o->trail ? n0 - o->trail : 0;
+        uint32_t m = n0 - first;
+        double mean = 0, ss = 0;
+        for (uint32_t b = first; b < n0; b++)
+            mean += dl[b];
+        mean /= m;
+        for (uint32_t b = first; b < n0; b++)
+            ss += (dl[b] - mean) * (dl[b] - mean);
+        double se = sqrt(ss / (m - 1)) / sqrt((double)m);
+        if (mean - t95(m - 1) * se <= tol && plateau_confirmed(ld, tp, n0 - 1, nb, tol)) {
+            /* ld of the middle slope of the set: for a sharp knee the set
+             * that first passes straddles it (δ0, δ0, 0), so its end would
+             * land a bin late and its start a bin early. */
+            res = ld[n0 - 1 - (n0 - first) / 2];
+            break;
+        }
+    }
+out:
+    free(ld);
+    free(tp);
+    free(sm);
+    free(dl);
+    return res;
+}
+
+/* ------------------------------------------------------- least squares --- */
+
+/* Best K for tp = a·min(load, K) over the points flagged in use (sorted by
+ * load). Returns the knee or NAN; *a_out the slope, *line_a the slope of the
+ * straight line through the origin. */
+static double fit_knee(const struct pt *p, size_t n, const bool *use, double *a_out)
+{
+    size_t m = 0;
+    double stt = 0, slt = 0, sll = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!use[i])
+            continue;
+        m++;
+        stt += p[i].t * p[i].t;
+        slt += p[i].l * p[i].t;
+        sll += p[i].l * p[i].l;
+    }
+    *a_out = NAN;
+    if (m < 10 || !(sll > 0))
+        return NAN;
+    double sse_line = stt - slt * slt / sll;
+    size_t support = TB_MAX((size_t)5, m / 50);
+    /* Scan K = each used load in ascending order. With K = p[j].l, points
+     * before j lie on the line (a·l), the rest on the plateau (a·K):
+     * num = Σ_{<j} l·t + K·Σ_{>=j} t, den = Σ_{<j} l² + K²·#(>=j), and
+     * SSE = Σt² − num²/den with a = num/den. */
+    double sum_t_above = 0;
+    for (size_t i = 0; i < n; i++)
+        if (use[i])
+            sum_t_above += p[i].t;
+    double pre_lt = 0, pre_ll = 0;
+    size_t above = m;
+    double best_gain = -1, best_k = NAN, best_a = NAN;
+    for (size_t j = 0; j < n; j++) {
+        if (!use[j])
+            continue;
+        if (above < support)
+            break;
+        /* Split before point j: points before it on the line, the rest on the
+         * plateau, K anywhere in [previous load, p[j].l]. The gain
+         * (A + K·B)² / (C + K²·D) peaks at K = B·C / (A·D); clamped to the
+         * interval, so a knee between two observed loads is found too. */
+        double A = pre_lt, B = sum_t_above, C = pre_ll, D = (double)above;
+        double klo = j ? p[j - 1].l : 0, khi = p[j].l;
+        double cand[3] = {khi, NAN, NAN};
+        if (A > 0 && B > 0 && klo > 0) {
+            cand[1] = klo;
+            cand[2] = fmin(fmax(B * C / (A * D), klo), khi);
+        }
+        for (int c = 0; c < 3; c++) {
+            double K = cand[c];
+            if (!(K > 0))
+                continue;
+            double num = A + K * B, den = C + K * K * D;
+            double gain = num * num / den;
+            if (gain > best_gain) {
+                best_gain = gain;
+                best_k = K;
+                best_a = num / den;
+            }
+        }
+        pre_lt += p[j].l * p[j].t;
+        pre_ll += p[j].l * p[j].l;
+        sum_t_above -= p[j].t;
+        above--;
+    }
+    if (!(best_gain >= 0) || !isfinite(best_k))
+        return NAN;
+    double sse_knee = stt - best_gain;
+    /* A knee must explain the data clearly better than a straight line; a
+     * server that never saturated has none. */
+    if (!(sse_knee < 0.95 * sse_line))
+        return NAN;
+    *a_out = best_a;
+    return best_k;
+}
+
+static double fit_robust(const struct pt *p, size_t n, double freeze_frac, double *a_out)
+{
+    bool *use = malloc((n ? n : 1) * sizeof *use);
+    if (!use)
+        return NAN;
+    for (size_t i = 0; i < n; i++)
+        use[i] = true;
+    double K = NAN, a = NAN;
+    for (int round = 0; round < 3; round++) {
+        K = fit_knee(p, n, use, &a);
+        if (!isfinite(K))
+            break;
+        /* Freeze windows sit far below the curve; drop them and refit. */
+        bool changed = false;
+        for (size_t i = 0; i < n; i++) {
+            bool u = p[i].t >= freeze_frac * a * fmin(p[i].l, K);
+            changed |= u != use[i];
+            use[i] = u;
+        }
+        if (!changed)
+            break;
+    }
+    free(use);
+    *a_out = a;
+    return K;
+}
+
+/* -------------------------------------------------------------- public --- */
+
+double tb_nstar_threshold(const struct tb_nstar *ns)
+{
+    return isfinite(ns->n_star) ? ns->n_star : ns->n_star_fit;
+}
+
+double tb_nstar_curve(const struct tb_nstar *ns, double load)
+{
+    if (!isfinite(ns->slope) || !isfinite(ns->tp_max))
+        return NAN;
+    return fmin(ns->slope * load, ns->tp_max);
+}
+
+int tb_nstar_estimate(const double *load, const double *tp, size_t n,
+                      const struct tb_nstar_opts *opts, struct tb_nstar *res)
+{
+    if ((n && (!load || !tp)) || !res)
+        return TB_E_INVAL;
+    struct tb_nstar_opts o;
+    if (opts)
+        o = *opts;
+    else
+        tb_nstar_opts_default(&o);
+    if (o.bins < 3 || !(o.tol_frac >= 0) || !(o.freeze_frac >= 0) || !(o.disagree_frac >= 0))
+        return TB_E_INVAL;
+    memset(res, 0, sizeof *res);
+    res->n_star = res->n_star_fit = res->tp_max = res->slope = NAN;
+    res->delta0 = res->fit_tp_max = NAN;
+    struct pt *p = malloc((n ? n : 1) * sizeof *p);
+    double *scratch = malloc((n ? n : 1) * sizeof *scratch);
+    if (!p || !scratch) {
+        free(p);
+        free(scratch);
+        return TB_E_NOMEM;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (load[i] > 0 && isfinite(load[i]) && isfinite(tp[i]))
+            p[m++] = (struct pt){load[i], tp[i]};
+    res->samples = m;
+    qsort(p, m, sizeof *p, cmp_pt);
+    if (m >= 3) {
+        double lo = p[0].l, hi = p[m - 1].l, d0;
+        uint32_t nb;
+        double ns = intervention(p, m, lo, hi, &o, &d0, &nb, scratch);
+        res->delta0 = d0;
+        res->bins_used = nb;
+        /* Zoom in when a few extreme loads squeezed the knee into the first
+         * quarter of the range; at most twice. */
+        for (int zoom = 0; zoom < 2 && isfinite(ns) && ns < lo + 0.25 * (hi - lo); zoom++) {
+            double hi2 = TB_MIN(hi, 3 * ns);
+            if (!(hi2 > lo) || hi2 >= hi)
+                break;
+            double d2;
+            uint32_t nb2;
+            double ns2 = intervention(p, m, lo, hi2, &o, &d2, &nb2, scratch);
+            if (!isfinite(ns2))
+                break;
+            ns = ns2;
+            hi = hi2;
+            res->delta0 = d2;
+            res->bins_used = nb2;
+        }
+        res->n_star = ns;
+    }
+    double a;
+    res->n_star_fit = fit_robust(p, m, o.freeze_frac, &a);
+    if (isfinite(res->n_star_fit))
+        res->fit_tp_max = a * res->n_star_fit;
+    res->slope = isfinite(res->n_star_fit) ? a : res->delta0;
+    double thr = tb_nstar_threshold(res);
+    if (isfinite(thr)) {
+        /* TPmax: the plateau, i.e. the median of the non-freeze windows at or
+         * beyond N*. The freeze cut uses the fit's plateau when there is one,
+         * else the windows' own 90th percentile. */
+        size_t c = 0;
+        for (size_t i = 0; i < m; i++)
+            if (p[i].l >= thr)
+                scratch[c++] = p[i].t;
+        double ref = isfinite(res->fit_tp_max) ? res->fit_tp_max : quantile(scratch, c, 0.9);
+        size_t k = 0;
+        for (size_t i = 0; i < c; i++)
+            if (scratch[i] >= o.freeze_frac * ref)
+                scratch[k++] = scratch[i];
+        res->tp_max = k ? quantile(scratch, k, 0.5) : res->fit_tp_max;
+    }
+    if (isfinite(res->n_star) && isfinite(res->n_star_fit)) {
+        double lo = fmin(res->n_star, res->n_star_fit);
+        res->disagree = fabs(res->n_star - res->n_star_fit) > o.disagree_frac * lo;
+    } else {
+        res->disagree = isfinite(res->n_star) != isfinite(res->n_star_fit);
+    }
+    free(p);
+    free(scratch);
+    return 0;
+}
+
+int tb_nstar_windows(const struct tb_window *w, size_t n, const struct tb_nstar_opts *o,
+                     struct tb_nstar *res)
+{
+    if ((n && !w) || !res)
+        return TB_E_INVAL;
+    double *l = malloc((n ? n : 1) * sizeof *l), *t = malloc((n ? n : 1) * sizeof *t);
+    if (!l || !t) {
+        free(l);
+        free(t);
+        return TB_E_NOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        l[i] = w[i].load;
+        t[i] = w[i].norm_throughput;
+    }
+    int rc = tb_nstar_estimate(l, t, n, o, res);
+    free(l);
+    free(t);
+    return rc;
+}

@@ -1,0 +1,910 @@
+/* SPDX-License-Identifier: MIT */
+/* service.c — per-class service times from isolated requests (with downstream
+ * calls subtracted), re-estimated per period; the units lookup table. */
+#include "stats.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void tb_svc_opts_default(struct tb_svc_opts *o)
+{
+    o->period_ns = 60 * TB_NS_PER_SEC;
+    o->min_isolated = 20;
+    o->fallback_q = 0.10;
+    o->reservoir = 4096;
+    o->wu_tolerance = 0.12;
+    o->wu_floor_ns = 100 * 1000;
+    o->wu_min_share = 0.01;
+}
+
+/* ------------------------------------------------------------ reservoir --- */
+
+/* Up to `cap` samples; beyond, classic reservoir sampling (Vitter's R) keeps
+ * a uniform sample, driven by the estimator's own PRNG so results are
+ * reproducible. */
+struct reservoir {
+    int64_t *v;
+    uint32_t n, cap_alloc;
+    uint64_t seen;
+};
+
+static uint64_t xorshift(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
+}
+
+static int res_add(struct reservoir *r, int64_t v, uint32_t cap, uint64_t *rng)
+{
+    r->seen++;
+    if (r->n < cap) {
+        if (r->n == r->cap_alloc) {
+            uint32_t c = r->cap_alloc ? TB_MIN(r->cap_alloc * 2, cap) : TB_MIN(8u, cap);
+            int64_t *nv = realloc(r->v, c * sizeof *nv);
+            if (!nv)
+                return TB_E_NOMEM;
+            r->v = nv;
+            r->cap_alloc = c;
+        }
+        r->v[r->n++] = v;
+        return 0;
+    }
+    uint64_t j = xorshift(rng) % r->seen;
+    if (j < cap)
+        r->v[j] = v;
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Median of sorted values: the mean of the two middle ones for an even count. */
+static int64_t median_sorted(const int64_t *v, size_t n)
+{
+    if (n % 2)
+        return v[n / 2];
+    return v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2;
+}
+
+/* Nearest-rank quantile of sorted values. */
+static int64_t quantile_sorted(const int64_t *v, size_t n, double q)
+{
+    size_t rank = (size_t)ceil(q * (double)n);
+    if (rank < 1)
+        rank = 1;
+    if (rank > n)
+        rank = n;
+    return v[rank - 1];
+}
+
+/* ------------------------------------------------ (class, period) table --- */
+
+struct cell {
+    uint32_t class_id; /* 0 = empty slot */
+    uint32_t tier;
+    int64_t period;
+    uint32_t requests;
+    struct reservoir iso, all;
+};
+
+/* One in-flight request of the analysed tier, kept until the stream passes
+ * its departure (only then are all the calls made during its life known). */
+struct pending {
+    int64_t a, d;
+    uint32_t server, class_id, tier;
+    bool overlapped; /* another request of its server shared part of its life */
+    uint32_t heap_pos;
+};
+
+struct srv {
+    uint32_t id;
+    int64_t maxdep;    /* latest departure of its requests so far */
+    int32_t last;      /* pending slot of its latest arrival, -1 = none */
+    bool seen;
+};
+
+/* Union of the calls made from one machine group, in start order. */
+struct ivlist {
+    int64_t *s, *e;
+    size_t head, n, cap;
+};
+
+struct tb_svcest {
+    struct tb_svc_opts o;
+    struct tb_svc_host *hosts;
+    size_t nhosts;
+    int64_t now;
+    bool started;
+    int64_t first;
+    uint64_t rng;
+    /* cells: open addressing on (class, period) */
+    struct cell *cells;
+    size_t ncells, cap;
+    /* servers by id (dense ids) */
+    struct srv *srv;
+    size_t nsrv;
+    /* call unions by group: index 0 = tier-wide hosts, 1 + i = server id i */
+    struct ivlist *iv;
+    size_t niv;
+    size_t iv_total, iv_prune_at;
+    /* pending pool + min-heap on departure */
+    struct pending *pool;
+    int32_t *free_slots;
+    size_t npool, nfree;
+    int32_t *heap;
+    size_t nheap;
+};
+
+static size_t cell_hash(uint32_t c, int64_t p)
+{
+    uint64_t h = (uint64_t)c * 0x9e3779b97f4a7c15ull ^ (uint64_t)p * 0xc2b2ae3d27d4eb4full;
+    h ^= h >> 29;
+    return (size_t)h;
+}
+
+static int cells_grow(struct tb_svcest *e)
+{
+    size_t cap = e->cap ? e->cap * 2 : 64;
+    struct cell *nc = calloc(cap, sizeof *nc);
+    if (!nc)
+        return TB_E_NOMEM;
+    for (size_t i = 0; i < e->cap; i++) {
+        if (!e->cells[i].class_id)
+            continue;
+        size_t j = cell_hash(e->cells[i].class_id, e->cells[i].period) & (cap - 1);
+        while (nc[j].class_id)
+            j = (j + 1) & (cap - 1);
+        nc[j] = e->cells[i];
+    }
+    free(e->cells);
+    e->cells = nc;
+    e->cap = cap;
+    return 0;
+}
+
+static int cell_get(struct tb_svcest *e, uint32_t class_id, int64_t period, struct cell **out)
+{
+    if ((e->ncells + 1) * 2 > e->cap) {
+        int rc = cells_grow(e);
+        if (rc)
+            return rc;
+    }
+    size_t j = cell_hash(class_id, period) & (e->cap - 1);
+    while (e->cells[j].class_id &&
+           (e->cells[j].class_id != class_id || e->cells[j].period != period))
+        j = (j + 1) & (e->cap - 1);
+    if (!e->cells[j].class_id) {
+        e->cells[j].class_id = class_id;
+        e->cells[j].period = period;
+        e->ncells++;
+    }
+    *out = &e->cells[j];
+    return 0;
+}
+
+/* ------------------------------------------------------- heap of pending --- */
+
+static bool heap_less(const struct tb_svcest *e, size_t i, size_t j)
+{
+    const struct pending *a = &e->pool[e->heap[i]], *b = &e->pool[e->heap[j]];
+    return a->d < b->d;
+}
+
+static void heap_swap(struct tb_svcest *e, size_t i, size_t j)
+{
+    int32_t t = e->heap[i];
+    e->heap[i] = e->heap[j];
+    e->heap[j] = t;
+    e->pool[e->heap[i]].heap_pos = (uint32_t)i;
+    e->pool[e->heap[j]].heap_pos = (uint32_t)j;
+}
+
+static void heap_up(struct tb_svcest *e, size_t i)
+{
+    while (i && heap_less(e, i, (i - 1) / 2)) {
+        heap_swap(e, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+}
+
+static void heap_down(struct tb_svcest *e, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < e->nheap && heap_less(e, l, m))
+            m = l;
+        if (r < e->nheap && heap_less(e, r, m))
+            m = r;
+        if (m == i)
+            return;
+        heap_swap(e, i, m);
+        i = m;
+    }
+}
+
+/* ------------------------------------------------------------- servers --- */
+
+static int srv_get(struct tb_svcest *e, uint32_t id, struct srv **out)
+{
+    if (id >= e->nsrv) {
+        size_t n = TB_MAX((size_t)id + 1, e->nsrv * 2);
+        struct srv *ns = realloc(e->srv, n * sizeof *ns);
+        if (!ns)
+            return TB_E_NOMEM;
+        memset(ns + e->nsrv, 0, (n - e->nsrv) * sizeof *ns);
+        e->srv = ns;
+        e->nsrv = n;
+    }
+    struct srv *s = &e->srv[id];
+    if (!s->seen) {
+        s->seen = true;
+        s->id = id;
+        s->maxdep = INT64_MIN;
+        s->last = -1;
+    }
+    *out = s;
+    return 0;
+}
+
+/* ----------------------------------------------------------- intervals --- */
+
+static int iv_group(struct tb_svcest *e, uint32_t server, struct ivlist **out)
+{
+    size_t g = server ? (size_t)server + 1 : 0;
+    if (g >= e->niv) {
+        size_t n = TB_MAX(g + 1, e->niv * 2);
+        struct ivlist *nl = realloc(e->iv, n * sizeof *nl);
+        if (!nl)
+            return TB_E_NOMEM;
+        memset(nl + e->niv, 0, (n - e->niv) * sizeof *nl);
+        e->iv = nl;
+        e->niv = n;
+    }
+    *out = &e->iv[g];
+    return 0;
+}
+
+static int iv_add(struct ivlist *l, int64_t s, int64_t en, size_t *total)
+{
+    size_t last = l->head + l->n;
+    if (l->n && s <= l->e[last - 1]) {
+        /* Calls arrive in start order, so a call overlapping the union's last
+         * interval extends it; otherwise it opens a new one. */
+        if (en > l->e[last - 1])
+            l->e[last - 1] = en;
+        return 0;
+    }
+    if (last == l->cap) {
+        if (l->head) { /* reuse the space pruned from the front */
+            memmove(l->s, l->s + l->head, l->n * sizeof *l->s);
+            memmove(l->e, l->e + l->head, l->n * sizeof *l->e);
+            l->head = 0;
+            last = l->n;
+        }
+        if (last == l->cap) {
+            size_t cap = l->cap ? l->cap * 2 : 16;
+            int64_t *ns = realloc(l->s, cap * sizeof *ns);
+            if (!ns)
+                return TB_E_NOMEM;
+            l->s = ns;
+            int64_t *ne = realloc(l->e, cap * sizeof *ne);
+            if (!ne)
+                return TB_E_NOMEM;
+            l->e = ne;
+            l->cap = cap;
+        }
+    }
+    l->s[last] = s;
+    l->e[last] = en;
+    l->n++;
+    (*total)++;
+    return 0;
+}
+
+/* First interval (index into the live part) whose end is after t. */
+static size_t iv_first_after(const struct ivlist *l, int64_t t)
+{
+    size_t lo = 0, hi = l->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (l->e[l->head + mid] <= t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Length of (A ∪ B) ∩ [a, d) where A, B are two disjoint-sorted unions. */
+static int64_t iv_busy(const struct ivlist *x, const struct ivlist *y, int64_t a, int64_t d)
+{
+    size_t i = x ? iv_first_after(x, a) : 0, j = y ? iv_first_after(y, a) : 0;
+    size_t nx = x ? x->n : 0, ny = y ? y->n : 0;
+    int64_t busy = 0, cur_s = 0, cur_e = INT64_MIN;
+    for (;;) {
+        int64_t s, en;
+        bool hx = i < nx && x->s[x->head + i] < d, hy = j < ny && y->s[y->head + j] < d;
+        if (!hx && !hy)
+            break;
+        if (hx && (!hy || x->s[x->head + i] <= y->s[y->head + j])) {
+            s = x->s[x->head + i];
+            en = x->e[x->head + i];
+            i++;
+        } else {
+            s = y->s[y->head + j];
+            en = y->e[y->head + j];
+            j++;
+        }
+        s = TB_MAX(s, a);
+        en = TB_MIN(en, d);
+        if (en <= s)
+            continue;
+        if (s > cur_e) {
+            if (cur_e > cur_s)
+                busy += cur_e - cur_s;
+            cur_s = s;
+            cur_e = en;
+        } else if (en > cur_e) {
+            cur_e = en;
+        }
+    }
+    if (cur_e > cur_s)
+        busy += cur_e - cur_s;
+    return busy;
+}
+
+/* Drops call intervals that end before every life still to be measured. */
+static void iv_prune(struct tb_svcest *e)
+{
+    int64_t keep = e->now;
+    for (size_t k = 0; k < e->nheap; k++)
+        keep = TB_MIN(keep, e->pool[e->heap[k]].a);
+    e->iv_total = 0;
+    for (size_t g = 0; g < e->niv; g++) {
+        struct ivlist *l = &e->iv[g];
+        size_t drop = iv_first_after(l, keep);
+        l->head += drop;
+        l->n -= drop;
+        e->iv_total += l->n;
+    }
+    e->iv_prune_at = TB_MAX((size_t)4096, e->iv_total * 2);
+}
+
+/* --------------------------------------------------------------- stream --- */
+
+int tb_svcest_new(struct tb_svcest **out, const struct tb_svc_host *hosts, size_t nhosts,
+                  const struct tb_svc_opts *o)
+{
+    if (!out || (nhosts && !hosts))
+        return TB_E_INVAL;
+    struct tb_svcest *e = calloc(1, sizeof *e);
+    if (!e)
+        return TB_E_NOMEM;
+    if (o)
+        e->o = *o;
+    else
+        tb_svc_opts_default(&e->o);
+    if (e->o.period_ns < 0 || e->o.fallback_q < 0 || e->o.fallback_q > 1 || !e->o.reservoir) {
+        free(e);
+        return TB_E_INVAL;
+    }
+    if (nhosts) {
+        e->hosts = malloc(nhosts * sizeof *e->hosts);
+        if (!e->hosts) {
+            free(e);
+            return TB_E_NOMEM;
+        }
+        memcpy(e->hosts, hosts, nhosts * sizeof *hosts);
+    }
+    e->nhosts = nhosts;
+    e->rng = 0x2545f4914f6cdd1dull;
+    e->iv_prune_at = 4096;
+    *out = e;
+    return 0;
+}
+
+static int advance(struct tb_svcest *e, int64_t t)
+{
+    if (e->started && t < e->now)
+        return TB_E_INVAL; /* the stream must come in arrival order */
+    if (!e->started) {
+        e->started = true;
+        e->first = t;
+    }
+    e->now = t;
+    return 0;
+}
+
+static int64_t period_of(const struct tb_svcest *e, int64_t t)
+{
+    if (e->o.period_ns <= 0)
+        return e->first;
+    int64_t p;
+    if (tb_win_floor(t, e->o.period_ns, &p))
+        return INT64_MIN;
+    return p;
+}
+
+/* Measures one request whose life is over and whose calls are all known. */
+static int settle(struct tb_svcest *e, struct pending *p)
+{
+    struct ivlist *own = NULL, *shared = e->niv ? &e->iv[0] : NULL;
+    if ((size_t)p->server + 1 < e->niv)
+        own = &e->iv[p->server + 1];
+    int64_t sample = (p->d - p->a) - iv_busy(own, shared, p->a, p->d);
+    struct cell *c;
+    int rc = cell_get(e, p->class_id, period_of(e, p->a), &c);
+    if (rc)
+        return rc;
+    c->requests++;
+    c->tier = p->tier;
+    /* A life entirely spent waiting on calls says nothing about the tier's
+     * own cost: no sample. */
+    if (sample <= 0)
+        return 0;
+    rc = res_add(&c->all, sample, e->o.reservoir, &e->rng);
+    if (!rc && !p->overlapped)
+        rc = res_add(&c->iso, sample, e->o.reservoir, &e->rng);
+    return rc;
+}
+
+/* Settles every pending request that departed at or before t. */
+static int drain(struct tb_svcest *e, int64_t t)
+{
+    while (e->nheap && e->pool[e->heap[0]].d <= t) {
+        int32_t slot = e->heap[0];
+        struct pending *p = &e->pool[slot];
+        int rc = settle(e, p);
+        if (rc)
+            return rc;
+        struct srv *s = &e->srv[p->server];
+        if (s->last == slot)
+            s->last = -1;
+        e->heap[0] = e->heap[--e->nheap];
+        if (e->nheap) {
+            e->pool[e->heap[0]].heap_pos = 0;
+            heap_down(e, 0);
+        }
+        e->free_slots[e->nfree++] = slot;
+    }
+    return 0;
+}
+
+int tb_svcest_add(struct tb_svcest *e, const struct tb_request *r)
+{
+    if (!e || !r)
+        return TB_E_INVAL;
+    if (r->departure_ns < r->arrival_ns || r->class_id == 0)
+        return 0;
+    int rc = advance(e, r->arrival_ns);
+    if (!rc)
+        rc = drain(e, r->arrival_ns);
+    if (rc)
+        return rc;
+    struct srv *s;
+    if ((rc = srv_get(e, r->server, &s)))
+        return rc;
+    if (!e->nfree) {
+        size_t n = e->npool ? e->npool * 2 : 64;
+        struct pending *np = realloc(e->pool, n * sizeof *np);
+        if (!np)
+            return TB_E_NOMEM;
+        e->pool = np;
+        int32_t *nf = realloc(e->free_slots, n * sizeof *nf);
+        if (!nf)
+            return TB_E_NOMEM;
+        e->free_slots = nf;
+        int32_t *nh = realloc(e->heap, n * sizeof *nh);
+        if (!nh)
+            return TB_E_NOMEM;
+        e->heap = nh;
+        for (size_t k = n; k > e->npool; k--)
+            e->free_slots[e->nfree++] = (int32_t)(k - 1);
+        e->npool = n;
+    }
+    int32_t slot = e->free_slots[--e->nfree];
+    struct pending *p = &e->pool[slot];
+    p->a = r->arrival_ns;
+    p->d = r->departure_ns;
+    p->server = r->server;
+    p->class_id = r->class_id;
+    p->tier = r->tier;
+    /* Isolated = concurrency 1 for the whole life: nothing still in flight at
+     * its arrival, and the next arrival at its server (checked when that one
+     * comes) not before its departure. Only the previous arrival can be cut
+     * by this one, since arrivals come in order. */
+    p->overlapped = s->maxdep > r->arrival_ns;
+    if (s->last >= 0 && e->pool[s->last].d > r->arrival_ns)
+        e->pool[s->last].overlapped = true;
+    s->maxdep = TB_MAX(s->maxdep, r->departure_ns);
+    s->last = slot;
+    e->heap[e->nheap] = slot;
+    p->heap_pos = (uint32_t)e->nheap;
+    e->nheap++;
+    heap_up(e, e->nheap - 1);
+    return 0;
+}
+
+int tb_svcest_add_down(struct tb_svcest *e, const struct tb_request *r)
+{
+    if (!e || !r)
+        return TB_E_INVAL;
+    if (r->departure_ns < r->arrival_ns)
+        return 0;
+    int rc = advance(e, r->arrival_ns);
+    if (!rc)
+        rc = drain(e, r->arrival_ns);
+    if (rc)
+        return rc;
+    for (size_t h = 0; h < e->nhosts; h++) {
+        if (!tb_addr_ip_eq(&e->hosts[h].addr, &r->client))
+            continue;
+        struct ivlist *l;
+        if ((rc = iv_group(e, e->hosts[h].server, &l)))
+            return rc;
+        if ((rc = iv_add(l, r->arrival_ns, r->departure_ns, &e->iv_total)))
+            return rc;
+        break; /* first matching host decides the group */
+    }
+    if (e->iv_total >= e->iv_prune_at)
+        iv_prune(e);
+    return 0;
+}
+
+void tb_svcest_free(struct tb_svcest *e)
+{
+    if (!e)
+        return;
+    for (size_t i = 0; i < e->cap; i++) {
+        free(e->cells[i].iso.v);
+        free(e->cells[i].all.v);
+    }
+    for (size_t g = 0; g < e->niv; g++) {
+        free(e->iv[g].s);
+        free(e->iv[g].e);
+    }
+    free(e->cells);
+    free(e->iv);
+    free(e->srv);
+    free(e->pool);
+    free(e->free_slots);
+    free(e->heap);
+    free(e->hosts);
+    free(e);
+}
+
+static int cmp_svc(const void *a, const void *b)
+{
+    const struct tb_class_service *x = a, *y = b;
+    if (x->class_id != y->class_id)
+        return x->class_id < y->class_id ? -1 : 1;
+    return (x->period_start_ns > y->period_start_ns) - (x->period_start_ns < y->period_start_ns);
+}
+
+static const struct tb_svc_override *find_ov(const struct tb_svc_override *ov, size_t nov,
+                                             uint32_t class_id)
+{
+    for (size_t i = 0; i < nov; i++)
+        if (ov[i].class_id == class_id && ov[i].service_ns > 0)
+            return &ov[i];
+    return NULL;
+}
+
+/* Per class over all periods: the request-weighted median of its period
+ * estimates (rows of one class are contiguous). */
+static int64_t class_overall(const struct tb_class_service *rows, size_t n, int64_t *tmp_s,
+                             double *tmp_w)
+{
+    double total = 0;
+    for (size_t i = 0; i < n; i++) {
+        tmp_s[i] = rows[i].service_ns;
+        tmp_w[i] = rows[i].requests;
+        total += rows[i].requests;
+    }
+    /* Insertion sort by service time: a class has few periods. */
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && tmp_s[j] < tmp_s[j - 1]; j--) {
+            int64_t ts = tmp_s[j];
+            tmp_s[j] = tmp_s[j - 1];
+            tmp_s[j - 1] = ts;
+            double tw = tmp_w[j];
+            tmp_w[j] = tmp_w[j - 1];
+            tmp_w[j - 1] = tw;
+        }
+    double cum = 0;
+    for (size_t i = 0; i < n; i++) {
+        cum += tmp_w[i];
+        if (cum * 2 >= total)
+            return tmp_s[i];
+    }
+    return tmp_s[n - 1];
+}
+
+int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size_t nov,
+                     struct tb_class_service **out, size_t *nout, int64_t *work_unit_ns)
+{
+    if (!e || !out || !nout || (nov && !ov))
+        return TB_E_INVAL;
+    int rc = drain(e, INT64_MAX);
+    if (rc)
+        return rc;
+    struct tb_class_service *rows = calloc(e->ncells ? e->ncells : 1, sizeof *rows);
+    int64_t *cls_s = calloc(e->ncells ? e->ncells : 1, sizeof *cls_s);
+    double *cls_w = calloc(e->ncells ? e->ncells : 1, sizeof *cls_w);
+    int64_t *tmp_s = calloc(e->ncells ? e->ncells : 1, sizeof *tmp_s);
+    double *tmp_w = calloc(e->ncells ? e->ncells : 1, sizeof *tmp_w);
+    if (!rows || !cls_s || !cls_w || !tmp_s || !tmp_w) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < e->cap; i++) {
+        struct cell *c = &e->cells[i];
+        if (!c->class_id)
+            continue;
+        struct tb_class_service *s = &rows[n];
+        s->class_id = c->class_id;
+        s->tier = c->tier;
+        s->period_start_ns = c->period;
+        s->requests = c->requests;
+        const struct tb_svc_override *o = find_ov(ov, nov, c->class_id);
+        if (o) {
+            s->service_ns = o->service_ns;
+            s->method = o->method == TB_SVC_CALIBRATED ? TB_SVC_CALIBRATED : TB_SVC_OVERRIDE;
+            s->samples = 0;
+        } else if (c->iso.seen >= e->o.min_isolated && c->iso.n) {
+            qsort(c->iso.v, c->iso.n, sizeof *c->iso.v, cmp_i64);
+            s->service_ns = median_sorted(c->iso.v, c->iso.n);
+            s->method = TB_SVC_ISOLATED;
+            s->samples = (uint32_t)TB_MIN(c->iso.seen, (uint64_t)UINT32_MAX);
+        } else if (c->all.n) {
+            qsort(c->all.v, c->all.n, sizeof *c->all.v, cmp_i64);
+            s->service_ns = quantile_sorted(c->all.v, c->all.n, e->o.fallback_q);
+            s->method = TB_SVC_QUANTILE;
+            s->samples = (uint32_t)TB_MIN(c->all.seen, (uint64_t)UINT32_MAX);
+        } else {
+            continue; /* no usable sample: the units lookup falls back */
+        }
+        n++;
+    }
+    qsort(rows, n, sizeof *rows, cmp_svc);
+    /* One work unit for the whole range, so that normalized throughputs of
+     * different periods stay comparable (DESIGN.md "Work unit"). */
+    size_t ncls = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && rows[j].class_id == rows[i].class_id)
+            j++;
+        cls_s[ncls] = class_overall(&rows[i], j - i, tmp_s, tmp_w);
+        cls_w[ncls] = 0;
+        for (size_t k = i; k < j; k++)
+            cls_w[ncls] += rows[k].requests;
+        ncls++;
+        i = j;
+    }
+    int64_t unit = 0;
+    if (ncls) {
+        rc = tb_work_unit(cls_s, cls_w, ncls, e->o.wu_tolerance, e->o.wu_floor_ns,
+                          e->o.wu_min_share, &unit);
+        if (rc)
+            goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        rows[i].units = unit > 0 ? (double)rows[i].service_ns / (double)unit : 1.0;
+    if (work_unit_ns)
+        *work_unit_ns = unit;
+    *out = rows;
+    *nout = n;
+    rows = NULL;
+out:
+    free(rows);
+    free(cls_s);
+    free(cls_w);
+    free(tmp_s);
+    free(tmp_w);
+    return rc;
+}
+
+/* ----------------------------------------------------------- array form --- */
+
+struct ord {
+    int64_t t;
+    uint32_t idx;
+    bool down;
+};
+
+static int cmp_ord(const void *a, const void *b)
+{
+    const struct ord *x = a, *y = b;
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    /* Calls after the requests that arrive at the same instant: neither
+     * order changes a measure, this one is merely stable. */
+    if (x->down != y->down)
+        return x->down ? 1 : -1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+int tb_service_estimate(const struct tb_request *req, size_t nreq, const struct tb_request *down,
+                        size_t ndown, const struct tb_svc_host *hosts, size_t nhosts,
+                        const struct tb_svc_override *ov, size_t nov, const struct tb_svc_opts *o,
+                        struct tb_class_service **out, size_t *nout, int64_t *work_unit_ns)
+{
+    if ((!req && nreq) || (!down && ndown) || !out || !nout || nreq > UINT32_MAX ||
+        ndown > UINT32_MAX)
+        return TB_E_INVAL;
+    struct ord *ord = malloc((nreq + ndown + 1) * sizeof *ord);
+    if (!ord)
+        return TB_E_NOMEM;
+    for (size_t i = 0; i < nreq; i++)
+        ord[i] = (struct ord){req[i].arrival_ns, (uint32_t)i, false};
+    for (size_t i = 0; i < ndown; i++)
+        ord[nreq + i] = (struct ord){down[i].arrival_ns, (uint32_t)i, true};
+    qsort(ord, nreq + ndown, sizeof *ord, cmp_ord);
+    struct tb_svcest *e;
+    int rc = tb_svcest_new(&e, hosts, nhosts, o);
+    for (size_t i = 0; !rc && i < nreq + ndown; i++)
+        rc = ord[i].down ? tb_svcest_add_down(e, &down[ord[i].idx])
+                         : tb_svcest_add(e, &req[ord[i].idx]);
+    free(ord);
+    if (!rc)
+        rc = tb_svcest_finish(e, ov, nov, out, nout, work_unit_ns);
+    tb_svcest_free(e);
+    return rc;
+}
+
+/* ---------------------------------------------------------- units table --- */
+
+struct tb_units {
+    struct tb_class_service *rows; /* sorted by class, period */
+    size_t n;
+    uint32_t *first, *count;       /* by class id */
+    uint32_t nclass;
+    double def;
+};
+
+int tb_units_new(struct tb_units **out, const struct tb_class_service *svc, size_t n,
+                 double default_units)
+{
+    if (!out || (n && !svc) || n > UINT32_MAX)
+        return TB_E_INVAL;
+    struct tb_units *u = calloc(1, sizeof *u);
+    if (!u)
+        return TB_E_NOMEM;
+    u->def = default_units;
+    u->n = n;
+    uint32_t maxid = 0;
+    for (size_t i = 0; i < n; i++)
+        maxid = TB_MAX(maxid, svc[i].class_id);
+    u->nclass = maxid + 1;
+    u->rows = malloc((n ? n : 1) * sizeof *u->rows);
+    u->first = calloc(u->nclass, sizeof *u->first);
+    u->count = calloc(u->nclass, sizeof *u->count);
+    if (!u->rows || !u->first || !u->count) {
+        tb_units_free(u);
+        return TB_E_NOMEM;
+    }
+    if (n)
+        memcpy(u->rows, svc, n * sizeof *svc);
+    qsort(u->rows, n, sizeof *u->rows, cmp_svc);
+    for (size_t i = n; i > 0; i--) {
+        uint32_t c = u->rows[i - 1].class_id;
+        u->first[c] = (uint32_t)(i - 1);
+        u->count[c]++;
+    }
+    *out = u;
+    return 0;
+}
+
+double tb_units_get(const struct tb_units *u, uint32_t class_id, int64_t arrival_ns)
+{
+    if (!u || class_id >= u->nclass || !u->count[class_id])
+        return u ? u->def : 1.0;
+    const struct tb_class_service *r = &u->rows[u->first[class_id]];
+    size_t lo = 0, hi = u->count[class_id];
+    /* Last row whose period starts at or before the arrival (or the first). */
+    while (hi - lo > 1) {
+        size_t mid = (lo + hi) / 2;
+        if (r[mid].period_start_ns <= arrival_ns)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return r[lo].units;
+}
+
+void tb_units_free(struct tb_units *u)
+{
+    if (!u)
+        return;
+    free(u->rows);
+    free(u->first);
+    free(u->count);
+    free(u);
+}
+
+/* -------------------------------------------------- --service-times FILE --- */
+
+int tb_service_file_parse(const char *text, size_t len, struct tb_service_line **out, size_t *n,
+                          char *errbuf, size_t errlen)
+{
+    if ((!text && len) || !out || !n)
+        return TB_E_INVAL;
+    size_t nlines = 1;
+    for (size_t i = 0; i < len; i++)
+        nlines += text[i] == '\n';
+    /* One allocation: the entries, then a copy of the text whose fingerprints
+     * they point into. */
+    size_t head = nlines * sizeof(struct tb_service_line);
+    char *mem = malloc(head + len + 1);
+    if (!mem)
+        return TB_E_NOMEM;
+    struct tb_service_line *lines = (struct tb_service_line *)(void *)mem;
+    char *copy = mem + head;
+    if (len)
+        memcpy(copy, text, len);
+    copy[len] = '\0';
+    size_t cnt = 0;
+    uint32_t lineno = 0;
+    char *p = copy, *end = copy + len;
+    while (p < end) {
+        lineno++;
+        char *nl = memchr(p, '\n', (size_t)(end - p));
+        char *le = nl ? nl : end;
+        char *next = nl ? nl + 1 : end;
+        if (le > p && le[-1] == '\r')
+            le--;
+        *le = '\0';
+        char *q = p;
+        while (*q == ' ' || *q == '\t')
+            q++;
+        if (*q == '\0' || *q == '#') {
+            p = next;
+            continue;
+        }
+        char *tab = strrchr(p, '\t');
+        if (!tab || tab == p) {
+            if (errbuf && errlen)
+                snprintf(errbuf, errlen, "line %u: expected CLASS<TAB>DURATION", lineno);
+            free(mem);
+            return TB_E_BADFMT;
+        }
+        *tab = '\0';
+        const char *dur = tab + 1;
+        while (*dur == ' ')
+            dur++;
+        char *de = tab + 1 + strlen(tab + 1);
+        while (de > dur && de[-1] == ' ')
+            *--de = '\0';
+        int64_t ns;
+        if (tb_parse_duration(dur, TB_NS_PER_MS, &ns) || ns <= 0) {
+            if (errbuf && errlen)
+                snprintf(errbuf, errlen, "line %u: bad duration \"%s\"", lineno, dur);
+            free(mem);
+            return TB_E_BADFMT;
+        }
+        lines[cnt].class_text = p;
+        lines[cnt].service_ns = ns;
+        lines[cnt].line = lineno;
+        cnt++;
+        p = next;
+    }
+    *out = lines;
+    *n = cnt;
+    return 0;
+}
+
+void tb_service_file_free(struct tb_service_line *lines, size_t n)
+{
+    TB_UNUSED(n);
+    free(lines);
+}

@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: MIT */
+/* test_episodes.c — congested windows, episodes and their kinds, summary
+ * figures, the one-series analysis, and load/response-time attribution. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "correlate.h"
+
+/* |a - b| <= eps, printing both values on failure (NAN fails). */
+#define assert_near(a, b, eps)                                                             \
+    do {                                                                                   \
+        double a_ = (a), b_ = (b), e_ = (eps);                                             \
+        if (!(fabs(a_ - b_) <= e_))                                                        \
+            fail_msg("%s = %.17g, expected %.17g (within %g)", #a, a_, b_, e_);            \
+    } while (0)
+
+#define MS TB_NS_PER_MS
+#define W (50 * MS)
+
+static void set(struct tb_window *w, size_t k, double load, double tp)
+{
+    memset(&w[k], 0, sizeof w[k]);
+    w[k].start_ns = (int64_t)k * W;
+    w[k].width_ns = W;
+    w[k].tier = 3;
+    w[k].load = load;
+    w[k].norm_throughput = tp;
+    w[k].completions = (uint32_t)(tp / 20);
+}
+
+/* A hand-made series against a given main-sequence curve (slope 100/s per
+ * unit load, plateau 400/s, N* = 4). */
+static void test_hand(void **state)
+{
+    (void)state;
+    enum { N = 1200 };
+    struct tb_window *w = calloc(N, sizeof *w);
+    for (size_t k = 0; k < N; k++)
+        set(w, k, 2.0, 200);
+    for (size_t k = 100; k < 105; k++) /* saturated, 5 windows */
+        set(w, k, 6.0, 400);
+    for (size_t k = 300; k < 304; k++) /* freeze: load climbs, nothing leaves */
+        set(w, k, 10.0 + 2 * (double)(k - 300), k == 300 ? 20 : 0);
+    set(w, 500, 4.0, 390); /* exactly N*: congested, one window */
+    /* Windows 700..703 congested, but 702 missing from the series (shifted
+     * out below): two runs. */
+    for (size_t k = 700; k < 704; k++)
+        set(w, k, 5.0, 400);
+    set(w, N - 1, 7.0, 400); /* a run ending with the series */
+    struct tb_window *s = calloc(N - 1, sizeof *s);
+    memcpy(s, w, 702 * sizeof *w);
+    memcpy(s + 702, w + 703, (N - 703) * sizeof *w);
+    size_t n = N - 1;
+
+    struct tb_nstar ns;
+    memset(&ns, 0, sizeof ns);
+    ns.n_star = 4;
+    ns.n_star_fit = NAN;
+    ns.slope = 100;
+    ns.tp_max = 400;
+    struct tb_episode *ep;
+    size_t nep;
+    assert_int_equal(tb_episodes_find(s, n, 4.0, &ns, 0.3, &ep, &nep), 0);
+    assert_int_equal(nep, 6);
+    const int64_t st[6] = {100, 300, 500, 700, 703, N - 1};
+    const int64_t en[6] = {105, 304, 501, 702, 704, N};
+    const enum tb_episode_kind kind[6] = {TB_EP_SATURATED, TB_EP_FREEZE, TB_EP_SATURATED,
+                                          TB_EP_SATURATED, TB_EP_SATURATED, TB_EP_SATURATED};
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(ep[i].start_ns, st[i] * W);
+        assert_int_equal(ep[i].end_ns, en[i] * W);
+        assert_int_equal(ep[i].kind, kind[i]);
+    }
+    assert_near(ep[1].peak_load, 16.0, 0);
+    assert_near(ep[1].mean_load, 13.0, 1e-12);
+    assert_near(ep[1].throughput, 5.0, 1e-12);
+    assert_near(ep[0].throughput, 400.0, 1e-12);
+
+    struct tb_episode_summary sum;
+    assert_int_equal(tb_episodes_summary(s, n, 4.0, ep, nep, &sum), 0);
+    assert_int_equal(sum.n, 6);
+    assert_int_equal(sum.n_freeze, 1);
+    /* 5 + 4 + 1 + 2 + 1 + 1 = 14 congested of 1199 windows. */
+    assert_near(sum.congested_fraction, 14.0 / 1199, 1e-12);
+    assert_near(sum.per_min, 6.0, 1e-9); /* 6 in exactly 60 s */
+    /* Durations (windows): 5, 4, 1, 2, 1, 1 → sorted 1 1 1 2 4 5. */
+    assert_int_equal(sum.dur_min_ns, 1 * W);
+    assert_int_equal(sum.dur_median_ns, 1 * W); /* nearest rank 3 of 6 */
+    assert_int_equal(sum.dur_p95_ns, 5 * W);
+    assert_int_equal(sum.dur_max_ns, 5 * W);
+    free(ep);
+
+    /* An undetermined N* congests nothing. */
+    assert_int_equal(tb_episodes_find(s, n, NAN, &ns, 0.3, &ep, &nep), 0);
+    assert_int_equal(nep, 0);
+    assert_null(ep);
+    free(s);
+    free(w);
+}
+
+static uint64_t rs = 12345;
+static double unif(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return ((double)(rs >> 11) + 0.5) / 9007199254740992.0;
+}
+static double gauss(void) { return sqrt(-2 * log(unif())) * cos(6.283185307179586 * unif()); }
+
+/* A 10-minute series of a 4-core server (100 units/s per core): load below
+ * the knee most of the time, 20 saturated bursts and 12 freezes (GC pauses:
+ * load climbs, no output) at known places. The analysis must find N* near 4,
+ * and exactly those episodes with the right kinds. */
+static void test_series(void **state)
+{
+    (void)state;
+    enum { N = 12000, C = 4 };
+    struct tb_window *w = calloc(N, sizeof *w);
+    char *truth = calloc(N, 1); /* 'S' saturated, 'F' freeze */
+    for (size_t k = 0; k < N; k++) {
+        double l = 0.1 + unif() * 3.0; /* below 0.8·C */
+        set(w, k, l, 100 * l * (1 + 0.05 * gauss()));
+    }
+    /* Main-sequence windows across the knee so the curve is known. */
+    for (size_t k = 5; k < N; k += 9) {
+        double l = unif() * 3 * C + 0.1;
+        if (l >= C * 0.9 && l < C * 1.2)
+            l = 2.5;
+        set(w, k, l, 100 * fmin(l, C) * (1 + 0.05 * gauss()));
+    }
+    for (int e = 0; e < 32; e++) {
+        size_t at = 200 + (size_t)e * 370, len = 2 + (size_t)e % 5;
+        bool freeze = e % 8 < 3;
+        for (size_t k = at; k < at + len; k++) {
+            if (freeze)
+                set(w, k, 6 + 4.0 * (double)(k - at), 30 * unif());
+            else
+                set(w, k, 5.5 + unif() * 4, 400 * (1 + 0.03 * gauss()));
+            truth[k] = freeze ? 'F' : 'S';
+        }
+        /* Calm windows around each episode so runs are exact. */
+        set(w, at - 1, 1.0, 100);
+        set(w, at + len, 1.0, 100);
+    }
+    struct tb_analysis a;
+    struct tb_episode *ep;
+    size_t nep;
+    assert_int_equal(tb_correlate_analyze(w, N, 10 * MS, NULL, &a, &ep, &nep), 0);
+    assert_int_equal(a.tier, 3);
+    assert_int_equal(a.server, 0);
+    assert_int_equal(a.width_ns, W);
+    assert_int_equal(a.from_ns, 0);
+    assert_int_equal(a.to_ns, (int64_t)N * W);
+    assert_int_equal(a.work_unit_ns, 10 * MS);
+    print_message("n_star=%g fit=%g tp_max=%g slope=%g levels=%u nep=%zu\n", a.n_star, a.n_star_fit,
+                  a.tp_max, a.slope, a.n_levels, nep);
+    assert_true(fabs(a.n_star - C) <= 0.1 * C);
+    assert_true(fabs(a.n_star_fit - C) <= 0.1 * C);
+    assert_true(fabs(a.tp_max - 400) <= 0.05 * 400);
+    assert_false(a.disagree);
+    /* Every true episode found once, with its kind; nothing else is an
+     * episode except main-sequence windows above N* (saturated, single). */
+    int tp_f = 0, fp_f = 0, found = 0;
+    for (size_t i = 0; i < nep; i++) {
+        size_t k0 = (size_t)(ep[i].start_ns / W), k1 = (size_t)(ep[i].end_ns / W);
+        if (truth[k0]) {
+            found++;
+            for (size_t k = k0; k < k1; k++)
+                assert_int_equal(truth[k], truth[k0]);
+            assert_true(k0 == 0 || !truth[k0 - 1]);
+            assert_true(!truth[k1]);
+            assert_int_equal(ep[i].kind, truth[k0] == 'F' ? TB_EP_FREEZE : TB_EP_SATURATED);
+        }
+        if (ep[i].kind == TB_EP_FREEZE) {
+            if (truth[k0] == 'F')
+                tp_f++;
+            else
+                fp_f++;
+        }
+    }
+    assert_int_equal(found, 32);
+    assert_int_equal(tp_f, 12);
+    assert_int_equal(fp_f, 0);
+    assert_int_equal(a.n_freeze, 12);
+    assert_int_equal(a.n_episodes, nep);
+    assert_true(a.congested_fraction > 0);
+    assert_near(a.episodes_per_min, nep / 10.0, 1e-9);
+    /* One plateau among the congested non-freeze windows. */
+    assert_int_equal(a.n_levels, 1);
+    assert_true(fabs(a.levels[0] - 400) < 0.05 * 400);
+    free(ep);
+
+    /* Not one series in time order. */
+    w[10].start_ns = w[9].start_ns;
+    assert_int_equal(tb_correlate_analyze(w, N, 10 * MS, NULL, &a, &ep, &nep), TB_E_INVAL);
+    free(w);
+    free(truth);
+}
+
+static void test_attribution(void **state)
+{
+    (void)state;
+    enum { N = 50 };
+    struct tb_window db[N], front[N + 5];
+    double x[N], y[N];
+    for (size_t k = 0; k < N; k++) {
+        set(db, k, (double)(k % 7) + 0.5 * (double)(k % 3), 0);
+        x[k] = db[k].load;
+    }
+    /* The front tier's series starts 5 windows earlier; its response time
+     * tracks the db load plus a bit of noise; window 20 has no completion. */
+    for (size_t k = 0; k < N + 5; k++) {
+        memset(&front[k], 0, sizeof front[k]);
+        front[k].start_ns = ((int64_t)k - 5) * W;
+        front[k].width_ns = W;
+        front[k].completions = 3;
+        if (k >= 5) {
+            front[k].rt_mean_ns = 1e6 * (2 + db[k - 5].load) + 1e5 * (double)((k * 7919) % 11);
+            y[k - 5] = front[k].rt_mean_ns;
+        } else {
+            front[k].rt_mean_ns = 9e9;
+        }
+    }
+    front[25].completions = 0;
+    /* Independent Pearson over the matched windows with completions. */
+    double mx = 0, my = 0, sxy = 0, sxx = 0, syy = 0;
+    int m = 0;
+    for (size_t k = 0; k < N; k++) {
+        if (k == 20)
+            continue;
+        mx += x[k];
+        my += y[k];
+        m++;
+    }
+    mx /= m;
+    my /= m;
+    for (size_t k = 0; k < N; k++) {
+        if (k == 20)
+            continue;
+        sxy += (x[k] - mx) * (y[k] - my);
+        sxx += (x[k] - mx) * (x[k] - mx);
+        syy += (y[k] - my) * (y[k] - my);
+    }
+    double r;
+    assert_int_equal(tb_correlate_load_rt(db, N, front, N + 5, &r), 0);
+    assert_near(r, sxy / sqrt(sxx * syy), 1e-12);
+    assert_true(r > 0.9);
+    /* Too few pairs. */
+    assert_int_equal(tb_correlate_load_rt(db, 2, front + 5, 2, &r), 0);
+    assert_true(isnan(r));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hand),
+        cmocka_unit_test(test_series),
+        cmocka_unit_test(test_attribution),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: MIT */
+/* test_nstar.c — N* by the intervention analysis and by the least-squares
+ * fit on (load, throughput) clouds of a processor-sharing server. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdlib.h>
+#include <cmocka.h>
+
+#include "correlate.h"
+
+static uint64_t rs;
+static double unif(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return ((double)(rs >> 11) + 0.5) / 9007199254740992.0;
+}
+static double gauss(void) { return sqrt(-2 * log(unif())) * cos(6.283185307179586 * unif()); }
+
+#define MU 100.0 /* work units per second per busy core */
+
+/* One window of a processor-sharing server with c cores: the number of
+ * requests in it changes within the window (10 stretches of random length,
+ * each holding round(L·(1 + jitter·g)) requests), each core serves one
+ * request at full speed, so the work done is Σ min(N, c)·len; load is the
+ * time average of N. Throughput gets 5% measurement noise (completions are
+ * discrete; units are estimates). A fraction of windows are freezes: the
+ * server stopped (GC), load high, almost no output. */
+static void cloud(int c, size_t n, double jitter, double freeze, uint64_t seed, double *l,
+                  double *t)
+{
+    rs = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        if (unif() < freeze) {
+            l[i] = c * (2 + 8 * unif());
+            t[i] = MU * c * 0.1 * unif();
+            continue;
+        }
+        double L = unif() * 3 * c + 0.01, tot = 0, sn = 0, sw = 0;
+        for (int k = 0; k < 10; k++) {
+            double len = unif();
+            double nn = fmax(0, nearbyint(L * (1 + jitter * gauss())));
+            tot += len;
+            sn += nn * len;
+            sw += fmin(nn, c) * len;
+        }
+        l[i] = sn / tot;
+        t[i] = MU * sw / tot * (1 + 0.05 * gauss());
+    }
+}
+
+static void test_cores(void **state)
+{
+    (void)state;
+    enum { N = 6000 };
+    double *l = malloc(N * sizeof *l), *t = malloc(N * sizeof *t);
+    for (int c = 1; c <= 8; c *= 2) {
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            cloud(c, N, 0.15, 0.03, seed + 10 * (uint64_t)c, l, t);
+            struct tb_nstar ns;
+            assert_int_equal(tb_nstar_estimate(l, t, N, NULL, &ns), 0);
+            print_message("c=%d seed=%d n_star=%.3f fit=%.3f tp_max=%.1f slope=%.1f\n", c,
+                          (int)seed, ns.n_star, ns.n_star_fit, ns.tp_max, ns.slope);
+            assert_true(fabs(ns.n_star - c) <= 0.1 * c);
+            assert_true(fabs(ns.n_star_fit - c) <= 0.1 * c);
+            assert_false(ns.disagree);
+            /* The plateau: c cores at MU each (slightly below: stretches
+             * with fewer than c requests just above the knee). */
+            assert_true(fabs(ns.tp_max - MU * c) <= 0.05 * MU * c);
+            assert_true(fabs(ns.slope - MU) <= 0.1 * MU);
+            size_t pos = 0;
+            for (size_t i = 0; i < N; i++)
+                pos += l[i] > 0;
+            assert_int_equal(ns.samples, pos);
+        }
+    }
+    free(l);
+    free(t);
+}
+
+/* Freezes far above the knee must not drag N* or TPmax: 10% of the
+ * windows frozen at up to 10x the knee. */
+static void test_freezes(void **state)
+{
+    (void)state;
+    enum { N = 6000 };
+    double *l = malloc(N * sizeof *l), *t = malloc(N * sizeof *t);
+    cloud(4, N, 0.15, 0.10, 5, l, t);
+    struct tb_nstar ns;
+    assert_int_equal(tb_nstar_estimate(l, t, N, NULL, &ns), 0);
+    assert_true(fabs(ns.n_star - 4) <= 0.4);
+    assert_true(fabs(ns.n_star_fit - 4) <= 0.4);
+    assert_true(fabs(ns.tp_max - 400) <= 20);
+    assert_true(fabs(tb_nstar_curve(&ns, 2.0) - 2.0 * ns.slope) < 1e-9);
+    assert_true(tb_nstar_curve(&ns, 100.0) == ns.tp_max);
+    free(l);
+    free(t);
+}
+
+/* A server that never saturates has no knee: both NAN, no TPmax; too little
+ * data is not an error. Windows with zero load are ignored. */
+static void test_no_knee(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    double *l = malloc(N * sizeof *l), *t = malloc(N * sizeof *t);
+    rs = 3;
+    for (size_t i = 0; i < N; i++) {
+        l[i] = i % 10 == 0 ? 0 : unif() * 4;
+        t[i] = l[i] == 0 ? 0 : MU * l[i] * (1 + 0.05 * gauss());
+    }
+    struct tb_nstar ns;
+    assert_int_equal(tb_nstar_estimate(l, t, N, NULL, &ns), 0);
+    assert_int_equal(ns.samples, N - N / 10);
+    print_message("no knee: n_star=%g fit=%g\n", ns.n_star, ns.n_star_fit);
+    assert_true(isnan(ns.n_star_fit));
+    assert_true(isnan(ns.n_star));
+    assert_true(isnan(ns.tp_max));
+    assert_true(isnan(tb_nstar_threshold(&ns)));
+    assert_false(ns.disagree);
+    assert_true(fabs(ns.slope - MU) < 0.05 * MU);
+    assert_int_equal(tb_nstar_estimate(l, t, 2, NULL, &ns), 0);
+    assert_true(isnan(ns.n_star) && isnan(ns.n_star_fit));
+    assert_int_equal(tb_nstar_estimate(NULL, t, 5, NULL, &ns), TB_E_INVAL);
+    free(l);
+    free(t);
+}
+
+/* The literal form of DESIGN.md step 4 (CI over all of δ_1..δ_n0, trail = 0)
+ * is available, and it lands far beyond the knee: the reason for the
+ * trailing set. */
+static void test_literal_lags(void **state)
+{
+    (void)state;
+    enum { N = 6000 };
+    double *l = malloc(N * sizeof *l), *t = malloc(N * sizeof *t);
+    cloud(2, N, 0.15, 0.0, 7, l, t);
+    struct tb_nstar_opts o;
+    tb_nstar_opts_default(&o);
+    o.trail = 0;
+    struct tb_nstar lit, rob;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &lit), 0);
+    assert_int_equal(tb_nstar_estimate(l, t, N, NULL, &rob), 0);
+    assert_true(fabs(rob.n_star - 2) <= 0.2);
+    assert_true(!(lit.n_star < 2.5)); /* NAN or well past the knee */
+    free(l);
+    free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cores),
+        cmocka_unit_test(test_freezes),
+        cmocka_unit_test(test_no_knee),
+        cmocka_unit_test(test_literal_lags),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

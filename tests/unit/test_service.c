@@ -1,0 +1,285 @@
+/* SPDX-License-Identifier: MIT */
+/* test_service.c — service times from isolated requests with downstream calls
+ * subtracted, per period; overrides; the --service-times file parser. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "stats.h"
+
+/* |a - b| <= eps, printing both values on failure (NAN fails). */
+#define assert_near(a, b, eps)                                                             \
+    do {                                                                                   \
+        double a_ = (a), b_ = (b), e_ = (eps);                                             \
+        if (!(fabs(a_ - b_) <= e_))                                                        \
+            fail_msg("%s = %.17g, expected %.17g (within %g)", #a, a_, b_, e_);            \
+    } while (0)
+
+#define US INT64_C(1000)
+#define MS TB_NS_PER_MS
+#define SEC TB_NS_PER_SEC
+
+struct trace {
+    struct tb_request up[256], down[512];
+    size_t nup, ndown;
+};
+
+static void addr(struct tb_addr *a, uint8_t last, uint16_t port)
+{
+    const uint8_t ip[4] = {10, 0, 0, last};
+    tb_addr_from_v4(a, ip, port);
+}
+
+static void up(struct trace *t, uint32_t cls, int64_t a, int64_t d)
+{
+    struct tb_request *r = &t->up[t->nup++];
+    memset(r, 0, sizeof *r);
+    r->tier = 1;
+    r->server = 1;
+    r->class_id = cls;
+    r->arrival_ns = a;
+    r->departure_ns = d;
+    addr(&r->client, 200, 40000);
+}
+
+static void call(struct trace *t, uint8_t from, int64_t a, int64_t d)
+{
+    struct tb_request *r = &t->down[t->ndown++];
+    memset(r, 0, sizeof *r);
+    r->tier = 2;
+    r->server = 2;
+    r->class_id = 9;
+    r->arrival_ns = a;
+    r->departure_ns = d;
+    addr(&r->client, from, 50000);
+}
+
+/* The app tier's own time around its database calls (all in ms from t):
+ *   class 1 (4 ms): own [0,2) call [2,10) own [10,12)
+ *   class 1 after the first minute (6 ms): own [0,3) call [3,9) own [9,12)
+ *   class 2 (7 ms): own [0,3) call [3,6) own [6,8) call [8,11) own [11,13)
+ *   class 3: 3.0 .. 3.4 ms, no calls, 5 requests (too few: low quantile)
+ * Calls from 10.0.0.9 (not a host of the tier) and 10.0.0.5 (the host of
+ * another server) overlap the lives but are not the app's own. Twenty
+ * overlapping pairs of class 1 are never isolated. */
+static void build(struct trace *t)
+{
+    memset(t, 0, sizeof *t);
+    int64_t x = 1 * SEC;
+    for (int i = 0; i < 30; i++, x += 100 * MS) {
+        up(t, 1, x, x + 12 * MS);
+        call(t, 1, x + 2 * MS, x + 10 * MS);
+        call(t, 9, x + 500 * US, x + 1500 * US);
+        call(t, 5, x + 11 * MS, x + 20 * MS);
+    }
+    for (int i = 0; i < 25; i++, x += 100 * MS) {
+        up(t, 2, x, x + 13 * MS);
+        call(t, 1, x + 3 * MS, x + 6 * MS);
+        call(t, 1, x + 8 * MS, x + 11 * MS);
+    }
+    for (int i = 0; i < 5; i++, x += 100 * MS)
+        up(t, 3, x, x + 3 * MS + i * 100 * US);
+    for (int i = 0; i < 10; i++, x += 100 * MS) {
+        up(t, 1, x, x + 12 * MS);
+        call(t, 1, x + 2 * MS, x + 10 * MS);
+        up(t, 1, x + 1 * MS, x + 13 * MS);
+        call(t, 1, x + 3 * MS, x + 11 * MS);
+    }
+    x = 61 * SEC;
+    for (int i = 0; i < 22; i++, x += 100 * MS) {
+        up(t, 1, x, x + 12 * MS);
+        call(t, 1, x + 3 * MS, x + 9 * MS);
+    }
+}
+
+static void test_two_tier(void **state)
+{
+    (void)state;
+    static struct trace t;
+    build(&t);
+    struct tb_svc_host hosts[2];
+    hosts[0].server = 1;
+    addr(&hosts[0].addr, 1, 0);
+    hosts[1].server = 5;
+    addr(&hosts[1].addr, 5, 0);
+    struct tb_svc_opts o;
+    tb_svc_opts_default(&o);
+    struct tb_class_service *s;
+    size_t n;
+    int64_t unit;
+    assert_int_equal(tb_service_estimate(t.up, t.nup, t.down, t.ndown, hosts, 2, NULL, 0, &o, &s,
+                                         &n, &unit),
+                     0);
+    assert_int_equal(n, 4);
+    assert_int_equal(unit, 1 * MS);
+    /* class 1, first minute: 30 isolated samples of exactly 4 ms. */
+    assert_int_equal(s[0].class_id, 1);
+    assert_int_equal(s[0].tier, 1);
+    assert_int_equal(s[0].period_start_ns, 0);
+    assert_int_equal(s[0].service_ns, 4 * MS);
+    assert_int_equal(s[0].method, TB_SVC_ISOLATED);
+    assert_int_equal(s[0].samples, 30);
+    assert_int_equal(s[0].requests, 50);
+    assert_near(s[0].units, 4.0, 1e-12);
+    /* class 1, second minute: drifted to 6 ms. */
+    assert_int_equal(s[1].class_id, 1);
+    assert_int_equal(s[1].period_start_ns, 60 * SEC);
+    assert_int_equal(s[1].service_ns, 6 * MS);
+    assert_int_equal(s[1].samples, 22);
+    assert_near(s[1].units, 6.0, 1e-12);
+    /* class 2: two calls subtracted. */
+    assert_int_equal(s[2].class_id, 2);
+    assert_int_equal(s[2].service_ns, 7 * MS);
+    assert_int_equal(s[2].method, TB_SVC_ISOLATED);
+    assert_int_equal(s[2].samples, 25);
+    /* class 3: 5 samples, nearest-rank 10th percentile = the smallest. */
+    assert_int_equal(s[3].class_id, 3);
+    assert_int_equal(s[3].service_ns, 3 * MS);
+    assert_int_equal(s[3].method, TB_SVC_QUANTILE);
+    assert_int_equal(s[3].samples, 5);
+    assert_near(s[3].units, 3.0, 1e-12);
+
+    /* Units lookup by arrival: period rows, before-first and unknown class. */
+    struct tb_units *u;
+    assert_int_equal(tb_units_new(&u, s, n, 1.5), 0);
+    assert_near(tb_units_get(u, 1, 30 * SEC), 4.0, 0);
+    assert_near(tb_units_get(u, 1, 90 * SEC), 6.0, 0);
+    assert_near(tb_units_get(u, 1, -5 * SEC), 4.0, 0);
+    assert_near(tb_units_get(u, 2, 500 * SEC), 7.0, 0);
+    assert_near(tb_units_get(u, 77, 0), 1.5, 0);
+    tb_units_free(u);
+    free(s);
+
+    /* Without the downstream calls the lives themselves are the samples. */
+    assert_int_equal(tb_service_estimate(t.up, t.nup, NULL, 0, hosts, 2, NULL, 0, &o, &s, &n,
+                                         &unit),
+                     0);
+    assert_int_equal(s[0].service_ns, 12 * MS);
+    assert_int_equal(s[2].service_ns, 13 * MS);
+    free(s);
+
+    /* Overrides replace every period of their class. */
+    struct tb_svc_override ov[] = {{1, 9 * MS, TB_SVC_OVERRIDE}};
+    assert_int_equal(tb_service_estimate(t.up, t.nup, t.down, t.ndown, hosts, 2, ov, 1, &o, &s,
+                                         &n, &unit),
+                     0);
+    assert_int_equal(s[0].service_ns, 9 * MS);
+    assert_int_equal(s[0].method, TB_SVC_OVERRIDE);
+    assert_int_equal(s[1].service_ns, 9 * MS);
+    assert_int_equal(s[1].method, TB_SVC_OVERRIDE);
+    assert_int_equal(unit, 1 * MS);
+    free(s);
+}
+
+/* The streaming estimator refuses input out of arrival order. */
+static void test_order(void **state)
+{
+    (void)state;
+    struct tb_svcest *e;
+    assert_int_equal(tb_svcest_new(&e, NULL, 0, NULL), 0);
+    struct tb_request r;
+    memset(&r, 0, sizeof r);
+    r.server = 1;
+    r.class_id = 1;
+    r.arrival_ns = 100;
+    r.departure_ns = 200;
+    assert_int_equal(tb_svcest_add(e, &r), 0);
+    r.arrival_ns = 50;
+    assert_int_equal(tb_svcest_add(e, &r), TB_E_INVAL);
+    tb_svcest_free(e);
+}
+
+/* Beyond the reservoir the median stays close: 100 000 isolated samples
+ * uniform in [1, 3] ms keep a median within 5% of 2 ms (over 3 standard errors). */
+static void test_reservoir(void **state)
+{
+    (void)state;
+    struct tb_svc_opts o;
+    tb_svc_opts_default(&o);
+    o.reservoir = 1024;
+    struct tb_svcest *e;
+    assert_int_equal(tb_svcest_new(&e, NULL, 0, &o), 0);
+    uint64_t x = 7;
+    int64_t t = 0;
+    for (int i = 0; i < 100000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        struct tb_request r;
+        memset(&r, 0, sizeof r);
+        r.server = 1;
+        r.class_id = 1;
+        r.arrival_ns = t;
+        r.departure_ns = t + 1 * MS + (int64_t)(x % (2 * MS));
+        t = r.departure_ns + 1;
+        assert_int_equal(tb_svcest_add(e, &r), 0);
+    }
+    struct tb_class_service *s;
+    size_t n;
+    int64_t unit;
+    assert_int_equal(tb_svcest_finish(e, NULL, 0, &s, &n, &unit), 0);
+    assert_true(n >= 1);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += s[i].requests;
+    assert_int_equal(total, 100000);
+    assert_true(fabs((double)s[0].service_ns - 2e6) < 0.05 * 2e6);
+    free(s);
+    tb_svcest_free(e);
+}
+
+static void test_file(void **state)
+{
+    (void)state;
+    const char *txt = "# service times\r\n"
+                      "\n"
+                      "SELECT * FROM t WHERE id = ?\t30ms\r\n"
+                      "  # indented comment\n"
+                      "GET /a\twith\ttabs\t250us\n"
+                      "POST /b\t12\n";
+    struct tb_service_line *l;
+    size_t n;
+    char err[128];
+    assert_int_equal(tb_service_file_parse(txt, strlen(txt), &l, &n, err, sizeof err), 0);
+    assert_int_equal(n, 3);
+    assert_string_equal(l[0].class_text, "SELECT * FROM t WHERE id = ?");
+    assert_int_equal(l[0].service_ns, 30 * MS);
+    assert_int_equal(l[0].line, 3);
+    assert_string_equal(l[1].class_text, "GET /a\twith\ttabs"); /* the last tab separates */
+    assert_int_equal(l[1].service_ns, 250 * US);
+    assert_string_equal(l[2].class_text, "POST /b");
+    assert_int_equal(l[2].service_ns, 12 * MS); /* bare number: ms */
+    assert_int_equal(l[2].line, 6);
+    tb_service_file_free(l, n);
+
+    const char *bad1 = "GET /a\t30ms\nno tab here\n";
+    assert_int_equal(tb_service_file_parse(bad1, strlen(bad1), &l, &n, err, sizeof err),
+                     TB_E_BADFMT);
+    assert_string_equal(err, "line 2: expected CLASS<TAB>DURATION");
+    const char *bad2 = "GET /a\tfast\n";
+    assert_int_equal(tb_service_file_parse(bad2, strlen(bad2), &l, &n, err, sizeof err),
+                     TB_E_BADFMT);
+    assert_string_equal(err, "line 1: bad duration \"fast\"");
+    const char *bad3 = "GET /a\t0ms\n";
+    assert_int_equal(tb_service_file_parse(bad3, strlen(bad3), &l, &n, err, sizeof err),
+                     TB_E_BADFMT);
+    assert_int_equal(tb_service_file_parse("", 0, &l, &n, err, sizeof err), 0);
+    assert_int_equal(n, 0);
+    tb_service_file_free(l, n);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_tier),
+        cmocka_unit_test(test_order),
+        cmocka_unit_test(test_reservoir),
+        cmocka_unit_test(test_file),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
