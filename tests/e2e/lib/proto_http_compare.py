@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# proto_http_compare.py — compares tbneck's HTTP request records with the
+# request/response pairs tshark finds in the same capture.
+#
+# usage: proto_http_compare.py requests.csv frames.tsv PORT
+#   frames.tsv (tshark -T fields, tab-separated, aggregator ','):
+#     frame.number frame.time_epoch tcp.stream tcp.srcport tcp.dstport
+#     tcp.segment http.request.method http.response.code http.request_in http.time
+#
+# tshark puts a message on the frame that completes it. Requests and
+# responses are paired in order within each TCP connection (RFC 9112 §9.3:
+# responses come back in request order), which also covers pipelined
+# requests that tshark's own http.request_in leaves unpaired; wherever tshark
+# did pair a response (http.request_in, http.time) that pairing must agree.
+# Expected arrival = the request's first segment; departure = the frame that
+# completes the response; status = the response code. Interim 1xx responses
+# (other than 101) are not answers.
+import csv
+import sys
+
+
+def ns(s):
+    sec, _, frac = s.partition(".")
+    return int(sec) * 10**9 + int((frac + "000000000")[:9])
+
+
+def main():
+    req_csv, frames_tsv, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    t = {}
+    streams = {}
+    tshark_pairs = 0
+    for line in open(frames_tsv):
+        f = line.rstrip("\n").split("\t")
+        f += [""] * (10 - len(f))
+        num = int(f[0])
+        t[num] = ns(f[1])
+        if not f[2]:
+            continue
+        st = streams.setdefault(int(f[2]), {"req": [], "resp": [], "cport": None})
+        segs = [int(x) for x in f[5].split(",")] if f[5] else [num]
+        if f[6] and int(f[4]) == port:
+            st["cport"] = int(f[3])
+            for _ in f[6].split(","):
+                st["req"].append((num, min(segs)))
+        if f[7] and int(f[3]) == port:
+            st["cport"] = int(f[4])
+            codes = [int(c) for c in f[7].split(",")]
+            req_in = f[8].split(",") if f[8] else []
+            rtime = f[9].split(",") if f[9] else []
+            for i, c in enumerate(codes):
+                if 100 <= c < 200 and c != 101:
+                    continue
+                ri = int(req_in[i]) if i < len(req_in) and req_in[i] else None
+                rt = rtime[i] if i < len(rtime) and rtime[i] else None
+                st["resp"].append((num, c, ri, rt))
+    want = []
+    disagree = 0
+    for sid, st in sorted(streams.items()):
+        for i, (rframe, code, req_in, rtime) in enumerate(st["resp"]):
+            if i >= len(st["req"]):
+                break
+            qframe, first = st["req"][i]
+            if req_in is not None:
+                tshark_pairs += 1
+                if req_in != qframe or t[rframe] - t[qframe] != ns(rtime):
+                    disagree += 1
+                    print("DISAGREE: stream %d response frame %d: tshark pairs it with %d "
+                          "(http.time %s), in-order pairing with %d" % (sid, rframe, req_in,
+                                                                      rtime, qframe))
+            want.append((st["cport"], t[first], t[rframe], code))
+    got = {}
+    n_got = 0
+    for r in csv.DictReader(open(req_csv)):
+        if not r["server"].endswith(":%d" % port):
+            continue
+        n_got += 1
+        key = (int(r["client"].rsplit(":", 1)[1]), int(r["arrival_ns"]))
+        got.setdefault(key, []).append((int(r["departure_ns"]), int(r["status"]), r["class"],
+                                        int(r["flags"])))
+    bad = 0
+    for cport, arr, dep, code in want:
+        cands = got.get((cport, arr), [])
+        hit = [c for c in cands if c[0] == dep and c[1] == code]
+        if not hit:
+            bad += 1
+            if bad <= 10:
+                print("MISSING: client port %d arrival %d departure %d status %d; tbneck has %r"
+                      % (cport, arr, dep, code, cands))
+            continue
+        cands.remove(hit[0])
+    extra = [(k, v) for k, vs in got.items() for v in vs]
+    for k, v in extra[:10]:
+        print("EXTRA: tbneck reports %r %r that tshark does not" % (k, v))
+    print("pairs: %d (tshark paired %d itself), tbneck records: %d, unmatched: %d, extra: %d"
+          % (len(want), tshark_pairs, n_got, bad, len(extra)))
+    if len(want) < 20:
+        print("FAIL: too few exchanges captured")
+        sys.exit(1)
+    if bad or extra or disagree:
+        print("FAIL")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
