@@ -1,0 +1,1471 @@
+/* SPDX-License-Identifier: MIT */
+/* model.c — the discrete-event model of a closed n-tier system (users, tiers of
+ * processor-sharing servers with thread and connection pools, freezes, a CPU
+ * speed governor, bursts) and the TCP/IP packets it puts on the wire. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "proto.h"
+#include "sim.h"
+
+enum ev_kind {
+    EV_THINK,       /* a user finished thinking: starts a page */
+    EV_REQ_ARRIVE,  /* a request's last byte reached its server */
+    EV_PS,          /* a CPU burst finished at a server */
+    EV_RESP_ARRIVE, /* a response's last byte reached the caller */
+    EV_FREEZE_START,
+    EV_FREEZE_END,
+    EV_GOV,   /* the speed governor samples utilisation */
+    EV_ACK0,  /* delayed ACK from the client side of a connection */
+    EV_ACK1,  /* delayed ACK from the server side */
+    EV_BURST, /* the arrival modulation toggles */
+};
+
+enum { TH_FIN = 0x01, TH_SYN = 0x02, TH_RST = 0x04, TH_PSH = 0x08, TH_ACK = 0x10 };
+
+#define FP_CAP 512
+#define WIN_SCALE 7
+#define WINDOW 502 /* x 2^7 = 64256 bytes */
+#define MYSQL_ERR_LOCK 1205
+
+struct sbuf {
+    uint8_t *p;
+    size_t n, cap;
+};
+
+struct pkt {
+    int64_t ts;
+    uint32_t len;
+    struct pkt *next_free;
+    struct sim_pkt_meta meta;
+    uint8_t data[];
+};
+
+struct tcp_dir {
+    uint32_t nxt;      /* next sequence number this side sends */
+    int64_t busy;      /* timestamp of the last packet this side sent */
+    uint16_t ip_id;
+    uint32_t tsval_off;
+    uint32_t last_tsval;
+    uint32_t ack_gen;  /* bumps cancel a scheduled delayed ACK */
+    uint32_t ack_val;
+    bool ack_pending;
+    int unacked;       /* segments received and not yet acknowledged */
+};
+
+struct conn {
+    uint64_t id;
+    uint8_t ip[2][4]; /* [0] client, [1] server */
+    uint16_t port[2];
+    struct tcp_dir d[2];
+    struct server *srv;
+    int nreq;
+    bool open;
+    struct conn *next_free;
+};
+
+struct job;
+struct jobq {
+    struct job *head, *tail;
+};
+
+struct pool {
+    struct conn **idle;
+    int nidle;
+    struct jobq waiters;
+};
+
+struct server {
+    int tier, idx;
+    uint8_t ip[4];
+    uint16_t port;
+    char addr[32];
+    struct sim_ps ps;
+    uint32_t ps_gen;
+    int busy_threads;
+    struct jobq accept;
+    struct pool *pools; /* one per server of the next tier */
+    uint32_t rr;
+    int level;
+    double busy_mark;
+    int frozen;
+    uint16_t next_port;
+};
+
+struct user {
+    int id;
+    uint8_t ip[4];
+    struct conn *conn[SIM_MAX_SERVERS];
+    uint32_t gen;
+    bool thinking;
+    int64_t think_end;
+};
+
+struct job {
+    struct server *srv;
+    struct conn *in;
+    struct job *parent;
+    struct user *user;
+    struct pool *down_pool;
+    struct job *qnext;
+    int cls;
+    int ncalls, done_calls;
+    double burst;
+    int64_t arrival;
+    int status;
+    bool close;
+    bool is_select;
+    struct job *next_free;
+    char fp[FP_CAP];
+};
+
+struct freeze_inst {
+    const struct sim_freeze_conf *fc;
+    struct server *srv;
+    int k;
+};
+
+struct model {
+    const struct sim_conf *c;
+    struct sim_out *out;
+    struct sim_stats *st;
+    struct sim_rng rng;
+    struct sim_heap ev, pk;
+    struct server *srv[SIM_MAX_TIERS];
+    int nsrv[SIM_MAX_TIERS];
+    uint32_t front_rr;
+    struct user *users;
+    struct freeze_inst *fi;
+    int nfi;
+    struct pkt *pkt_free;
+    size_t pkt_size;
+    struct conn *conn_free;
+    struct job *job_free;
+    uint64_t next_conn_id;
+    uint16_t user_port[256];
+    int64_t end_ns;
+    bool burst_on;
+    double class_wsum;
+    struct sbuf msg;
+    char *filler;
+    size_t filler_len;
+    int err;
+};
+
+/* ------------------------------------------------------------ helpers --- */
+
+static int sb_reserve(struct sbuf *b, size_t more)
+{
+    if (b->cap - b->n >= more)
+        return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap - b->n < more)
+        cap *= 2;
+    uint8_t *p = realloc(b->p, cap);
+    if (!p)
+        return TB_E_NOMEM;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static void sb_put(struct model *m, struct sbuf *b, const void *p, size_t n)
+{
+    if (sb_reserve(b, n) < 0) {
+        m->err = TB_E_NOMEM;
+        return;
+    }
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+}
+
+static void sb_str(struct model *m, struct sbuf *b, const char *s)
+{
+    sb_put(m, b, s, strlen(s));
+}
+
+TB_PRINTF(3, 4) static void sb_fmt(struct model *m, struct sbuf *b, const char *fmt, ...)
+{
+    char tmp[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp)
+        n = (int)sizeof tmp - 1;
+    sb_put(m, b, tmp, (size_t)n);
+}
+
+static void sb_u8(struct model *m, struct sbuf *b, uint8_t v)
+{
+    sb_put(m, b, &v, 1);
+}
+
+static void sb_zero(struct model *m, struct sbuf *b, size_t n)
+{
+    if (sb_reserve(b, n) < 0) {
+        m->err = TB_E_NOMEM;
+        return;
+    }
+    memset(b->p + b->n, 0, n);
+    b->n += n;
+}
+
+/* Little-endian integer of n <= 8 bytes, as MySQL writes them. */
+static void sb_le(struct model *m, struct sbuf *b, uint64_t v, int n)
+{
+    uint8_t x[8];
+    for (int i = 0; i < n; i++)
+        x[i] = (uint8_t)(v >> (8 * i));
+    sb_put(m, b, x, (size_t)n);
+}
+
+static void sb_lenenc_int(struct model *m, struct sbuf *b, uint64_t v)
+{
+    if (v < 251)
+        sb_u8(m, b, (uint8_t)v);
+    else if (v < 65536) {
+        sb_u8(m, b, 0xfc);
+        sb_le(m, b, v, 2);
+    } else if (v < 16777216) {
+        sb_u8(m, b, 0xfd);
+        sb_le(m, b, v, 3);
+    } else {
+        sb_u8(m, b, 0xfe);
+        sb_le(m, b, v, 8);
+    }
+}
+
+static void sb_lenenc_str(struct model *m, struct sbuf *b, const void *s, size_t n)
+{
+    sb_lenenc_int(m, b, n);
+    sb_put(m, b, s, n);
+}
+
+static void fmt_addr(char *buf, size_t n, const uint8_t ip[4], uint16_t port)
+{
+    snprintf(buf, n, "%u.%u.%u.%u:%u", ip[0], ip[1], ip[2], ip[3], port);
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+static void push_ev(struct model *m, int64_t t, enum ev_kind k, void *obj, uint32_t gen)
+{
+    if (sim_heap_push(&m->ev, t, k, obj, gen) < 0)
+        m->err = TB_E_NOMEM;
+}
+
+/* -------------------------------------------------------------- packets --- */
+
+static uint32_t csum_add(uint32_t sum, const uint8_t *p, size_t n)
+{
+    while (n > 1) {
+        sum += (uint32_t)(p[0] << 8 | p[1]);
+        p += 2;
+        n -= 2;
+    }
+    if (n)
+        sum += (uint32_t)(p[0] << 8);
+    return sum;
+}
+
+static uint16_t csum_fold(uint32_t sum)
+{
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return (uint16_t)~sum;
+}
+
+static void put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+/* Time the frame occupies the link: payload plus preamble, FCS and gap. */
+static int64_t wire_ns(const struct model *m, size_t frame_len)
+{
+    return (int64_t)ceil((double)(frame_len + 24) * 8.0 / m->c->link_gbps);
+}
+
+/* Builds one Ethernet/IPv4/TCP frame from side `dir` of c at ts and queues it. */
+static void emit(struct model *m, struct conn *c, int dir, int64_t ts, uint8_t flags, uint32_t seq,
+                 uint32_t ack, const uint8_t *payload, size_t plen)
+{
+    struct tcp_dir *d = &c->d[dir];
+    const uint8_t *sip = c->ip[dir], *dip = c->ip[!dir];
+    size_t optlen = (flags & TH_SYN) ? 20 : 12;
+    size_t tcplen = 20 + optlen;
+    size_t len = 14 + 20 + tcplen + plen;
+    struct pkt *p = m->pkt_free;
+    if (p)
+        m->pkt_free = p->next_free;
+    else if (!(p = malloc(sizeof *p + m->pkt_size))) {
+        m->err = TB_E_NOMEM;
+        return;
+    }
+    uint8_t *f = p->data;
+    /* Locally administered MACs derived from the IP: one tap sees every host. */
+    f[0] = 0x02, f[1] = 0x00, memcpy(f + 2, dip, 4);
+    f[6] = 0x02, f[7] = 0x00, memcpy(f + 8, sip, 4);
+    put16(f + 12, 0x0800);
+    uint8_t *ip = f + 14;
+    ip[0] = 0x45;
+    ip[1] = 0;
+    put16(ip + 2, (uint16_t)(20 + tcplen + plen));
+    put16(ip + 4, d->ip_id++);
+    put16(ip + 6, 0x4000); /* DF */
+    ip[8] = 64;
+    ip[9] = 6;
+    put16(ip + 10, 0);
+    memcpy(ip + 12, sip, 4);
+    memcpy(ip + 16, dip, 4);
+    put16(ip + 10, csum_fold(csum_add(0, ip, 20)));
+    uint8_t *t = ip + 20;
+    put16(t, c->port[dir]);
+    put16(t + 2, c->port[!dir]);
+    put32(t + 4, seq);
+    put32(t + 8, (flags & TH_ACK) ? ack : 0);
+    t[12] = (uint8_t)((tcplen / 4) << 4);
+    t[13] = flags;
+    put16(t + 14, (flags & TH_SYN) ? 64240 : WINDOW);
+    put16(t + 16, 0);
+    put16(t + 18, 0);
+    uint8_t *o = t + 20;
+    uint32_t tsval = (uint32_t)(ts / TB_NS_PER_MS) + d->tsval_off;
+    uint32_t tsecr = c->d[!dir].last_tsval;
+    if (flags & TH_SYN) {
+        /* MSS, SACK permitted, timestamps, NOP, window scale: Linux's order. */
+        o[0] = 2, o[1] = 4;
+        put16(o + 2, (uint16_t)(m->c->mss + 12));
+        o[4] = 4, o[5] = 2;
+        o[6] = 8, o[7] = 10;
+        put32(o + 8, tsval);
+        put32(o + 12, (flags & TH_ACK) ? tsecr : 0);
+        o[16] = 1;
+        o[17] = 3, o[18] = 3, o[19] = WIN_SCALE;
+    } else {
+        o[0] = 1, o[1] = 1, o[2] = 8, o[3] = 10;
+        put32(o + 4, tsval);
+        put32(o + 8, tsecr);
+    }
+    d->last_tsval = tsval;
+    if (plen)
+        memcpy(t + tcplen, payload, plen);
+    uint32_t sum = csum_add(0, sip, 4);
+    sum = csum_add(sum, dip, 4);
+    sum += 6 + (uint32_t)(tcplen + plen);
+    sum = csum_add(sum, t, tcplen + plen);
+    put16(t + 16, csum_fold(sum));
+    p->ts = ts;
+    p->len = (uint32_t)len;
+    p->meta = (struct sim_pkt_meta){.sport = c->port[dir], .dport = c->port[!dir], .seq = seq,
+                                    .payload = (uint32_t)plen, .flags = flags};
+    memcpy(p->meta.src, sip, 4);
+    memcpy(p->meta.dst, dip, 4);
+    if (ts > d->busy)
+        d->busy = ts;
+    if (sim_heap_push(&m->pk, ts, 0, p, 0) < 0)
+        m->err = TB_E_NOMEM;
+}
+
+static void flush_packets(struct model *m, int64_t upto)
+{
+    const struct sim_event *top;
+    while ((top = sim_heap_peek(&m->pk)) && top->t <= upto) {
+        struct sim_event e;
+        sim_heap_pop(&m->pk, &e);
+        struct pkt *p = e.obj;
+        sim_out_packet(m->out, p->ts, p->data, p->len, &p->meta);
+        p->next_free = m->pkt_free;
+        m->pkt_free = p;
+    }
+}
+
+/* A pure ACK from side `dir`, no earlier than `t`. */
+static void pure_ack(struct model *m, struct conn *c, int dir, int64_t t, uint32_t ack)
+{
+    struct tcp_dir *d = &c->d[dir];
+    emit(m, c, dir, max64(t, d->busy + 1), TH_ACK, d->nxt, ack, NULL, 0);
+    d->unacked = 0;
+    d->ack_pending = false;
+    d->ack_gen++;
+}
+
+/* Sends a message from side `dir`, cut into MSS segments paced at link speed.
+ * The receiver acknowledges every second segment at once and the rest after
+ * the delayed-ACK time unless its own data carries the ACK first. */
+static void tcp_send(struct model *m, struct conn *c, int dir, int64_t t, const uint8_t *data,
+                     size_t len, int64_t *first, int64_t *last)
+{
+    struct tcp_dir *d = &c->d[dir], *r = &c->d[!dir];
+    int64_t ts = max64(t, d->busy + 1);
+    size_t mss = (size_t)m->c->mss;
+    int64_t ack_gap = wire_ns(m, 66);
+    *first = ts;
+    for (size_t off = 0; off < len;) {
+        size_t n = TB_MIN(mss, len - off);
+        uint8_t flags = TH_ACK | (off + n == len ? TH_PSH : 0);
+        emit(m, c, dir, ts, flags, d->nxt, r->nxt, data + off, n);
+        /* Our data acknowledges everything we had received. */
+        d->unacked = 0;
+        d->ack_pending = false;
+        d->ack_gen++;
+        d->nxt += (uint32_t)n;
+        *last = ts;
+        off += n;
+        if (++r->unacked >= 2)
+            pure_ack(m, c, !dir, ts + ack_gap, d->nxt);
+        ts += wire_ns(m, 66 + n);
+    }
+    if (r->unacked) {
+        r->ack_pending = true;
+        r->ack_gen++;
+        r->ack_val = d->nxt;
+        push_ev(m, *last + m->c->ack_delay_ns, dir ? EV_ACK0 : EV_ACK1, c, r->ack_gen);
+    }
+}
+
+static void on_ack(struct model *m, struct conn *c, int dir, uint32_t gen, int64_t now)
+{
+    struct tcp_dir *d = &c->d[dir];
+    if (!c->open || gen != d->ack_gen || !d->ack_pending)
+        return;
+    pure_ack(m, c, dir, now, d->ack_val);
+}
+
+static struct conn *conn_new(struct model *m, const uint8_t cip[4], uint16_t cport,
+                             struct server *srv)
+{
+    struct conn *c = m->conn_free;
+    if (c)
+        m->conn_free = c->next_free;
+    else if (!(c = calloc(1, sizeof *c))) {
+        m->err = TB_E_NOMEM;
+        return NULL;
+    }
+    /* Generations survive reuse so that events of the previous life stay stale. */
+    uint32_t g0 = c->d[0].ack_gen, g1 = c->d[1].ack_gen;
+    memset(c, 0, sizeof *c);
+    c->d[0].ack_gen = g0 + 1;
+    c->d[1].ack_gen = g1 + 1;
+    c->id = ++m->next_conn_id;
+    memcpy(c->ip[0], cip, 4);
+    memcpy(c->ip[1], srv->ip, 4);
+    c->port[0] = cport;
+    c->port[1] = srv->port;
+    c->srv = srv;
+    c->open = true;
+    for (int i = 0; i < 2; i++) {
+        uint64_t r = sim_rng_next(&m->rng);
+        c->d[i].nxt = (uint32_t)r;
+        c->d[i].ip_id = (uint16_t)(r >> 32);
+        c->d[i].tsval_off = (uint32_t)(r >> 40);
+    }
+    return c;
+}
+
+static void conn_release(struct model *m, struct conn *c)
+{
+    c->open = false;
+    c->next_free = m->conn_free;
+    m->conn_free = c;
+}
+
+/* Three-way handshake starting at t; returns when the client may send. */
+static int64_t tcp_open(struct model *m, struct conn *c, int64_t t)
+{
+    int64_t half = m->c->rtt_ns / 2;
+    struct tcp_dir *cl = &c->d[0], *sv = &c->d[1];
+    t = max64(t, cl->busy + 1);
+    emit(m, c, 0, t, TH_SYN, cl->nxt, 0, NULL, 0);
+    cl->nxt++;
+    emit(m, c, 1, t + half, TH_SYN | TH_ACK, sv->nxt, cl->nxt, NULL, 0);
+    sv->nxt++;
+    emit(m, c, 0, t + 2 * half, TH_ACK, cl->nxt, sv->nxt, NULL, 0);
+    return t + 2 * half + 1;
+}
+
+/* Orderly close begun by side `dir` at t: FIN, FIN+ACK, ACK. */
+static void tcp_close(struct model *m, struct conn *c, int dir, int64_t t)
+{
+    int64_t half = m->c->rtt_ns / 2;
+    struct tcp_dir *a = &c->d[dir], *b = &c->d[!dir];
+    t = max64(t, a->busy + 1);
+    emit(m, c, dir, t, TH_FIN | TH_ACK, a->nxt, b->nxt, NULL, 0);
+    a->nxt++;
+    int64_t t2 = max64(t + half, b->busy + 1);
+    emit(m, c, !dir, t2, TH_FIN | TH_ACK, b->nxt, a->nxt, NULL, 0);
+    b->nxt++;
+    emit(m, c, dir, t2 + half, TH_ACK, a->nxt, b->nxt, NULL, 0);
+    for (int i = 0; i < 2; i++) {
+        c->d[i].ack_pending = false;
+        c->d[i].ack_gen++;
+    }
+}
+
+/* ------------------------------------------------------------ messages --- */
+
+static const char *const words[] = {"kernel", "cache", "tier", "latency", "queue", "thread",
+                                    "garbage", "collector", "speedstep", "bottleneck"};
+
+/* Expands {id}, {ids}, {n} and {word} in a template. */
+static void fill_template(struct model *m, const char *tpl, char *out, size_t cap)
+{
+    size_t o = 0;
+    for (const char *p = tpl; *p && o + 1 < cap;) {
+        char val[128];
+        const char *rep = NULL;
+        size_t skip = 0;
+        if (!strncmp(p, "{id}", 4)) {
+            snprintf(val, sizeof val, "%" PRIu64, 1 + sim_rng_below(&m->rng, 100000));
+            rep = val, skip = 4;
+        } else if (!strncmp(p, "{ids}", 5)) {
+            int n = 2 + (int)sim_rng_below(&m->rng, 5), k = 0;
+            for (int i = 0; i < n; i++)
+                k += snprintf(val + k, sizeof val - (size_t)k, "%s%" PRIu64, i ? ", " : "",
+                              1 + sim_rng_below(&m->rng, 100000));
+            rep = val, skip = 5;
+        } else if (!strncmp(p, "{n}", 3)) {
+            snprintf(val, sizeof val, "%" PRIu64, 1 + sim_rng_below(&m->rng, 50));
+            rep = val, skip = 3;
+        } else if (!strncmp(p, "{word}", 6)) {
+            snprintf(val, sizeof val, "%s", words[sim_rng_below(&m->rng, TB_ARRAY_SIZE(words))]);
+            rep = val, skip = 6;
+        }
+        if (rep) {
+            size_t n = strlen(rep);
+            if (o + n >= cap)
+                break;
+            memcpy(out + o, rep, n);
+            o += n;
+            p += skip;
+        } else
+            out[o++] = *p++;
+    }
+    out[o] = 0;
+}
+
+static void http_date(int64_t ns, char *buf, size_t n)
+{
+    static const char *const wd[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char *const mo[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                     "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    time_t s = (time_t)(ns / TB_NS_PER_SEC);
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    snprintf(buf, n, "%s, %02d %s %04d %02d:%02d:%02d GMT", wd[tm.tm_wday], tm.tm_mday,
+             mo[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+static void http_body(struct model *m, struct sbuf *b, size_t n)
+{
+    static const char head[] = "<html><body>", tail[] = "</body></html>\n";
+    size_t hl = sizeof head - 1, tl = sizeof tail - 1;
+    if (n < hl + tl) {
+        sb_put(m, b, m->filler, n);
+        return;
+    }
+    sb_put(m, b, head, hl);
+    for (size_t left = n - hl - tl; left;) {
+        size_t k = TB_MIN(left, m->filler_len);
+        sb_put(m, b, m->filler, k);
+        left -= k;
+    }
+    sb_put(m, b, tail, tl);
+}
+
+static void build_http_request(struct model *m, struct job *j)
+{
+    const struct sim_class_conf *cl = &m->c->classes[j->cls];
+    const struct sim_tier_conf *t = &m->c->tiers[j->srv->tier];
+    char target[512];
+    fill_template(m, cl->path[j->srv->tier], target, sizeof target);
+    tb_fp_http(cl->method, strlen(cl->method), target, strlen(target), j->fp, sizeof j->fp);
+    struct sbuf *b = &m->msg;
+    b->n = 0;
+    sb_fmt(m, b, "%s %s HTTP/1.1\r\nHost: %s", cl->method, target, t->host);
+    if (t->port != 80)
+        sb_fmt(m, b, ":%u", t->port);
+    sb_str(m, b, "\r\nUser-Agent: ");
+    sb_str(m, b, j->srv->tier == 0 ? "Mozilla/5.0 (X11; Linux x86_64) tbneck-sim/0.1"
+                                   : "Apache-HttpClient/4.5 (tbneck-sim)");
+    sb_str(m, b, "\r\nAccept: text/html,*/*\r\n");
+    if (j->close)
+        sb_str(m, b, "Connection: close\r\n");
+    if (cl->req_body) {
+        sb_fmt(m, b, "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n",
+               cl->req_body);
+    }
+    sb_str(m, b, "\r\n");
+    if (cl->req_body) {
+        static const char form[] = "comment=";
+        size_t k = TB_MIN((size_t)cl->req_body, sizeof form - 1);
+        sb_put(m, b, form, k);
+        for (size_t left = (size_t)cl->req_body - k; left;) {
+            size_t n = TB_MIN(left, (size_t)26);
+            sb_put(m, b, "abcdefghijklmnopqrstuvwxyz", n);
+            left -= n;
+        }
+    }
+}
+
+static const char *reason(int status)
+{
+    switch (status) {
+    case 200: return "OK";
+    case 201: return "Created";
+    case 204: return "No Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 304: return "Not Modified";
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
+    default: return "Status";
+    }
+}
+
+static void build_http_response(struct model *m, struct job *j, int64_t now)
+{
+    const struct sim_class_conf *cl = &m->c->classes[j->cls];
+    int tier = j->srv->tier;
+    double sz = sim_dist_sample(&cl->resp_bytes[tier], &m->rng);
+    /* No body for HEAD, 204 and 304, as RFC 9110 requires. */
+    bool nobody = !strcmp(cl->method, "HEAD") || cl->status == 204 || cl->status == 304;
+    size_t n = nobody ? 0 : (size_t)llround(sz);
+    char date[64];
+    http_date(now, date, sizeof date);
+    struct sbuf *b = &m->msg;
+    b->n = 0;
+    sb_fmt(m, b, "HTTP/1.1 %d %s\r\nDate: %s\r\nServer: %s\r\n", cl->status, reason(cl->status),
+           date, tier == 0 ? "Apache/2.4.57 (Debian)" : "Apache-Coyote/1.1");
+    if (cl->status != 204 && cl->status != 304)
+        sb_fmt(m, b, "Content-Type: text/html;charset=UTF-8\r\nContent-Length: %zu\r\n",
+               nobody && !strcmp(cl->method, "HEAD") ? (size_t)llround(sz) : n);
+    sb_fmt(m, b, "Connection: %s\r\n\r\n", j->close ? "close" : "keep-alive");
+    http_body(m, b, n);
+    j->status = cl->status;
+}
+
+static void mysql_packet_begin(struct model *m, struct sbuf *b, size_t *mark)
+{
+    *mark = b->n;
+    sb_le(m, b, 0, 4);
+}
+
+static void mysql_packet_end(struct sbuf *b, size_t mark, uint8_t seq)
+{
+    size_t len = b->n - mark - 4;
+    b->p[mark] = (uint8_t)len;
+    b->p[mark + 1] = (uint8_t)(len >> 8);
+    b->p[mark + 2] = (uint8_t)(len >> 16);
+    b->p[mark + 3] = seq;
+}
+
+static void build_mysql_query(struct model *m, struct job *j)
+{
+    const struct sim_class_conf *cl = &m->c->classes[j->cls];
+    char sql[1024];
+    fill_template(m, cl->sql, sql, sizeof sql);
+    tb_fp_sql(sql, strlen(sql), j->fp, sizeof j->fp);
+    j->is_select = !strncmp(sql, "SELECT", 6);
+    struct sbuf *b = &m->msg;
+    b->n = 0;
+    size_t mk;
+    mysql_packet_begin(m, b, &mk);
+    sb_u8(m, b, 0x03); /* COM_QUERY */
+    sb_str(m, b, sql);
+    mysql_packet_end(b, mk, 0);
+}
+
+/* Columns of "SELECT a, b FROM t ...": the select list; "*" stands for three. */
+static int select_columns(const char *sql, char cols[][32], char *table, size_t tcap)
+{
+    const char *from = strstr(sql, " FROM ");
+    snprintf(table, tcap, "t");
+    if (!from)
+        return 0;
+    const char *tb = from + 6;
+    size_t tl = strcspn(tb, " ;");
+    snprintf(table, tcap, "%.*s", (int)TB_MIN(tl, tcap - 1), tb);
+    const char *p = sql + 6;
+    int n = 0;
+    while (p < from && n < SIM_MAX_COLUMNS) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (p >= from)
+            break;
+        size_t l = strcspn(p, ",");
+        if (p + l > from)
+            l = (size_t)(from - p);
+        while (l && p[l - 1] == ' ')
+            l--;
+        snprintf(cols[n++], 32, "%.*s", (int)TB_MIN(l, (size_t)31), p);
+        p += l;
+        while (p < from && *p != ',')
+            p++;
+    }
+    if (n == 1 && !strcmp(cols[0], "*")) {
+        strcpy(cols[0], "id");
+        strcpy(cols[1], "title");
+        strcpy(cols[2], "body");
+        n = 3;
+    }
+    return n;
+}
+
+static void mysql_eof(struct model *m, struct sbuf *b, uint8_t seq, bool as_ok)
+{
+    size_t mk;
+    mysql_packet_begin(m, b, &mk);
+    sb_u8(m, b, 0xfe);
+    if (as_ok) {
+        /* CLIENT_DEPRECATE_EOF: an OK packet with the EOF header ends the rows. */
+        sb_u8(m, b, 0);
+        sb_u8(m, b, 0);
+        sb_le(m, b, 0x0002, 2);
+        sb_le(m, b, 0, 2);
+    } else {
+        sb_le(m, b, 0, 2);
+        sb_le(m, b, 0x0002, 2);
+    }
+    mysql_packet_end(b, mk, seq);
+}
+
+static void build_mysql_response(struct model *m, struct job *j)
+{
+    const struct sim_class_conf *cl = &m->c->classes[j->cls];
+    const struct sim_tier_conf *t = &m->c->tiers[j->srv->tier];
+    struct sbuf *b = &m->msg;
+    b->n = 0;
+    size_t mk;
+    uint8_t seq = 1;
+    if (cl->error_rate > 0 && sim_rng_unit(&m->rng) < cl->error_rate) {
+        mysql_packet_begin(m, b, &mk);
+        sb_u8(m, b, 0xff);
+        sb_le(m, b, MYSQL_ERR_LOCK, 2);
+        sb_str(m, b, "#HY000Lock wait timeout exceeded; try restarting transaction");
+        mysql_packet_end(b, mk, seq);
+        j->status = MYSQL_ERR_LOCK;
+        return;
+    }
+    j->status = 0;
+    if (!j->is_select) {
+        mysql_packet_begin(m, b, &mk);
+        sb_u8(m, b, 0x00);
+        sb_lenenc_int(m, b, 1); /* affected rows */
+        sb_lenenc_int(m, b, 0);
+        sb_le(m, b, 0x0002, 2);
+        sb_le(m, b, 0, 2);
+        mysql_packet_end(b, mk, seq);
+        return;
+    }
+    char cols[SIM_MAX_COLUMNS][32], table[64];
+    int nc = select_columns(cl->sql, cols, table, sizeof table);
+    if (nc == 0) {
+        strcpy(cols[0], "1");
+        nc = 1;
+    }
+    mysql_packet_begin(m, b, &mk);
+    sb_lenenc_int(m, b, (uint64_t)nc);
+    mysql_packet_end(b, mk, seq++);
+    for (int i = 0; i < nc; i++) {
+        bool is_id = !strcmp(cols[i], "id") || strstr(cols[i], "_id") != NULL;
+        mysql_packet_begin(m, b, &mk);
+        sb_lenenc_str(m, b, "def", 3);
+        sb_lenenc_str(m, b, "rubbos", 6);
+        sb_lenenc_str(m, b, table, strlen(table));
+        sb_lenenc_str(m, b, table, strlen(table));
+        sb_lenenc_str(m, b, cols[i], strlen(cols[i]));
+        sb_lenenc_str(m, b, cols[i], strlen(cols[i]));
+        sb_u8(m, b, 0x0c);
+        sb_le(m, b, is_id ? 63 : 255, 2);                /* binary / utf8mb4 */
+        sb_le(m, b, is_id ? 11 : 1020, 4);               /* column length */
+        sb_u8(m, b, is_id ? 0x03 : 0xfd);                /* LONG / VAR_STRING */
+        sb_le(m, b, is_id ? 0x4203 : 0x0000, 2);         /* NOT NULL, PRI, NUM */
+        sb_u8(m, b, 0);
+        sb_le(m, b, 0, 2);
+        mysql_packet_end(b, mk, seq++);
+    }
+    if (!t->deprecate_eof)
+        mysql_eof(m, b, seq++, false);
+    long rows = lround(sim_dist_sample(&cl->rows, &m->rng));
+    for (long r = 0; r < rows; r++) {
+        mysql_packet_begin(m, b, &mk);
+        for (int i = 0; i < nc; i++) {
+            bool is_id = !strcmp(cols[i], "id") || strstr(cols[i], "_id") != NULL;
+            if (is_id) {
+                char v[24];
+                int n = snprintf(v, sizeof v, "%" PRIu64, 1 + sim_rng_below(&m->rng, 100000));
+                sb_lenenc_str(m, b, v, (size_t)n);
+            } else {
+                size_t off = (size_t)sim_rng_below(&m->rng, m->filler_len / 2);
+                size_t n = TB_MIN((size_t)cl->row_bytes, m->filler_len - off);
+                sb_lenenc_str(m, b, m->filler + off, n);
+            }
+        }
+        mysql_packet_end(b, mk, seq++);
+    }
+    mysql_eof(m, b, seq, t->deprecate_eof);
+}
+
+/* Server greeting, client login, OK: what a pooled connection does once. */
+static int64_t mysql_login(struct model *m, struct conn *c, int64_t t, bool deprecate_eof)
+{
+    struct sbuf *b = &m->msg;
+    int64_t first, last;
+    size_t mk;
+    uint32_t caps = 0x0001 | 0x0004 | 0x0008 | 0x0200 | 0x2000 | 0x8000 | 0x00020000 |
+                    0x00080000 | (deprecate_eof ? 0x01000000u : 0);
+    uint8_t salt[20];
+    for (int i = 0; i < 20; i++)
+        salt[i] = (uint8_t)(0x21 + sim_rng_below(&m->rng, 94));
+    b->n = 0;
+    mysql_packet_begin(m, b, &mk);
+    sb_u8(m, b, 10);
+    sb_put(m, b, "8.0.35-tbneck-sim", 18);
+    sb_le(m, b, c->id, 4);
+    sb_put(m, b, salt, 8);
+    sb_u8(m, b, 0);
+    sb_le(m, b, (caps | 0xf7ff) & 0xffff, 2);
+    sb_u8(m, b, 0xff);
+    sb_le(m, b, 0x0002, 2);
+    sb_le(m, b, (caps | 0x01ff0000u) >> 16, 2);
+    sb_u8(m, b, 21);
+    sb_zero(m, b, 10);
+    sb_put(m, b, salt + 8, 12);
+    sb_u8(m, b, 0);
+    sb_put(m, b, "mysql_native_password", 22);
+    mysql_packet_end(b, mk, 0);
+    tcp_send(m, c, 1, t + 30000, b->p, b->n, &first, &last);
+
+    b->n = 0;
+    mysql_packet_begin(m, b, &mk);
+    sb_le(m, b, caps, 4);
+    sb_le(m, b, 16777216, 4);
+    sb_u8(m, b, 0xff);
+    sb_zero(m, b, 23);
+    sb_put(m, b, "rubbos", 7);
+    sb_u8(m, b, 20);
+    for (int i = 0; i < 20; i++)
+        sb_u8(m, b, (uint8_t)sim_rng_next(&m->rng));
+    sb_put(m, b, "rubbos", 7);
+    sb_put(m, b, "mysql_native_password", 22);
+    mysql_packet_end(b, mk, 1);
+    tcp_send(m, c, 0, last + 20000, b->p, b->n, &first, &last);
+
+    b->n = 0;
+    mysql_packet_begin(m, b, &mk);
+    sb_u8(m, b, 0);
+    sb_u8(m, b, 0);
+    sb_u8(m, b, 0);
+    sb_le(m, b, 0x0002, 2);
+    sb_le(m, b, 0, 2);
+    mysql_packet_end(b, mk, 2);
+    tcp_send(m, c, 1, last + 60000, b->p, b->n, &first, &last);
+    return last + 1;
+}
+
+/* ---------------------------------------------------------------- model --- */
+
+static struct job *job_new(struct model *m, struct server *srv, struct conn *in, int cls)
+{
+    struct job *j = m->job_free;
+    if (j)
+        m->job_free = j->next_free;
+    else if (!(j = malloc(sizeof *j))) {
+        m->err = TB_E_NOMEM;
+        return NULL;
+    }
+    memset(j, 0, offsetof(struct job, fp));
+    j->fp[0] = 0;
+    j->srv = srv;
+    j->in = in;
+    j->cls = cls;
+    return j;
+}
+
+static void job_free(struct model *m, struct job *j)
+{
+    j->next_free = m->job_free;
+    m->job_free = j;
+}
+
+static void q_push(struct jobq *q, struct job *j)
+{
+    j->qnext = NULL;
+    if (q->tail)
+        q->tail->qnext = j;
+    else
+        q->head = j;
+    q->tail = j;
+}
+
+static struct job *q_pop(struct jobq *q)
+{
+    struct job *j = q->head;
+    if (j) {
+        q->head = j->qnext;
+        if (!q->head)
+            q->tail = NULL;
+    }
+    return j;
+}
+
+static void ps_resched(struct model *m, struct server *s, int64_t now)
+{
+    s->ps_gen++;
+    int64_t t = sim_ps_next(&s->ps, now);
+    if (t != INT64_MAX)
+        push_ev(m, t, EV_PS, s, s->ps_gen);
+}
+
+static int sample_count(const struct sim_dist *d, struct sim_rng *r)
+{
+    long n = lround(sim_dist_sample(d, r));
+    return (int)TB_MAX(0, TB_MIN(n, 10000));
+}
+
+/* Sends j's request on its connection and schedules its arrival at the server. */
+static void send_request(struct model *m, struct job *j, int64_t t)
+{
+    if (m->c->tiers[j->srv->tier].proto == SIM_PROTO_HTTP)
+        build_http_request(m, j);
+    else
+        build_mysql_query(m, j);
+    int64_t first, last;
+    tcp_send(m, j->in, 0, t, m->msg.p, m->msg.n, &first, &last);
+    j->arrival = first;
+    j->in->nreq++;
+    push_ev(m, last, EV_REQ_ARRIVE, j, 0);
+}
+
+static void job_start(struct model *m, struct job *j, int64_t now)
+{
+    struct server *s = j->srv;
+    const struct sim_class_conf *cl = &m->c->classes[j->cls];
+    s->busy_threads++;
+    j->ncalls = s->tier + 1 < m->c->ntiers ? sample_count(&cl->calls[s->tier], &m->rng) : 0;
+    double demand = sim_dist_sample(&cl->demand[s->tier], &m->rng);
+    /* The thread computes between its downstream calls: ncalls+1 equal bursts. */
+    j->burst = demand / (j->ncalls + 1);
+    if (sim_ps_add(&s->ps, now, j->burst, j) < 0)
+        m->err = TB_E_NOMEM;
+    ps_resched(m, s, now);
+}
+
+static void issue_call(struct model *m, struct job *parent, struct conn *c, int64_t now)
+{
+    struct job *child = job_new(m, c->srv, c, parent->cls);
+    if (!child)
+        return;
+    child->parent = parent;
+    send_request(m, child, now);
+}
+
+static void write_truth(struct model *m, struct job *j, int64_t departure)
+{
+    FILE *f = m->out->requests;
+    const struct sim_tier_conf *t = &m->c->tiers[j->srv->tier];
+    char client[32];
+    fmt_addr(client, sizeof client, j->in->ip[0], j->in->port[0]);
+    fprintf(f, "%s,%s,%s,%" PRIu64 ",%s,", t->wire_name, j->srv->addr, client, j->in->id,
+            m->c->classes[j->cls].name);
+    sim_csv_field(f, j->fp);
+    fprintf(f, ",%" PRId64 ",%" PRId64 ",%d\n", j->arrival, departure, j->status);
+    m->st->requests[j->srv->tier]++;
+}
+
+static void respond(struct model *m, struct job *j, int64_t now)
+{
+    struct server *s = j->srv;
+    if (m->c->tiers[s->tier].proto == SIM_PROTO_HTTP)
+        build_http_response(m, j, now);
+    else
+        build_mysql_response(m, j);
+    int64_t first, last;
+    tcp_send(m, j->in, 1, now, m->msg.p, m->msg.n, &first, &last);
+    write_truth(m, j, last);
+    push_ev(m, last, EV_RESP_ARRIVE, j, 0);
+    if (j->close) {
+        /* The server closes after a "Connection: close" exchange; the user
+         * opens a new connection for its next page. */
+        tcp_close(m, j->in, 1, last + 40000);
+        struct user *u = j->user;
+        for (int i = 0; i < m->nsrv[0]; i++)
+            if (u->conn[i] == j->in)
+                u->conn[i] = NULL;
+        conn_release(m, j->in);
+        j->in = NULL;
+    }
+    s->busy_threads--;
+    struct job *next = q_pop(&s->accept);
+    if (next)
+        job_start(m, next, now);
+}
+
+static void burst_done(struct model *m, struct job *j, int64_t now)
+{
+    struct server *s = j->srv;
+    if (j->done_calls >= j->ncalls) {
+        respond(m, j, now);
+        return;
+    }
+    int nt = s->tier + 1;
+    struct pool *p = &s->pools[s->rr++ % (uint32_t)m->nsrv[nt]];
+    j->down_pool = p;
+    if (p->nidle)
+        issue_call(m, j, p->idle[--p->nidle], now);
+    else
+        q_push(&p->waiters, j); /* holds its thread while it waits for a connection */
+}
+
+static void on_resp_arrive(struct model *m, struct job *j, int64_t now);
+
+static int pick_class(struct model *m)
+{
+    double x = sim_rng_unit(&m->rng) * m->class_wsum;
+    for (int i = 0; i < m->c->nclasses; i++) {
+        x -= m->c->classes[i].weight;
+        if (x < 0)
+            return i;
+    }
+    return m->c->nclasses - 1;
+}
+
+static double think_ns(struct model *m)
+{
+    double t = sim_dist_sample(&m->c->think, &m->rng);
+    return m->burst_on ? t * m->c->burst_factor : t;
+}
+
+static void start_think(struct model *m, struct user *u, int64_t now, double t)
+{
+    u->thinking = true;
+    u->think_end = now + (int64_t)llround(t);
+    push_ev(m, u->think_end, EV_THINK, u, ++u->gen);
+}
+
+static void start_page(struct model *m, struct user *u, int64_t now)
+{
+    u->thinking = false;
+    int si = (int)(m->front_rr++ % (uint32_t)m->nsrv[0]);
+    struct server *s = &m->srv[0][si];
+    int64_t t = now;
+    struct conn *c = u->conn[si];
+    if (!c) {
+        uint8_t hi = u->ip[3];
+        uint16_t port = m->user_port[hi];
+        m->user_port[hi] = port >= 60999 ? 32768 : (uint16_t)(port + 1);
+        c = conn_new(m, u->ip, port, s);
+        if (!c)
+            return;
+        u->conn[si] = c;
+        t = tcp_open(m, c, now);
+    }
+    struct job *j = job_new(m, s, c, pick_class(m));
+    if (!j)
+        return;
+    j->user = u;
+    int ka = m->c->tiers[0].keepalive;
+    j->close = ka > 0 && c->nreq + 1 >= ka;
+    send_request(m, j, t);
+}
+
+static void on_resp_arrive(struct model *m, struct job *j, int64_t now)
+{
+    struct job *parent = j->parent;
+    if (!parent) {
+        m->st->pages++;
+        struct user *u = j->user;
+        job_free(m, j);
+        if (now < m->end_ns)
+            start_think(m, u, now, think_ns(m));
+        return;
+    }
+    struct conn *c = j->in;
+    struct pool *p = parent->down_pool;
+    job_free(m, j);
+    struct job *w = q_pop(&p->waiters);
+    if (w)
+        issue_call(m, w, c, now);
+    else
+        p->idle[p->nidle++] = c;
+    parent->done_calls++;
+    struct server *s = parent->srv;
+    if (sim_ps_add(&s->ps, now, parent->burst, parent) < 0)
+        m->err = TB_E_NOMEM;
+    ps_resched(m, s, now);
+}
+
+static void log_speed(struct model *m, struct server *s, int64_t now)
+{
+    fprintf(m->out->speed, "%s,%" PRId64 ",%g\n", s->addr, now,
+            m->c->tiers[s->tier].speeds[s->level]);
+}
+
+static void on_gov(struct model *m, struct server *s, int64_t now)
+{
+    const struct sim_tier_conf *t = &m->c->tiers[s->tier];
+    sim_ps_advance(&s->ps, now);
+    double util = (s->ps.busy_core_ns - s->busy_mark) / (double)t->governor_ns;
+    s->busy_mark = s->ps.busy_core_ns;
+    int level = s->level;
+    /* One level per sample: the lag is what makes SpeedStep hurt bursts. */
+    if (util > t->governor_up && level + 1 < t->nspeeds)
+        level++;
+    else if (util < t->governor_down && level > 0)
+        level--;
+    if (level != s->level) {
+        s->level = level;
+        sim_ps_set_speed(&s->ps, now, t->speeds[level]);
+        ps_resched(m, s, now);
+        log_speed(m, s, now);
+        m->st->speed_changes++;
+    }
+    if (now + t->governor_ns <= m->end_ns)
+        push_ev(m, now + t->governor_ns, EV_GOV, s, 0);
+}
+
+static void schedule_freeze(struct model *m, struct freeze_inst *fi, int64_t after)
+{
+    const struct sim_freeze_conf *fc = fi->fc;
+    int64_t t;
+    if (fc->random)
+        t = after + (int64_t)llround(sim_dist_sample(&fc->every, &m->rng));
+    else if (fi->k < fc->nat)
+        t = m->c->start_ns + fc->at_ns[fi->k];
+    else
+        return;
+    if (t < m->end_ns)
+        push_ev(m, t, EV_FREEZE_START, fi, 0);
+}
+
+static void on_freeze_start(struct model *m, struct freeze_inst *fi, int64_t now)
+{
+    const struct sim_freeze_conf *fc = fi->fc;
+    int64_t len = fc->random ? (int64_t)llround(sim_dist_sample(&fc->length, &m->rng))
+                             : fc->len_ns[fi->k];
+    fi->k++;
+    if (len < 1)
+        len = 1;
+    struct server *s = fi->srv;
+    if (s->frozen++ == 0) {
+        sim_ps_set_frozen(&s->ps, now, true);
+        ps_resched(m, s, now);
+    }
+    fprintf(m->out->freezes, "%s,%" PRId64 ",%" PRId64 "\n", s->addr, now, now + len);
+    m->st->freezes++;
+    push_ev(m, now + len, EV_FREEZE_END, fi, 0);
+}
+
+static void on_freeze_end(struct model *m, struct freeze_inst *fi, int64_t now)
+{
+    struct server *s = fi->srv;
+    if (--s->frozen == 0) {
+        sim_ps_set_frozen(&s->ps, now, false);
+        ps_resched(m, s, now);
+    }
+    schedule_freeze(m, fi, now);
+}
+
+static void on_burst(struct model *m, int64_t now)
+{
+    m->burst_on = !m->burst_on;
+    /* Think times are memoryless, so redrawing the rest of every running
+     * think at the new rate is exact for exponential think times. */
+    for (int i = 0; i < m->c->users; i++) {
+        struct user *u = &m->users[i];
+        if (u->thinking && u->think_end > now)
+            start_think(m, u, now, think_ns(m));
+    }
+    const struct sim_dist *d = m->burst_on ? &m->c->burst_on : &m->c->burst_off;
+    int64_t next = now + (int64_t)llround(sim_dist_sample(d, &m->rng));
+    if (next < m->end_ns)
+        push_ev(m, next, EV_BURST, NULL, 0);
+}
+
+static void dispatch(struct model *m, const struct sim_event *e)
+{
+    int64_t now = e->t;
+    switch ((enum ev_kind)e->kind) {
+    case EV_THINK: {
+        struct user *u = e->obj;
+        if (e->gen != u->gen)
+            return;
+        if (now >= m->end_ns) {
+            u->thinking = false;
+            return;
+        }
+        start_page(m, u, now);
+        return;
+    }
+    case EV_REQ_ARRIVE: {
+        struct job *j = e->obj;
+        if (j->srv->busy_threads < m->c->tiers[j->srv->tier].threads)
+            job_start(m, j, now);
+        else
+            q_push(&j->srv->accept, j);
+        return;
+    }
+    case EV_PS: {
+        struct server *s = e->obj;
+        if (e->gen != s->ps_gen)
+            return;
+        sim_ps_advance(&s->ps, now);
+        struct job *j;
+        while ((j = sim_ps_pop_done(&s->ps)) != NULL)
+            burst_done(m, j, now);
+        ps_resched(m, s, now);
+        return;
+    }
+    case EV_RESP_ARRIVE:
+        on_resp_arrive(m, e->obj, now);
+        return;
+    case EV_FREEZE_START:
+        on_freeze_start(m, e->obj, now);
+        return;
+    case EV_FREEZE_END:
+        on_freeze_end(m, e->obj, now);
+        return;
+    case EV_GOV:
+        on_gov(m, e->obj, now);
+        return;
+    case EV_ACK0:
+    case EV_ACK1:
+        on_ack(m, e->obj, e->kind == EV_ACK0 ? 0 : 1, e->gen, now);
+        return;
+    case EV_BURST:
+        on_burst(m, now);
+        return;
+    }
+}
+
+int sim_write_expected(const struct sim_conf *c, FILE *f)
+{
+    /* A CPU-bound server congests once more requests are active than it has
+     * cores: N* = cores per server, summed for the tier. */
+    for (int t = 0; t < c->ntiers; t++) {
+        const struct sim_tier_conf *tc = &c->tiers[t];
+        for (int s = 0; s < tc->servers; s++)
+            fprintf(f, "%s,10.0.%d.%d:%u,%d,%d\n", tc->wire_name, 2 + t, 1 + s, tc->port,
+                    tc->cores, tc->cores);
+        fprintf(f, "%s,*,%d,%d\n", tc->wire_name, tc->cores * tc->servers,
+                tc->cores * tc->servers);
+    }
+    return ferror(f) ? TB_E_IO : 0;
+}
+
+static int setup(struct model *m, char *err, size_t errlen)
+{
+    const struct sim_conf *c = m->c;
+    sim_rng_seed(&m->rng, c->seed);
+    sim_heap_init(&m->ev);
+    sim_heap_init(&m->pk);
+    m->pkt_size = 14 + 60 + 60 + (size_t)c->mss;
+    m->end_ns = c->start_ns + c->duration_ns;
+    for (int i = 0; i < c->nclasses; i++)
+        m->class_wsum += c->classes[i].weight;
+    for (int i = 0; i < 256; i++)
+        m->user_port[i] = 32768;
+    /* Filler text for bodies and text columns. */
+    static const char lorem[] = "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed "
+                                "do eiusmod tempor incididunt ut labore et dolore magna aliqua. ";
+    m->filler_len = 65536;
+    m->filler = malloc(m->filler_len);
+    if (!m->filler)
+        goto nomem;
+    for (size_t i = 0; i < m->filler_len; i++)
+        m->filler[i] = lorem[i % (sizeof lorem - 1)];
+
+    int64_t t0 = c->start_ns;
+    for (int t = 0; t < c->ntiers; t++) {
+        const struct sim_tier_conf *tc = &c->tiers[t];
+        m->nsrv[t] = tc->servers;
+        m->srv[t] = calloc((size_t)tc->servers, sizeof *m->srv[t]);
+        if (!m->srv[t])
+            goto nomem;
+        for (int i = 0; i < tc->servers; i++) {
+            struct server *s = &m->srv[t][i];
+            s->tier = t;
+            s->idx = i;
+            s->ip[0] = 10, s->ip[1] = 0, s->ip[2] = (uint8_t)(2 + t), s->ip[3] = (uint8_t)(1 + i);
+            s->port = tc->port;
+            s->level = tc->speed_init;
+            s->next_port = 40000;
+            fmt_addr(s->addr, sizeof s->addr, s->ip, s->port);
+            sim_ps_init(&s->ps, tc->cores, tc->speeds[s->level], t0);
+            log_speed(m, s, t0);
+        }
+    }
+    /* Pools: every server opens `pool` connections to every server of the next
+     * tier before users arrive, as Tomcat's and Apache's pools do at start-up. */
+    int64_t ready = t0;
+    int64_t open_at = t0;
+    for (int t = 0; t + 1 < c->ntiers; t++) {
+        const struct sim_tier_conf *tc = &c->tiers[t], *nc = &c->tiers[t + 1];
+        for (int i = 0; i < tc->servers; i++) {
+            struct server *s = &m->srv[t][i];
+            s->pools = calloc((size_t)nc->servers, sizeof *s->pools);
+            if (!s->pools)
+                goto nomem;
+            for (int d = 0; d < nc->servers; d++) {
+                struct pool *p = &s->pools[d];
+                p->idle = calloc((size_t)tc->pool, sizeof *p->idle);
+                if (!p->idle)
+                    goto nomem;
+                for (int k = 0; k < tc->pool; k++) {
+                    struct conn *cn = conn_new(m, s->ip, s->next_port++, &m->srv[t + 1][d]);
+                    if (!cn)
+                        goto nomem;
+                    open_at += 20000;
+                    int64_t r = tcp_open(m, cn, open_at);
+                    if (nc->proto == SIM_PROTO_MYSQL)
+                        r = mysql_login(m, cn, r, nc->deprecate_eof);
+                    ready = max64(ready, r);
+                    p->idle[p->nidle++] = cn;
+                }
+            }
+        }
+    }
+    m->users = calloc((size_t)c->users, sizeof *m->users);
+    if (!m->users)
+        goto nomem;
+    int64_t ustart = ready + TB_NS_PER_MS;
+    for (int i = 0; i < c->users; i++) {
+        struct user *u = &m->users[i];
+        u->id = i;
+        /* 10.0.1.1 .. 10.0.1.250: users share addresses and differ by port. */
+        u->ip[0] = 10, u->ip[1] = 0, u->ip[2] = 1, u->ip[3] = (uint8_t)(1 + i % 250);
+        double off = c->warmup_ns > 0 ? sim_rng_unit(&m->rng) * (double)c->warmup_ns : 0;
+        start_think(m, u, ustart, off);
+    }
+    for (int t = 0; t < c->ntiers; t++)
+        if (c->tiers[t].governor_ns)
+            for (int i = 0; i < m->nsrv[t]; i++)
+                push_ev(m, ustart + c->tiers[t].governor_ns, EV_GOV, &m->srv[t][i], 0);
+    int nfi = 0;
+    for (int f = 0; f < c->nfreezes; f++)
+        nfi += c->freezes[f].server < 0 ? m->nsrv[c->freezes[f].tier] : 1;
+    m->fi = calloc((size_t)TB_MAX(nfi, 1), sizeof *m->fi);
+    if (!m->fi)
+        goto nomem;
+    for (int f = 0; f < c->nfreezes; f++) {
+        const struct sim_freeze_conf *fc = &c->freezes[f];
+        for (int i = 0; i < m->nsrv[fc->tier]; i++) {
+            if (fc->server >= 0 && fc->server != i)
+                continue;
+            struct freeze_inst *fi = &m->fi[m->nfi++];
+            fi->fc = fc;
+            fi->srv = &m->srv[fc->tier][i];
+            schedule_freeze(m, fi, ustart);
+        }
+    }
+    if (c->burst) {
+        int64_t first = ustart + (int64_t)llround(sim_dist_sample(&c->burst_off, &m->rng));
+        if (first < m->end_ns)
+            push_ev(m, first, EV_BURST, NULL, 0);
+    }
+    if (m->err)
+        goto nomem;
+    return 0;
+nomem:
+    snprintf(err, errlen, "out of memory setting up the model");
+    return TB_E_NOMEM;
+}
+
+static void teardown(struct model *m)
+{
+    for (int t = 0; t < SIM_MAX_TIERS; t++) {
+        if (!m->srv[t])
+            continue;
+        for (int i = 0; i < m->nsrv[t]; i++) {
+            struct server *s = &m->srv[t][i];
+            sim_ps_free(&s->ps);
+            if (s->pools) {
+                int nd = t + 1 < m->c->ntiers ? m->nsrv[t + 1] : 0;
+                for (int d = 0; d < nd; d++) {
+                    /* Pooled connections outlive the run; free them here. */
+                    for (int k = 0; k < s->pools[d].nidle; k++)
+                        free(s->pools[d].idle[k]);
+                    free(s->pools[d].idle);
+                }
+                free(s->pools);
+            }
+        }
+        free(m->srv[t]);
+    }
+    if (m->users) {
+        for (int i = 0; i < m->c->users; i++)
+            for (int s = 0; s < SIM_MAX_SERVERS; s++)
+                free(m->users[i].conn[s]);
+        free(m->users);
+    }
+    for (struct conn *c = m->conn_free, *n; c; c = n) {
+        n = c->next_free;
+        free(c);
+    }
+    for (struct job *j = m->job_free, *n; j; j = n) {
+        n = j->next_free;
+        free(j);
+    }
+    for (struct pkt *p = m->pkt_free, *n; p; p = n) {
+        n = p->next_free;
+        free(p);
+    }
+    struct sim_event e;
+    while (sim_heap_pop(&m->pk, &e))
+        free(e.obj);
+    sim_heap_free(&m->ev);
+    sim_heap_free(&m->pk);
+    free(m->fi);
+    free(m->msg.p);
+    free(m->filler);
+}
+
+int sim_run(const struct sim_conf *conf, struct sim_out *out, struct sim_stats *st, char *err,
+            size_t errlen)
+{
+    struct model m = {.c = conf, .out = out, .st = st};
+    memset(st, 0, sizeof *st);
+    int rc = setup(&m, err, errlen);
+    if (rc == 0) {
+        struct sim_event e;
+        while (sim_heap_pop(&m.ev, &e)) {
+            flush_packets(&m, e.t);
+            dispatch(&m, &e);
+            if (m.err) {
+                snprintf(err, errlen, "out of memory while simulating");
+                rc = m.err;
+                break;
+            }
+        }
+        flush_packets(&m, INT64_MAX);
+    }
+    st->packets = out->packets;
+    st->packets_written = out->written;
+    st->dropped = out->dropped_n;
+    st->reordered = out->reordered;
+    st->duplicated = out->duplicated;
+    st->bytes = out->bytes;
+    teardown(&m);
+    return rc;
+}

@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/* out.c — writes the nanosecond pcap through the capture impairments (drop,
+ * reorder, duplicate, snaplen) and opens the truth files beside it. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+#define PCAP_MAGIC_NS 0xa1b23c4du
+#define LINKTYPE_ETHERNET 1
+#define HELD_CAP 65536
+#define OUT_BUFSZ (1 << 20)
+
+static FILE *open_file(const char *prefix, const char *suffix, char *err, size_t errlen)
+{
+    char path[4096];
+    if ((size_t)snprintf(path, sizeof path, "%s%s", prefix, suffix) >= sizeof path) {
+        snprintf(err, errlen, "%s%s: path too long", prefix, suffix);
+        return NULL;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f)
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+    else
+        setvbuf(f, NULL, _IOFBF, OUT_BUFSZ);
+    return f;
+}
+
+int sim_out_open(struct sim_out *o, const char *prefix, const struct sim_impair *imp,
+                 uint64_t seed, char *err, size_t errlen)
+{
+    memset(o, 0, sizeof *o);
+    o->imp = *imp;
+    /* A stream of its own, so impairing a capture never changes the run. */
+    sim_rng_seed(&o->rng, seed ^ UINT64_C(0x5eed1a9a1badcafe));
+    o->held = malloc(HELD_CAP);
+    if (!o->held) {
+        snprintf(err, errlen, "out of memory");
+        return TB_E_NOMEM;
+    }
+    static const struct {
+        const char *suffix;
+        size_t off;
+        const char *header;
+    } files[] = {
+        {".pcap", offsetof(struct sim_out, pcap), NULL},
+        {".requests.csv", offsetof(struct sim_out, requests),
+         "tier,server,client,conn,class,fingerprint,arrival_ns,departure_ns,status\n"},
+        {".freezes.csv", offsetof(struct sim_out, freezes), "server,start_ns,end_ns\n"},
+        {".speed.csv", offsetof(struct sim_out, speed), "server,t_ns,speed\n"},
+        {".expected.csv", offsetof(struct sim_out, expected),
+         "tier,server,cores,expected_n_star\n"},
+        {".truth.conf", offsetof(struct sim_out, conf), NULL},
+        {".dropped.csv", offsetof(struct sim_out, dropped), "t_ns,src,dst,seq,len,flags\n"},
+    };
+    for (size_t i = 0; i < TB_ARRAY_SIZE(files); i++) {
+        FILE *f = open_file(prefix, files[i].suffix, err, errlen);
+        if (!f) {
+            sim_out_close(o);
+            return TB_E_IO;
+        }
+        *(FILE **)((char *)o + files[i].off) = f;
+        if (files[i].header)
+            fputs(files[i].header, f);
+    }
+    uint32_t hdr[6] = {PCAP_MAGIC_NS, 2 | (4u << 16), 0, 0,
+                       imp->snaplen > 0 ? (uint32_t)imp->snaplen : 262144u, LINKTYPE_ETHERNET};
+    fwrite(hdr, sizeof hdr, 1, o->pcap);
+    return 0;
+}
+
+static void write_frame(struct sim_out *o, int64_t ts, const uint8_t *frame, size_t len)
+{
+    size_t cap = len;
+    if (o->imp.snaplen > 0 && cap > (size_t)o->imp.snaplen)
+        cap = (size_t)o->imp.snaplen;
+    uint32_t rec[4] = {(uint32_t)(ts / TB_NS_PER_SEC), (uint32_t)(ts % TB_NS_PER_SEC),
+                       (uint32_t)cap, (uint32_t)len};
+    fwrite(rec, sizeof rec, 1, o->pcap);
+    fwrite(frame, 1, cap, o->pcap);
+    o->written++;
+    o->bytes += len;
+}
+
+static void fmt_ip(char *buf, size_t n, const uint8_t ip[4], uint16_t port)
+{
+    snprintf(buf, n, "%u.%u.%u.%u:%u", ip[0], ip[1], ip[2], ip[3], port);
+}
+
+int sim_out_packet(struct sim_out *o, int64_t ts, const uint8_t *frame, size_t len,
+                   const struct sim_pkt_meta *meta)
+{
+    o->packets++;
+    if (o->imp.drop > 0 && sim_rng_unit(&o->rng) < o->imp.drop) {
+        char s[32], d[32], fl[8];
+        int k = 0;
+        static const char names[] = "FSRPAU";
+        for (int b = 0; b < 6; b++)
+            if (meta->flags & (1u << b))
+                fl[k++] = names[b];
+        fl[k] = 0;
+        fmt_ip(s, sizeof s, meta->src, meta->sport);
+        fmt_ip(d, sizeof d, meta->dst, meta->dport);
+        fprintf(o->dropped, "%" PRId64 ",%s,%s,%" PRIu32 ",%" PRIu32 ",%s\n", ts, s, d, meta->seq,
+                meta->payload, fl);
+        o->dropped_n++;
+        return 0;
+    }
+    if (o->imp.reorder > 0 && o->held_len == 0 && len <= HELD_CAP &&
+        sim_rng_unit(&o->rng) < o->imp.reorder) {
+        /* Swapped with its successor; each keeps its own timestamp, as a tap
+         * that stamps on the wire but hands packets over out of order would. */
+        memcpy(o->held, frame, len);
+        o->held_len = len;
+        o->held_ts = ts;
+        o->reordered++;
+        return 0;
+    }
+    write_frame(o, ts, frame, len);
+    if (o->imp.duplicate > 0 && sim_rng_unit(&o->rng) < o->imp.duplicate) {
+        write_frame(o, ts, frame, len);
+        o->duplicated++;
+    }
+    if (o->held_len) {
+        write_frame(o, o->held_ts, o->held, o->held_len);
+        o->held_len = 0;
+    }
+    return 0;
+}
+
+void sim_csv_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+int sim_out_close(struct sim_out *o)
+{
+    int rc = 0;
+    if (o->held_len && o->pcap) {
+        write_frame(o, o->held_ts, o->held, o->held_len);
+        o->held_len = 0;
+    }
+    FILE **fs[] = {&o->pcap, &o->requests, &o->freezes, &o->speed, &o->expected, &o->conf,
+                   &o->dropped};
+    for (size_t i = 0; i < TB_ARRAY_SIZE(fs); i++) {
+        if (!*fs[i])
+            continue;
+        if (ferror(*fs[i]) || fclose(*fs[i]) != 0)
+            rc = TB_E_IO;
+        *fs[i] = NULL;
+    }
+    free(o->held);
+    o->held = NULL;
+    return rc;
+}
