@@ -61,13 +61,17 @@ struct tb_analysis {
  * most) for resolution.
  *
  * Least-squares fit (n_star_fit), independent of the above: throughput =
- * a·min(load, K) over all windows, K scanned over every interval between
- * consecutive observed loads with a closed form per interval; windows below
- * freeze_frac x the fitted curve are dropped and the fit repeated (3 rounds).
- * The knee needs max(5, 2%) of the windows at or above it and must cut the
- * squared error of a straight line by 5%, else NAN (never saturated).
- * disagree: both finite and differing by more than disagree_frac of the
- * smaller, or exactly one finite.
+ * a·l / (1 + (l/K)^p)^(1/p), whose asymptotes are a·l (the linear part) and
+ * a·K (the plateau); p = ∞ is min(a·l, TPmax) itself and p is chosen among
+ * 1..20 and ∞ by the least squares too, so that the corner that windows smear
+ * (a window of mean load c is partly idle, partly queued) does not pull the
+ * knee past c. n_star_fit = K, where the asymptotes meet. For each p, a has a
+ * closed form and K is searched on a log grid then by golden section, over
+ * loads that leave max(5, 2%) of the windows at or above K. Windows below
+ * freeze_frac x the fitted curve are dropped and the fit repeated (3
+ * rounds). The knee must cut the squared error of a straight line through
+ * the origin by 5%, else NAN (never saturated). disagree: both finite and
+ * differing by more than disagree_frac of the smaller, or exactly one finite.
  *
  * tp_max: median normalized throughput of the non-freeze windows with load >=
  * N* (n_star, else n_star_fit), else the fit's plateau, else NAN. slope: the
@@ -89,6 +93,7 @@ struct tb_nstar {
     bool disagree;
     uint32_t bins_used;   /* non-empty bins of the (last) pass */
     size_t samples;       /* windows with load > 0 */
+    double fit_sharpness; /* p of the fit (INFINITY = a sharp min()); NAN when no knee */
 };
 
 /* Over (load, normalized throughput) pairs; opts may be NULL (defaults).

@@ -218,97 +218,163 @@ out:
 
 /* ------------------------------------------------------- least squares --- */
 
-/* Best K for tp = a·min(load, K) over the points flagged in use (sorted by
- * load). Returns the knee or NAN; *a_out the slope, *line_a the slope of the
- * straight line through the origin. */
-static double fit_knee(const struct pt *p, size_t n, const bool *use, double *a_out)
+/* The fit runs on groups of consecutive points (by load): up to FIT_GROUPS of
+ * them, each with its count, mean load and sum of t. With fewer
+ * points every point is its own group and the fit is exact; with more, the
+ * loads inside a group (1/512 of the windows, close together where the
+ * windows are dense, i.e. around the knee) are taken at their mean. */
+#define FIT_GROUPS 512
+
+struct grp {
+    double n, l, st;
+};
+
+/* Knee sharpnesses tried: tp = a·l / (1 + (l/K)^p)^(1/p) tends to a·min(l, K)
+ * as p grows (p = 0 below stands for that limit). Both asymptotes — a·l at low
+ * load and a·K on the plateau — are physical (one core-second of work per
+ * second per request in service, and the capacity), so their intersection K
+ * is the congestion point even when windows smear the corner: a window of
+ * mean load c is partly idle and partly queued, which bends the cloud below
+ * the corner and pulls a sharp min() fit's knee past c. */
+static const double sharpness[] = {0, 1, 1.5, 2, 3, 4, 6, 10, 20};
+
+static double knee_shape(double l, double K, double p)
 {
+    if (p == 0)
+        return fmin(l, K);
+    double x = l / K;
+    return l * exp(-log1p(pow(x, p)) / p);
+}
+
+/* Gain (Σ St·g)² / (Σ n·g²) of a shape: SSE = Σt² − gain, a = (Σ St·g) / (Σ n·g²). */
+static double shape_gain(const struct grp *g, size_t ng, double K, double p, double *a)
+{
+    double sg = 0, gg = 0;
+    for (size_t i = 0; i < ng; i++) {
+        double v = knee_shape(g[i].l, K, p);
+        sg += g[i].st * v;
+        gg += g[i].n * v * v;
+    }
+    *a = gg > 0 ? sg / gg : NAN;
+    return gg > 0 ? sg * sg / gg : 0;
+}
+
+/* Best (p, K) for the used points (sorted by load): K searched on a log grid
+ * over [lowest load, the load with max(5, 2%) of the points at or above it],
+ * then refined by golden section. Returns K or NAN; *a_out the slope, *p_out
+ * the sharpness. */
+static double fit_knee(const struct pt *p, size_t n, const bool *use, double *a_out,
+                       double *p_out)
+{
+    *a_out = NAN;
     size_t m = 0;
-    double stt = 0, slt = 0, sll = 0;
+    for (size_t i = 0; i < n; i++)
+        m += use[i];
+    if (m < 10)
+        return NAN;
+    size_t ngrp = TB_MIN(m, (size_t)FIT_GROUPS);
+    struct grp *g = calloc(ngrp, sizeof *g);
+    if (!g)
+        return NAN;
+    double stt = 0, lmin = INFINITY, lsup = NAN;
+    size_t support = TB_MAX((size_t)5, m / 50), k = 0;
     for (size_t i = 0; i < n; i++) {
         if (!use[i])
             continue;
-        m++;
+        size_t gi = k * ngrp / m;
+        g[gi].n += 1;
+        g[gi].l += p[i].l;
+        g[gi].st += p[i].t;
         stt += p[i].t * p[i].t;
-        slt += p[i].l * p[i].t;
-        sll += p[i].l * p[i].l;
+        lmin = fmin(lmin, p[i].l);
+        k++;
+        if (k == m - support + 1)
+            lsup = p[i].l; /* `support` points lie at or above it */
     }
-    *a_out = NAN;
-    if (m < 10 || !(sll > 0))
-        return NAN;
-    double sse_line = stt - slt * slt / sll;
-    size_t support = TB_MAX((size_t)5, m / 50);
-    /* Scan K = each used load in ascending order. With K = p[j].l, points
-     * before j lie on the line (a·l), the rest on the plateau (a·K):
-     * num = Σ_{<j} l·t + K·Σ_{>=j} t, den = Σ_{<j} l² + K²·#(>=j), and
-     * SSE = Σt² − num²/den with a = num/den. */
-    double sum_t_above = 0;
-    for (size_t i = 0; i < n; i++)
-        if (use[i])
-            sum_t_above += p[i].t;
-    double pre_lt = 0, pre_ll = 0;
-    size_t above = m;
-    double best_gain = -1, best_k = NAN, best_a = NAN;
-    for (size_t j = 0; j < n; j++) {
-        if (!use[j])
-            continue;
-        if (above < support)
-            break;
-        /* Split before point j: points before it on the line, the rest on the
-         * plateau, K anywhere in [previous load, p[j].l]. The gain
-         * (A + K·B)² / (C + K²·D) peaks at K = B·C / (A·D); clamped to the
-         * interval, so a knee between two observed loads is found too. */
-        double A = pre_lt, B = sum_t_above, C = pre_ll, D = (double)above;
-        double klo = j ? p[j - 1].l : 0, khi = p[j].l;
-        double cand[3] = {khi, NAN, NAN};
-        if (A > 0 && B > 0 && klo > 0) {
-            cand[1] = klo;
-            cand[2] = fmin(fmax(B * C / (A * D), klo), khi);
-        }
-        for (int c = 0; c < 3; c++) {
-            double K = cand[c];
-            if (!(K > 0))
-                continue;
-            double num = A + K * B, den = C + K * K * D;
-            double gain = num * num / den;
+    for (size_t i = 0; i < ngrp; i++)
+        g[i].l /= g[i].n;
+    double a_line;
+    double gain_line = shape_gain(g, ngrp, INFINITY, 0, &a_line);
+    double best_gain = -1, best_k = NAN, best_a = NAN, best_p = NAN;
+    if (lmin > 0 && lsup > lmin) {
+        enum { GRID = 48 };
+        double ll = log(lmin), lh = log(lsup);
+        for (size_t s = 0; s < TB_ARRAY_SIZE(sharpness); s++) {
+            double sp = sharpness[s], a, bg = -1;
+            int bi = 0;
+            for (int i = 0; i < GRID; i++) {
+                double gain = shape_gain(g, ngrp, exp(ll + (lh - ll) * i / (GRID - 1)), sp, &a);
+                if (gain > bg) {
+                    bg = gain;
+                    bi = i;
+                }
+            }
+            /* Golden section on log K inside the neighbouring grid cells. */
+            double x0 = ll + (lh - ll) * TB_MAX(bi - 1, 0) / (GRID - 1);
+            double x3 = ll + (lh - ll) * TB_MIN(bi + 1, GRID - 1) / (GRID - 1);
+            const double r = 0.6180339887498949;
+            double x1 = x3 - r * (x3 - x0), x2 = x0 + r * (x3 - x0);
+            double f1 = shape_gain(g, ngrp, exp(x1), sp, &a);
+            double f2 = shape_gain(g, ngrp, exp(x2), sp, &a);
+            for (int it = 0; it < 30; it++) {
+                if (f1 > f2) {
+                    x3 = x2;
+                    x2 = x1;
+                    f2 = f1;
+                    x1 = x3 - r * (x3 - x0);
+                    f1 = shape_gain(g, ngrp, exp(x1), sp, &a);
+                } else {
+                    x0 = x1;
+                    x1 = x2;
+                    f1 = f2;
+                    x2 = x0 + r * (x3 - x0);
+                    f2 = shape_gain(g, ngrp, exp(x2), sp, &a);
+                }
+            }
+            double K = exp((x1 + x2) / 2), gain = shape_gain(g, ngrp, K, sp, &a);
+            double Kg = exp(ll + (lh - ll) * bi / (GRID - 1)), ag;
+            double gaing = shape_gain(g, ngrp, Kg, sp, &ag);
+            if (gaing > gain) {
+                gain = gaing;
+                K = Kg;
+                a = ag;
+            }
             if (gain > best_gain) {
                 best_gain = gain;
                 best_k = K;
-                best_a = num / den;
+                best_a = a;
+                best_p = sp;
             }
         }
-        pre_lt += p[j].l * p[j].t;
-        pre_ll += p[j].l * p[j].l;
-        sum_t_above -= p[j].t;
-        above--;
     }
-    if (!(best_gain >= 0) || !isfinite(best_k))
-        return NAN;
-    double sse_knee = stt - best_gain;
-    /* A knee must explain the data clearly better than a straight line; a
-     * server that never saturated has none. */
-    if (!(sse_knee < 0.95 * sse_line))
+    free(g);
+    /* A knee must explain the data clearly better than a straight line
+     * through the origin; a server that never saturated has none. */
+    if (!isfinite(best_k) || !(stt - best_gain < 0.95 * (stt - gain_line)))
         return NAN;
     *a_out = best_a;
+    *p_out = best_p == 0 ? INFINITY : best_p;
     return best_k;
 }
 
-static double fit_robust(const struct pt *p, size_t n, double freeze_frac, double *a_out)
+static double fit_robust(const struct pt *p, size_t n, double freeze_frac, double *a_out,
+                         double *p_out)
 {
     bool *use = malloc((n ? n : 1) * sizeof *use);
     if (!use)
         return NAN;
     for (size_t i = 0; i < n; i++)
         use[i] = true;
-    double K = NAN, a = NAN;
+    double K = NAN, a = NAN, sp = NAN;
     for (int round = 0; round < 3; round++) {
-        K = fit_knee(p, n, use, &a);
+        K = fit_knee(p, n, use, &a, &sp);
         if (!isfinite(K))
             break;
         /* Freeze windows sit far below the curve; drop them and refit. */
         bool changed = false;
+        double pp = isinf(sp) ? 0 : sp;
         for (size_t i = 0; i < n; i++) {
-            bool u = p[i].t >= freeze_frac * a * fmin(p[i].l, K);
+            bool u = p[i].t >= freeze_frac * a * knee_shape(p[i].l, K, pp);
             changed |= u != use[i];
             use[i] = u;
         }
@@ -317,6 +383,7 @@ static double fit_robust(const struct pt *p, size_t n, double freeze_frac, doubl
     }
     free(use);
     *a_out = a;
+    *p_out = sp;
     return K;
 }
 
@@ -348,7 +415,7 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
         return TB_E_INVAL;
     memset(res, 0, sizeof *res);
     res->n_star = res->n_star_fit = res->tp_max = res->slope = NAN;
-    res->delta0 = res->fit_tp_max = NAN;
+    res->delta0 = res->fit_tp_max = res->fit_sharpness = NAN;
     struct pt *p = malloc((n ? n : 1) * sizeof *p);
     double *scratch = malloc((n ? n : 1) * sizeof *scratch);
     if (!p || !scratch) {
@@ -386,8 +453,9 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
         }
         res->n_star = ns;
     }
-    double a;
-    res->n_star_fit = fit_robust(p, m, o.freeze_frac, &a);
+    double a, sp;
+    res->n_star_fit = fit_robust(p, m, o.freeze_frac, &a, &sp);
+    res->fit_sharpness = isfinite(res->n_star_fit) ? sp : NAN;
     if (isfinite(res->n_star_fit))
         res->fit_tp_max = a * res->n_star_fit;
     res->slope = isfinite(res->n_star_fit) ? a : res->delta0;

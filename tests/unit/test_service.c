@@ -233,6 +233,42 @@ static void test_reservoir(void **state)
     tb_svcest_free(e);
 }
 
+/* Units lookup: evenly spaced periods (found by division) and a gap (found by
+ * search), before the first period, after the last, unsorted input. */
+static void test_units(void **state)
+{
+    (void)state;
+    struct tb_class_service rows[7];
+    memset(rows, 0, sizeof rows);
+    const uint32_t cls[7] = {5, 5, 5, 8, 8, 8, 8};
+    const int64_t per[7] = {120, 0, 60, 0, 60, 300, -60};
+    for (int i = 0; i < 7; i++) {
+        rows[i].class_id = cls[i];
+        rows[i].period_start_ns = per[i] * SEC;
+        rows[i].units = (double)(cls[i] * 1000 + per[i]);
+    }
+    struct tb_units *u;
+    assert_int_equal(tb_units_new(&u, rows, 7, 0.25), 0);
+    /* class 5: periods 0, 60, 120 (regular). */
+    assert_near(tb_units_get(u, 5, -1), 5000, 0);
+    assert_near(tb_units_get(u, 5, 0), 5000, 0);
+    assert_near(tb_units_get(u, 5, 60 * SEC - 1), 5000, 0);
+    assert_near(tb_units_get(u, 5, 60 * SEC), 5060, 0);
+    assert_near(tb_units_get(u, 5, 119 * SEC), 5060, 0);
+    assert_near(tb_units_get(u, 5, 1000 * SEC), 5120, 0);
+    /* class 8: periods -60, 0, 60, 300 (a gap). */
+    assert_near(tb_units_get(u, 8, -100 * SEC), 8000 - 60, 0);
+    assert_near(tb_units_get(u, 8, -1), 8000 - 60, 0);
+    assert_near(tb_units_get(u, 8, 30 * SEC), 8000, 0);
+    assert_near(tb_units_get(u, 8, 299 * SEC), 8060, 0);
+    assert_near(tb_units_get(u, 8, 300 * SEC), 8300, 0);
+    /* unknown classes */
+    assert_near(tb_units_get(u, 6, 0), 0.25, 0);
+    assert_near(tb_units_get(u, 99, 0), 0.25, 0);
+    tb_units_free(u);
+    assert_near(tb_units_get(NULL, 5, 0), 1.0, 0);
+}
+
 static void test_file(void **state)
 {
     (void)state;
@@ -279,6 +315,7 @@ int main(void)
         cmocka_unit_test(test_two_tier),
         cmocka_unit_test(test_order),
         cmocka_unit_test(test_reservoir),
+        cmocka_unit_test(test_units),
         cmocka_unit_test(test_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
