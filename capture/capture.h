@@ -32,6 +32,7 @@ struct tb_capture_stats {
     uint64_t hdr_truncated;    /* snaplen cut inside the headers: skipped */
     uint64_t unknown_link;     /* packets of a link type the decoder does not know */
     uint64_t flows_open;       /* flows open now */
+    uint64_t tcp_packets;      /* packets that decoded to a TCP segment */
 };
 
 struct tb_engine_opts {
@@ -88,5 +89,8 @@ struct tb_offline_opts {
  * tb_engine_finish() either way. */
 int tb_offline_run(struct tb_engine *e, const struct tb_offline_opts *o, char *errbuf,
                    size_t errlen);
+/* Opens every file, checks its link type and compiles the filter, then closes
+ * them: the same errors as tb_offline_run, before anything is created. */
+int tb_offline_check(const struct tb_offline_opts *o, char *errbuf, size_t errlen);
 
 #endif

@@ -217,6 +217,38 @@ drop:
     f->det = NULL;
 }
 
+/* Mid-stream, the first bytes are likely the middle of a message, which no
+ * specific protocol recognises and the catch-all (the table's last entry)
+ * would take. So each chunk is tried on its own, and only after
+ * MIDSTREAM_TRIES chunks without a recognisable message start does the
+ * catch-all get the flow. Bytes before the chosen chunk are not replayed: the
+ * parser, started in mid-stream mode, would skip them anyway. */
+#define MIDSTREAM_TRIES 8
+static bool detect_midstream(struct tb_engine *e, struct tb_flow *f, int side, const uint8_t *p,
+                             size_t n)
+{
+    int dir = proto_dir(f, side);
+    bool client_sent = dir == TB_DIR_C2S;
+    size_t i;
+    for (i = 0; tb_protos[i] && tb_protos[i + 1]; i++) {
+        bool cs = client_sent;
+        if (tb_protos[i]->detect(p, n, (enum tb_dir)dir, &cs) == TB_DETECT_YES) {
+            if (cs != client_sent && !(f->flags & TB_FF_SERVER_SURE))
+                f->server_side = (uint8_t)(1 - f->server_side);
+            choose(e, f, tb_protos[i]);
+            return true;
+        }
+    }
+    if (++f->det_tries < MIDSTREAM_TRIES || !tb_protos[i])
+        return false;
+    bool cs = client_sent;
+    if (tb_protos[i]->detect(p, n, (enum tb_dir)dir, &cs) == TB_DETECT_YES)
+        choose(e, f, tb_protos[i]);
+    else
+        f->flags |= TB_FF_DETECT_DONE;
+    return true;
+}
+
 /* Which protocol, by content. Returns true when decided (or given up). */
 static bool detect(struct tb_engine *e, struct tb_flow *f, int side, const uint8_t *p, size_t n,
                    int64_t ts, bool *consumed)
@@ -307,6 +339,9 @@ static void feed(struct tb_engine *e, struct tb_flow *f, int side, const uint8_t
             const struct tb_tier_cfg *cfg = tb_tiers_match(e->tiers, &srv);
             if (cfg && cfg->proto) {
                 choose(e, f, cfg->proto);
+            } else if (f->flags & (TB_FF_MIDSTREAM | TB_FF_PREGAP)) {
+                if (!detect_midstream(e, f, side, p, n))
+                    return;
             } else if (!detect(e, f, side, p, n, ts, &consumed) || consumed) {
                 /* Waiting for more bytes, or the bytes were buffered and
                  * replayed by choose(). */
@@ -434,6 +469,7 @@ static void start_conn(struct tb_engine *e, struct tb_flow *f)
     f->state = TB_FS_EST;
     f->flags = 0;
     f->fin_first = 0;
+    f->det_tries = 0;
     f->tier = f->server = 0;
     f->proto = NULL;
     tb_reasm_init(&f->rs[0], 0);
@@ -589,6 +625,7 @@ int tb_engine_packet(struct tb_engine *e, int linktype, int64_t ts_ns, const uin
         s->truncated++;
     switch (tb_decode(linktype, data, caplen, wirelen, &pk)) {
     case TB_DEC_TCP:
+        s->tcp_packets++;
         return tcp_packet(e, &pk, ts_ns);
     case TB_DEC_NON_IP:
         s->non_ip++;

@@ -48,7 +48,7 @@ struct tb_flow {
     uint8_t server_side;         /* 0 or 1: index into key of the server */
     uint16_t flags;              /* enum tb_flow_flag */
     uint8_t fin_first;           /* 1 + side whose FIN came first; 0 = none */
-    uint8_t pad_;
+    uint8_t det_tries;           /* chunks tried by mid-stream detection */
     uint32_t syn_isn;            /* the client's ISN, to spot SYN retransmissions */
     uint32_t tier, server;       /* catalog ids; 0 until the protocol is known */
     int64_t last_ns;             /* last packet */

@@ -126,6 +126,27 @@ static int open_all(struct src *s, const struct tb_offline_opts *o, uint64_t *to
     return 0;
 }
 
+int tb_offline_check(const struct tb_offline_opts *o, char *errbuf, size_t errlen)
+{
+    uint64_t total = 0;
+    int rc;
+    if (o->nfiles == 0) {
+        snprintf(errbuf, errlen, "no input files");
+        return TB_E_INVAL;
+    }
+    struct src *s = calloc(o->nfiles, sizeof *s);
+    if (!s) {
+        snprintf(errbuf, errlen, "out of memory");
+        return TB_E_NOMEM;
+    }
+    rc = open_all(s, o, &total, errbuf, errlen);
+    for (size_t i = 0; i < o->nfiles; i++)
+        if (s[i].p)
+            pcap_close(s[i].p);
+    free(s);
+    return rc;
+}
+
 int tb_offline_run(struct tb_engine *e, const struct tb_offline_opts *o, char *errbuf,
                    size_t errlen)
 {

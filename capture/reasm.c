@@ -86,15 +86,16 @@ static void drain(struct tb_reasm *r, const struct tb_reasm_env *env)
 }
 
 /* Gives up on the hole in front of the first buffered segment: declares it and
- * delivers what follows it. */
-static void skip_hole(struct tb_reasm *r, const struct tb_reasm_env *env, int64_t ts)
+ * delivers what follows it. The hole takes the time of the segment after it
+ * (its bytes were sent before that one), not the time we gave up on it. */
+static void skip_hole(struct tb_reasm *r, const struct tb_reasm_env *env)
 {
     struct tb_reasm_seg *s = r->ooo;
     if (!s)
         return;
     int32_t hole = tb_seq_diff(s->seq, r->next);
     if (hole > 0) {
-        emit_gap(r, env, (uint32_t)hole, ts);
+        emit_gap(r, env, (uint32_t)hole, s->ts_ns);
         r->next = s->seq;
     }
     drain(r, env);
@@ -200,7 +201,7 @@ int tb_reasm_segment(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_
     /* A hole before this segment. When holding it would exceed the cap, the
      * hole is given up: declared as a gap, and what follows it delivered. */
     while (r->ooo && r->ooo_bytes + (size_t)len > env->max_ooo)
-        skip_hole(r, env, ts_ns);
+        skip_hole(r, env);
     off = tb_seq_diff(seq, r->next);
     if (off <= 0 || (size_t)len > env->max_ooo) {
         /* The segment itself is next after the skipped holes, or is too big
@@ -241,8 +242,9 @@ void tb_reasm_acked(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_t
             drain(r, env);
             continue;
         }
-        uint32_t upto = (s && tb_seq_lt(s->seq, limit)) ? s->seq : limit;
-        emit_gap(r, env, upto - r->next, ts_ns);
+        bool before_seg = s && tb_seq_lt(s->seq, limit);
+        uint32_t upto = before_seg ? s->seq : limit;
+        emit_gap(r, env, upto - r->next, before_seg ? TB_MIN(s->ts_ns, ts_ns) : ts_ns);
         r->next = upto;
     }
     drain(r, env);
@@ -251,7 +253,7 @@ void tb_reasm_acked(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_t
 void tb_reasm_flush(struct tb_reasm *r, const struct tb_reasm_env *env, int64_t ts_ns)
 {
     while (r->ooo)
-        skip_hole(r, env, ts_ns);
+        skip_hole(r, env);
     if (r->started && r->fin && tb_seq_lt(r->next, r->fin_seq)) {
         emit_gap(r, env, (uint32_t)tb_seq_diff(r->fin_seq, r->next), ts_ns);
         r->next = r->fin_seq;

@@ -1,8 +1,413 @@
 /* SPDX-License-Identifier: MIT */
+/* cmd_capture.c — `tbneck capture`: option parsing, and the offline run
+ * (files → engine → store); live runs go to tb_capture_live(). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "capture.h"
 #include "cli.h"
+#include "proto.h"
+#include "store.h"
+#include "tiers.h"
+
+#define MAX_SNAPLEN 262144
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: tbneck capture -r FILE.pcap[ng]... | -i IFACE [options] [BPF expression]\n"
+            "\n"
+            "Reconstructs every request at every tier from a capture and stores the records.\n"
+            "\n"
+            "  -r FILE          read a pcap or pcapng file (repeatable; further files may\n"
+            "                   follow; several files are merged in time order)\n"
+            "  -i IFACE         capture live from an interface\n"
+            "  --tiers FILE     tiers file: NAME PROTO SERVER[,SERVER...] [hosts=HOST,...]\n"
+            "                   (without it tiers are discovered: http, http-8080, mysql)\n"
+            "  --db FILE        database (default " TB_DEFAULT_DB ")\n"
+            "  -f EXPR          BPF filter (or give it after the options, as in tcpdump)\n"
+            "  --proto NAME     parse every connection as NAME (http, mysql, generic)\n"
+            "  --duration D     stop after D of capture time (e.g. 60s)\n"
+            "  --window D       streaming analysis window, live (default 50ms)\n"
+            "  --serve ADDR     live: serve the dashboard on ADDR while capturing\n"
+            "  --allow-remote   let --serve listen on a non-loopback address\n"
+            "  -Z USER          live: drop privileges to USER after opening the interface\n"
+            "  -s SNAPLEN       live: bytes kept per packet (default %d)\n"
+            "  -B MIB           live: kernel buffer size in MiB (default 64)\n"
+            "  --immediate      live: deliver packets without buffering delay\n"
+            "  --no-store       decode and count only, store nothing (benchmarks)\n"
+            "  -q               no summary\n"
+            "  -v               more messages\n"
+            "\n"
+            "Exit status: 0 success (also when stopped by SIGINT/SIGTERM: everything read so\n"
+            "far is kept), 1 runtime failure (unreadable or malformed file, database error),\n"
+            "2 usage error.\n",
+            MAX_SNAPLEN);
+}
+
+static int usage_error(const char *fmt, ...) TB_PRINTF(1, 2);
+static int usage_error(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    tb_log_error("capture: %s (try 'tbneck capture --help')", msg);
+    return TB_EXIT_USAGE;
+}
+
+enum {
+    OPT_TIERS = 256, OPT_DB, OPT_SERVE, OPT_ALLOW_REMOTE, OPT_PROTO, OPT_DURATION, OPT_WINDOW,
+    OPT_IMMEDIATE, OPT_NO_STORE,
+};
+
+static const struct option long_opts[] = {
+    {"tiers", required_argument, NULL, OPT_TIERS},
+    {"db", required_argument, NULL, OPT_DB},
+    {"serve", required_argument, NULL, OPT_SERVE},
+    {"allow-remote", no_argument, NULL, OPT_ALLOW_REMOTE},
+    {"proto", required_argument, NULL, OPT_PROTO},
+    {"duration", required_argument, NULL, OPT_DURATION},
+    {"window", required_argument, NULL, OPT_WINDOW},
+    {"immediate", no_argument, NULL, OPT_IMMEDIATE},
+    {"no-store", no_argument, NULL, OPT_NO_STORE},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static bool parse_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return false;
+    *out = (int)v;
+    return true;
+}
+
+static bool is_file(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode);
+}
+
+/* Parses argv into *a. Returns -1 on success, else the exit status. The
+ * caller frees a->files and *bpf_owned. */
+static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **bpf_owned)
+{
+    memset(a, 0, sizeof *a);
+    a->db = TB_DEFAULT_DB;
+    a->window_ns = 50 * TB_NS_PER_MS;
+    a->snaplen = MAX_SNAPLEN;
+    a->bufsize_mib = 64;
+    *bpf_owned = NULL;
+    a->files = calloc((size_t)argc + 1, sizeof *a->files);
+    if (!a->files) {
+        tb_log_error("capture: out of memory");
+        return TB_EXIT_FAIL;
+    }
+    int c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, ":r:i:f:Z:s:B:qvh", long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'r':
+            a->files[a->nfiles++] = optarg;
+            break;
+        case 'i':
+            if (a->iface)
+                return usage_error("-i given twice");
+            a->iface = optarg;
+            break;
+        case 'f':
+            a->bpf = optarg;
+            break;
+        case 'Z':
+            a->user = optarg;
+            break;
+        case 's':
+            if (!parse_int(optarg, 0, MAX_SNAPLEN, &a->snaplen))
+                return usage_error("bad snaplen '%s' (0 to 262144)", optarg);
+            if (a->snaplen == 0)
+                a->snaplen = MAX_SNAPLEN;
+            break;
+        case 'B':
+            if (!parse_int(optarg, 1, 4096, &a->bufsize_mib))
+                return usage_error("bad buffer size '%s' (1 to 4096 MiB)", optarg);
+            break;
+        case 'q':
+            a->quiet = true;
+            break;
+        case 'v':
+            tb_log_verbosity++;
+            break;
+        case 'h':
+            usage(stdout);
+            return TB_EXIT_OK;
+        case OPT_TIERS:
+            a->tiers_file = optarg;
+            break;
+        case OPT_DB:
+            a->db = optarg;
+            break;
+        case OPT_SERVE:
+            a->serve = optarg;
+            break;
+        case OPT_ALLOW_REMOTE:
+            a->allow_remote = true;
+            break;
+        case OPT_PROTO:
+            if (!tb_proto_find(optarg))
+                return usage_error("unknown protocol '%s' (http, mysql, generic)", optarg);
+            a->force_proto = optarg;
+            break;
+        case OPT_DURATION:
+            if (tb_parse_duration(optarg, TB_NS_PER_SEC, &a->duration_ns) || a->duration_ns <= 0)
+                return usage_error("bad duration '%s' (e.g. 60s, 5m)", optarg);
+            break;
+        case OPT_WINDOW:
+            if (tb_parse_duration(optarg, TB_NS_PER_MS, &a->window_ns) || a->window_ns <= 0)
+                return usage_error("bad window '%s' (e.g. 50ms, 1s)", optarg);
+            break;
+        case OPT_IMMEDIATE:
+            a->immediate = true;
+            break;
+        case OPT_NO_STORE:
+            a->no_store = true;
+            break;
+        case ':':
+            return usage_error("option '%s' needs an argument", argv[optind - 1]);
+        default:
+            return usage_error("unknown option '%s'", argv[optind - 1]);
+        }
+    }
+    /* After -r files, further arguments naming existing files are files too;
+     * whatever follows is the filter expression, as tcpdump takes it. */
+    int i = optind;
+    if (a->nfiles)
+        while (i < argc && is_file(argv[i]))
+            a->files[a->nfiles++] = argv[i++];
+    if (i < argc) {
+        if (a->bpf)
+            return usage_error("filter given twice ('-f %s' and trailing arguments)", a->bpf);
+        size_t len = 1;
+        for (int k = i; k < argc; k++)
+            len += strlen(argv[k]) + 1;
+        char *expr = malloc(len);
+        if (!expr) {
+            tb_log_error("capture: out of memory");
+            return TB_EXIT_FAIL;
+        }
+        expr[0] = '\0';
+        for (int k = i; k < argc; k++) {
+            if (k > i)
+                strcat(expr, " ");
+            strcat(expr, argv[k]);
+        }
+        a->bpf = *bpf_owned = expr;
+    }
+    if (!a->nfiles && !a->iface)
+        return usage_error("give -r FILE or -i IFACE");
+    if (a->nfiles && a->iface)
+        return usage_error("-r and -i cannot be combined");
+    if (a->nfiles && a->serve)
+        return usage_error("--serve works with -i; after an offline capture use "
+                           "'tbneck serve'");
+    return -1;
+}
+
+/* ---- offline run ----------------------------------------------------------- */
+
+static volatile int g_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    g_stop = 1;
+}
+
+struct run {
+    struct tb_writer *w;
+    int werr;
+    uint64_t *per_tier; /* requests by tier id */
+    size_t ntier;
+};
+
+static void on_request(void *ud, const struct tb_request *r)
+{
+    struct run *run = ud;
+    if (r->tier >= run->ntier) {
+        size_t n = TB_MAX((size_t)r->tier + 1, run->ntier * 2);
+        uint64_t *p = realloc(run->per_tier, n * sizeof *p);
+        if (p) {
+            memset(p + run->ntier, 0, (n - run->ntier) * sizeof *p);
+            run->per_tier = p;
+            run->ntier = n;
+        }
+    }
+    if (r->tier < run->ntier)
+        run->per_tier[r->tier]++;
+    if (run->w && !run->werr) {
+        int rc = tb_writer_request(run->w, r);
+        if (rc)
+            run->werr = rc;
+    }
+}
+
+static void summary(const struct tb_capture_args *a, const struct tb_capture_stats *s,
+                    const struct tb_catalog *cat, const struct run *run)
+{
+    fprintf(stderr,
+            "capture: %" PRIu64 " packets (%" PRIu64 " bytes, %" PRIu64 " TCP), %" PRIu64
+            " requests, %" PRIu64 " flows (%" PRIu64 " mid-stream)\n",
+            s->packets, s->bytes, s->tcp_packets, s->requests, s->flows, s->midstream_flows);
+    for (size_t t = 1; t < run->ntier; t++) {
+        const struct tb_tier_info *ti = tb_catalog_tier_get(cat, (uint32_t)t);
+        if (run->per_tier[t] && ti)
+            fprintf(stderr, "  tier %-20s %" PRIu64 " requests\n", ti->name, run->per_tier[t]);
+    }
+    fprintf(stderr,
+            "  gaps %" PRIu64 " (%" PRIu64 " bytes), parse errors %" PRIu64 ", truncated %" PRIu64
+            ", evicted flows %" PRIu64 ", fragments %" PRIu64 ", decode errors %" PRIu64
+            ", retransmitted bytes %" PRIu64 "\n",
+            s->gaps, s->gap_bytes, s->parse_errors, s->truncated, s->evicted_flows,
+            s->ip_fragments, s->decode_errors, s->retransmitted_bytes);
+    if (!a->no_store)
+        fprintf(stderr, "  stored in %s\n", a->db);
+}
+
+static int run_offline(const struct tb_capture_args *a)
+{
+    struct tb_tiers *tiers = NULL;
+    struct tb_catalog *cat = NULL;
+    struct tb_store *st = NULL;
+    struct tb_engine *e = NULL;
+    struct run run = {0};
+    int64_t capture_id = 0;
+    uint64_t first_conn = 1;
+    char err[768] = "";
+    int rc, exit_code = TB_EXIT_FAIL;
+    struct tb_offline_opts oo = {
+        .files = a->files,
+        .nfiles = a->nfiles,
+        .bpf = a->bpf,
+        .progress = !a->quiet,
+        .stop = &g_stop,
+        .duration_ns = a->duration_ns,
+    };
+
+    /* Inputs are checked before the database is created or touched. */
+    if (a->tiers_file && tb_tiers_load(a->tiers_file, &tiers, err, sizeof err)) {
+        tb_log_error("capture: %s", err);
+        goto out;
+    }
+    if ((rc = tb_offline_check(&oo, err, sizeof err))) {
+        tb_log_error("capture: %s", err);
+        exit_code = rc == TB_E_INVAL ? TB_EXIT_USAGE : TB_EXIT_FAIL;
+        goto out;
+    }
+    if (tb_catalog_new(&cat)) {
+        tb_log_error("capture: out of memory");
+        goto out;
+    }
+    if (!a->no_store) {
+        if (tb_store_open(&st, a->db, TB_STORE_CREATE, err, sizeof err)) {
+            tb_log_error("capture: %s", err);
+            goto out;
+        }
+        if ((rc = tb_store_load_catalog(st, cat))) {
+            tb_log_error("capture: %s: cannot load the catalog: %s", a->db, tb_strerror(rc));
+            goto out;
+        }
+    }
+    if (tiers && (rc = tb_tiers_register(tiers, cat))) {
+        tb_log_error("capture: %s: %s", a->tiers_file, tb_strerror(rc));
+        goto out;
+    }
+    if (st) {
+        char source[256] = "";
+        size_t used = 0;
+        for (size_t i = 0; i < a->nfiles && used < sizeof source - 1; i++)
+            used += (size_t)snprintf(source + used, sizeof source - used, "%s%s", i ? " " : "",
+                                     a->files[i]);
+        if ((rc = tb_store_capture_begin(st, source, &capture_id)) ||
+            (rc = tb_store_next_conn(st, &first_conn)) ||
+            (rc = tb_writer_start(&run.w, st, capture_id)) ||
+            (rc = tb_writer_catalog(run.w, cat))) {
+            tb_log_error("capture: %s: %s", a->db, tb_strerror(rc));
+            goto out;
+        }
+    }
+    struct tb_engine_opts eo = {.force_proto = a->force_proto, .first_conn = first_conn};
+    if ((rc = tb_engine_new(&e, cat, tiers, &eo, on_request, &run))) {
+        tb_log_error("capture: cannot start the engine: %s", tb_strerror(rc));
+        goto out;
+    }
+
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    rc = tb_offline_run(e, &oo, err, sizeof err);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+
+    /* Whatever was read is kept, whether the run ended well or not. */
+    tb_engine_finish(e, tb_engine_stats(e)->last_ns);
+    exit_code = TB_EXIT_OK;
+    if (rc == TB_E_INTR) {
+        tb_log_warn("capture: interrupted; everything read so far is kept");
+    } else if (rc) {
+        tb_log_error("capture: %s", err);
+        exit_code = TB_EXIT_FAIL;
+    }
+    if (run.w) {
+        int wrc = tb_writer_finish(run.w);
+        run.w = NULL;
+        if (!wrc)
+            wrc = run.werr;
+        if (wrc) {
+            tb_log_error("capture: %s: writing requests failed: %s", a->db, tb_strerror(wrc));
+            exit_code = TB_EXIT_FAIL;
+        }
+    }
+    if (st && (rc = tb_store_capture_end(st, capture_id, tb_engine_stats(e)))) {
+        tb_log_error("capture: %s: %s", a->db, tb_strerror(rc));
+        exit_code = TB_EXIT_FAIL;
+    }
+    if (!a->quiet)
+        summary(a, tb_engine_stats(e), cat, &run);
+out:
+    if (run.w)
+        tb_writer_finish(run.w);
+    tb_engine_free(e);
+    tb_store_close(st);
+    tb_catalog_free(cat);
+    tb_tiers_free(tiers);
+    free(run.per_tier);
+    return exit_code;
+}
+
 int tb_cmd_capture(int argc, char **argv)
 {
-    (void)argc; (void)argv;
-    tb_log_error("capture: not built yet");
-    return TB_EXIT_FAIL;
+    struct tb_capture_args a;
+    char *bpf = NULL;
+    int rc = parse_args(argc, argv, &a, &bpf);
+    if (rc < 0)
+        rc = a.iface ? tb_capture_live(&a) : run_offline(&a);
+    free(a.files);
+    free(bpf);
+    return rc;
 }

@@ -1,0 +1,624 @@
+/* SPDX-License-Identifier: MIT */
+/* test_engine.c — the capture engine end to end on hand-built frames: one
+ * HTTP exchange over every link type, reordering, retransmission, a lost
+ * segment, sequence wraparound, FIN/RST, idle close, mid-stream pickup,
+ * fragments, snaplen cuts, eviction, port reuse and a tiers file. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "capture.h"
+#include "decode.h"
+#include "tiers.h"
+#include "test_pkt.h"
+
+#define T0 INT64_C(1700000000000000000)
+#define MS TB_NS_PER_MS
+
+/* ---- harness ---------------------------------------------------------------- */
+
+struct h {
+    struct tb_catalog *cat;
+    struct tb_engine *e;
+    struct tb_tiers *tiers;
+    struct tb_request req[64];
+    size_t n;
+    int dlt;         /* link type frames are built for */
+    uint32_t snap;   /* 0 = whole frames */
+};
+
+static void on_req(void *ud, const struct tb_request *r)
+{
+    struct h *h = ud;
+    assert_true(h->n < TB_ARRAY_SIZE(h->req));
+    h->req[h->n++] = *r;
+}
+
+static void h_init(struct h *h, int dlt, const struct tb_engine_opts *opts, const char *tiers)
+{
+    memset(h, 0, sizeof *h);
+    h->dlt = dlt;
+    assert_int_equal(tb_catalog_new(&h->cat), 0);
+    if (tiers) {
+        char err[256];
+        assert_int_equal(tb_tiers_parse(tiers, strlen(tiers), "t", &h->tiers, err, sizeof err), 0);
+        assert_int_equal(tb_tiers_register(h->tiers, h->cat), 0);
+    }
+    assert_int_equal(tb_engine_new(&h->e, h->cat, h->tiers, opts, on_req, h), 0);
+}
+
+static void h_fini(struct h *h)
+{
+    tb_engine_free(h->e);
+    tb_tiers_free(h->tiers);
+    tb_catalog_free(h->cat);
+}
+
+/* Frames an IP packet for h->dlt and feeds it. */
+static void feed_ip(struct h *h, const uint8_t *ip, size_t n, int64_t ts)
+{
+    static uint8_t fr[4096];
+    size_t len = 0;
+    static const uint16_t q[] = {0x8100}, qinq[] = {0x88a8, 0x8100};
+    bool v6 = (ip[0] >> 4) == 6;
+    switch (h->dlt) {
+    case TB_DLT_EN10MB:
+        len = tp_eth(fr, NULL, 0, ip, n);
+        break;
+    case 1000: /* 802.1Q */
+        len = tp_eth(fr, q, 1, ip, n);
+        break;
+    case 1001: /* QinQ */
+        len = tp_eth(fr, qinq, 2, ip, n);
+        break;
+    case TB_DLT_LINUX_SLL:
+        memset(fr, 0, 16);
+        tp_put16(fr + 14, v6 ? 0x86dd : 0x0800);
+        memcpy(fr + 16, ip, n);
+        len = 16 + n;
+        break;
+    case TB_DLT_LINUX_SLL2:
+        memset(fr, 0, 20);
+        tp_put16(fr, v6 ? 0x86dd : 0x0800);
+        memcpy(fr + 20, ip, n);
+        len = 20 + n;
+        break;
+    case TB_DLT_NULL:
+        memset(fr, 0, 4);
+        fr[0] = v6 ? 10 : 2;
+        memcpy(fr + 4, ip, n);
+        len = 4 + n;
+        break;
+    case TB_DLT_LOOP:
+        memset(fr, 0, 4);
+        fr[3] = v6 ? 30 : 2;
+        memcpy(fr + 4, ip, n);
+        len = 4 + n;
+        break;
+    default: /* raw IP */
+        memcpy(fr, ip, n);
+        len = n;
+        break;
+    }
+    int dlt = h->dlt >= 1000 ? TB_DLT_EN10MB : h->dlt;
+    uint32_t cap = h->snap && h->snap < len ? h->snap : (uint32_t)len;
+    assert_int_equal(tb_engine_packet(h->e, dlt, ts, fr, cap, (uint32_t)len), 0);
+}
+
+/* One connection: sequence numbers advance as segments are sent. */
+struct conn {
+    struct tb_addr c, s;
+    uint32_t cn, sn; /* next sequence number of client, server */
+};
+
+static void tcp(struct h *h, struct conn *k, bool from_client, uint32_t seq, uint8_t flags,
+                const char *pl, size_t len, int64_t ts)
+{
+    uint8_t ip[4096];
+    const struct tb_addr *src = from_client ? &k->c : &k->s, *dst = from_client ? &k->s : &k->c;
+    uint32_t ack = from_client ? k->sn : k->cn;
+    size_t n = tp_ip_tcp(ip, src, dst, seq, ack, flags, pl, len);
+    feed_ip(h, ip, n, ts);
+}
+
+/* Sends the next bytes of one side (and advances its sequence number). */
+static void xmit(struct h *h, struct conn *k, bool from_client, const char *pl, int64_t ts)
+{
+    size_t len = strlen(pl);
+    uint32_t *seq = from_client ? &k->cn : &k->sn;
+    tcp(h, k, from_client, *seq, TB_TCP_ACK | TB_TCP_PSH, pl, len, ts);
+    *seq += (uint32_t)len;
+}
+
+static void handshake(struct h *h, struct conn *k, uint32_t cisn, uint32_t sisn, int64_t ts)
+{
+    k->cn = cisn;
+    k->sn = 0;
+    tcp(h, k, true, cisn, TB_TCP_SYN, NULL, 0, ts);
+    k->cn = cisn + 1;
+    tcp(h, k, false, sisn, TB_TCP_SYN | TB_TCP_ACK, NULL, 0, ts + 1);
+    k->sn = sisn + 1;
+    tcp(h, k, true, k->cn, TB_TCP_ACK, NULL, 0, ts + 2);
+}
+
+static void fin(struct h *h, struct conn *k, bool from_client, int64_t ts)
+{
+    uint32_t *seq = from_client ? &k->cn : &k->sn;
+    tcp(h, k, from_client, *seq, TB_TCP_FIN | TB_TCP_ACK, NULL, 0, ts);
+    *seq += 1;
+}
+
+static struct conn conn4(const char *c, const char *s)
+{
+    struct conn k = {tp_addr(c), tp_addr(s), 0, 0};
+    return k;
+}
+
+static const char REQ[] = "GET /item/42?x=1 HTTP/1.1\r\nHost: shop\r\n\r\n";
+static const char RESP_HDR[] = "HTTP/1.1 200 OK\r\nContent-Length: 20\r\n\r\n";
+static const char BODY[] = "0123456789abcdefghij";
+
+static const char *tier_name(struct h *h, uint32_t tier)
+{
+    return tb_catalog_tier_get(h->cat, tier)->name;
+}
+
+static const char *class_text(struct h *h, uint32_t cls)
+{
+    return tb_catalog_class_get(h->cat, cls)->text;
+}
+
+static const char *server_str(struct h *h, uint32_t srv, char *buf)
+{
+    return tb_addr_fmt(&tb_catalog_server_get(h->cat, srv)->addr, buf, TB_ADDR_STRLEN);
+}
+
+/* Asserts the one exchange of the scripted conversation below. */
+static void expect_exchange(struct h *h, const struct tb_request *r, int64_t t, uint32_t flags)
+{
+    char buf[TB_ADDR_STRLEN];
+    assert_int_equal(r->arrival_ns, t + 10 * MS);
+    assert_int_equal(r->departure_ns, t + 30 * MS);
+    assert_int_equal(r->req_bytes, sizeof REQ - 1);
+    assert_int_equal(r->resp_bytes, sizeof RESP_HDR - 1 + sizeof BODY - 1);
+    assert_int_equal(r->status, 200);
+    assert_int_equal(r->flags, flags);
+    assert_string_equal(class_text(h, r->class_id), "GET /item/{id}");
+    assert_string_equal(server_str(h, r->server, buf), r->client.family == 6 ? "[2001:db8::1]:80"
+                                                                              : "10.0.0.1:80");
+    assert_string_equal(tier_name(h, r->tier), "http");
+}
+
+/* Handshake, request, response in two segments, FIN both ways. */
+static void conversation(struct h *h, struct conn *k, uint32_t cisn, uint32_t sisn, int64_t t)
+{
+    handshake(h, k, cisn, sisn, t);
+    xmit(h, k, true, REQ, t + 10 * MS);
+    xmit(h, k, false, RESP_HDR, t + 20 * MS);
+    xmit(h, k, false, BODY, t + 30 * MS);
+    fin(h, k, true, t + 40 * MS);
+    fin(h, k, false, t + 41 * MS);
+    tcp(h, k, true, k->cn, TB_TCP_ACK, NULL, 0, t + 42 * MS);
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+static void test_http_every_link_type(void **state)
+{
+    (void)state;
+    static const int dlts[] = {TB_DLT_EN10MB, 1000, 1001, TB_DLT_LINUX_SLL, TB_DLT_LINUX_SLL2,
+                               TB_DLT_NULL, TB_DLT_LOOP, TB_DLT_RAW12, TB_DLT_IPV4};
+    for (size_t i = 0; i < TB_ARRAY_SIZE(dlts); i++) {
+        struct h h;
+        struct tb_engine_opts o = {.first_conn = 500};
+        h_init(&h, dlts[i], &o, NULL);
+        struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:80");
+        conversation(&h, &k, 1000, 5000, T0);
+        assert_int_equal(h.n, 1);
+        expect_exchange(&h, &h.req[0], T0, 0);
+        assert_int_equal(h.req[0].conn, 500);
+        char buf[TB_ADDR_STRLEN];
+        assert_string_equal(tb_addr_fmt(&h.req[0].client, buf, sizeof buf), "10.0.0.9:51000");
+        const struct tb_capture_stats *s = tb_engine_stats(h.e);
+        assert_int_equal(s->packets, 9);
+        assert_int_equal(s->flows, 1);
+        assert_int_equal(s->flows_open, 0);
+        assert_int_equal(s->midstream_flows, 0);
+        assert_int_equal(s->requests, 1);
+        assert_int_equal(s->gaps, 0);
+        assert_int_equal(s->decode_errors, 0);
+        assert_int_equal(s->linktype, dlts[i] >= 1000 ? TB_DLT_EN10MB : dlts[i]);
+        assert_int_equal(s->first_ns, T0);
+        assert_int_equal(s->last_ns, T0 + 42 * MS);
+        h_fini(&h);
+    }
+    /* IPv6 over Ethernet, SLL2 and DLT_IPV6. */
+    static const int dlts6[] = {TB_DLT_EN10MB, TB_DLT_LINUX_SLL2, TB_DLT_IPV6, TB_DLT_NULL};
+    for (size_t i = 0; i < TB_ARRAY_SIZE(dlts6); i++) {
+        struct h h;
+        h_init(&h, dlts6[i], NULL, NULL);
+        struct conn k = conn4("[2001:db8::9]:51000", "[2001:db8::1]:80");
+        conversation(&h, &k, 1000, 5000, T0);
+        assert_int_equal(h.n, 1);
+        expect_exchange(&h, &h.req[0], T0, 0);
+        assert_int_equal(h.req[0].conn, 1);
+        h_fini(&h);
+    }
+}
+
+static void test_reorder_and_retransmit(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, NULL);
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:80");
+    handshake(&h, &k, 1000, 5000, T0);
+    /* Request in two segments, second first; then the first retransmitted. */
+    size_t half = 10;
+    tcp(&h, &k, true, k.cn + (uint32_t)half, TB_TCP_ACK, REQ + half, sizeof REQ - 1 - half,
+        T0 + 5 * MS);
+    tcp(&h, &k, true, k.cn, TB_TCP_ACK, REQ, half, T0 + 10 * MS);
+    tcp(&h, &k, true, k.cn, TB_TCP_ACK, REQ, half, T0 + 11 * MS);
+    k.cn += sizeof REQ - 1;
+    /* Response header, then body overlapping the header's last 4 bytes. */
+    xmit(&h, &k, false, RESP_HDR, T0 + 20 * MS);
+    char body[64];
+    snprintf(body, sizeof body, "%s%s", RESP_HDR + sizeof RESP_HDR - 1 - 4, BODY);
+    tcp(&h, &k, false, k.sn - 4, TB_TCP_ACK, body, strlen(body), T0 + 30 * MS);
+    k.sn += sizeof BODY - 1;
+    fin(&h, &k, true, T0 + 40 * MS);
+    fin(&h, &k, false, T0 + 41 * MS);
+    assert_int_equal(h.n, 1);
+    /* The request's bytes came first in the segment that waited: arrival is
+     * its earliest packet. */
+    assert_int_equal(h.req[0].arrival_ns, T0 + 10 * MS);
+    assert_int_equal(h.req[0].departure_ns, T0 + 30 * MS);
+    assert_int_equal(h.req[0].req_bytes, sizeof REQ - 1);
+    assert_int_equal(h.req[0].resp_bytes, sizeof RESP_HDR - 1 + sizeof BODY - 1);
+    assert_int_equal(h.req[0].flags, 0);
+    const struct tb_capture_stats *s = tb_engine_stats(h.e);
+    assert_int_equal(s->retransmitted_bytes, half + 4);
+    assert_int_equal(s->ooo_buffered_bytes, sizeof REQ - 1 - half);
+    assert_int_equal(s->gaps, 0);
+    h_fini(&h);
+}
+
+static void test_lost_segment_gap(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, NULL);
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:80");
+    handshake(&h, &k, 1000, 5000, T0);
+    xmit(&h, &k, true, REQ, T0 + 10 * MS);
+    xmit(&h, &k, false, RESP_HDR, T0 + 20 * MS);
+    /* The body's first 8 bytes are never captured; the rest is. */
+    k.sn += 8;
+    xmit(&h, &k, false, BODY + 8, T0 + 30 * MS);
+    assert_int_equal(h.n, 0); /* held: the hole may still be filled */
+    /* The client's ACK passes the hole: the endpoint had those bytes. */
+    tcp(&h, &k, true, k.cn, TB_TCP_ACK, NULL, 0, T0 + 31 * MS);
+    assert_int_equal(h.n, 1);
+    const struct tb_capture_stats *s = tb_engine_stats(h.e);
+    assert_int_equal(s->gaps, 1);
+    assert_int_equal(s->gap_bytes, 8);
+    assert_int_equal(h.req[0].arrival_ns, T0 + 10 * MS);
+    /* The buffered tail was delivered with its own packet's time. */
+    assert_int_equal(h.req[0].departure_ns, T0 + 30 * MS);
+    assert_true(h.req[0].flags & TB_REQ_GAP);
+    assert_int_equal(h.req[0].status, 200);
+    h_fini(&h);
+}
+
+static void test_wraparound(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, NULL);
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:80");
+    /* Both streams cross 2^32 inside the exchange. */
+    conversation(&h, &k, 0xffffffff - 20, 0xffffffff - 30, T0);
+    assert_int_equal(h.n, 1);
+    expect_exchange(&h, &h.req[0], T0, 0);
+    assert_int_equal(tb_engine_stats(h.e)->gaps, 0);
+    assert_int_equal(tb_engine_stats(h.e)->retransmitted_bytes, 0);
+    h_fini(&h);
+}
+
+static void test_rst_and_idle(void **state)
+{
+    (void)state;
+    struct h h;
+    struct tb_engine_opts o = {.idle_timeout_ns = 60 * TB_NS_PER_SEC};
+    h_init(&h, TB_DLT_EN10MB, &o, NULL);
+    /* A response delimited by the close, ended by RST. */
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:80");
+    handshake(&h, &k, 1000, 5000, T0);
+    xmit(&h, &k, true, REQ, T0 + 10 * MS);
+    xmit(&h, &k, false, "HTTP/1.0 200 OK\r\n\r\nabc", T0 + 20 * MS);
+    assert_int_equal(h.n, 0);
+    tcp(&h, &k, false, k.sn, TB_TCP_RST, NULL, 0, T0 + 25 * MS);
+    assert_int_equal(h.n, 1);
+    assert_int_equal(h.req[0].departure_ns, T0 + 20 * MS);
+    assert_int_equal(h.req[0].flags, TB_REQ_CLOSE_DELIM);
+    assert_int_equal(h.req[0].resp_bytes, 22);
+    /* A late segment of the reset connection opens nothing. */
+    xmit(&h, &k, false, "zzz", T0 + 26 * MS);
+    assert_int_equal(tb_engine_stats(h.e)->flows_open, 0);
+    assert_int_equal(tb_engine_stats(h.e)->flows, 1);
+
+    /* A connection that goes quiet: closed by expiry, not before. */
+    struct conn k2 = conn4("10.0.0.9:51001", "10.0.0.1:80");
+    handshake(&h, &k2, 1, 1, T0 + 100 * MS);
+    xmit(&h, &k2, true, REQ, T0 + 110 * MS);
+    xmit(&h, &k2, false, "HTTP/1.1 200 OK\r\n", T0 + 120 * MS);
+    tb_engine_expire(h.e, T0 + 120 * MS + 59 * TB_NS_PER_SEC);
+    assert_int_equal(tb_engine_stats(h.e)->idle_closed, 0);
+    assert_int_equal(tb_engine_stats(h.e)->flows_open, 1);
+    tb_engine_expire(h.e, T0 + 120 * MS + 60 * TB_NS_PER_SEC);
+    assert_int_equal(tb_engine_stats(h.e)->idle_closed, 1);
+    assert_int_equal(tb_engine_stats(h.e)->flows_open, 0);
+    /* The response was cut short: recorded with what was seen, flagged. */
+    assert_int_equal(h.n, 2);
+    assert_int_equal(h.req[1].departure_ns, T0 + 120 * MS);
+    assert_true(h.req[1].flags & TB_REQ_NORESP);
+    h_fini(&h);
+}
+
+static void test_midstream(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, NULL);
+    /* Picked up in the middle of a response body on port 8080: the body's
+     * tail, then a whole exchange. */
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.2:8080");
+    k.cn = 777;
+    k.sn = 99999;
+    xmit(&h, &k, false, "tail of an earlier body", T0);
+    xmit(&h, &k, true, REQ, T0 + 10 * MS);
+    xmit(&h, &k, false, RESP_HDR, T0 + 20 * MS);
+    xmit(&h, &k, false, BODY, T0 + 30 * MS);
+    tb_engine_finish(h.e, T0 + 40 * MS);
+    assert_int_equal(h.n, 1);
+    char buf[TB_ADDR_STRLEN];
+    assert_string_equal(tier_name(&h, h.req[0].tier), "http-8080");
+    assert_string_equal(server_str(&h, h.req[0].server, buf), "10.0.0.2:8080");
+    assert_int_equal(h.req[0].flags, TB_REQ_MIDSTREAM);
+    assert_int_equal(h.req[0].arrival_ns, T0 + 10 * MS);
+    assert_int_equal(h.req[0].departure_ns, T0 + 30 * MS);
+    assert_int_equal(tb_engine_stats(h.e)->midstream_flows, 1);
+
+    /* The server on the higher port, first bytes from the client: the port
+     * guess is wrong and detection corrects it. */
+    struct conn k2 = conn4("10.0.0.9:1000", "10.0.0.3:9000");
+    k2.cn = 5;
+    k2.sn = 6;
+    xmit(&h, &k2, true, REQ, T0 + 100 * MS);
+    xmit(&h, &k2, false, RESP_HDR, T0 + 120 * MS);
+    xmit(&h, &k2, false, BODY, T0 + 130 * MS);
+    tb_engine_finish(h.e, T0 + 140 * MS);
+    assert_int_equal(h.n, 2);
+    assert_string_equal(tier_name(&h, h.req[1].tier), "http-9000");
+    assert_string_equal(server_str(&h, h.req[1].server, buf), "10.0.0.3:9000");
+    assert_string_equal(tb_addr_fmt(&h.req[1].client, buf, sizeof buf), "10.0.0.9:1000");
+    assert_int_equal(h.req[1].flags, TB_REQ_MIDSTREAM);
+    assert_int_equal(tb_engine_stats(h.e)->midstream_flows, 2);
+    h_fini(&h);
+}
+
+static void test_fragments_and_snaplen(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, NULL);
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:80");
+    handshake(&h, &k, 1000, 5000, T0);
+    xmit(&h, &k, true, REQ, T0 + 10 * MS);
+    xmit(&h, &k, false, RESP_HDR, T0 + 20 * MS);
+    /* The body's segment is cut by a snaplen 6 bytes into its payload. */
+    h.snap = 14 + 20 + 32 + 6;
+    xmit(&h, &k, false, BODY, T0 + 30 * MS);
+    h.snap = 0;
+    assert_int_equal(h.n, 1);
+    assert_int_equal(h.req[0].flags, TB_REQ_TRUNC | TB_REQ_GAP);
+    assert_int_equal(h.req[0].resp_bytes, sizeof RESP_HDR - 1 + sizeof BODY - 1);
+    assert_int_equal(h.req[0].departure_ns, T0 + 30 * MS);
+    /* A fragment, and a frame cut inside its TCP header. */
+    uint8_t ip[256];
+    size_t n = tp_ip_tcp(ip, &k.c, &k.s, k.cn, k.sn, TB_TCP_ACK, "x", 1);
+    ip[6] = 0x20;
+    feed_ip(&h, ip, n, T0 + 50 * MS);
+    h.snap = 14 + 20 + 10;
+    xmit(&h, &k, true, "abc", T0 + 60 * MS);
+    h.snap = 0;
+    const struct tb_capture_stats *s = tb_engine_stats(h.e);
+    assert_int_equal(s->ip_fragments, 1);
+    assert_int_equal(s->truncated, 2);
+    assert_int_equal(s->hdr_truncated, 1);
+    assert_int_equal(s->gaps, 1);
+    assert_int_equal(s->gap_bytes, sizeof BODY - 1 - 6);
+    h_fini(&h);
+}
+
+static void test_eviction_and_syn_flood(void **state)
+{
+    (void)state;
+    struct h h;
+    struct tb_engine_opts o = {.max_flows = 1000};
+    h_init(&h, TB_DLT_RAW12, &o, NULL);
+    for (int i = 0; i < 20000; i++) {
+        char c[64];
+        snprintf(c, sizeof c, "172.16.%d.%d:%d", i / 200, i % 200, 10000 + i % 50000);
+        struct conn k = conn4(c, "10.0.0.1:80");
+        tcp(&h, &k, true, (uint32_t)i * 7919u, TB_TCP_SYN, NULL, 0, T0 + i);
+    }
+    const struct tb_capture_stats *s = tb_engine_stats(h.e);
+    assert_int_equal(s->flows, 20000);
+    assert_int_equal(s->flows_open, 1000);
+    assert_int_equal(s->evicted_flows, 19000);
+    assert_int_equal(s->flows_active_max, 1000);
+    assert_true(tb_engine_flow_bytes() < 512);
+    h_fini(&h);
+
+    /* The least recently active flow goes, with its pending exchange emitted
+     * through the parser's close. */
+    o.max_flows = 2;
+    h_init(&h, TB_DLT_RAW12, &o, NULL);
+    struct conn a = conn4("10.0.0.9:1", "10.0.0.1:80"), b = conn4("10.0.0.9:2", "10.0.0.1:80");
+    struct conn c = conn4("10.0.0.9:3", "10.0.0.1:80");
+    handshake(&h, &a, 1, 1, T0);
+    handshake(&h, &b, 1, 1, T0 + 1);
+    xmit(&h, &a, true, REQ, T0 + 10);
+    xmit(&h, &a, false, "HTTP/1.1 200 OK\r\n\r\nxyz", T0 + 20);
+    handshake(&h, &c, 1, 1, T0 + 30); /* b is the oldest now */
+    assert_int_equal(tb_engine_stats(h.e)->evicted_flows, 1);
+    assert_int_equal(h.n, 0);
+    handshake(&h, &b, 1, 1, T0 + 40); /* a goes: its close-delimited response ends */
+    assert_int_equal(tb_engine_stats(h.e)->evicted_flows, 2);
+    assert_int_equal(h.n, 1);
+    assert_int_equal(h.req[0].flags, TB_REQ_CLOSE_DELIM);
+    assert_int_equal(h.req[0].departure_ns, T0 + 20);
+    h_fini(&h);
+}
+
+static void test_port_reuse(void **state)
+{
+    (void)state;
+    struct h h;
+    struct tb_engine_opts o = {.first_conn = 10};
+    h_init(&h, TB_DLT_EN10MB, &o, NULL);
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:80");
+    conversation(&h, &k, 1000, 5000, T0);
+    conversation(&h, &k, 900000, 7000, T0 + 100 * MS);
+    /* And once more without the FINs of the previous one. */
+    handshake(&h, &k, 5000000, 1, T0 + 200 * MS);
+    xmit(&h, &k, true, REQ, T0 + 210 * MS);
+    handshake(&h, &k, 6000000, 1, T0 + 300 * MS);
+    xmit(&h, &k, true, REQ, T0 + 310 * MS);
+    xmit(&h, &k, false, RESP_HDR, T0 + 320 * MS);
+    xmit(&h, &k, false, BODY, T0 + 330 * MS);
+    assert_int_equal(h.n, 3);
+    assert_int_equal(h.req[0].conn, 10);
+    assert_int_equal(h.req[1].conn, 11);
+    expect_exchange(&h, &h.req[1], T0 + 100 * MS, 0);
+    assert_int_equal(h.req[2].conn, 13);
+    expect_exchange(&h, &h.req[2], T0 + 300 * MS, 0);
+    assert_int_equal(tb_engine_stats(h.e)->flows, 4);
+    h_fini(&h);
+}
+
+static void test_tiers_file(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, "front http *:80\napp generic 10.0.0.5:7000\n");
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:80");
+    conversation(&h, &k, 1000, 5000, T0);
+    /* Not configured: not monitored at all. */
+    struct conn other = conn4("10.0.0.9:51001", "10.0.0.1:81");
+    conversation(&h, &other, 1000, 5000, T0);
+    /* Generic request/response alternation on a configured server. */
+    struct conn g = conn4("10.0.0.9:51002", "10.0.0.5:7000");
+    handshake(&h, &g, 1, 1, T0);
+    xmit(&h, &g, true, "PING", T0 + 1 * MS);
+    xmit(&h, &g, false, "PONG", T0 + 3 * MS);
+    xmit(&h, &g, true, "PING", T0 + 5 * MS);
+    fin(&h, &g, true, T0 + 6 * MS);
+    fin(&h, &g, false, T0 + 7 * MS);
+    /* The second PING never got its answer: generic records nothing for it. */
+    assert_int_equal(h.n, 2);
+    assert_string_equal(tier_name(&h, h.req[0].tier), "front");
+    assert_string_equal(tier_name(&h, h.req[1].tier), "app");
+    assert_int_equal(h.req[1].arrival_ns, T0 + 1 * MS);
+    assert_int_equal(h.req[1].departure_ns, T0 + 3 * MS);
+    assert_int_equal(h.req[1].req_bytes, 4);
+    assert_int_equal(h.req[1].resp_bytes, 4);
+    assert_int_equal(tb_engine_stats(h.e)->flows, 2);
+    char buf[TB_ADDR_STRLEN];
+    uint32_t sid;
+    struct tb_addr a = tp_addr("10.0.0.1:80");
+    assert_int_equal(tb_catalog_server_find(h.cat, &a, &sid), 0);
+    assert_string_equal(server_str(&h, sid, buf), "10.0.0.1:80");
+    h_fini(&h);
+}
+
+static void test_forced_proto_and_bad_name(void **state)
+{
+    (void)state;
+    struct h h;
+    struct tb_engine_opts o = {.force_proto = "generic"};
+    h_init(&h, TB_DLT_EN10MB, &o, NULL);
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:80");
+    conversation(&h, &k, 1000, 5000, T0);
+    assert_int_equal(h.n, 1);
+    assert_string_equal(tier_name(&h, h.req[0].tier), "generic-80");
+    h_fini(&h);
+    struct tb_engine *e;
+    struct tb_catalog *cat;
+    assert_int_equal(tb_catalog_new(&cat), 0);
+    o.force_proto = "gopher";
+    assert_int_equal(tb_engine_new(&e, cat, NULL, &o, on_req, NULL), TB_E_INVAL);
+    assert_null(e);
+    tb_catalog_free(cat);
+}
+
+static void test_garbage(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, NULL);
+    uint8_t buf[1500];
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 20000; i++) {
+        size_t n = (size_t)(x % sizeof buf);
+        for (size_t j = 0; j < n; j++) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            buf[j] = (uint8_t)x;
+        }
+        /* Mostly IPv4 frames with random headers and payloads. */
+        if (n > 14 && (i & 1)) {
+            buf[12] = 0x08;
+            buf[13] = 0x00;
+            buf[14] = 0x45;
+        }
+        int dlt = (int)(x % 5 == 0 ? TB_DLT_LINUX_SLL2 : TB_DLT_EN10MB);
+        assert_int_equal(tb_engine_packet(h.e, dlt, T0 + i, buf, (uint32_t)n,
+                                          (uint32_t)n + (uint32_t)(x % 3)), 0);
+    }
+    assert_int_equal(tb_engine_packet(h.e, 9999, T0, buf, 20, 20), 0);
+    tb_engine_finish(h.e, T0 + 1);
+    const struct tb_capture_stats *s = tb_engine_stats(h.e);
+    assert_int_equal(s->packets, 20001);
+    assert_int_equal(s->unknown_link, 1);
+    assert_true(s->decode_errors > 0);
+    assert_int_equal(s->packets, s->non_ip + s->non_tcp + s->ip_fragments + s->decode_errors +
+                                     s->hdr_truncated + s->unknown_link + s->tcp_packets);
+    h_fini(&h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_http_every_link_type),
+        cmocka_unit_test(test_reorder_and_retransmit),
+        cmocka_unit_test(test_lost_segment_gap),
+        cmocka_unit_test(test_wraparound),
+        cmocka_unit_test(test_rst_and_idle),
+        cmocka_unit_test(test_midstream),
+        cmocka_unit_test(test_fragments_and_snaplen),
+        cmocka_unit_test(test_eviction_and_syn_flood),
+        cmocka_unit_test(test_port_reuse),
+        cmocka_unit_test(test_tiers_file),
+        cmocka_unit_test(test_forced_proto_and_bad_name),
+        cmocka_unit_test(test_garbage),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
