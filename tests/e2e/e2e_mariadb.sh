@@ -39,7 +39,7 @@ sb=(sysbench oltp_read_only --db-driver=mysql --mysql-host=127.0.0.1 --mysql-por
 proto_sql -e 'CREATE DATABASE sbtest'
 "${sb[@]}" prepare >"$work/sb-prepare.out" 2>&1 || { cat "$work/sb-prepare.out"; exit 1; }
 
-tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" \
+tcpdump -i lo -s 0 -B 32768 --immediate-mode --time-stamp-precision=nano -U -w "$work/cap.pcap" \
     "tcp port $dbport" 2>"$work/tcpdump.err" &
 tpid=$!
 pids+=($tpid)

@@ -42,7 +42,7 @@ sb2=$!
 pids+=($sb2)
 sleep 2.5 # connected, statements prepared, queries flowing
 
-tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" \
+tcpdump -i lo -s 0 -B 32768 --immediate-mode --time-stamp-precision=nano -U -w "$work/cap.pcap" \
     "tcp port $dbport" 2>"$work/tcpdump.err" &
 tpid=$!
 pids+=($tpid)

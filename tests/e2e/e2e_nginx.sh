@@ -63,7 +63,7 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 
-tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" "tcp port $port" \
+tcpdump -i lo -s 0 -B 32768 --immediate-mode --time-stamp-precision=nano -U -w "$work/cap.pcap" "tcp port $port" \
     2>"$work/tcpdump.err" &
 tpid=$!
 pids+=($tpid)
