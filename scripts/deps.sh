@@ -5,12 +5,23 @@ set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc libc6-dev libpcap-dev libuv1-dev libsqlite3-dev
       libcmocka-dev libhttp-parser-dev gnuplot-nox sqlite3 tcpdump tshark tcpreplay iproute2
       curl wrk clang libclang-rt-14-dev mariadb-server mariadb-client percona-toolkit sysbench
-      nginx python3 procps psmisc)
+      nginx python3 procps psmisc chromium)
+# The real-stack scripts (scripts/stack/) need these too; the tests run them.
+stack_pkgs=(tomcat10 libmariadb-java default-jdk-headless)
 case "${1:-}" in
   --demo) pkgs=(meson ninja-build pkg-config gcc libc6-dev libpcap-dev libuv1-dev libsqlite3-dev
                 libhttp-parser-dev gnuplot-nox sqlite3 libcmocka-dev) ;;
-  --stack) pkgs+=(tomcat10 libmariadb-java default-jdk-headless) ;;
+  --stack) pkgs+=("${stack_pkgs[@]}") ;;
+  ""|--all) pkgs+=("${stack_pkgs[@]}") ;;
+  *) echo "usage: deps.sh [--demo|--stack|--all]" >&2; exit 2 ;;
 esac
+# Node.js (with npm) drives the headless-browser test; Debian's nodejs is used
+# only when no node is installed already (a nodesource build ships its own npm
+# and conflicts with Debian's npm package).
+if [ "${1:-}" != "--demo" ] && ! command -v npm >/dev/null 2>&1; then
+  command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+  pkgs+=(npm)
+fi
 if [ -n "${TB_EXTRA_PKGS:-}" ]; then read -r -a extra <<<"$TB_EXTRA_PKGS"; pkgs+=("${extra[@]}"); fi
 missing=()
 for p in "${pkgs[@]}"; do
