@@ -192,7 +192,9 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
           "set style line 4 lc rgb '#228833' lw 1.2\n"
           "set style line 5 lc rgb '#777777' dt 2 lw 1.5\n"
           "set style line 6 lc rgb '#aa3377' lw 1.2\n"
-          "set key top left opaque box lc rgb '#cccccc' samplen 2\n"
+          /* Keys above each panel: inside they hide the very points that
+           * matter (low load, high throughput; high load, no throughput). */
+          "set key tmargin left horizontal noopaque nobox samplen 2 width 2\n"
           "set lmargin 12\nset rmargin 3\n",
           f);
     if (res->nwin)
@@ -220,7 +222,7 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
         fprintf(f, "set arrow 2 from graph 0, first %.9g to graph 1, first %.9g nohead ls 5\n"
                    "set label 2 'TPmax' at graph 1.005, first %.9g left\n",
                 a->tp_max, a->tp_max, a->tp_max);
-    fputs("plot $D using 1:4 with lines ls 4 title 'normalized (work units/s)', "
+    fputs("plot $D using 1:4 with lines ls 4 title 'work units/s', "
           "'' using 1:3 with lines ls 1 dt 3 title 'completions/s', "
           "'' using 1:($6==2?$4:1/0) with points ls 3 title 'freeze'\n",
           f);
@@ -249,8 +251,7 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
     fputs("set autoscale x\nset xrange [0:*]\nset yrange [0:*]\n"
           "set origin 0.6,0.0\nset size 0.4,0.945\n"
           "set xlabel 'load (requests in tier, window mean)'\n"
-          "set ylabel 'normalized throughput (work units/s)'\n"
-          "set key top left\n",
+          "set ylabel 'normalized throughput (work units/s)'\n",
           f);
     if (isfinite(a->n_star))
         fprintf(f, "set arrow 3 from first %.9g, graph 0 to first %.9g, graph 1 nohead ls 5\n"

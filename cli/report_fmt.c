@@ -194,19 +194,25 @@ static const char *fmt_dur(double ns, char *buf, size_t len)
     return tb_fmt_duration((int64_t)(llround(ns / q) * (long long)q), buf, len);
 }
 
+/* How far apart the two N* estimates are, relative to the smaller one (the
+ * rule correlate applies); NAN unless both exist. */
+static double nstar_gap(const struct tb_analysis *a)
+{
+    if (!isfinite(a->n_star) || !isfinite(a->n_star_fit))
+        return NAN;
+    double m = fmin(a->n_star, a->n_star_fit);
+    return m > 0 ? fabs(a->n_star - a->n_star_fit) / m : INFINITY;
+}
+
 static bool disagree(const struct tb_analysis *a)
 {
-    if (a->disagree)
-        return true;
-    if (!isfinite(a->n_star) || !isfinite(a->n_star_fit))
-        return false;
-    double m = fmax(a->n_star, a->n_star_fit);
-    return m > 0 && fabs(a->n_star - a->n_star_fit) / m > 0.2;
+    double g = nstar_gap(a);
+    return a->disagree || (isfinite(a->n_star) && isfinite(a->n_star_fit) && g > 0.2);
 }
 
 static void text_row(FILE *f, const char *label, const struct tb_analysis_result *r)
 {
-    char b[8][32];
+    char b[9][32];
     struct tb_range ld = tb_win_range(r->win, r->nwin, TB_COL_LOAD);
     struct tb_range tp = tb_win_range(r->win, r->nwin, TB_COL_TPUT);
     const struct tb_analysis *a = &r->a;
@@ -216,26 +222,26 @@ static void text_row(FILE *f, const char *label, const struct tb_analysis_result
             fmt_num(tp.mean, 1, b[3], 32), fmt_num(tp.max, 1, b[4], 32),
             fmt_num(a->n_star, 2, b[5], 32), fmt_num(a->n_star_fit, 2, b[6], 32),
             fmt_num(a->tp_max, 1, b[7], 32), 100.0 * a->congested_fraction,
-            fmt_num(a->episodes_per_min, 1, b[0], 32));
+            fmt_num(a->episodes_per_min, 1, b[8], 32));
 }
 
 static void text_warnings(FILE *f, const char *label, const struct tb_analysis_result *r)
 {
     const struct tb_analysis *a = &r->a;
-    if (disagree(a)) {
-        double m = fmax(a->n_star, a->n_star_fit);
+    bool ns = isfinite(a->n_star), nf = isfinite(a->n_star_fit);
+    if (ns && nf && disagree(a)) {
         fprintf(f,
                 "warning: %s: the two N* estimates disagree by %.0f%% (intervention %.2f, "
                 "fit %.2f); the load/throughput curve has no clear knee, read N* with care\n",
-                label, 100.0 * fabs(a->n_star - a->n_star_fit) / m, a->n_star, a->n_star_fit);
-    } else if (!isfinite(a->n_star) && !isfinite(a->n_star_fit) && r->nwin > 0) {
+                label, 100.0 * nstar_gap(a), a->n_star, a->n_star_fit);
+    } else if (!ns && !nf && r->nwin > 0) {
         fprintf(f,
                 "note: %s: N* undetermined (the load never reached the point where throughput "
                 "flattens, or too few windows)\n",
                 label);
-    } else if (!isfinite(a->n_star) || !isfinite(a->n_star_fit)) {
+    } else if (ns != nf) {
         fprintf(f, "note: %s: only one N* estimate (%s) could be made\n", label,
-                isfinite(a->n_star) ? "intervention" : "fit");
+                ns ? "intervention" : "fit");
     }
 }
 
@@ -393,11 +399,10 @@ int tb_report_write_text(FILE *f, const struct tb_report *r, const struct tb_cat
     else
         fprintf(f, "no requests in the range\n");
 
-    fprintf(f, "\n  %-22s %9s  %6s %6s %7s  %8s %8s  %7s %7s  %9s  %7s  %6s\n", "", "requests",
-            "load:", "mean", "max", "tput/s:", "max", "N*", "N*fit", "TPmax u/s", "congest",
+    fprintf(f, "\n  %-22s %9s  %-21s  %-17s\n", "", "", "load (in tier)", "completions/s");
+    fprintf(f, "  %-22s %9s  %6s %6s %7s  %8s %8s  %7s %7s  %9s  %7s  %6s\n", "", "requests",
+            "min", "mean", "max", "mean", "max", "N*", "N* fit", "TPmax u/s", "congest",
             "ep/min");
-    fprintf(f, "  %-22s %9s  %6s %6s %7s  %8s %8s  %7s %7s  %9s  %7s  %6s\n", "", "", "min", "",
-            "", "mean", "", "", "", "", "", "");
     char label[96];
     snprintf(label, sizeof label, "tier %s", t ? t->name : "?");
     if (tot->a.server)
@@ -412,7 +417,8 @@ int tb_report_write_text(FILE *f, const struct tb_report *r, const struct tb_cat
     text_classes(f, tot, cat);
     text_episodes(f, tot, first);
     text_corr(f, r, cat);
-    for (size_t i = 0; i < r->nservers; i++) {
+    /* With one server its episodes are the tier's, already listed. */
+    for (size_t i = 0; r->nservers > 1 && i < r->nservers; i++) {
         if (!r->servers[i].nep)
             continue;
         fprintf(f, "\n-- server %s --", server_name(cat, r->servers[i].a.server, b[0], 64));

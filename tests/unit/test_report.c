@@ -166,7 +166,7 @@ static void test_json(void **state)
         "\"load\":{\"min\":0,\"mean\":1.8333333333333333,\"max\":4},"
         "\"throughput\":{\"min\":0,\"mean\":96.666666666666671,\"max\":240},"
         "\"norm_throughput\":{\"min\":0,\"mean\":193.33333333333334,\"max\":480},"
-        "\"rt_ns\":{\"min\":4000000,\"mean\":10000000,\"max\":20000000},"
+        "\"rt_ns\":{\"min\":4000000,\"mean\":11000000,\"max\":20000000},"
         "\"episode_durations\":{\"count\":2,\"min_ns\":50000000,\"p50_ns\":50000000,"
         "\"p90_ns\":50000000,\"max_ns\":50000000,\"histogram\":{\"<100ms\":2,\"100-200ms\":0,"
         "\"200-500ms\":0,\"500ms-1s\":0,\">=1s\":0}},"
@@ -200,12 +200,12 @@ static void test_json(void **state)
 static void test_json_disagree(void **state)
 {
     struct fixture *fx = *state;
-    fx->rep.total.a.n_star_fit = 4.0; /* 37.5% apart */
+    fx->rep.total.a.n_star_fit = 4.0; /* 60% more than 2.5 */
     char *out = capture_output(tb_report_write_json, fx);
     assert_non_null(strstr(out, "\"n_star\":2.5,\"n_star_fit\":4,\"n_star_disagree\":true,"));
     free(out);
     char *txt = capture_output(tb_report_write_text, fx);
-    assert_non_null(strstr(txt, "warning: tier mysql: the two N* estimates disagree by 38% "
+    assert_non_null(strstr(txt, "warning: tier mysql: the two N* estimates disagree by 60% "
                                 "(intervention 2.50, fit 4.00)"));
     free(txt);
 }
@@ -224,7 +224,7 @@ static void test_text(void **state)
         "note: 10.0.0.5:3306: only one N* estimate (fit) could be made\n",
         "work unit: 10ms",
         "top classes (2 of 2 by requests):\n",
-        "  UPDATE t SET \"n\" = ?                          10ms    1.00        7        20  "
+        "  UPDATE t SET \"n\" = ?                           10ms    1.00        7        20  "
         "quantile\n",
         "  SELECT a, b FROM t WHERE id = ?                30ms    3.00       25         9  "
         "isolated\n",
@@ -233,16 +233,21 @@ static void test_text(void **state)
         "  <100ms: 2 | 100-200ms: 0 | 200-500ms: 0 | 500ms-1s: 0 | >=1s: 0\n",
         "throughput levels among congested windows: 2 (480.0, 250.5 work units/s): several "
         "plateaus",
-        "response time of the front tier web per window: mean 10ms, max 20ms\n",
+        "response time of the front tier web per window: mean 11ms, max 20ms\n",
         "correlation of each tier's load with it:  mysql r=0.88  web r=-\n",
         "-> mysql's load explains the response-time spikes best (r=0.88)\n",
         "     1  22:13:20.100    +0.100s      50ms      3.50      3.50      480.0  saturated\n",
         "     2  22:13:20.150    +0.150s      50ms      4.00      4.00        0.0  freeze\n",
-        "\n-- server 10.0.0.5:3306 --\n",
     };
-    for (size_t i = 0; i < TB_ARRAY_SIZE(want); i++)
-        if (!strstr(out, want[i]))
-            fail_msg("text report lacks:\n%s\n--- got ---\n%s", want[i], out);
+    for (size_t i = 0; i < TB_ARRAY_SIZE(want); i++) {
+        if (!strstr(out, want[i])) {
+            /* cmocka truncates long messages: print both sides in full. */
+            fprintf(stderr, "text report lacks:\n%s\n--- got ---\n%s", want[i], out);
+            fail();
+        }
+    }
+    /* One server: its episodes are the tier's and are not listed twice. */
+    assert_null(strstr(out, "-- server"));
     /* Both estimates within 20%: no warning for the tier. */
     assert_null(strstr(out, "warning: tier mysql"));
     free(out);
@@ -278,7 +283,7 @@ static void test_win_range(void **state)
     const struct tb_analysis_result *r = &fx->rep.total;
     struct tb_range g = tb_win_range(r->win, r->nwin, TB_COL_RT);
     /* Windows without completions have no response time: 4 of 6 count. */
-    assert_true(g.min == 4e6 && g.max == 20e6 && g.mean == 10e6);
+    assert_true(g.min == 4e6 && g.max == 20e6 && g.mean == 11e6);
     g = tb_win_range(r->win, 0, TB_COL_LOAD);
     assert_true(isnan(g.min) && isnan(g.mean) && isnan(g.max));
 }
