@@ -276,7 +276,10 @@ static void api_scatter(struct tb_web *w, struct tb_http_conn *c, const struct p
     if (!analyze(w, c, p, &res))
         return;
     const struct tb_analysis *a = &res.a;
-    bool have_n = isfinite(a->n_star);
+    /* The same threshold the episodes were cut with (correlate.h,
+     * tb_nstar_threshold): the intervention N*, else the fit's knee. */
+    double thr = isfinite(a->n_star) ? a->n_star : a->n_star_fit;
+    bool have_n = isfinite(thr);
     struct tb_buf b;
     tb_buf_init(&b);
     head(&b, p);
@@ -288,13 +291,15 @@ static void api_scatter(struct tb_web *w, struct tb_http_conn *c, const struct p
     tb_buf_json_num(&b, a->tp_max);
     tb_buf_puts(&b, ",\"slope\":");
     tb_buf_json_num(&b, a->slope);
+    tb_buf_puts(&b, ",\"threshold\":");
+    tb_buf_json_num(&b, thr);
     tb_buf_printf(&b, ",\"count\":%zu", res.nwin);
     COLUMN(&b, "start_ns", &res, tb_buf_json_i64(&b, win->start_ns));
     COLUMN(&b, "load", &res, tb_buf_json_num(&b, win->load));
     COLUMN(&b, "throughput", &res, tb_buf_json_num(&b, win->throughput));
     COLUMN(&b, "norm_throughput", &res, tb_buf_json_num(&b, win->norm_throughput));
     COLUMN(&b, "congested", &res,
-           tb_buf_puts(&b, have_n && win->load >= a->n_star ? "1" : "0"));
+           tb_buf_puts(&b, have_n && win->load >= thr ? "1" : "0"));
     COLUMN(&b, "freeze", &res, tb_buf_puts(&b, in_freeze(&res, win) ? "1" : "0"));
     tb_buf_puts(&b, "}\n");
     tb_analysis_result_free(&res);

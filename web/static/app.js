@@ -168,10 +168,23 @@ function drawTimeline(canvas, starts, values, opts) {
   }
 }
 
+// The congestion threshold the episodes were cut with: the intervention N*,
+// else the least-squares knee.
+function threshold(a) {
+  if (!a) return null;
+  if (a.n_star !== null && a.n_star !== undefined) return a.n_star;
+  if (a.n_star_fit !== null && a.n_star_fit !== undefined) return a.n_star_fit;
+  return null;
+}
+
+function thresholdLabel(a) {
+  return a && (a.n_star === null || a.n_star === undefined) ? 'N* (fit)' : 'N*';
+}
+
 function congestedFlags() {
-  const a = state.analysis, win = state.win;
-  if (!a || a.n_star === null || !win) return null;
-  return win.load.map((v) => v >= a.n_star);
+  const a = state.analysis, win = state.win, thr = threshold(a);
+  if (thr === null || !win) return null;
+  return win.load.map((v) => v >= thr);
 }
 
 function drawTimelines() {
@@ -179,7 +192,8 @@ function drawTimelines() {
   const a = state.analysis || {};
   const cong = congestedFlags();
   drawTimeline($('load'), win.start_ns, win.load, {
-    color: '#2563eb', ylabel: 'load', hline: a.n_star || 0, hlabel: 'N*', congested: cong,
+    color: '#2563eb', ylabel: 'load', hline: threshold(a) || 0, hlabel: thresholdLabel(a),
+    congested: cong,
   });
   drawTimeline($('tput'), win.start_ns, win.norm_throughput, {
     color: '#16a34a', ylabel: 'units/s', hline: a.tp_max || 0, hlabel: 'TPmax', congested: cong,
@@ -219,7 +233,9 @@ function drawScatter() {
     ctx.fillStyle = color;
     for (let i = 0; i < n; i++) {
       if (!pick(i)) continue;
-      ctx.fillRect(px(s.load[i]) - 1.5, py(s.norm_throughput[i]) - 1.5, 3, 3);
+      ctx.beginPath();
+      ctx.arc(px(s.load[i]), py(s.norm_throughput[i]), 2.5, 0, 2 * Math.PI);
+      ctx.fill();
     }
   }
   // The fitted main-sequence curve min(a·load, TPmax).
@@ -233,18 +249,19 @@ function drawScatter() {
     if (knee < xmax) ctx.lineTo(px(xmax), py(s.tp_max));
     ctx.stroke();
   }
-  if (s.n_star !== null && s.n_star !== undefined) {
+  const thr = threshold(s);
+  if (thr !== null) {
     ctx.setLineDash([6, 4]);
     ctx.strokeStyle = '#111';
     ctx.lineWidth = 1.5;
     ctx.beginPath();
-    ctx.moveTo(px(s.n_star), T); ctx.lineTo(px(s.n_star), T + H);
+    ctx.moveTo(px(thr), T); ctx.lineTo(px(thr), T + H);
     ctx.stroke();
     ctx.setLineDash([]);
     ctx.fillStyle = '#111';
     ctx.textAlign = 'left';
     ctx.textBaseline = 'top';
-    ctx.fillText('N* = ' + fmt(s.n_star), px(s.n_star) + 4, T + 2);
+    ctx.fillText(thresholdLabel(s) + ' = ' + fmt(thr), px(thr) + 4, T + 2);
   }
 }
 
@@ -255,13 +272,14 @@ function episodeRow(e, i) {
   if (e.ongoing) tr.className = 'ongoing';
   const cells = [
     String(i + 1),
-    '+' + ((e.start_ns - state.t0) / 1e9).toFixed(2) + ' s (' + fmtClock(e.start_ns) + ')',
+    '+' + ((e.start_ns - state.t0) / 1e9).toFixed(2) + ' s',
     fmtDur(e.end_ns - e.start_ns) + (e.ongoing ? ' …' : ''),
     fmt(e.peak_load), fmt(e.mean_load), fmt(e.throughput, 1), e.kind,
   ];
   cells.forEach((t, k) => {
     const td = document.createElement('td');
     td.textContent = t;
+    if (k === 1) td.title = fmtClock(e.start_ns) + ' UTC';
     if (k === 6) td.className = e.kind;
     tr.appendChild(td);
   });
@@ -330,11 +348,10 @@ function renderHealth() {
   }
   const sec = h.seconds || [];
   const c = $('health');
+  c.hidden = !sec.length;
+  $('health-note').hidden = !!sec.length;
   if (!sec.length) {
-    const [ctx] = prepCanvas(c);
     c.dataset.points = '0';
-    ctx.fillStyle = '#667085';
-    ctx.fillText('no per-second health rows (offline capture: see the totals below)', 60, 30);
     return;
   }
   const starts = sec.map((r) => r.ts_ns);
@@ -468,7 +485,11 @@ function onEpisode(e) {
 function onAnalysis(a) {
   if (a.tier !== state.tier || a.width_ns !== state.widthNs) return;
   if (state.analysis) Object.assign(state.analysis, a);
-  if (state.scatter) Object.assign(state.scatter, a);
+  if (state.scatter) {
+    Object.assign(state.scatter, a);
+    const thr = threshold(a);
+    state.scatter.threshold = thr;
+  }
   scheduleRedraw();
 }
 

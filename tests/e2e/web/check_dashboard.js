@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: MIT
+// check_dashboard.js — opens the tbneck dashboard in headless Chromium
+// (Debian's, via playwright-core) and checks that it is drawn: scatter points,
+// both timelines, episode rows, the live stream connected, no page errors.
+// Usage: node check_dashboard.js URL SCREENSHOT.png
+'use strict';
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { chromium } = require('playwright-core');
+
+const [url, shot] = process.argv.slice(2);
+if (!url || !shot) {
+  console.error('usage: node check_dashboard.js URL SCREENSHOT.png');
+  process.exit(2);
+}
+
+function check(cond, what) {
+  if (!cond) throw new Error('check failed: ' + what);
+  console.log('ok: ' + what);
+}
+
+(async () => {
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'tbneck-chromium-'));
+  let ctx;
+  try {
+    ctx = await chromium.launchPersistentContext(profile, {
+      executablePath: '/usr/bin/chromium',
+      headless: true,
+      viewport: { width: 1400, height: 1300 },
+      timeout: 60000,
+      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+             '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    const page = ctx.pages()[0] || await ctx.newPage();
+    const errors = [];
+    page.on('pageerror', (e) => errors.push(String(e)));
+    page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+    await page.goto(url, { waitUntil: 'load', timeout: 30000 });
+    await page.waitForSelector('body[data-ready="1"]', { timeout: 60000 });
+    // Give the stream a moment to connect.
+    await page.waitForFunction(() => document.getElementById('live').classList.contains('on'),
+      null, { timeout: 15000 });
+
+    const r = await page.evaluate(() => {
+      // Counts pixels of a colour family in a canvas (device pixels).
+      function count(id, pred) {
+        const c = document.getElementById(id);
+        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        let n = 0;
+        for (let i = 0; i < d.length; i += 4)
+          if (d[i + 3] > 100 && pred(d[i], d[i + 1], d[i + 2])) n++;
+        return n;
+      }
+      const blue = (r, g, b) => b > 150 && r < 140 && g < 180;
+      const red = (r, g, b) => r > 170 && g < 120 && b < 120;
+      const green = (r, g, b) => g > 120 && r < 90 && b < 130;
+      const rows = [...document.querySelectorAll('#episodes tbody tr')]
+        .filter((tr) => tr.children.length === 7);
+      return {
+        tier: document.getElementById('tier').value,
+        tiers: document.getElementById('tier').options.length,
+        scatterPoints: +document.getElementById('scatter').dataset.points,
+        scatterBlue: count('scatter', blue),
+        scatterRed: count('scatter', red),
+        loadPoints: +document.getElementById('load').dataset.points,
+        loadBlue: count('load', blue),
+        tputPoints: +document.getElementById('tput').dataset.points,
+        tputGreen: count('tput', green),
+        episodeRows: rows.length,
+        episodeKinds: rows.map((tr) => tr.children[6].textContent),
+        cards: document.querySelectorAll('#summary .card').length,
+        captures: document.querySelectorAll('#captures tbody tr').length,
+        error: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent,
+      };
+    });
+    console.log(JSON.stringify(r));
+    await page.screenshot({ path: shot, fullPage: true });
+    console.log('screenshot: ' + shot);
+    check(!r.error, 'no error banner (' + r.error + ')');
+    check(r.tiers >= 1, 'tier picker lists tiers');
+    check(r.scatterPoints > 20, 'scatter has windows (' + r.scatterPoints + ')');
+    check(r.scatterBlue + r.scatterRed > 60, 'scatter points are drawn (' +
+      r.scatterBlue + ' blue, ' + r.scatterRed + ' red pixels)');
+    check(r.scatterRed > 10, 'congested windows highlighted in the scatter (' + r.scatterRed +
+      ' red pixels)');
+    check(r.loadPoints > 20 && r.loadBlue > 100, 'load timeline drawn (' + r.loadBlue + ' px)');
+    check(r.tputPoints > 20 && r.tputGreen > 100, 'throughput timeline drawn (' + r.tputGreen + ' px)');
+    check(r.episodeRows >= 1, 'episode table has rows (' + r.episodeRows + ')');
+    check(r.episodeKinds.every((k) => k === 'freeze' || k === 'saturated'), 'episode kinds');
+    check(r.cards >= 6, 'summary cards');
+    check(r.captures >= 1, 'capture health table');
+    // Switching the window width reloads everything at that width.
+    await page.selectOption('#width', '100ms');
+    await page.waitForFunction((prev) => {
+      const c = document.getElementById('load');
+      return +c.dataset.points !== prev || !document.getElementById('error').hidden;
+    }, r.loadPoints, { timeout: 20000 });
+    const n100 = await page.evaluate(() => +document.getElementById('load').dataset.points);
+    check(n100 > 0 && n100 < r.loadPoints, 'width 100ms halves the windows (' + n100 + ' vs ' +
+      r.loadPoints + ')');
+    check(errors.length === 0, 'no page errors (' + errors.join(' | ') + ')');
+  } finally {
+    if (ctx) await ctx.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+})().catch((e) => {
+  console.error('FAIL: ' + (e && e.message ? e.message : e));
+  process.exit(1);
+});
