@@ -485,7 +485,8 @@ static int begin_section(struct pstate *ps, char *hdr)
         cl->row_bytes = 64;
         sim_dist_parse("1", false, &cl->rows, e, sizeof e);
         for (int i = 0; i < SIM_MAX_TIERS; i++) {
-            sim_dist_parse("0", true, &cl->demand[i], e, sizeof e);
+            /* A server never answers in zero time: 50 us unless configured. */
+            sim_dist_parse("50us", true, &cl->demand[i], e, sizeof e);
             /* Every tier but the last calls the next one once unless told otherwise. */
             sim_dist_parse(i + 1 < c->ntiers ? "1" : "0", false, &cl->calls[i], e, sizeof e);
             sim_dist_parse("2048", false, &cl->resp_bytes[i], e, sizeof e);

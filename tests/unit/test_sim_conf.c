@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -78,7 +79,7 @@ static void test_good(void **state)
     /* '#' inside a value is not a comment. */
     assert_string_equal(cl->path[0], "/story#top/{id}");
     assert_true(cl->demand[1].kind == SIM_DIST_EXP && cl->demand[1].a == 2e6);
-    assert_true(cl->demand[0].kind == SIM_DIST_CONST && cl->demand[0].a == 0);
+    assert_true(cl->demand[0].kind == SIM_DIST_CONST && cl->demand[0].a == 50000);
     assert_true(cl->calls[0].a == 1 && cl->calls[1].a == 3 && cl->calls[2].a == 0);
     assert_int_equal(c.nfreezes, 2);
     assert_int_equal(c.freezes[0].tier, 1);

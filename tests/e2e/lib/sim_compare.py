@@ -1,0 +1,221 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""sim_compare.py — compares tbneck's exported requests with tbneck-sim's truth.
+
+Usage: sim_compare.py exact TRUTH.requests.csv EXPORT.csv
+       sim_compare.py mostly TRUTH.requests.csv EXPORT.csv MIN_EXACT_FRACTION
+       sim_compare.py impaired TRUTH.requests.csv EXPORT.csv DROPPED.csv MIN_EXACT_FRACTION PCAP
+
+exact: every truth request must be reported once with the same tier, server,
+client, class (the fingerprint), arrival and departure to the nanosecond and
+status, and the connection ids must map one to one; nothing else reported.
+
+mostly: at least MIN_EXACT_FRACTION of the truth requests are reported exactly
+(for captures whose packets were reordered); the rest are listed.
+
+impaired: packets listed in DROPPED.csv never reached the capture. At least
+MIN_EXACT_FRACTION of the truth requests must be reported exactly, and every
+reported request must either be exact or lie on a connection that lost a packet
+of the exchange it overlaps, with its arrival and departure inside the span of
+that exchange widened to the hole: from the last packet captured before a lost
+packet to the first one captured after it on that connection (the packets that
+reveal the hole; PCAP is the impaired capture, read for their timestamps).
+Prints both sides of every mismatch and exits 1 on failure.
+"""
+import bisect
+import csv
+import struct
+import sys
+from collections import defaultdict
+
+MAX_SHOWN = 15
+
+
+def load(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def key(r):
+    return (r["tier"], r["server"], r["client"], int(r["arrival_ns"]))
+
+
+def show(label, r):
+    if r is None:
+        return f"    {label}: (none)"
+    cols = ["tier", "server", "client", "conn", "class", "fingerprint", "arrival_ns",
+            "departure_ns", "status", "flags"]
+    return f"    {label}: " + ", ".join(f"{c}={r[c]}" for c in cols if c in r)
+
+
+def status_of(r):
+    return int(r["status"])
+
+
+def exact(truth, got):
+    problems = []
+    tmap = {}
+    for r in truth:
+        k = key(r)
+        if k in tmap:
+            problems.append(("truth has a duplicate key", r, tmap[k]))
+        tmap[k] = r
+    gmap = {}
+    for r in got:
+        k = key(r)
+        if k in gmap:
+            problems.append(("reported twice", gmap[k], r))
+        gmap[k] = r
+    conn_fwd, conn_back = {}, {}
+    ok = 0
+    for k, t in tmap.items():
+        g = gmap.get(k)
+        if g is None:
+            problems.append(("missing from tbneck", t, None))
+            continue
+        why = []
+        if int(g["departure_ns"]) != int(t["departure_ns"]):
+            why.append(f"departure differs by {int(g['departure_ns']) - int(t['departure_ns'])} ns")
+        if g["class"] != t["fingerprint"]:
+            why.append("class differs")
+        if status_of(g) != status_of(t):
+            why.append("status differs")
+        a = conn_fwd.setdefault(t["conn"], g["conn"])
+        b = conn_back.setdefault(g["conn"], t["conn"])
+        if a != g["conn"] or b != t["conn"]:
+            why.append("connection ids do not map one to one")
+        if why:
+            problems.append(("; ".join(why), t, g))
+        else:
+            ok += 1
+    for k, g in gmap.items():
+        if k not in tmap:
+            problems.append(("reported but not in the truth", None, g))
+    return ok, problems
+
+
+def pcap_times(path):
+    """Timestamps of the captured packets of each TCP connection, keyed both ways."""
+    times = defaultdict(list)
+    with open(path, "rb") as f:
+        data = f.read()
+    magic = struct.unpack_from("<I", data, 0)[0]
+    if magic != 0xa1b23c4d:
+        raise SystemExit(f"{path}: not a little-endian nanosecond pcap")
+    off = 24
+    while off + 16 <= len(data):
+        sec, nsec, caplen, _ = struct.unpack_from("<IIII", data, off)
+        pkt = data[off + 16:off + 16 + caplen]
+        off += 16 + caplen
+        if len(pkt) < 54 or pkt[12:14] != b"\x08\x00" or pkt[23] != 6:
+            continue
+        ihl = (pkt[14] & 15) * 4
+        src = ".".join(str(x) for x in pkt[26:30])
+        dst = ".".join(str(x) for x in pkt[30:34])
+        sp, dp = struct.unpack_from(">HH", pkt, 14 + ihl)
+        a, b = f"{src}:{sp}", f"{dst}:{dp}"
+        times[(a, b) if a < b else (b, a)].append(sec * 10**9 + nsec)
+    for v in times.values():
+        v.sort()
+    return times
+
+
+def impaired(truth, got, dropped, min_frac, pcap):
+    captured = pcap_times(pcap)
+    # Connections are named by (server, client) on both sides; each loss is
+    # widened to the captured packets around it.
+    lost = defaultdict(list)
+    for d in dropped:
+        a, b = d["src"], d["dst"]
+        t = int(d["t_ns"])
+        seen = captured.get((a, b) if a < b else (b, a), [])
+        i = bisect.bisect_left(seen, t)
+        before = seen[i - 1] if i > 0 else t
+        after = seen[i] if i < len(seen) else t
+        lost[(a, b)].append((t, before, after))
+        lost[(b, a)].append((t, before, after))
+    by_conn = defaultdict(list)
+    for t in truth:
+        by_conn[(t["server"], t["client"])].append(t)
+    tkeys = {key(t): t for t in truth}
+    problems = []
+    exact_n = 0
+    for g in got:
+        k = key(g)
+        t = tkeys.get(k)
+        if t is not None and int(g["departure_ns"]) == int(t["departure_ns"]) \
+                and g["class"] == t["fingerprint"]:
+            exact_n += 1
+            continue
+        conn = (g["server"], g["client"])
+        losses = lost.get(conn, [])
+        if not losses:
+            problems.append(("differs from the truth on a connection that lost no packet", t, g))
+            continue
+        ga, gd = int(g["arrival_ns"]), int(g["departure_ns"])
+        over = [x for x in by_conn.get(conn, [])
+                if int(x["arrival_ns"]) <= gd and ga <= int(x["departure_ns"])]
+        if not over:
+            problems.append(("overlaps no request of the truth", None, g))
+            continue
+        span_lo = min(int(x["arrival_ns"]) for x in over)
+        span_hi = max(int(x["departure_ns"]) for x in over)
+        # Losses of the overlapped exchanges: a lost packet inside their span.
+        near = [x for x in losses if span_lo <= x[0] <= span_hi]
+        if not near:
+            problems.append(("differs but no packet of its exchange was lost", over[0], g))
+            continue
+        lo = min([span_lo] + [x[1] for x in near])
+        hi = max([span_hi] + [x[2] for x in near])
+        if not (lo <= ga and gd <= hi):
+            problems.append((f"times outside the exchange widened to its hole [{lo}, {hi}]",
+                             over[0], g))
+    frac = exact_n / len(truth) if truth else 1.0
+    return exact_n, frac, problems
+
+
+def main():
+    if len(sys.argv) < 4:
+        print(__doc__, file=sys.stderr)
+        return 2
+    mode, truth, got = sys.argv[1], load(sys.argv[2]), load(sys.argv[3])
+    if mode == "exact":
+        ok, problems = exact(truth, got)
+        print(f"truth {len(truth)} requests, tbneck {len(got)}, exact matches {ok}")
+        for why, t, g in problems[:MAX_SHOWN]:
+            print(f"  MISMATCH: {why}")
+            print(show("truth ", t))
+            print(show("tbneck", g))
+        if len(problems) > MAX_SHOWN:
+            print(f"  ... and {len(problems) - MAX_SHOWN} more")
+        return 0 if not problems and ok == len(truth) == len(got) else 1
+    if mode == "mostly":
+        ok, problems = exact(truth, got)
+        frac = ok / len(truth) if truth else 1.0
+        need = float(sys.argv[4])
+        print(f"truth {len(truth)} requests, tbneck {len(got)}, exact {ok} "
+              f"({100 * frac:.2f}%, need {100 * need:.2f}%)")
+        for why, t, g in problems[:MAX_SHOWN]:
+            print(f"  {'MISMATCH' if frac < need else 'inexact'}: {why}")
+            print(show("truth ", t))
+            print(show("tbneck", g))
+        return 0 if frac >= need else 1
+    if mode == "impaired":
+        dropped = load(sys.argv[4])
+        min_frac = float(sys.argv[5])
+        exact_n, frac, problems = impaired(truth, got, dropped, min_frac, sys.argv[6])
+        print(f"truth {len(truth)} requests, tbneck {len(got)}, exact {exact_n} "
+              f"({100 * frac:.2f}%, need {100 * min_frac:.2f}%), dropped packets {len(dropped)}")
+        for why, t, g in problems[:MAX_SHOWN]:
+            print(f"  MISMATCH: {why}")
+            print(show("truth ", t))
+            print(show("tbneck", g))
+        if len(problems) > MAX_SHOWN:
+            print(f"  ... and {len(problems) - MAX_SHOWN} more")
+        return 0 if not problems and frac >= min_frac else 1
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
