@@ -392,9 +392,10 @@ static int plot(const char *path, const struct ev_report *r, const struct tb_ana
     fprintf(f, "set xlabel \"seconds since %s\"\n", fmt_time(r->from_ns, t0, sizeof t0));
     fputs("set ylabel \"load (requests in the tier)\"\nset y2label \"GC running ratio\"\n"
           "set ytics nomirror\nset y2tics 0.2\nset y2range [0:1.05]\nset yrange [0:*]\n"
-          "set key top left opaque\nset grid xtics\n",
+          "set key horizontal top center outside\nset grid xtics\n",
           f);
     double ws = (double)r->width_ns / 1e9;
+    fprintf(f, "set xrange [0:%.9g]\n", (double)(r->to_ns - r->from_ns) / 1e9);
     fprintf(f, "set boxwidth %.9g absolute\n", ws);
     for (size_t i = 0; i < res->nep; i++) {
         if (res->ep[i].kind != TB_EP_FREEZE)

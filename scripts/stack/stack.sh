@@ -25,11 +25,17 @@ STACK_DIR=""
 # JVM and webapp knobs: a small Serial-GC heap and a cache churned by every request
 # make the old generation fill about once a second, and each full collection stops
 # the world for tens of milliseconds (docs/stack.md explains the numbers).
-STACK_HEAP=${STACK_HEAP:-"-Xms48m -Xmx48m -Xmn16m"}
-STACK_CACHE_ENTRIES=${STACK_CACHE_ENTRIES:-2000}
+STACK_HEAP=${STACK_HEAP:-"-Xms64m -Xmx64m -Xmn16m"}
+STACK_CACHE_ENTRIES=${STACK_CACHE_ENTRIES:-4000}
 STACK_NODES_PER_ENTRY=${STACK_NODES_PER_ENTRY:-200}
-STACK_ENTRIES_PER_REQUEST=${STACK_ENTRIES_PER_REQUEST:-2}
-STACK_GARBAGE_PER_REQUEST=${STACK_GARBAGE_PER_REQUEST:-2000}
+STACK_ENTRIES_PER_REQUEST=${STACK_ENTRIES_PER_REQUEST:-3}
+STACK_GARBAGE_PER_REQUEST=${STACK_GARBAGE_PER_REQUEST:-500}
+# Render loop iterations per work unit (list 1, story 2, search 3 units).
+STACK_CPU_WORK=${STACK_CPU_WORK:-0}
+# Database wait of the story page (microseconds of SLEEP in its first query).
+STACK_DB_DELAY_US=${STACK_DB_DELAY_US:-9000}
+# Tomcat's request threads: its capacity, hence its congestion point.
+STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-12}
 
 stack_log() { echo "stack: $*" >&2; }
 stack_die() { echo "stack: error: $*" >&2; return 1; }
@@ -141,7 +147,9 @@ stack_fill() {
         -e "s|@CACHE_ENTRIES@|$STACK_CACHE_ENTRIES|g" \
         -e "s|@NODES_PER_ENTRY@|$STACK_NODES_PER_ENTRY|g" \
         -e "s|@ENTRIES_PER_REQUEST@|$STACK_ENTRIES_PER_REQUEST|g" \
-        -e "s|@GARBAGE_PER_REQUEST@|$STACK_GARBAGE_PER_REQUEST|g" "$1"
+        -e "s|@GARBAGE_PER_REQUEST@|$STACK_GARBAGE_PER_REQUEST|g" \
+        -e "s|@CPU_WORK@|$STACK_CPU_WORK|g" -e "s|@DB_DELAY_US@|$STACK_DB_DELAY_US|g" \
+        -e "s|@TOMCAT_THREADS@|$STACK_TOMCAT_THREADS|g" "$1"
 }
 
 STACK_CATALINA_HOME=/usr/share/tomcat10

@@ -49,6 +49,7 @@ close(per_tier.get(names["web"], 0), counts["nginx_requests"], "web tier vs ngin
 close(per_tier.get(names["app"], 0), counts["nginx_requests"], "tomcat tier vs nginx access log")
 close(per_tier.get(names["app"], 0), counts["tomcat_requests"], "tomcat tier vs webapp's own count")
 close(per_tier.get(names["db"], 0), counts["jdbc_queries"], "mysql tier vs JDBC query count")
+close(per_tier.get(names["db"], 0), counts["mysql_questions"], "mysql tier vs MariaDB's Questions")
 
 r = json.load(open(os.path.join(out, "events-report.json")))
 print("events report:", json.dumps(r))

@@ -39,6 +39,13 @@ public class StackServlet extends HttpServlet {
     private int nodesPerEntry;
     private int entriesPerRequest;
     private int garbagePerRequest;
+    private int cpuWork;
+    // Every page's first query waits this long in the database (SELECT SLEEP),
+    // standing for the disk reads of a database whose data does not fit in
+    // memory: Tomcat's requests spend most of their time waiting on MariaDB, as
+    // in RUBBoS, so its load is several requests without using the CPU.
+    private double dbDelay; // seconds
+    private static volatile long blackhole;
     // A fixed-size pool of our own rather than the container's: the run script
     // closes every database connection after the warm-up (GET /stats?reset=1)
     // so that the capture sees each connection from its handshake on.
@@ -56,6 +63,8 @@ public class StackServlet extends HttpServlet {
         nodesPerEntry = intParam("nodesPerEntry", 200);
         entriesPerRequest = intParam("entriesPerRequest", 2);
         garbagePerRequest = intParam("garbagePerRequest", 2000);
+        cpuWork = intParam("cpuWork", 0);
+        dbDelay = intParam("dbDelayMicros", 0) / 1e6;
     }
 
     private Connection borrow() throws SQLException {
@@ -119,6 +128,16 @@ public class StackServlet extends HttpServlet {
             ERRORS.incrementAndGet(); // keeps the loop from being optimised away
     }
 
+    /** Page rendering cost: `units` times the base work, so that the request
+     *  classes have distinct service times (the paper's work units). */
+    private void render(StringBuilder page, int units) {
+        long h = 17;
+        int len = Math.max(page.length(), 1);
+        for (long i = 0, n = (long) units * cpuWork; i < n; i++)
+            h = h * 31 + (len == 1 ? i : page.charAt((int) (i % len)));
+        blackhole = h;
+    }
+
     @Override
     protected void doGet(HttpServletRequest req, HttpServletResponse resp)
             throws ServletException, IOException {
@@ -164,6 +183,7 @@ public class StackServlet extends HttpServlet {
             }
             throw new ServletException(e);
         }
+        render(page, path.equals("/list") ? 1 : path.equals("/story") ? 2 : 3);
         churn(path);
         resp.setContentType("text/html");
         resp.getWriter().append("<html><body>").append(page).append("</body></html>\n");
@@ -183,9 +203,10 @@ public class StackServlet extends HttpServlet {
     }
 
     private void story(Connection c, StringBuilder page, long id) throws SQLException {
-        try (PreparedStatement ps =
-                 c.prepareStatement("SELECT id, title, body, author FROM stories WHERE id = ?")) {
-            ps.setLong(1, id);
+        try (PreparedStatement ps = c.prepareStatement(
+                 "SELECT id, title, body, author, SLEEP(?) FROM stories WHERE id = ?")) {
+            ps.setDouble(1, dbDelay);
+            ps.setLong(2, id);
             try (ResultSet rs = query(ps)) {
                 while (rs.next())
                     page.append("<h1>").append(rs.getString(2)).append("</h1><p>")
@@ -205,8 +226,11 @@ public class StackServlet extends HttpServlet {
     }
 
     private void list(Connection c, StringBuilder page) throws SQLException {
-        try (PreparedStatement ps =
-                 c.prepareStatement("SELECT id, title FROM stories ORDER BY id DESC LIMIT 25")) {
+        // The SLEEP of a one-row derived table runs once per query, not per row.
+        try (PreparedStatement ps = c.prepareStatement(
+                 "SELECT s.id, s.title FROM stories s JOIN (SELECT SLEEP(?) AS z) d"
+                 + " ORDER BY s.id DESC LIMIT 25")) {
+            ps.setDouble(1, dbDelay);
             try (ResultSet rs = query(ps)) {
                 List<String> rows = new ArrayList<>();
                 while (rs.next())
@@ -220,8 +244,10 @@ public class StackServlet extends HttpServlet {
 
     private void search(Connection c, StringBuilder page, String q) throws SQLException {
         try (PreparedStatement ps = c.prepareStatement(
-                 "SELECT id, title FROM stories WHERE title LIKE ? ORDER BY id LIMIT 10")) {
-            ps.setString(1, q + "%");
+                 "SELECT s.id, s.title FROM stories s JOIN (SELECT SLEEP(?) AS z) d"
+                 + " WHERE s.title LIKE ? ORDER BY s.id LIMIT 10")) {
+            ps.setDouble(1, dbDelay);
+            ps.setString(2, q + "%");
             try (ResultSet rs = query(ps)) {
                 while (rs.next())
                     page.append("<li>").append(rs.getString(2)).append("</li>");
