@@ -14,8 +14,12 @@ struct out {
     size_t len, cap;
 };
 
+/* Control bytes (NUL included) never reach a class: it is printed, exported
+ * as CSV and compared as a C string. */
 static void put(struct out *o, char c)
 {
+    if ((unsigned char)c < 0x20 || c == 0x7f)
+        c = '?';
     if (o->len + 1 < o->cap)
         o->p[o->len++] = c;
 }

@@ -82,6 +82,12 @@ static void test_sql(void **state)
     sql("COMMIT", "commit");
     sql("  ", "");
     sql("select 'unterminated", "select ?");
+    /* Control bytes, NUL included, are replaced: the class is a C string. */
+    char out[32];
+    assert_int_equal(tb_fp_sql("*\x01\x00\xc1", 4, out, sizeof out), 4);
+    assert_string_equal(out, "*??\xc1");
+    assert_int_equal(tb_fp_http("GET", 3, "/a\0" "b", 4, out, sizeof out), 8);
+    assert_string_equal(out, "GET /a?b");
 }
 
 static void test_sql_cap(void **state)
