@@ -199,10 +199,11 @@ static int set_tier(struct pstate *ps, const char *k, const char *v)
         return 0;
     }
     if (!strcmp(k, "port")) {
-        int p;
-        int rc = get_int(ps, k, v, 1, 65535, &p);
+        int p = 0;
+        if (get_int(ps, k, v, 1, 65535, &p) < 0)
+            return TB_E_BADFMT;
         t->port = (uint16_t)p;
-        return rc;
+        return 0;
     }
     if (!strcmp(k, "servers"))
         return get_int(ps, k, v, 1, SIM_MAX_SERVERS, &t->servers);
@@ -230,7 +231,7 @@ static int set_tier(struct pstate *ps, const char *k, const char *v)
              tok = strtok_r(NULL, ",", &save)) {
             if (t->nspeeds == SIM_MAX_SPEEDS)
                 return fail(ps, "speeds: at most %d levels", SIM_MAX_SPEEDS);
-            double s;
+            double s = 0;
             if (get_double(ps, k, trim(tok), 0.01, 100, &s) < 0)
                 return TB_E_BADFMT;
             if (t->nspeeds && s <= t->speeds[t->nspeeds - 1])
@@ -393,7 +394,7 @@ static int set_freeze(struct pstate *ps, const char *k, const char *v)
         f->server = -1;
         if (slash) {
             *slash = 0;
-            int n;
+            int n = 0;
             if (get_int(ps, k, slash + 1, 1, SIM_MAX_SERVERS, &n) < 0)
                 return TB_E_BADFMT;
             f->server = n - 1;
