@@ -95,7 +95,12 @@ static int open_all(struct src *s, const struct tb_offline_opts *o, uint64_t *to
         s[i].p = pcap_open_offline_with_tstamp_precision(o->files[i], PCAP_TSTAMP_PRECISION_NANO,
                                                          perr);
         if (!s[i].p) {
-            snprintf(errbuf, errlen, "%s: %s", o->files[i], perr);
+            /* libpcap names the file itself when it could not open it. */
+            size_t fl = strlen(o->files[i]);
+            if (strncmp(perr, o->files[i], fl) == 0 && perr[fl] == ':')
+                snprintf(errbuf, errlen, "%s", perr);
+            else
+                snprintf(errbuf, errlen, "%s: %s", o->files[i], perr);
             return TB_E_PCAP;
         }
         if (stat(o->files[i], &sb) == 0)

@@ -366,29 +366,32 @@ static int run_offline(const struct tb_capture_args *a)
 
     /* Whatever was read is kept, whether the run ended well or not. */
     tb_engine_finish(e, tb_engine_stats(e)->last_ns);
-    exit_code = TB_EXIT_OK;
-    if (rc == TB_E_INTR) {
-        tb_log_warn("capture: interrupted; everything read so far is kept");
-    } else if (rc) {
-        tb_log_error("capture: %s", err);
-        exit_code = TB_EXIT_FAIL;
-    }
+    /* The summary comes first so that an error, if any, is the last line. */
+    int run_rc = rc, wrc = 0, erc = 0;
     if (run.w) {
-        int wrc = tb_writer_finish(run.w);
+        wrc = tb_writer_finish(run.w);
         run.w = NULL;
         if (!wrc)
             wrc = run.werr;
-        if (wrc) {
-            tb_log_error("capture: %s: writing requests failed: %s", a->db, tb_strerror(wrc));
-            exit_code = TB_EXIT_FAIL;
-        }
     }
-    if (st && (rc = tb_store_capture_end(st, capture_id, tb_engine_stats(e)))) {
-        tb_log_error("capture: %s: %s", a->db, tb_strerror(rc));
-        exit_code = TB_EXIT_FAIL;
-    }
+    if (st)
+        erc = tb_store_capture_end(st, capture_id, tb_engine_stats(e));
     if (!a->quiet)
         summary(a, tb_engine_stats(e), cat, &run);
+    exit_code = TB_EXIT_OK;
+    if (run_rc == TB_E_INTR) {
+        tb_log_warn("capture: interrupted; everything read so far is kept");
+    } else if (run_rc) {
+        tb_log_error("capture: %s", err);
+        exit_code = TB_EXIT_FAIL;
+    }
+    if (wrc) {
+        tb_log_error("capture: %s: writing requests failed: %s", a->db, tb_strerror(wrc));
+        exit_code = TB_EXIT_FAIL;
+    } else if (erc) {
+        tb_log_error("capture: %s: %s", a->db, tb_strerror(erc));
+        exit_code = TB_EXIT_FAIL;
+    }
 out:
     if (run.w)
         tb_writer_finish(run.w);
