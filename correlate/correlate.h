@@ -83,6 +83,9 @@ struct tb_nstar_opts {
     uint32_t trail;       /* default 3; 0 = all slopes δ_1..δ_n0 */
     double freeze_frac;   /* default 0.3 */
     double disagree_frac; /* default 0.2 */
+    double slope_hint;    /* expected slope of the linear part, units/s per unit of load
+                           * (1e9 / work unit for a tier that waits on nothing); 0 = none.
+                           * tb_correlate_analyze sets it from the work unit when 0. */
 };
 void tb_nstar_opts_default(struct tb_nstar_opts *o);
 

@@ -280,6 +280,8 @@ int tb_correlate_analyze(const struct tb_window *w, size_t n, int64_t work_unit_
         o = *opts;
     else
         tb_nstar_opts_default(&o);
+    if (!(o.slope_hint > 0) && work_unit_ns > 0)
+        o.slope_hint = (double)TB_NS_PER_SEC / (double)work_unit_ns;
     for (size_t i = 1; i < n; i++)
         if (w[i].start_ns <= w[i - 1].start_ns || w[i].tier != w[0].tier ||
             w[i].server != w[0].server || w[i].width_ns != w[0].width_ns)

@@ -15,6 +15,7 @@ void tb_nstar_opts_default(struct tb_nstar_opts *o)
     o->trail = 3;
     o->freeze_frac = 0.3;
     o->disagree_frac = 0.2;
+    o->slope_hint = 0;
 }
 
 /* t(0.95, df): the one-sided 95% quantile, i.e. the two-sided 90% interval. */
@@ -31,8 +32,6 @@ static double t95(size_t df)
     return 1.645 + 1.6 / (double)df;
 }
 
-/* Half-width of the running mean over bins (3 bins). */
-#define SMOOTH_HALF 1
 
 struct pt {
     double l, t;
@@ -77,26 +76,81 @@ static double median3(double a, double b, double c)
 /* ------------------------------------------------ intervention analysis --- */
 
 /* A knee is a knee only if the curve stays flat after it: the least-squares
- * slope of the bins from `from` on must be <= tol. Without this, three noisy
- * slopes on a straight line pass for a knee now and then; and with fewer than
- * 3 bins after it the plateau is not observed at all. */
+ * slope of the bins from `from` up to twice its load (at least 3 bins) must
+ * be <= tol. Without this, a few noisy slopes on a straight line pass for a
+ * knee now and then; with fewer than 3 bins after it the plateau is not
+ * observed at all. */
 static bool plateau_confirmed(const double *ld, const double *tp, uint32_t from, uint32_t nb,
                               double tol)
 {
-    if (nb - from < 3)
+    uint32_t to = from;
+    while (to < nb && (to - from < 3 || ld[to] <= 2 * ld[from]))
+        to++;
+    if (to - from < 3)
         return false;
     double ml = 0, mt = 0, sxy = 0, sxx = 0;
-    for (uint32_t b = from; b < nb; b++) {
+    for (uint32_t b = from; b < to; b++) {
         ml += ld[b];
         mt += tp[b];
     }
-    ml /= nb - from;
-    mt /= nb - from;
-    for (uint32_t b = from; b < nb; b++) {
+    ml /= to - from;
+    mt /= to - from;
+    for (uint32_t b = from; b < to; b++) {
         sxy += (ld[b] - ml) * (tp[b] - mt);
         sxx += (ld[b] - ml) * (ld[b] - ml);
     }
     return sxx > 0 && sxy / sxx <= tol;
+}
+
+/* Weighted antitonic regression in place (pool adjacent violators): v becomes
+ * the closest non-increasing sequence, weight of v[i] = ld[i] − ld[i−1]
+ * (ld[0] for v[0]). scratch holds 3·nb doubles. */
+static bool antitonic(double *v, const double *ld, uint32_t nb, double *scratch)
+{
+    double *bs = scratch, *bw = scratch + nb, *bn = scratch + 2 * (size_t)nb;
+    uint32_t top = 0;
+    for (uint32_t i = 0; i < nb; i++) {
+        double w = i ? ld[i] - ld[i - 1] : ld[0];
+        if (!(w > 0))
+            w = 1e-12;
+        bs[top] = v[i] * w;
+        bw[top] = w;
+        bn[top] = 1;
+        top++;
+        while (top > 1 && bs[top - 2] / bw[top - 2] < bs[top - 1] / bw[top - 1]) {
+            bs[top - 2] += bs[top - 1];
+            bw[top - 2] += bw[top - 1];
+            bn[top - 2] += bn[top - 1];
+            top--;
+        }
+    }
+    uint32_t i = 0;
+    for (uint32_t b = 0; b < top; b++)
+        for (uint32_t c = 0; c < (uint32_t)bn[b]; c++)
+            v[i++] = bs[b] / bw[b];
+    return i == nb;
+}
+
+/* The slope of the linear part from the lowest loads: Σtp / Σld over the
+ * lowest `nlow` (load, tp) pairs, a ratio estimator (a median of tp/ld would
+ * be ruled by the noisiest, smallest loads). When a slope hint is given and
+ * the data reach 60% of it, the hint wins: for a tier that does not wait on
+ * another, a request alone in service completes service/u units in its
+ * service time, so the slope is 1/u; below it at low load is windows mixing
+ * idle and queued moments, above it is selection (a window of little load
+ * that still saw a completion got it from a request that mostly lived in the
+ * window before). */
+static double linear_slope(const double *ld, const double *tp, size_t nlow, double hint)
+{
+    double sl = 0, st = 0;
+    for (size_t b = 0; b < nlow; b++) {
+        sl += ld[b];
+        st += tp[b];
+    }
+    double a = sl > 0 ? st / sl : NAN;
+    if (hint > 0 && a >= 0.6 * hint)
+        return hint;
+    return a;
 }
 
 /* One pass over [lo, hi] of the points sorted by load. Returns N* or NAN;
@@ -109,10 +163,11 @@ static double intervention(const struct pt *p, size_t n, double lo, double hi,
     size_t minb = o->min_per_bin ? o->min_per_bin : TB_MAX((size_t)3, n / (10 * (size_t)k));
     double *ld = calloc(k, sizeof *ld), *tp = calloc(k, sizeof *tp);
     double *sm = calloc(k, sizeof *sm), *dl = calloc(k, sizeof *dl);
+    double *se2 = calloc(k, sizeof *se2);
     double res = NAN;
     *nbins = 0;
     *delta0 = NAN;
-    if (!ld || !tp || !sm || !dl)
+    if (!ld || !tp || !sm || !dl || !se2)
         goto out;
     double width = (hi - lo) / k;
     if (!(width > 0))
@@ -133,18 +188,22 @@ static double intervention(const struct pt *p, size_t n, double lo, double hi,
             for (size_t x = i; x < j; x++)
                 scratch[x - i] = p[x].t;
             double ref = quantile(scratch, j - i, 0.9);
-            double sl = 0, st = 0;
+            double sl = 0, st = 0, stt = 0;
             size_t c = 0;
             for (size_t x = i; x < j; x++) {
                 if (p[x].t < o->freeze_frac * ref)
                     continue;
                 sl += p[x].l;
                 st += p[x].t;
+                stt += p[x].t * p[x].t;
                 c++;
             }
             if (c) {
                 ld[nb] = sl / (double)c;
                 tp[nb] = st / (double)c;
+                /* squared standard error of the bin's mean throughput */
+                se2[nb] = c > 1 ? fmax(0, stt - st * st / (double)c) / (double)(c - 1) / (double)c
+                                : 0;
                 nb++;
             }
         }
@@ -153,17 +212,37 @@ static double intervention(const struct pt *p, size_t n, double lo, double hi,
     *nbins = nb;
     if (nb < 3)
         goto out;
-    /* Running median of 3 (removes single-bin spikes), then running mean of 3
-     * (leaves a straight segment straight, so δ stays at δ_0 below N*). */
+    /* δ_0 first, on the raw bins: it sets the noise we can accept. */
+    uint32_t nlow = TB_MIN(TB_MAX(3u, nb / 10), nb);
+    double d0 = linear_slope(ld, tp, nlow, o->slope_hint);
+    if (!(d0 > 0))
+        goto out;
+    /* Running median of 3 (removes single-bin spikes), then a running mean
+     * over 2h + 1 bins on both axes (a straight part stays straight, so δ
+     * stays at δ_0 below N*). The slope between two smoothed points is the
+     * slope over 2h + 1 bins, so its noise falls as 1/(2h + 1): h is the
+     * smallest that brings the slopes' typical noise under δ_0/10, so that
+     * the confidence bound below is not tripped by noise alone. */
     for (uint32_t b = 0; b < nb; b++)
         sm[b] = (b == 0 || b + 1 == nb) ? tp[b] : median3(tp[b - 1], tp[b], tp[b + 1]);
-    /* The mean runs over loads too: at the ends it averages two bins, and a
-     * point averaged on one axis only would leave the line. */
+    for (uint32_t b = 0; b < nb; b++)
+        scratch[b] = b ? ld[b] - ld[b - 1] : ld[0];
+    double step = quantile(scratch, nb, 0.5);
+    for (uint32_t b = 0; b < nb; b++)
+        scratch[b] = se2[b];
+    double noise2 = quantile(scratch, nb, 0.5);
+    uint32_t h = 1;
+    static const uint32_t halves[] = {1, 2, 3, 5, 8};
+    for (size_t x = 0; x < TB_ARRAY_SIZE(halves); x++) {
+        h = halves[x];
+        if (sqrt(2 * noise2) / ((2.0 * h + 1) * step) <= 0.1 * d0 || 4 * h >= nb)
+            break;
+    }
     for (uint32_t b = 0; b < nb; b++)
         dl[b] = ld[b];
     for (uint32_t b = 0; b < nb; b++) {
-        uint32_t from = b >= SMOOTH_HALF ? b - SMOOTH_HALF : 0;
-        uint32_t to = TB_MIN(b + SMOOTH_HALF, nb - 1);
+        uint32_t from = b >= h ? b - h : 0;
+        uint32_t to = TB_MIN(b + h, nb - 1);
         double st = 0, sl = 0;
         for (uint32_t x = from; x <= to; x++) {
             st += sm[x];
@@ -172,24 +251,21 @@ static double intervention(const struct pt *p, size_t n, double lo, double hi,
         tp[b] = st / (to - from + 1);
         ld[b] = sl / (to - from + 1);
     }
-    /* δ_0: the median chord slope of the lowest bins, where the curve is
-     * still the straight line through the origin. */
-    uint32_t nlow = TB_MAX(3u, nb / 10);
-    nlow = TB_MIN(nlow, nb);
-    for (uint32_t b = 0; b < nlow; b++)
-        scratch[b] = ld[b] > 0 ? tp[b] / ld[b] : 0;
-    double d0 = quantile(scratch, nlow, 0.5);
     *delta0 = d0;
-    if (!(d0 > 0))
-        goto out;
     double tol = o->tol_frac * d0;
     /* DESIGN.md "N*" step 2: the slopes. */
     dl[0] = tp[0] / ld[0];
     for (uint32_t b = 1; b < nb; b++)
         dl[b] = (tp[b] - tp[b - 1]) / (ld[b] - ld[b - 1]);
-    /* Step 4: the first n0 whose 90% lower confidence bound is <= tol. */
-    /* The interval needs at least `trail` slopes (t(0.95, 1) = 6.3 would let
-     * any two slightly different slopes pass for a knee). */
+    /* A main-sequence curve is concave: its slopes only fall. Least-squares
+     * non-increasing slopes (pool-adjacent-violators, weighted by the load
+     * each slope spans) keep a noisy dip from passing for the knee and a
+     * noisy bump from hiding it. */
+    if (!antitonic(dl, ld, nb, scratch))
+        goto out;
+    /* Step 4: the first n0 whose 90% lower confidence bound is <= tol. The
+     * interval needs at least `trail` slopes (t(0.95, 1) = 6.3 would let any
+     * two slightly different slopes pass for a knee). */
     for (uint32_t n0 = TB_MAX(2u, o->trail); n0 <= nb; n0++) {
         uint32_t first = o->trail && n0 > o->trail ? n0 - o->trail : 0;
         uint32_t m = n0 - first;
@@ -201,10 +277,12 @@ static double intervention(const struct pt *p, size_t n, double lo, double hi,
             ss += (dl[b] - mean) * (dl[b] - mean);
         double se = sqrt(ss / (m - 1)) / sqrt((double)m);
         if (mean - t95(m - 1) * se <= tol && plateau_confirmed(ld, tp, n0 - 1, nb, tol)) {
-            /* ld of the middle slope of the set: for a sharp knee the set
-             * that first passes straddles it (δ0, δ0, 0), so its end would
-             * land a bin late and its start a bin early. */
-            res = ld[n0 - 1 - (n0 - first) / 2];
+            /* The ld of the middle slope of the set (for a sharp knee the
+             * set that first passes straddles it: δ0, δ0, 0), moved back by
+             * the running mean's own delay: over 2h + 1 bins it turns a
+             * corner into a ramp whose slope reaches tol = 0.2·δ0 some 0.6·h
+             * bins (of the typical spacing) past the corner. */
+            res = fmax(ld[n0 - 1 - m / 2] - 0.6 * h * step, ld[0]);
             break;
         }
     }
@@ -213,6 +291,7 @@ out:
     free(tp);
     free(sm);
     free(dl);
+    free(se2);
     return res;
 }
 
@@ -246,25 +325,35 @@ static double knee_shape(double l, double K, double p)
     return l * exp(-log1p(pow(x, p)) / p);
 }
 
-/* Gain (Σ St·g)² / (Σ n·g²) of a shape: SSE = Σt² − gain, a = (Σ St·g) / (Σ n·g²). */
-static double shape_gain(const struct grp *g, size_t ng, double K, double p, double *a)
+/* Σ St·g and Σ n·g² of a shape over the groups: with slope a the squared
+ * error is Σt² − 2a·Σ St·g + a²·Σ n·g². */
+static void shape_sums(const struct grp *g, size_t ng, double K, double p, double *sg,
+                       double *gg)
 {
-    double sg = 0, gg = 0;
+    *sg = *gg = 0;
     for (size_t i = 0; i < ng; i++) {
         double v = knee_shape(g[i].l, K, p);
-        sg += g[i].st * v;
-        gg += g[i].n * v * v;
+        *sg += g[i].st * v;
+        *gg += g[i].n * v * v;
     }
-    *a = gg > 0 ? sg / gg : NAN;
-    return gg > 0 ? sg * sg / gg : 0;
 }
 
-/* Best (p, K) for the used points (sorted by load): K searched on a log grid
- * over [lowest load, the load with max(5, 2%) of the points at or above it],
- * then refined by golden section. Returns K or NAN; *a_out the slope, *p_out
- * the sharpness. */
-static double fit_knee(const struct pt *p, size_t n, const bool *use, double *a_out,
-                       double *p_out)
+/* What a shape takes off the squared error, slope fixed at a. */
+static double shape_gain(const struct grp *g, size_t ng, double K, double p, double a)
+{
+    double sg, gg;
+    shape_sums(g, ng, K, p, &sg, &gg);
+    return 2 * a * sg - a * a * gg;
+}
+
+/* Best (p, K) for the used points (sorted by load). The slope a of the linear
+ * part comes from the lowest-load tenth of the windows (linear_slope, with the
+ * hint); what the fit decides is where the plateau lies and how the corner
+ * bends. K is searched on a log grid over [lowest load, the load with
+ * max(5, 2%) of the points at or above it], then by golden section. Returns
+ * K or NAN; *a_out the slope, *p_out the sharpness. */
+static double fit_knee(const struct pt *p, size_t n, const bool *use, double hint,
+                       double *a_out, double *p_out)
 {
     *a_out = NAN;
     size_t m = 0;
@@ -276,8 +365,8 @@ static double fit_knee(const struct pt *p, size_t n, const bool *use, double *a_
     struct grp *g = calloc(ngrp, sizeof *g);
     if (!g)
         return NAN;
-    double stt = 0, lmin = INFINITY, lsup = NAN;
-    size_t support = TB_MAX((size_t)5, m / 50), k = 0;
+    double stt = 0, lmin = INFINITY, lsup = NAN, low_l = 0, low_t = 0;
+    size_t support = TB_MAX((size_t)5, m / 50), nlow = TB_MAX((size_t)5, m / 10), k = 0;
     for (size_t i = 0; i < n; i++) {
         if (!use[i])
             continue;
@@ -287,23 +376,30 @@ static double fit_knee(const struct pt *p, size_t n, const bool *use, double *a_
         g[gi].st += p[i].t;
         stt += p[i].t * p[i].t;
         lmin = fmin(lmin, p[i].l);
+        if (k < nlow) {
+            low_l += p[i].l;
+            low_t += p[i].t;
+        }
         k++;
         if (k == m - support + 1)
             lsup = p[i].l; /* `support` points lie at or above it */
     }
     for (size_t i = 0; i < ngrp; i++)
         g[i].l /= g[i].n;
-    double a_line;
-    double gain_line = shape_gain(g, ngrp, INFINITY, 0, &a_line);
-    double best_gain = -1, best_k = NAN, best_a = NAN, best_p = NAN;
-    if (lmin > 0 && lsup > lmin) {
+    double a = linear_slope(&low_l, &low_t, 1, hint);
+    /* The best straight line through the origin, for comparison. */
+    double sg_line, gg_line;
+    shape_sums(g, ngrp, INFINITY, 0, &sg_line, &gg_line);
+    double sse_line = gg_line > 0 ? stt - sg_line * sg_line / gg_line : stt;
+    double best_gain = -INFINITY, best_k = NAN, best_p = NAN;
+    if (a > 0 && lmin > 0 && lsup > lmin) {
         enum { GRID = 48 };
         double ll = log(lmin), lh = log(lsup);
         for (size_t s = 0; s < TB_ARRAY_SIZE(sharpness); s++) {
-            double sp = sharpness[s], a, bg = -1;
+            double sp = sharpness[s], bg = -INFINITY;
             int bi = 0;
             for (int i = 0; i < GRID; i++) {
-                double gain = shape_gain(g, ngrp, exp(ll + (lh - ll) * i / (GRID - 1)), sp, &a);
+                double gain = shape_gain(g, ngrp, exp(ll + (lh - ll) * i / (GRID - 1)), sp, a);
                 if (gain > bg) {
                     bg = gain;
                     bi = i;
@@ -314,35 +410,32 @@ static double fit_knee(const struct pt *p, size_t n, const bool *use, double *a_
             double x3 = ll + (lh - ll) * TB_MIN(bi + 1, GRID - 1) / (GRID - 1);
             const double r = 0.6180339887498949;
             double x1 = x3 - r * (x3 - x0), x2 = x0 + r * (x3 - x0);
-            double f1 = shape_gain(g, ngrp, exp(x1), sp, &a);
-            double f2 = shape_gain(g, ngrp, exp(x2), sp, &a);
+            double f1 = shape_gain(g, ngrp, exp(x1), sp, a);
+            double f2 = shape_gain(g, ngrp, exp(x2), sp, a);
             for (int it = 0; it < 30; it++) {
                 if (f1 > f2) {
                     x3 = x2;
                     x2 = x1;
                     f2 = f1;
                     x1 = x3 - r * (x3 - x0);
-                    f1 = shape_gain(g, ngrp, exp(x1), sp, &a);
+                    f1 = shape_gain(g, ngrp, exp(x1), sp, a);
                 } else {
                     x0 = x1;
                     x1 = x2;
                     f1 = f2;
                     x2 = x0 + r * (x3 - x0);
-                    f2 = shape_gain(g, ngrp, exp(x2), sp, &a);
+                    f2 = shape_gain(g, ngrp, exp(x2), sp, a);
                 }
             }
-            double K = exp((x1 + x2) / 2), gain = shape_gain(g, ngrp, K, sp, &a);
-            double Kg = exp(ll + (lh - ll) * bi / (GRID - 1)), ag;
-            double gaing = shape_gain(g, ngrp, Kg, sp, &ag);
-            if (gaing > gain) {
-                gain = gaing;
+            double K = exp((x1 + x2) / 2), gain = shape_gain(g, ngrp, K, sp, a);
+            double Kg = exp(ll + (lh - ll) * bi / (GRID - 1));
+            if (bg > gain) {
+                gain = bg;
                 K = Kg;
-                a = ag;
             }
             if (gain > best_gain) {
                 best_gain = gain;
                 best_k = K;
-                best_a = a;
                 best_p = sp;
             }
         }
@@ -350,15 +443,15 @@ static double fit_knee(const struct pt *p, size_t n, const bool *use, double *a_
     free(g);
     /* A knee must explain the data clearly better than a straight line
      * through the origin; a server that never saturated has none. */
-    if (!isfinite(best_k) || !(stt - best_gain < 0.95 * (stt - gain_line)))
+    if (!isfinite(best_k) || !(stt - best_gain < 0.95 * sse_line))
         return NAN;
-    *a_out = best_a;
+    *a_out = a;
     *p_out = best_p == 0 ? INFINITY : best_p;
     return best_k;
 }
 
-static double fit_robust(const struct pt *p, size_t n, double freeze_frac, double *a_out,
-                         double *p_out)
+static double fit_robust(const struct pt *p, size_t n, double freeze_frac, double hint,
+                         double *a_out, double *p_out)
 {
     bool *use = malloc((n ? n : 1) * sizeof *use);
     if (!use)
@@ -367,7 +460,7 @@ static double fit_robust(const struct pt *p, size_t n, double freeze_frac, doubl
         use[i] = true;
     double K = NAN, a = NAN, sp = NAN;
     for (int round = 0; round < 3; round++) {
-        K = fit_knee(p, n, use, &a, &sp);
+        K = fit_knee(p, n, use, hint, &a, &sp);
         if (!isfinite(K))
             break;
         /* Freeze windows sit far below the curve; drop them and refit. */
@@ -417,7 +510,7 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
     res->n_star = res->n_star_fit = res->tp_max = res->slope = NAN;
     res->delta0 = res->fit_tp_max = res->fit_sharpness = NAN;
     struct pt *p = malloc((n ? n : 1) * sizeof *p);
-    double *scratch = malloc((n ? n : 1) * sizeof *scratch);
+    double *scratch = malloc((n + 3 * (size_t)o.bins) * sizeof *scratch);
     if (!p || !scratch) {
         free(p);
         free(scratch);
@@ -454,7 +547,7 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
         res->n_star = ns;
     }
     double a, sp;
-    res->n_star_fit = fit_robust(p, m, o.freeze_frac, &a, &sp);
+    res->n_star_fit = fit_robust(p, m, o.freeze_frac, o.slope_hint, &a, &sp);
     res->fit_sharpness = isfinite(res->n_star_fit) ? sp : NAN;
     if (isfinite(res->n_star_fit))
         res->fit_tp_max = a * res->n_star_fit;
