@@ -391,9 +391,13 @@ static int plot(const char *path, const struct ev_report *r, const struct tb_ana
             r->tier, r->kind, tb_fmt_duration(r->width_ns, w, sizeof w));
     fprintf(f, "set xlabel \"seconds since %s\"\n", fmt_time(r->from_ns, t0, sizeof t0));
     fputs("set ylabel \"load (requests in the tier)\"\nset y2label \"GC running ratio\"\n"
-          "set ytics nomirror\nset y2tics 0.2\nset y2range [0:1.05]\nset yrange [0:*]\n"
-          "set key horizontal top center outside\nset grid xtics\n",
+          "set ytics nomirror\nset y2tics 0.2\nset y2range [0:1.05]\n"
+          "set key below horizontal\nset grid xtics\n",
           f);
+    double maxload = 0;
+    for (size_t i = 0; i < res->nwin; i++)
+        maxload = fmax(maxload, res->win[i].load);
+    fprintf(f, "set yrange [0:%.6g]\n", maxload > 0 ? maxload * 1.1 : 1.0);
     double ws = (double)r->width_ns / 1e9;
     fprintf(f, "set xrange [0:%.9g]\n", (double)(r->to_ns - r->from_ns) / 1e9);
     fprintf(f, "set boxwidth %.9g absolute\n", ws);

@@ -6,7 +6,7 @@
 # the reports and plots to OUT (default ./stack-run). Everything it started is
 # stopped and removed when it ends, also after a failure or Ctrl-C.
 #
-#   bash scripts/stack/run.sh [--out DIR] [--duration 30] [--connections 64] [--think 100]
+#   bash scripts/stack/run.sh [--out DIR] [--duration 30] [--connections 16] [--think 45]
 #                             [--layout auto|netns|loopback] [--discover] [--pcap]
 #                             [--tbneck PATH] [--no-deps]
 #
@@ -20,8 +20,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=$PWD/stack-run
 duration=30
-conns=32
-think=100
+conns=16
+think=45
 warmup=6
 layout=auto
 discover=0

@@ -25,8 +25,8 @@ STACK_DIR=""
 # JVM and webapp knobs: a small Serial-GC heap and a cache churned by every request
 # make the old generation fill about once a second, and each full collection stops
 # the world for tens of milliseconds (docs/stack.md explains the numbers).
-STACK_HEAP=${STACK_HEAP:-"-Xms64m -Xmx64m -Xmn16m"}
-STACK_CACHE_ENTRIES=${STACK_CACHE_ENTRIES:-4000}
+STACK_HEAP=${STACK_HEAP:-"-Xms80m -Xmx80m -Xmn16m"}
+STACK_CACHE_ENTRIES=${STACK_CACHE_ENTRIES:-6000}
 STACK_NODES_PER_ENTRY=${STACK_NODES_PER_ENTRY:-200}
 STACK_ENTRIES_PER_REQUEST=${STACK_ENTRIES_PER_REQUEST:-3}
 STACK_GARBAGE_PER_REQUEST=${STACK_GARBAGE_PER_REQUEST:-500}
