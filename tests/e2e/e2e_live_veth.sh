@@ -29,6 +29,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+# Background jobs are started with `ip netns exec` directly (it execs), never
+# through a shell function: $! must be tbneck's pid for the signals below.
 nsx() { ip netns exec "$ns" "$@"; }
 
 ip netns add "$ns" || fail "ip netns add"
@@ -51,7 +53,7 @@ rc=$?
   { cat "$work/missing.err"; fail "missing interface: exit $rc, want 1 and one line naming it"; }
 ok "missing interface: $(cat "$work/missing.err")"
 
-nsx "$TBNECK" capture -i tbvb --duration "${dur}s" --db "$work/live.db" --serve 127.0.0.1:0 \
+ip netns exec "$ns" "$TBNECK" capture -i tbvb --duration "${dur}s" --db "$work/live.db" --serve 127.0.0.1:0 \
   >"$work/live.out" 2>"$work/live.err" &
 cap_pid=$!
 port=""
@@ -63,7 +65,7 @@ done
 grep -q 'capturing on tbvb' "$work/live.err" || fail "live capture did not start"
 port=$(sed -n 's#.*dashboard at http://127\.0\.0\.1:\([0-9]*\)/.*#\1#p' "$work/live.err")
 [ -n "$port" ] || fail "no dashboard address printed"
-nsx curl -sN --max-time $(( npkts / pps + 4 )) "http://127.0.0.1:$port/api/stream" \
+ip netns exec "$ns" curl -sN --max-time $(( npkts / pps + 4 )) "http://127.0.0.1:$port/api/stream" \
   >"$work/sse.out" 2>/dev/null &
 sse_pid=$!
 sleep 0.3
@@ -128,7 +130,7 @@ python3 -c "import json,sys; d=json.load(open('$work/live-report.json')); assert
   fail "live report has no requests"
 
 # SIGINT ends a capture cleanly: exit 0 and the summary.
-nsx "$TBNECK" capture -i tbvb --db "$work/int.db" >"$work/int.out" 2>"$work/int.err" &
+ip netns exec "$ns" "$TBNECK" capture -i tbvb --db "$work/int.db" >"$work/int.out" 2>"$work/int.err" &
 cap_pid=$!
 for _ in $(seq 1 100); do grep -q 'capturing on' "$work/int.err" && break; sleep 0.1; done
 kill -INT "$cap_pid"
