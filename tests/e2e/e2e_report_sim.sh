@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# e2e_report_sim.sh — tbneck's analysis of tbneck-sim captures against the
+# simulator's ground truth (tests/e2e/lib/report_truth.py does the checking,
+# independently of tbneck's code):
+#  1. window loads and completions from `tbneck export windows` equal the
+#     exact ones computed from the truth requests (relative error < 1e-9), for
+#     every tier, one server, and two window widths; stored results are reused
+#     and give the same bytes;
+#  2. N* within ±10% of the configured cores for a CPU-bound database, over
+#     3 configurations (1, 2, 4 cores) x 5 seeds;
+#  3. freeze episodes at 50 ms against the truth freezes of 100 ms or more:
+#     precision and recall >= 0.95, kind "freeze";
+#  4. a CPU with three speed levels yields three throughput levels.
+set -euo pipefail
+: "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}"
+lib="$TB_SRCDIR/tests/e2e/lib"
+truth="python3 $lib/report_truth.py"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=0
+
+# sim CONF PREFIX [sim options...]: simulate and capture into PREFIX.db; the
+# pcap is removed once captured (they are large).
+sim() {
+    local conf=$1 p=$2; shift 2
+    "$TBNECK_SIM" "$conf" --out "$p" -q "$@"
+    "$TBNECK" capture -r "$p.pcap" --db "$p.db" >"$p.capture.out" 2>&1 ||
+        { echo "FAIL: tbneck capture $p.pcap"; cat "$p.capture.out"; exit 1; }
+    rm -f "$p.pcap"
+}
+
+# ---- 1. loads ------------------------------------------------------------------
+q="$work/quick"
+sim "$TB_SRCDIR/sim/examples/quick.conf" "$q"
+for tier in http http-8080 mysql; do
+    "$TBNECK" export windows --tier "$tier" --window 50ms --db "$q.db" >"$work/w.csv"
+    $truth loads "$work/w.csv" "$q.requests.csv" "$tier"
+done
+"$TBNECK" export windows --tier http-8080 --window 20ms --server 10.0.3.2:8080 --db "$q.db" \
+    >"$work/w.csv"
+$truth loads "$work/w.csv" "$q.requests.csv" http-8080 10.0.3.2:8080
+"$TBNECK" export windows --tier mysql --window 100ms --db "$q.db" >"$work/w.csv"
+$truth loads "$work/w.csv" "$q.requests.csv" mysql
+# The second run reads the stored analysis; it must print the same windows,
+# and so must a forced recomputation.
+"$TBNECK" export windows --tier mysql --window 100ms --db "$q.db" >"$work/w2.csv"
+"$TBNECK" export windows --tier mysql --window 100ms --db "$q.db" --recompute >"$work/w3.csv"
+cmp "$work/w.csv" "$work/w2.csv" || { echo "FAIL: stored windows differ"; failed=1; }
+cmp "$work/w.csv" "$work/w3.csv" || { echo "FAIL: recomputed windows differ"; failed=1; }
+# The report counts every truth request of the tier.
+"$TBNECK" report --tier mysql --db "$q.db" --format json >"$work/q.json"
+python3 - "$work/q.json" "$q.requests.csv" <<'EOF' || failed=1
+import csv, json, sys
+rep = json.load(open(sys.argv[1]))
+n = sum(1 for r in csv.DictReader(open(sys.argv[2])) if r["tier"] == "mysql")
+ok = rep["requests"] == n and rep["window_ns"] == 50000000 and rep["tier"] == "mysql"
+print("report: mysql %d requests (truth %d), window %d" % (rep["requests"], n, rep["window_ns"]))
+sys.exit(0 if ok else 1)
+EOF
+
+# ---- 2. N* ------------------------------------------------------------------------
+: >"$work/nstar.txt"
+for cores in 1 2 4; do
+    for seed in 1 2 3 4 5; do
+        p="$work/cpu${cores}_$seed"
+        sim "$lib/report_cpu$cores.conf" "$p" --seed "$seed"
+        "$TBNECK" report --tier mysql --db "$p.db" --format json >"$p.json"
+        $truth nstar "$p.json" "$p.expected.csv" mysql "cores=$cores/seed=$seed" \
+            >>"$work/nstar.txt"
+        rm -f "$p.db" "$p".*.csv
+    done
+done
+echo "N* per run: label, intervention, fit, expected, error %, fit error %"
+cat "$work/nstar.txt"
+python3 - "$work/nstar.txt" <<'EOF' || failed=1
+import sys
+bad = 0
+for line in open(sys.argv[1]):
+    f = line.split()
+    err = f[5]
+    if err == "nan" or abs(float(err)) > 10.0:
+        print("FAIL: N* %s off by %s%% (more than 10%%)" % (f[1], err))
+        bad += 1
+sys.exit(1 if bad else 0)
+EOF
+
+# ---- 3. freezes ---------------------------------------------------------------------
+tp=0; fp=0; found=0; total=0
+for seed in 1 2; do
+    p="$work/gc_$seed"
+    sim "$lib/report_gc.conf" "$p" --seed "$seed"
+    "$TBNECK" report --tier http-8080 --window 50ms --db "$p.db" --format json >"$p.json"
+    out=$($truth freezes "$p.json" "$p.freezes.csv" 100000000)
+    echo "$out"
+    read -r _ a b c d <<<"$(tail -1 <<<"$out")"
+    tp=$((tp + a)); fp=$((fp + b)); found=$((found + c)); total=$((total + d))
+done
+python3 - "$tp" "$fp" "$found" "$total" <<'EOF' || failed=1
+import sys
+tp, fp, found, total = map(int, sys.argv[1:])
+prec = tp / (tp + fp) if tp + fp else 0.0
+rec = found / total if total else 0.0
+print("freeze episodes: precision %.3f (%d/%d), recall %.3f (%d/%d)"
+      % (prec, tp, tp + fp, rec, found, total))
+sys.exit(0 if total >= 10 and prec >= 0.95 and rec >= 0.95 else 1)
+EOF
+
+# ---- 4. throughput levels -------------------------------------------------------------
+p="$work/speed"
+sim "$lib/report_speed.conf" "$p"
+"$TBNECK" report --tier mysql --db "$p.db" --format json >"$p.json"
+read -r _ got want <<<"$($truth levels "$p.json" "$p.speed.csv" 10.0.4.1:3306)"
+echo "throughput levels: $got found, $want configured"
+[ "$got" = 3 ] && [ "$want" = 3 ] || { echo "FAIL: expected 3 throughput levels"; failed=1; }
+
+if [ "$failed" -ne 0 ]; then
+    echo "FAIL"
+    exit 1
+fi
+echo "PASS"
