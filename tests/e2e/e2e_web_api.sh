@@ -183,4 +183,6 @@ PY
 kill -0 "$serve_pid" || fail "serve died during the error cases"
 stop_serve
 grep -qi 'sanitizer\|runtime error' "$work/serve.err" && { cat "$work/serve.err"; fail "sanitizer report"; }
+[ "$serve_rc" = 0 ] || { cat "$work/serve.err"; fail "serve exit status $serve_rc after SIGTERM, want 0"; }
+ok "serve stopped cleanly on SIGTERM"
 echo "PASS e2e_web_api"

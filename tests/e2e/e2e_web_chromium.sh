@@ -48,4 +48,6 @@ timeout 240 node "$webdir/check_dashboard.js" "$base/?tier=$tier&width=50ms" "$s
 [ -s "$shot" ] || fail "no screenshot"
 echo "screenshot: $shot"
 kill -0 "$serve_pid" || fail "serve died"
+stop_serve
+[ "$serve_rc" = 0 ] || { cat "$work/serve.err"; fail "serve exit status $serve_rc after SIGTERM"; }
 echo "PASS e2e_web_chromium"

@@ -9,11 +9,16 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 ok() { echo "ok: $*"; }
 
 serve_pid=""
+serve_rc=""
+# Stops serve with SIGTERM; serve_rc gets its exit status (0 expected: a clean
+# shutdown, and under ASan no leak report).
 stop_serve() {
-  if [ -n "$serve_pid" ] && kill -0 "$serve_pid" 2>/dev/null; then
+  if [ -n "$serve_pid" ]; then
     kill -TERM "$serve_pid" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$serve_pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$serve_pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$serve_pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$serve_pid" 2>/dev/null
+    wait "$serve_pid" 2>/dev/null
+    serve_rc=$?
   fi
   serve_pid=""
 }
