@@ -41,41 +41,51 @@ struct tb_analysis {
 };
 
 /* ---- N* -----------------------------------------------------------------------
- * DESIGN.md "N*". Intervention analysis (n_star): windows with load > 0; k even
- * bins over [Nmin, Nmax]; bins with fewer than min_per_bin windows skipped; per
- * bin the mean load ld_i and the mean normalized throughput tp_i of its windows
- * that are not freezes (a window below freeze_frac x the bin's 90th percentile
- * throughput is left out, so stop-the-world pauses do not drag the curve);
- * tp_i smoothed by a running median of 3, then (ld_i, tp_i) by a running mean
- * of 3 on both axes (a straight part stays straight, so δ stays at δ_0 below
- * N*); slopes δ_1 = tp_1/ld_1, δ_i = Δtp/Δld; δ_0 = the median chord slope
- * tp_i/ld_i of the lowest max(3, bins/10) bins (the linear part); tol =
- * tol_frac·δ_0; the first n0 where mean − t(0.95, m−1)·s.e. of the last
- * m = trail slopes {δ_n0−m+1..δ_n0} is <= tol marks the knee, and N* = the
- * ld of the middle slope of that set (it straddles the knee: its end would be
- * a bin late). The interval is taken over a trailing set because over all of
- * δ_1..δ_n0 the mean falls to tol only once ~80% of the slopes are flat, i.e.
- * at ~4x the knee; trail = 0 restores that literal form. When N* lands in the
- * lowest quarter of [Nmin, Nmax] (a few huge loads, typically freezes,
- * stretched the range), the analysis is repeated on [Nmin, 3·N*] (twice at
- * most) for resolution.
+ * DESIGN.md "N*". Both estimates share the slope of the linear part, a: the
+ * ratio Σtp/Σload of the lowest-load tenth of the windows, or slope_hint when
+ * the data reach 60% of it (for a tier that waits on nothing a request alone
+ * completes service/u units in its service time, so a = 1/u; less at low load
+ * is windows mixing idle and queued moments, more is selection).
  *
- * Least-squares fit (n_star_fit), independent of the above: throughput =
- * a·l / (1 + (l/K)^p)^(1/p), whose asymptotes are a·l (the linear part) and
- * a·K (the plateau); p = ∞ is min(a·l, TPmax) itself and p is chosen among
- * 1..20 and ∞ by the least squares too, so that the corner that windows smear
- * (a window of mean load c is partly idle, partly queued) does not pull the
- * knee past c. n_star_fit = K, where the asymptotes meet. For each p, a has a
- * closed form and K is searched on a log grid then by golden section, over
- * loads that leave max(5, 2%) of the windows at or above K. Windows below
- * freeze_frac x the fitted curve are dropped and the fit repeated (3
- * rounds). The knee must cut the squared error of a straight line through
- * the origin by 5%, else NAN (never saturated). disagree: both finite and
- * differing by more than disagree_frac of the smaller, or exactly one finite.
+ * Intervention analysis (n_star): windows with load > 0; k even bins over
+ * [Nmin, Nmax]; bins with fewer than min_per_bin windows skipped; per bin the
+ * mean load ld_i and the mean normalized throughput tp_i of its windows that
+ * are not freezes (a window below freeze_frac x the bin's 90th percentile is
+ * left out, so stop-the-world pauses do not drag the curve); δ_0 = a over
+ * the lowest max(3, bins/10) bins; tp_i smoothed by a running median of 3,
+ * then (ld_i, tp_i) by a running mean over 2h+1 bins on both axes (a straight
+ * part stays straight), h in {1, 2, 3, 5, 8} the smallest that brings the
+ * slopes' noise (from the bins' standard errors) under δ_0/10; slopes δ_1 =
+ * tp_1/ld_1, δ_i = Δtp/Δld, then made non-increasing by weighted antitonic
+ * regression (the main sequence is concave: a noisy dip must not pass for the
+ * knee); tol = tol_frac·δ_0; the first n0 where mean − t(0.95, m−1)·s.e. of
+ * the last m = trail slopes {δ_n0−m+1..δ_n0} is <= tol and the curve stays
+ * flat after it (least-squares slope <= tol up to twice that load, 3 bins at
+ * least) marks the knee; N* = the ld of the middle slope of that set, less
+ * the running mean's own delay (0.6·h bins). The interval is taken over a
+ * trailing set because over all of δ_1..δ_n0 the mean falls to tol only once
+ * ~80% of the slopes are flat, i.e. at ~4x the knee; trail = 0 restores that
+ * literal form. When N* lands in the lowest quarter of [Nmin, Nmax] (a few
+ * huge loads, typically freezes, stretched the range), the analysis is
+ * repeated on [Nmin, 3·N*] (twice at most) for resolution.
+ *
+ * Least-squares fit (n_star_fit): throughput = a·l / (1 + (l/K)^p)^(1/p), the
+ * curve whose asymptotes are a·l (the linear part) and a·K (the plateau);
+ * p = ∞ is min(a·l, TPmax) itself. With a fixed as above, K and p are chosen
+ * by least squares (p among 1..20 and ∞; K on a log grid then by golden
+ * section, over loads that leave max(5, 2%) of the windows at or above K), so
+ * that the corner windows smear does not pull the knee: n_star_fit = K, where
+ * the asymptotes meet — by the Utilization Law, the number of requests in
+ * service at saturation (c for c cores). Windows below freeze_frac x the
+ * fitted curve are dropped and the fit repeated (3 rounds). The knee must cut
+ * the squared error of the best straight line through the origin by 5%, else
+ * NAN (never saturated). On smeared curves the intervention analysis reads
+ * where the slope has fallen to ~tol, typically past the asymptotes' corner;
+ * the fit reads the corner. disagree: both finite and differing by more than
+ * disagree_frac of the smaller, or exactly one finite.
  *
  * tp_max: median normalized throughput of the non-freeze windows with load >=
- * N* (n_star, else n_star_fit), else the fit's plateau, else NAN. slope: the
- * fit's a, else δ_0. */
+ * N* (n_star, else n_star_fit), else the fit's plateau, else NAN. slope: a. */
 struct tb_nstar_opts {
     uint32_t bins;        /* k (default 100) */
     uint32_t min_per_bin; /* 0 = max(3, samples / (10·k)) */
@@ -118,8 +128,13 @@ double tb_nstar_threshold(const struct tb_nstar *ns);
  * starts where the previous ends. Congested: load >= threshold. An episode is
  * a maximal run of consecutive congested windows; kind TB_EP_FREEZE when its
  * mean normalized throughput is below freeze_frac x tb_nstar_curve(mean load)
- * (high load, next to no output: a stop-the-world pause), else
- * TB_EP_SATURATED. A NAN threshold gives no episode. *out is malloc'd (NULL
+ * (high load, next to no output: a stop-the-world pause), or when 2
+ * consecutive windows of it are (a pause is followed, inside the same run, by
+ * the drain of what queued during it, which lifts the run's mean), else
+ * TB_EP_SATURATED. "Below" counts only where the curve promises at least 5
+ * completions over the stretch (from the series' mean units per completion):
+ * with long requests in short windows, one completion instead of three is
+ * chance, not a pause. A NAN threshold gives no episode. *out is malloc'd (NULL
  * when none) and owned by the caller. */
 int tb_episodes_find(const struct tb_window *w, size_t n, double threshold,
                      const struct tb_nstar *ns, double freeze_frac, struct tb_episode **out,

@@ -27,6 +27,24 @@ static bool is_freeze(const struct tb_nstar *ns, double load, double tp, double 
 
 /* -------------------------------------------------------------- episodes --- */
 
+/* Consecutive freeze windows that make an episode a freeze (2 x 50 ms). */
+#define FREEZE_RUN 2
+/* Completions the curve promises over a stretch before "next to none" can be
+ * told from chance: with 5 expected, 0 or 1 happen 4% of the time. */
+#define FREEZE_MIN_EXPECTED 5.0
+
+/* A freeze over `dur_ns`: throughput below freeze_frac x the curve, and the
+ * curve promising at least FREEZE_MIN_EXPECTED completions there (ubar = mean
+ * work units per completion of the series). With 30 ms requests in 50 ms
+ * windows, a window with a single completion is noise, not a pause. */
+static bool freeze_over(const struct tb_nstar *ns, double load, double tp, double freeze_frac,
+                        double ubar, int64_t dur_ns)
+{
+    double c = tb_nstar_curve(ns, load);
+    double expected = c * (double)dur_ns / (double)TB_NS_PER_SEC / ubar;
+    return is_freeze(ns, load, tp, freeze_frac) && expected >= FREEZE_MIN_EXPECTED;
+}
+
 int tb_episodes_find(const struct tb_window *w, size_t n, double threshold,
                      const struct tb_nstar *ns, double freeze_frac, struct tb_episode **out,
                      size_t *nout)
@@ -39,6 +57,12 @@ int tb_episodes_find(const struct tb_window *w, size_t n, double threshold,
         return 0;
     struct tb_episode *ep = NULL;
     size_t nep = 0, cap = 0;
+    double units = 0, comps = 0;
+    for (size_t i = 0; i < n; i++) {
+        units += w[i].work_units;
+        comps += w[i].completions;
+    }
+    double ubar = comps > 0 && units > 0 ? units / comps : 1.0;
     for (size_t i = 0; i < n;) {
         if (!(w[i].load >= threshold)) {
             i++;
@@ -62,18 +86,32 @@ int tb_episodes_find(const struct tb_window *w, size_t n, double threshold,
         }
         struct tb_episode *e = &ep[nep++];
         double peak = 0, sl = 0, st = 0;
+        size_t run = 0, longest = 0;
         for (size_t k = i; k < j; k++) {
             peak = fmax(peak, w[k].load);
             sl += w[k].load;
             st += w[k].norm_throughput;
+            run = freeze_over(ns, w[k].load, w[k].norm_throughput, freeze_frac, ubar,
+                              w[k].width_ns)
+                      ? run + 1
+                      : 0;
+            longest = TB_MAX(longest, run);
         }
         e->start_ns = w[i].start_ns;
         e->end_ns = w[j - 1].start_ns + w[j - 1].width_ns;
         e->peak_load = peak;
         e->mean_load = sl / (double)(j - i);
         e->throughput = st / (double)(j - i);
-        e->kind = is_freeze(ns, e->mean_load, e->throughput, freeze_frac) ? TB_EP_FREEZE
-                                                                         : TB_EP_SATURATED;
+        /* Freeze: the run's mean throughput is far below the curve, or it
+         * holds FREEZE_RUN consecutive windows that are: a stop-the-world
+         * pause is followed by the drain of what queued during it, at full
+         * speed and inside the same run of congested windows, so the run's
+         * mean alone would look saturated. */
+        e->kind = longest >= FREEZE_RUN ||
+                          freeze_over(ns, e->mean_load, e->throughput, freeze_frac, ubar,
+                                      e->end_ns - e->start_ns)
+                      ? TB_EP_FREEZE
+                      : TB_EP_SATURATED;
         i = j;
     }
     *out = ep;

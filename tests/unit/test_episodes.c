@@ -104,6 +104,50 @@ static void test_hand(void **state)
     free(w);
 }
 
+/* Window k with load and throughput, and `ubar` work units per completion. */
+static void setu(struct tb_window *w, size_t k, double load, double tp, double ubar)
+{
+    set(w, k, load, tp);
+    w[k].work_units = tp * 0.05;
+    w[k].completions = (uint32_t)lround(w[k].work_units / ubar);
+}
+
+/* A pause followed by its drain is a freeze even though the run's mean
+ * throughput is on the curve; one low window is not; and where the curve
+ * promises fewer than 5 completions, low output is chance. */
+static void test_freeze_rules(void **state)
+{
+    (void)state;
+    enum { N = 100 };
+    struct tb_window w[N];
+    struct tb_nstar ns;
+    memset(&ns, 0, sizeof ns);
+    ns.n_star = 4;
+    ns.slope = 100;
+    ns.tp_max = 400;
+    const double pause[8] = {400, 0, 0, 0, 800, 800, 800, 400};
+    const double blip[3] = {400, 20, 400};
+    for (int pass = 0; pass < 2; pass++) {
+        double ubar = pass ? 10 : 1; /* curve: 20 units per window = 20 or 2 completions */
+        for (size_t k = 0; k < N; k++)
+            setu(w, k, 2.0, 200, ubar);
+        for (size_t k = 0; k < 8; k++)
+            setu(w, 10 + k, 6.0, pause[k], ubar);
+        for (size_t k = 0; k < 3; k++)
+            setu(w, 30 + k, 6.0, blip[k], ubar);
+        struct tb_episode *ep;
+        size_t nep;
+        assert_int_equal(tb_episodes_find(w, N, 4.0, &ns, 0.3, &ep, &nep), 0);
+        assert_int_equal(nep, 2);
+        assert_int_equal(ep[0].start_ns, 10 * W);
+        assert_int_equal(ep[0].end_ns, 18 * W);
+        assert_near(ep[0].throughput, 400, 1e-9); /* the mean alone looks saturated */
+        assert_int_equal(ep[0].kind, pass ? TB_EP_SATURATED : TB_EP_FREEZE);
+        assert_int_equal(ep[1].kind, TB_EP_SATURATED);
+        free(ep);
+    }
+}
+
 static uint64_t rs = 12345;
 static double unif(void)
 {
@@ -259,6 +303,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand),
+        cmocka_unit_test(test_freeze_rules),
         cmocka_unit_test(test_series),
         cmocka_unit_test(test_attribution),
     };
