@@ -299,6 +299,34 @@ static void test_attribution(void **state)
     assert_true(isnan(r));
 }
 
+/* Degenerate series: empty, all idle, one window. */
+static void test_degenerate(void **state)
+{
+    (void)state;
+    struct tb_analysis a;
+    struct tb_episode *ep;
+    size_t nep;
+    assert_int_equal(tb_correlate_analyze(NULL, 0, 0, NULL, &a, &ep, &nep), 0);
+    assert_int_equal(nep, 0);
+    assert_true(isnan(a.n_star) && isnan(a.n_star_fit) && isnan(a.tp_max));
+    assert_int_equal(a.n_levels, 0);
+    assert_near(a.congested_fraction, 0, 0);
+    struct tb_window w[50];
+    for (size_t k = 0; k < 50; k++)
+        set(w, k, 0, 0);
+    assert_int_equal(tb_correlate_analyze(w, 50, 1000000, NULL, &a, &ep, &nep), 0);
+    assert_int_equal(nep, 0);
+    assert_true(isnan(a.n_star_used));
+    assert_int_equal(a.requests, 0);
+    set(w, 0, 3, 300);
+    assert_int_equal(tb_correlate_analyze(w, 1, 1000000, NULL, &a, &ep, &nep), 0);
+    assert_int_equal(a.requests, 15);
+    assert_int_equal(a.from_ns, 0);
+    assert_int_equal(a.to_ns, W);
+    free(ep);
+    assert_int_equal(tb_correlate_analyze(w, 1, 0, NULL, NULL, &ep, &nep), TB_E_INVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -306,6 +334,7 @@ int main(void)
         cmocka_unit_test(test_freeze_rules),
         cmocka_unit_test(test_series),
         cmocka_unit_test(test_attribution),
+        cmocka_unit_test(test_degenerate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -176,6 +176,85 @@ static void test_two_tier(void **state)
     free(s);
 }
 
+/* Random overlapping traffic on 3 servers: the path that holds one request
+ * per server (no hosts) and the path that holds every request in flight
+ * until the stream passes its departure (hosts given, no call from them)
+ * give the same rows. */
+static void test_paths_agree(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    static struct tb_request rq[N];
+    uint64_t x = 42;
+    int64_t t = 5 * SEC;
+    for (int i = 0; i < N; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memset(&rq[i], 0, sizeof rq[i]);
+        rq[i].tier = 1;
+        rq[i].server = 1 + (uint32_t)(x % 3);
+        rq[i].class_id = 1 + (uint32_t)((x >> 8) % 4);
+        t += (int64_t)((x >> 16) % (3 * MS));
+        rq[i].arrival_ns = t;
+        rq[i].departure_ns = t + (int64_t)rq[i].class_id * MS + (int64_t)((x >> 32) % MS);
+    }
+    struct tb_svc_opts o;
+    tb_svc_opts_default(&o);
+    o.period_ns = 10 * SEC;
+    struct tb_svc_host h = {.server = 1};
+    addr(&h.addr, 77, 0);
+    struct tb_class_service *a, *b;
+    size_t na, nb;
+    int64_t ua, ub;
+    assert_int_equal(tb_service_estimate(rq, N, NULL, 0, NULL, 0, NULL, 0, &o, &a, &na, &ua), 0);
+    assert_int_equal(tb_service_estimate(rq, N, NULL, 0, &h, 1, NULL, 0, &o, &b, &nb, &ub), 0);
+    assert_int_equal(na, nb);
+    assert_true(na >= 4);
+    assert_int_equal(ua, ub);
+    for (size_t i = 0; i < na; i++) {
+        assert_int_equal(a[i].class_id, b[i].class_id);
+        assert_int_equal(a[i].period_start_ns, b[i].period_start_ns);
+        assert_int_equal(a[i].service_ns, b[i].service_ns);
+        assert_int_equal(a[i].samples, b[i].samples);
+        assert_int_equal(a[i].requests, b[i].requests);
+        assert_int_equal(a[i].method, b[i].method);
+    }
+    free(a);
+    free(b);
+
+    /* The isolated samples are exactly the requests with no overlap on their
+     * server, counted here by brute force over the first 3000 requests. */
+    enum { M = 3000 };
+    o.period_ns = 0;
+    assert_int_equal(tb_service_estimate(rq, M, NULL, 0, NULL, 0, NULL, 0, &o, &a, &na, &ua), 0);
+    uint32_t iso[5] = {0}, all[5] = {0};
+    for (int i = 0; i < M; i++) {
+        bool alone = true;
+        for (int j = 0; j < M && alone; j++)
+            if (j != i && rq[j].server == rq[i].server &&
+                rq[j].arrival_ns < rq[i].departure_ns && rq[i].arrival_ns < rq[j].departure_ns)
+                alone = false;
+        iso[rq[i].class_id] += alone;
+        all[rq[i].class_id]++;
+    }
+    assert_int_equal(na, 4);
+    print_message("isolated per class: %u/%u %u/%u %u/%u %u/%u\n", iso[1], all[1], iso[2], all[2],
+                  iso[3], all[3], iso[4], all[4]);
+    for (size_t i = 0; i < na; i++) {
+        uint32_t c = a[i].class_id;
+        assert_int_equal(a[i].requests, all[c]);
+        if (iso[c] >= 20) {
+            assert_int_equal(a[i].method, TB_SVC_ISOLATED);
+            assert_int_equal(a[i].samples, iso[c]);
+        } else {
+            assert_int_equal(a[i].method, TB_SVC_QUANTILE);
+            assert_int_equal(a[i].samples, all[c]);
+        }
+    }
+    free(a);
+}
+
 /* The streaming estimator refuses input out of arrival order. */
 static void test_order(void **state)
 {
@@ -313,6 +392,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_tier),
+        cmocka_unit_test(test_paths_agree),
         cmocka_unit_test(test_order),
         cmocka_unit_test(test_reservoir),
         cmocka_unit_test(test_units),
