@@ -59,6 +59,8 @@ struct h1 {
     bool resp_live;    /* a response (perhaps after an interim 1xx) is being read */
     bool resp_bound;   /* ... and it answers the queue head (else: an orphan) */
     int32_t status;
+    bool resp_lost;    /* the head's response lost its framing in a hole */
+    int32_t lost_status;
     bool stopped;
 };
 
@@ -234,9 +236,16 @@ static void lose_sync(struct h1 *h, const struct tb_proto_ctx *ctx, int dir, boo
             set_flag(h, dir, TB_REQ_GAP, 0);
         h->creq_live = false;
     } else if (h->resp_live) {
-        /* Where this response ends is unknown: its departure cannot be told. */
-        if (h->resp_bound)
-            tb__pq_pop(&h->pq);
+        struct tb__pend *e = cresp(h);
+        if (gap && e && e->resp_seen) {
+            /* Its status is known; its end lies before the next status line
+             * (responses come in order), which will close it, GAP set. */
+            e->flags |= TB_REQ_GAP;
+            h->resp_lost = true;
+            h->lost_status = h->status;
+        } else if (h->resp_bound) {
+            tb__pq_pop(&h->pq); /* where it ends cannot be told */
+        }
         h->resp_live = false;
     }
     tb__line_reset(&d->ln);
@@ -291,11 +300,35 @@ static bool start_request(struct h1 *h, const struct tb_proto_ctx *ctx, const ch
     return true;
 }
 
-static bool start_response(struct h1 *h, const char *line, size_t n, uint64_t raw, int64_t ts)
+static void lost_more(struct h1 *h, uint64_t n, int64_t ts)
+{
+    struct tb__pend *e = h->resp_lost ? tb__pq_head(&h->pq) : NULL;
+    if (e) {
+        e->resp_bytes += n;
+        e->last_ns = TB_MAX(e->last_ns, ts);
+    }
+}
+
+static void lost_done(struct h1 *h, const struct tb_proto_ctx *ctx)
+{
+    if (h->resp_lost)
+        tb__pq_emit_head(&h->pq, ctx, h->lost_status, 0, NULL, 0);
+    h->resp_lost = false;
+}
+
+/* `pre`: bytes of the same line before the status line (the tail of a
+ * response whose framing was lost). */
+static bool start_response(struct h1 *h, const struct tb_proto_ctx *ctx, const char *line,
+                           size_t n, uint64_t raw, uint64_t pre, int64_t ts)
 {
     int32_t status;
     if (!parse_status_line(line, n, &status))
         return false;
+    if (h->resp_lost) {
+        if (pre)
+            lost_more(h, pre, ts);
+        lost_done(h, ctx);
+    }
     struct h1_dir *d = &h->d[TB_DIR_S2C];
     reset_msg(d);
     d->hdr_bytes = (uint32_t)raw;
@@ -426,13 +459,15 @@ static enum tb_pstate feed(struct h1 *h, const struct tb_proto_ctx *ctx, int dir
                 if (!resync) {
                     lose_sync(h, ctx, dir, true, false);
                     ret = TB_PS_ERROR;
+                } else if (dir == TB_DIR_S2C) {
+                    lost_more(h, (uint64_t)(p - p0), ts);
                 }
                 break;
             }
             if (llen == 0 && !resync)
                 break; /* RFC 9112 §2.2: ignore empty lines before a request-line */
             bool ok = dir == TB_DIR_C2S ? start_request(h, ctx, line, llen, raw, ts0)
-                                        : start_response(h, line, llen, raw, ts);
+                                        : start_response(h, ctx, line, llen, raw, 0, ts);
             if (!ok && !resync) {
                 lose_sync(h, ctx, dir, true, false);
                 ret = TB_PS_ERROR;
@@ -441,11 +476,13 @@ static enum tb_pstate feed(struct h1 *h, const struct tb_proto_ctx *ctx, int dir
              * the same line ("…}HTTP/1.1 200 OK"): look inside it too. */
             for (size_t i = 1; !ok && resync && i + 8 < llen; i++) {
                 if (dir == TB_DIR_S2C && line[i] == 'H')
-                    ok = start_response(h, line + i, llen - i, raw - i, ts);
+                    ok = start_response(h, ctx, line + i, llen - i, raw - i, i, ts);
                 else if (dir == TB_DIR_C2S && is_tchar_upper(line[i]) &&
                          !is_tchar_upper(line[i - 1]))
                     ok = start_request(h, ctx, line + i, llen - i, raw - i, ts0);
             }
+            if (!ok && resync && dir == TB_DIR_S2C)
+                lost_more(h, (uint64_t)(p - p0), ts); /* the lost response's tail */
             break;
         }
         case H_HDR:
@@ -552,10 +589,14 @@ static enum tb_pstate h1_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_d
         return TB_PS_OK;
     case H_RESYNC:
         tb__line_reset(&d->ln);
+        if (di == TB_DIR_S2C)
+            lost_more(h, len, ts);
         return TB_PS_OK;
     default:
         break;
     }
+    if (di == TB_DIR_S2C)
+        acct(h, di, len, ts); /* kept if the response is (see lose_sync) */
     lose_sync(h, ctx, di, false, true);
     return TB_PS_OK;
 }
@@ -565,6 +606,7 @@ static void h1_close(void *st, const struct tb_proto_ctx *ctx, int fin_dir, int6
     struct h1 *h = st;
     TB_UNUSED(fin_dir);
     TB_UNUSED(ts);
+    lost_done(h, ctx);
     struct tb__pend *e = cresp(h);
     if (e && h->d[TB_DIR_S2C].st == H_CLOSE) {
         resp_done(h, ctx, TB_REQ_CLOSE_DELIM);

@@ -164,6 +164,8 @@ struct my {
     uint8_t eof_mode;
     bool stopped;
     bool s2c_armed;  /* after a sync command: the next server chunk starts a response */
+    bool s2c_lost;   /* the head's response lost its framing in a hole: the next
+                      * command will say it had ended */
     bool have_scaps;
     bool qattr;      /* CLIENT_QUERY_ATTRIBUTES: COM_QUERY carries a parameter block */
     uint32_t scaps, ccaps;
@@ -239,6 +241,7 @@ static void lose_sync(struct my *m, const struct tb_proto_ctx *ctx, bool error)
         m->d[i].synced = false;
     }
     m->s2c_armed = false;
+    m->s2c_lost = false;
     m->phase = P_CMD;
     ctx->ctr->resyncs++;
     if (error)
@@ -532,6 +535,56 @@ static enum tb_pstate server_msg(struct my *m, const struct tb_proto_ctx *ctx, c
     return TB_PS_OK;
 }
 
+/* ---- responses cut by a capture hole ----------------------------------- */
+
+/* A hole took the framing of the head's response (snaplen cuts across the
+ * packets of a result set, a lost segment). The classic protocol answers
+ * one command at a time, so when only that command is outstanding its
+ * response ends before the client's next command: keep the exchange (GAP)
+ * and let that command close it, rather than lose it. */
+static bool keep_lost(struct my *m, const struct tb_proto_ctx *ctx, uint64_t len, int64_t ts)
+{
+    struct tb__pend *e = tb__pq_head(&m->pq);
+    struct my_dir *d = &m->d[TB_DIR_S2C];
+    if (!e || m->pq.len != 1 || m->r.tentative || !m->d[TB_DIR_C2S].synced ||
+        !(e->resp_seen || d->in_pkt || d->hdr_have))
+        return false;
+    e->flags |= TB_REQ_GAP;
+    e->resp_bytes += d->msg_bytes + d->hdr_have + len;
+    e->last_ns = TB_MAX(e->last_ns, ts);
+    e->resp_seen = true;
+    dir_reset(d);
+    d->synced = false;
+    m->s2c_armed = false;
+    m->s2c_lost = true;
+    ctx->ctr->resyncs++;
+    return true;
+}
+
+static void lost_more(struct my *m, uint64_t len, int64_t ts)
+{
+    struct tb__pend *e = tb__pq_head(&m->pq);
+    if (e) {
+        e->resp_bytes += len;
+        e->last_ns = TB_MAX(e->last_ns, ts);
+    }
+}
+
+/* The lost response is over: emit it, and expect the next one at the start
+ * of the server's next chunk. */
+static void lost_done(struct my *m, const struct tb_proto_ctx *ctx)
+{
+    /* A result set had begun: it succeeded unless an ERR ended it unseen. */
+    bool rs = m->r.started && (m->r.phase == R_COLDEFS || m->r.phase == R_AFTERCOLS ||
+                               m->r.phase == R_ROWS || m->r.phase == R_PREP_DEFS ||
+                               m->r.phase == R_PREP_EOF);
+    r_done(m, ctx, rs ? 0 : -1);
+    m->s2c_lost = false;
+    dir_reset(&m->d[TB_DIR_S2C]);
+    m->d[TB_DIR_S2C].synced = false;
+    m->s2c_armed = true;
+}
+
 /* ---- commands --------------------------------------------------------- */
 
 static void set_class_name(struct tb__pend *e, const char *name)
@@ -598,6 +651,8 @@ static enum tb_pstate client_msg(struct my *m, const struct tb_proto_ctx *ctx, c
         lose_sync(m, ctx, true);
         return TB_PS_ERROR;
     }
+    if (m->s2c_lost)
+        lost_done(m, ctx);
     if (e && m->r.tentative) {
         /* A new command while the prepare answer looked complete: there was
          * no EOF to wait for. */
@@ -740,6 +795,10 @@ static enum tb_pstate my_consume(void *st, const struct tb_proto_ctx *ctx, enum 
     enum tb_pstate ret = TB_PS_OK;
     if (m->stopped)
         return TB_PS_STOP;
+    if (di == TB_DIR_S2C && m->s2c_lost) {
+        lost_more(m, n, ts);
+        return TB_PS_OK;
+    }
     if (!d->synced && !try_sync(m, di, p, n))
         return TB_PS_OK;
     while (p < end && d->synced && !m->stopped) {
@@ -810,6 +869,10 @@ static enum tb_pstate my_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_d
     struct my_dir *d = &m->d[di];
     if (m->stopped)
         return TB_PS_STOP;
+    if (di == TB_DIR_S2C && m->s2c_lost) {
+        lost_more(m, len, ts);
+        return TB_PS_OK;
+    }
     if (!d->synced)
         return TB_PS_OK;
     if (d->in_pkt && len > 0 && len <= d->left) {
@@ -831,6 +894,8 @@ static enum tb_pstate my_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_d
         const uint8_t *h = head_of(m, di, &hl);
         return msg_end(m, ctx, di, h, hl, ts);
     }
+    if (di == TB_DIR_S2C && keep_lost(m, ctx, len, ts))
+        return TB_PS_OK;
     lose_sync(m, ctx, false);
     return TB_PS_OK;
 }
@@ -842,7 +907,9 @@ static void my_close(void *st, const struct tb_proto_ctx *ctx, int fin_dir, int6
     TB_UNUSED(ts);
     if (!m->stopped) {
         struct tb__pend *e = tb__pq_head(&m->pq);
-        if (e && m->r.tentative)
+        if (e && m->s2c_lost)
+            lost_done(m, ctx);
+        else if (e && m->r.tentative)
             r_done(m, ctx, 0);
         else if (e && e->resp_seen)
             tb__pq_emit_head(&m->pq, ctx, -1, TB_REQ_NORESP, NULL, 0);

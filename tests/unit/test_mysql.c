@@ -542,8 +542,9 @@ static void test_ssl_and_compress(void **state)
 }
 
 /* Snaplen cut inside a query packet: its length still frames it (GAP set,
- * class from the captured prefix). A hole across packets of a result loses
- * that exchange; the next command at a chunk start resynchronises. */
+ * class from the captured prefix). A hole across packets of a result keeps
+ * the exchange open until the next command (or the close) bounds it; the
+ * server's stream resynchronises at its next chunk. */
 static void test_gaps(void **state)
 {
     (void)state;
@@ -562,6 +563,8 @@ static void test_gaps(void **state)
     assert_int_equal(t->n, 1);
     check(&t->v[0], 10, 11, 304, 11, 0, TB_REQ_GAP, "select * from t where a = ? and b = ?");
 
+    /* A hole of unknown length across the packets of a result set: the
+     * exchange stays open (GAP) until the client's next command bounds it. */
     clear(&b);
     PK(&b, 0, "\x03select c from t");
     pt_feed(t, C2S, b.b, b.n, 20);
@@ -570,7 +573,8 @@ static void test_gaps(void **state)
     coldef(&b, 2);
     PK(&b, 3, EOF_PKT);
     PK(&b, 4, "\x05" "abcde");
-    pt_feed(t, S2C, b.b, b.n - 3, 21);
+    size_t seen = b.n - 3;
+    pt_feed(t, S2C, b.b, seen, 21);
     pt_gap(t, S2C, 0, 22);
     clear(&b);
     PK(&b, 5, EOF_PKT);
@@ -580,11 +584,31 @@ static void test_gaps(void **state)
     clear(&b);
     PK(&b, 0, "\x0e");
     pt_feed(t, C2S, b.b, b.n, 30);
+    assert_int_equal(t->n, 2);
+    check(&t->v[1], 20, 23, 20, seen + 9, 0, TB_REQ_GAP, "select c from t");
     clear(&b);
     PK(&b, 1, OK_PKT);
     pt_feed(t, S2C, b.b, b.n, 31);
-    assert_int_equal(t->n, 2);
-    check(&t->v[1], 30, 31, 5, 11, 0, 0, "COM_PING");
+    assert_int_equal(t->n, 3);
+    check(&t->v[2], 30, 31, 5, 11, 0, 0, "COM_PING");
+
+    /* Snaplen: a result set of 20 rows in one segment, 80 bytes kept. */
+    clear(&b);
+    PK(&b, 0, "\x03select c from t limit 20");
+    pt_feed(t, C2S, b.b, b.n, 40);
+    clear(&b);
+    PK(&b, 1, "\x01");
+    coldef(&b, 2);
+    PK(&b, 3, EOF_PKT);
+    for (uint8_t i = 0; i < 20; i++)
+        PK(&b, (uint8_t)(4 + i), "\x27" "0123456789012345678901234567890123456789");
+    PK(&b, 24, EOF_PKT);
+    pt_feed(t, S2C, b.b, 80, 41);
+    pt_gap(t, S2C, b.n - 80, 41);
+    assert_int_equal(t->n, 3);
+    pt_close(t, S2C, 50);
+    assert_int_equal(t->n, 4);
+    check(&t->v[3], 40, 41, 29, b.n, 0, TB_REQ_GAP, "select c from t limit ?");
     assert_int_equal(t->ctr.parse_errors, 0);
     free(b.b);
     pt_free(t);
