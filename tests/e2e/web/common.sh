@@ -45,7 +45,7 @@ start_serve() {
   serve_pid=$!
   port=""
   for _ in $(seq 1 100); do
-    port=$(sed -n 's#^serving http://127\.0\.0\.1:\([0-9]*\)/.*#\1#p' "$dir/serve.out")
+    port=$(sed -n 's#^serving http://127\.0\.0\.1:\([0-9]*\)/.*#\1#p' "$dir/serve.out" 2>/dev/null)
     [ -n "$port" ] && break
     kill -0 "$serve_pid" 2>/dev/null || { cat "$dir/serve.err"; fail "serve exited early"; }
     sleep 0.1
