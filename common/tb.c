@@ -27,7 +27,7 @@ const char *tb_strerror(int err)
     }
 }
 
-static void vlog(const char *level, const char *fmt, va_list ap)
+TB_PRINTF(2, 0) static void vlog(const char *level, const char *fmt, va_list ap)
 {
     char line[1024];
     vsnprintf(line, sizeof line, fmt, ap);
