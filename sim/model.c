@@ -1261,15 +1261,39 @@ static void dispatch(struct model *m, const struct sim_event *e)
 
 int sim_write_expected(const struct sim_conf *c, FILE *f)
 {
-    /* A CPU-bound server congests once more requests are active than it has
-     * cores: N* = cores per server, summed for the tier. */
+    /* A CPU-bound server congests once its cores are all busy. A request in a
+     * tier that calls downstream is on the CPU only for the fraction D/R of
+     * its stay (D its CPU demand, R its uncongested residence: D plus the
+     * residence of its calls at the next tier), so the load at the knee is
+     * cores x R/D; for the last tier R = D and N* = cores. Means are weighted
+     * by how often each class visits the tier. */
+    double visits[SIM_MAX_CLASSES][SIM_MAX_TIERS], res[SIM_MAX_CLASSES][SIM_MAX_TIERS + 1];
+    for (int k = 0; k < c->nclasses; k++) {
+        const struct sim_class_conf *cl = &c->classes[k];
+        double v = cl->weight;
+        for (int t = 0; t < c->ntiers; t++) {
+            visits[k][t] = v;
+            v *= t + 1 < c->ntiers ? sim_dist_mean(&cl->calls[t]) : 0;
+        }
+        res[k][c->ntiers] = 0;
+        for (int t = c->ntiers - 1; t >= 0; t--) {
+            double calls = t + 1 < c->ntiers ? sim_dist_mean(&cl->calls[t]) : 0;
+            res[k][t] = sim_dist_mean(&cl->demand[t]) + calls * res[k][t + 1];
+        }
+    }
     for (int t = 0; t < c->ntiers; t++) {
         const struct sim_tier_conf *tc = &c->tiers[t];
+        double vd = 0, vr = 0;
+        for (int k = 0; k < c->nclasses; k++) {
+            vd += visits[k][t] * sim_dist_mean(&c->classes[k].demand[t]);
+            vr += visits[k][t] * res[k][t];
+        }
+        double nstar = vd > 0 ? tc->cores * vr / vd : tc->cores;
         for (int s = 0; s < tc->servers; s++)
-            fprintf(f, "%s,10.0.%d.%d:%u,%d,%d\n", tc->wire_name, 2 + t, 1 + s, tc->port,
-                    tc->cores, tc->cores);
-        fprintf(f, "%s,*,%d,%d\n", tc->wire_name, tc->cores * tc->servers,
-                tc->cores * tc->servers);
+            fprintf(f, "%s,10.0.%d.%d:%u,%d,%.2f\n", tc->wire_name, 2 + t, 1 + s, tc->port,
+                    tc->cores, nstar);
+        fprintf(f, "%s,*,%d,%.2f\n", tc->wire_name, tc->cores * tc->servers,
+                nstar * tc->servers);
     }
     return ferror(f) ? TB_E_IO : 0;
 }

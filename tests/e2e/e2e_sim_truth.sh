@@ -51,6 +51,12 @@ need(any(r["status"] == "404" for r in quick), "quick: no HTTP 404")
 eof = list(csv.DictReader(open(f"{w}/eof.requests.csv")))
 need(len({r["server"] for r in eof if r["tier"] == "mysql"}) == 2, "eof: two database servers")
 need(any(r["status"] == "204" for r in eof), "eof: no HTTP 204")
+# The database tier calls nothing: its expected N* is its core count (2 per
+# server); the app tier, which waits on the database, expects more.
+exp = {(r["tier"], r["server"]): r for r in csv.DictReader(open(f"{w}/eof.expected.csv"))}
+need(exp[("mysql", "*")]["expected_n_star"] == "4.00", f"eof: mysql N* {exp[('mysql', '*')]}")
+need(exp[("mysql", "10.0.4.2:3306")]["cores"] == "2", "eof: mysql server 2 cores")
+need(float(exp[("http-8080", "*")]["expected_n_star"]) > 6, f"eof: app N* {exp[('http-8080', '*')]}")
 sys.exit(0 if ok else 1)
 PY
 
