@@ -49,10 +49,11 @@ else failed=$((failed+1)); failures+=("asan build"); fi
 # libFuzzer smoke: each target for a few seconds on its corpus.
 if command -v clang >/dev/null && CC=clang build build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false; then
   for f in build-fuzz/tests/fuzz/fuzz_*; do
-    [ -x "$f" ] || continue
+    [ -f "$f" ] && [ -x "$f" ] || continue
     name=${f##*/fuzz_}; corpus=$(mktemp -d)
     cp -r tests/fuzz/corpus/"$name"/. "$corpus"/ 2>/dev/null || true
-    if "$f" -max_total_time="${TB_FUZZ_SECONDS:-15}" -rss_limit_mb=2048 "$corpus" >"build-fuzz/$name.log" 2>&1; then
+    if "$f" -max_total_time="${TB_FUZZ_SECONDS:-15}" -rss_limit_mb=2048 \
+         -artifact_prefix="build-fuzz/$name-" "$corpus" >"build-fuzz/$name.log" 2>&1; then
       passed=$((passed+1))
     else failed=$((failed+1)); failures+=("libfuzzer $name"); tail -30 "build-fuzz/$name.log"; fi
     rm -rf "$corpus"
