@@ -46,19 +46,20 @@ if build build-asan -Db_sanitize=address,undefined -Db_lundef=false; then
   count build-asan asan
 else failed=$((failed+1)); failures+=("asan build"); fi
 
-# libFuzzer smoke: each target for a few seconds on its corpus.
-if command -v clang >/dev/null && CC=clang build build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false; then
+# libFuzzer smoke: each target for a few seconds on its corpus (clang is
+# installed by deps.sh, so a failed clang build is a failure, not a skip).
+if CC=clang build build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false; then
   for f in build-fuzz/tests/fuzz/fuzz_*; do
     [ -f "$f" ] && [ -x "$f" ] || continue
     name=${f##*/fuzz_}; corpus=$(mktemp -d)
     cp -r tests/fuzz/corpus/"$name"/. "$corpus"/ 2>/dev/null || true
     if "$f" -max_total_time="${TB_FUZZ_SECONDS:-15}" -rss_limit_mb=2048 \
          -artifact_prefix="build-fuzz/$name-" "$corpus" >"build-fuzz/$name.log" 2>&1; then
-      passed=$((passed+1))
+      passed=$((passed+1)); echo "libfuzzer $name: $(tail -1 "build-fuzz/$name.log")"
     else failed=$((failed+1)); failures+=("libfuzzer $name"); tail -30 "build-fuzz/$name.log"; fi
     rm -rf "$corpus"
   done
-fi
+else failed=$((failed+1)); failures+=("libfuzzer build (clang)"); fi
 
 for f in "${failures[@]}"; do echo "FAILED: $f"; done
 echo "$passed passed, $failed failed"
