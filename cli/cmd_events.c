@@ -330,9 +330,9 @@ static void print_json(const struct ev_report *r, const struct tb_analysis_resul
            r->width_ns, r->from_ns, r->to_ns, r->nwin);
     printf(", \"pauses\": %zu, \"pause_ns\": %" PRId64 ", \"longest_pause_ns\": %" PRId64,
            r->pauses, r->pause_ns, r->longest_ns);
+    double span = (double)(r->to_ns - r->from_ns);
     printf(", \"gc_ratio\": ");
-    tb_json_num(stdout, r->to_ns > r->from_ns ? (double)r->pause_ns / (double)(r->to_ns - r->from_ns)
-                                              : NAN);
+    tb_json_num(stdout, span > 0 ? (double)r->pause_ns / span : NAN);
     printf(", \"pauses_in_episodes\": %zu, \"pauses_in_episodes_fraction\": ", r->pauses_in_ep);
     tb_json_num(stdout, frac(r->pauses_in_ep, r->pauses));
     printf(", \"min_pause_ns\": %" PRId64 ", \"long_pauses\": %zu, \"long_pauses_in_episodes\": %zu"

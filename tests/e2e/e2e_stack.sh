@@ -13,7 +13,7 @@ ok=0
 finish() { if [ "$ok" = 1 ]; then rm -rf "$out"; else echo "e2e_stack: outputs kept in $out" >&2; fi; }
 trap finish EXIT
 
-bash "$TB_SRCDIR/scripts/stack/run.sh" --out "$out" --discover --duration "${TB_STACK_SECONDS:-30}" \
+bash "$TB_SRCDIR/scripts/stack/run.sh" --out "$out" --discover --duration "${TB_STACK_SECONDS:-40}" \
     --tbneck "$TBNECK"
 
 "$TBNECK" tiers --db "$out/stack.db" >"$out/tiers-again.txt"
