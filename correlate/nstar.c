@@ -134,7 +134,7 @@ static bool antitonic(double *v, const double *ld, uint32_t nb, double *scratch)
 /* The slope of the linear part from the lowest loads: Σtp / Σld over the
  * lowest `nlow` (load, tp) pairs, a ratio estimator (a median of tp/ld would
  * be ruled by the noisiest, smallest loads). When a slope hint is given and
- * the data reach 60% of it, the hint wins: for a tier that does not wait on
+ * the data reach 70% of it, the hint wins: for a tier that does not wait on
  * another, a request alone in service completes service/u units in its
  * service time, so the slope is 1/u; below it at low load is windows mixing
  * idle and queued moments, above it is selection (a window of little load
@@ -148,7 +148,7 @@ static double linear_slope(const double *ld, const double *tp, size_t nlow, doub
         st += tp[b];
     }
     double a = sl > 0 ? st / sl : NAN;
-    if (hint > 0 && a >= 0.6 * hint)
+    if (hint > 0 && a >= 0.7 * hint)
         return hint;
     return a;
 }
