@@ -11,6 +11,14 @@
 
 #include "correlate.h"
 
+/* |a - b| <= eps, printing both values on failure (NAN fails). */
+#define assert_near(a, b, eps)                                                             \
+    do {                                                                                   \
+        double a_ = (a), b_ = (b), e_ = (eps);                                             \
+        if (!(fabs(a_ - b_) <= e_))                                                        \
+            fail_msg("%s = %.17g, expected %.17g (within %g)", #a, a_, b_, e_);            \
+    } while (0)
+
 static uint64_t rs;
 static double unif(void)
 {
@@ -151,6 +159,45 @@ static void test_literal_lags(void **state)
     free(t);
 }
 
+/* A fully smeared corner: windows that follow the stationary M/M/2 relation
+ * L = 2ρ/(1 − ρ²), tp = 2·MU·ρ = 2·MU·(√(1 + L²) − 1)/L (the queue swings so
+ * much within a window that the curve bends from the origin on). Its
+ * asymptotes MU·L and 2·MU meet at 2, but
+ * the low-load windows show less than MU, so asymptotes built on them meet
+ * late; the slope hint (MU: what 1e9 / work unit gives for a tier that waits
+ * on nothing) puts the corner back. A hint the data do not come near (below
+ * 70%) is ignored. */
+static void test_slope_hint(void **state)
+{
+    (void)state;
+    enum { N = 6000 };
+    double *l = malloc(N * sizeof *l), *t = malloc(N * sizeof *t);
+    rs = 21;
+    for (size_t i = 0; i < N; i++) {
+        l[i] = 0.05 + 16 * unif();
+        t[i] = 2 * MU * (sqrt(1 + l[i] * l[i]) - 1) / l[i] * (1 + 0.05 * gauss());
+    }
+    struct tb_nstar_opts o;
+    tb_nstar_opts_default(&o);
+    struct tb_nstar plain, hinted, wrong;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &plain), 0);
+    o.slope_hint = MU;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &hinted), 0);
+    o.slope_hint = 3 * MU;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &wrong), 0);
+    print_message("M/M/2 cloud: fit %.3f (slope %.1f), with hint %.3f (slope %.1f), wrong hint "
+                  "%.3f\n",
+                  plain.n_star_fit, plain.slope, hinted.n_star_fit, hinted.slope, wrong.n_star_fit);
+    assert_true(plain.slope < 0.9 * MU);  /* the bend shows at low load */
+    assert_near(hinted.slope, MU, 0);     /* the hint is taken */
+    assert_near(hinted.n_star_fit, 2.0, 0.2);
+    assert_true(fabs(hinted.n_star_fit - 2) < fabs(plain.n_star_fit - 2));
+    assert_near(wrong.slope, plain.slope, 1e-9); /* and ignored when far off */
+    assert_near(wrong.n_star_fit, plain.n_star_fit, 1e-9);
+    free(l);
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -158,6 +205,7 @@ int main(void)
         cmocka_unit_test(test_freezes),
         cmocka_unit_test(test_no_knee),
         cmocka_unit_test(test_literal_lags),
+        cmocka_unit_test(test_slope_hint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
