@@ -162,11 +162,10 @@ static void test_literal_lags(void **state)
 /* A fully smeared corner: windows that follow the stationary M/M/2 relation
  * L = 2ρ/(1 − ρ²), tp = 2·MU·ρ = 2·MU·(√(1 + L²) − 1)/L (the queue swings so
  * much within a window that the curve bends from the origin on). Its
- * asymptotes MU·L and 2·MU meet at 2, but
- * the low-load windows show less than MU, so asymptotes built on them meet
- * late; the slope hint (MU: what 1e9 / work unit gives for a tier that waits
- * on nothing) puts the corner back. A hint the data do not come near (below
- * 70%) is ignored. */
+ * asymptotes MU·L and 2·MU meet at 2, but the low-load windows show less
+ * than MU, so asymptotes built on them meet late; the slope hint (MU: what
+ * 1e9 / work unit gives for a tier that waits on nothing) puts the corner
+ * back. A hint the data do not come near (below 70%) is ignored. */
 static void test_slope_hint(void **state)
 {
     (void)state;
