@@ -272,6 +272,8 @@ static bool cmd_plausible(const uint8_t *p, size_t n)
     return true;
 }
 
+static bool keep_lost(struct my *m, const struct tb_proto_ctx *ctx, uint64_t len, int64_t ts);
+
 /* ---- responses -------------------------------------------------------- */
 
 static uint16_t ok_status(const uint8_t *h, size_t hl)
@@ -416,7 +418,7 @@ static bool resp_packet(struct my *m, const struct tb_proto_ctx *ctx, const uint
             m->eof_mode = EOF_DEPRECATE;
         r->phase = R_ROWS;
         /* fall through: this packet is a row or the terminator */
-        /* FALLTHROUGH */
+        TB_FALLTHROUGH;
     case R_ROWS:
         if (b == 0xfe && !big && len > 0) {
             if (term_status(h, hl, len) & SERVER_MORE_RESULTS_EXISTS)
@@ -529,6 +531,11 @@ static enum tb_pstate server_msg(struct my *m, const struct tb_proto_ctx *ctx, c
     if (d->msg_gap)
         e->flags |= TB_REQ_GAP;
     if (!resp_packet(m, ctx, h, hl, len)) {
+        /* The bytes that would have told what this packet is fell in a
+         * hole: not malformed, only unframed from here on. */
+        d->msg_bytes = 0; /* attributed above */
+        if (d->msg_gap && keep_lost(m, ctx, 0, ts))
+            return TB_PS_OK;
         lose_sync(m, ctx, true);
         return TB_PS_ERROR;
     }
