@@ -188,9 +188,9 @@ int main(int argc, char **argv)
     printf("windows             %.3f s\n", t_win);
     printf("N*+episodes+levels  %.3f s (%zu episodes over %d series)\n", t_corr, neps,
            NSERVERS + 1);
-    printf("total               %.3f s CPU; minus 2 generation passes: %.3f s (target < 3 s); "
-           "wall for everything incl. baseline %.3f s\n",
-           total, total - 2 * t_base, t_wall);
+    printf("total               %.3f s CPU; minus 2 generation passes: %.3f s (target < 3 s) "
+           "= %.1fx the baseline pass; wall for everything incl. baseline %.3f s\n",
+           total, total - 2 * t_base, (total - 2 * t_base) / t_base, t_wall);
     printf("tier: N* %.3f, fit %.3f, TPmax %.0f units/s, congested %.1f%%, %u levels\n",
            a[0].n_star, a[0].n_star_fit, a[0].tp_max, 100 * a[0].congested_fraction,
            a[0].n_levels);
