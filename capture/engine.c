@@ -57,6 +57,7 @@ struct tb_engine {
     struct tb_reasm_env renv;
     struct tb_flow_table ft;
     struct tb_flow *cur; /* the flow whose bytes the parser is being fed */
+    struct tb_flow *last; /* the previous packet's flow: the next one is often the same */
     uint64_t next_conn;
     bool have_linktype;
     int nomem;
@@ -442,6 +443,8 @@ static void close_flow(struct tb_engine *e, struct tb_flow *f, int fin_side)
 
 static void drop_flow(struct tb_engine *e, struct tb_flow *f)
 {
+    if (e->last == f)
+        e->last = NULL;
     release(f);
     tb_flow_remove(&e->ft, f);
 }
@@ -514,7 +517,9 @@ static int tcp_packet(struct tb_engine *e, struct tb_pkt *pk, int64_t ts)
     struct tb_flow_key key;
     int side;
     uint32_t hash = tb_flow_key_make(&key, &pk->src, &pk->dst, &side);
-    struct tb_flow *f = tb_flow_find(&e->ft, &key, hash);
+    struct tb_flow *f = e->last;
+    if (!f || f->hash != hash || memcmp(&f->key, &key, sizeof key) != 0)
+        f = tb_flow_find(&e->ft, &key, hash);
     bool syn = pk->flags & TB_TCP_SYN, ack = pk->flags & TB_TCP_ACK;
     bool rst = pk->flags & TB_TCP_RST, fin = pk->flags & TB_TCP_FIN;
     bool data = pk->paylen + pk->missing > 0;
@@ -537,6 +542,7 @@ static int tcp_packet(struct tb_engine *e, struct tb_pkt *pk, int64_t ts)
         f->state = TB_FS_CLOSED;
         f->ts_floor = ts;
     }
+    e->last = f;
     f->last_ns = ts;
     if (f->state == TB_FS_CLOSED) {
         start_conn(e, f);

@@ -8,34 +8,38 @@
 
 #define INITIAL_BUCKETS 1024
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    return x;
-}
-
 uint32_t tb_flow_key_make(struct tb_flow_key *k, const struct tb_addr *src,
                           const struct tb_addr *dst, int *src_side)
 {
-    int c = memcmp(src->ip, dst->ip, 16);
-    int s = (c < 0 || (c == 0 && src->port <= dst->port)) ? 0 : 1;
-    const struct tb_addr *e[2];
-    e[s] = src;
-    e[1 - s] = dst;
-    memcpy(k->ip[0], e[0]->ip, 16);
-    memcpy(k->ip[1], e[1]->ip, 16);
-    k->port[0] = e[0]->port;
-    k->port[1] = e[1]->port;
+    /* Any total order does for a canonical key; native 64-bit words are the
+     * cheapest to compare. */
+    uint64_t a[2], b[2];
+    memcpy(a, src->ip, 16);
+    memcpy(b, dst->ip, 16);
+    int s = 0;
+    if (a[0] != b[0])
+        s = a[0] > b[0];
+    else if (a[1] != b[1])
+        s = a[1] > b[1];
+    else
+        s = src->port > dst->port;
+    const struct tb_addr *e0 = s ? dst : src, *e1 = s ? src : dst;
+    memcpy(k->ip[0], e0->ip, 16);
+    memcpy(k->ip[1], e1->ip, 16);
+    k->port[0] = e0->port;
+    k->port[1] = e1->port;
     *src_side = s;
+    /* Multiply-xorshift over the key's words: one multiply per word is
+     * plenty for bucket selection, and this runs for every packet. */
     uint64_t w[4];
     memcpy(w, k->ip, 32);
-    uint64_t h = mix64(w[0] ^ mix64(w[1] ^ mix64(w[2] ^ mix64(w[3] ^ 0x9e3779b97f4a7c15ull))));
-    h = mix64(h ^ ((uint64_t)k->port[0] << 16 | k->port[1]));
-    return (uint32_t)(h ^ (h >> 32));
+    uint64_t h = (w[0] ^ 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+    h = (h ^ w[1] ^ (h >> 29)) * 0xc4ceb9fe1a85ec53ull;
+    h = (h ^ w[2] ^ (h >> 29)) * 0xff51afd7ed558ccdull;
+    h = (h ^ w[3] ^ (h >> 29)) * 0xc4ceb9fe1a85ec53ull;
+    h = (h ^ ((uint64_t)k->port[0] << 16 | k->port[1]) ^ (h >> 29)) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+    return (uint32_t)h;
 }
 
 int tb_flow_table_init(struct tb_flow_table *t)
@@ -64,8 +68,11 @@ void tb_flow_table_fini(struct tb_flow_table *t)
 
 static bool key_eq(const struct tb_flow_key *a, const struct tb_flow_key *b)
 {
+    uint64_t x[4], y[4];
+    memcpy(x, a->ip, 32);
+    memcpy(y, b->ip, 32);
     return a->port[0] == b->port[0] && a->port[1] == b->port[1] &&
-           memcmp(a->ip, b->ip, sizeof a->ip) == 0;
+           ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3])) == 0;
 }
 
 struct tb_flow *tb_flow_find(const struct tb_flow_table *t, const struct tb_flow_key *k,

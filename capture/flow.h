@@ -11,8 +11,9 @@
 struct tb_proto;
 struct tb_detbuf;
 
-/* Canonical 4-tuple: side 0 is the endpoint that sorts first (address, then
- * port), so both directions of a connection give the same key. */
+/* Canonical 4-tuple: side 0 is the endpoint that sorts first (address as two
+ * native 64-bit words, then port), so both directions of a connection give
+ * the same key. */
 struct tb_flow_key {
     uint8_t ip[2][16];
     uint16_t port[2];

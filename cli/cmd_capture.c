@@ -264,13 +264,31 @@ static void on_request(void *ud, const struct tb_request *r)
     }
 }
 
+/* Peak resident memory of this process image (VmHWM: unlike getrusage's
+ * maxrss it does not count what the parent held before exec). -1 unknown. */
+static long peak_rss_kib(void)
+{
+    char line[256];
+    long kib = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+            break;
+    fclose(f);
+    return kib;
+}
+
 static void summary(const struct tb_capture_args *a, const struct tb_capture_stats *s,
                     const struct tb_catalog *cat, const struct run *run)
 {
     fprintf(stderr,
             "capture: %" PRIu64 " packets (%" PRIu64 " bytes, %" PRIu64 " TCP), %" PRIu64
-            " requests, %" PRIu64 " flows (%" PRIu64 " mid-stream)\n",
-            s->packets, s->bytes, s->tcp_packets, s->requests, s->flows, s->midstream_flows);
+            " requests, %" PRIu64 " flows (%" PRIu64 " mid-stream, at most %" PRIu64
+            " open)\n",
+            s->packets, s->bytes, s->tcp_packets, s->requests, s->flows, s->midstream_flows,
+            s->flows_active_max);
     for (size_t t = 1; t < run->ntier; t++) {
         const struct tb_tier_info *ti = tb_catalog_tier_get(cat, (uint32_t)t);
         if (run->per_tier[t] && ti)
@@ -284,6 +302,12 @@ static void summary(const struct tb_capture_args *a, const struct tb_capture_sta
             s->ip_fragments, s->decode_errors, s->retransmitted_bytes);
     if (!a->no_store)
         fprintf(stderr, "  stored in %s\n", a->db);
+    tb_log_info("capture: flow state %zu bytes per flow, plus %zu of parser state once a flow "
+                "carries payload; peak memory %ld KiB; %" PRIu64 " idle-closed, %" PRIu64
+                " out-of-order bytes buffered, %" PRIu64 " overlapping, %" PRIu64 " non-IP, %"
+                PRIu64 " non-TCP",
+                tb_engine_flow_bytes(), tb_engine_parser_bytes(), peak_rss_kib(), s->idle_closed,
+                s->ooo_buffered_bytes, s->overlap_bytes, s->non_ip, s->non_tcp);
 }
 
 static int run_offline(const struct tb_capture_args *a)

@@ -22,13 +22,18 @@ static void test_key_both_directions(void **state)
     uint32_t h2 = tb_flow_key_make(&k2, &s, &c, &side2);
     assert_int_equal(h1, h2);
     assert_memory_equal(&k1, &k2, sizeof k1);
-    assert_int_equal(side1, 1); /* 10.0.0.9 sorts after 10.0.0.1 */
-    assert_int_equal(side2, 0);
+    assert_int_equal(side1, 1 - side2);
+    assert_int_equal(k1.port[side1], 50000);
+    assert_int_equal(k1.port[side2], 80);
     /* Same addresses, ports decide. */
     struct tb_addr a = tp_addr("10.0.0.1:1000"), b = tp_addr("10.0.0.1:999");
     tb_flow_key_make(&k1, &a, &b, &side1);
     assert_int_equal(side1, 1);
     assert_int_equal(k1.port[0], 999);
+    /* Different keys for different tuples. */
+    struct tb_addr c2 = tp_addr("10.0.0.9:50001");
+    tb_flow_key_make(&k2, &c2, &s, &side2);
+    assert_memory_not_equal(&k1, &k2, sizeof k1);
 }
 
 static void test_table(void **state)

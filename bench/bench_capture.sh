@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# bench_capture.sh — offline capture speed and memory.
+#  1. Rate: on one synthetic capture (HTTP on :80 and :8080 with handshakes,
+#     MySQL picked up mid-stream; tests/pcap/mkpcap.py bench), the packets per
+#     second of a bare libpcap read (bench/bare_read: pcap_dispatch, empty
+#     callback), `tbneck capture --no-store`, `tbneck capture` into SQLite, and
+#     `tshark -T fields -e http.time -e mysql.command`; with ratios. Each tbneck
+#     and bare figure is the best of TB_BENCH_RUNS runs (default 3), both by
+#     wall time and by CPU time (user+sys): on a loaded machine CPU time is the
+#     steadier figure. Targets: --no-store >= 50% of the bare read, >= 20x tshark.
+#  2. Memory: peak RSS of `capture --no-store` over captures of N half-open
+#     (SYN-only) connections, the bytes per flow that implies, and N above the
+#     flow cap (1<<20) to show it holds: flows open stay at the cap, the rest
+#     are evicted.
+# Environment: TB_BENCH_FLOWS / TB_BENCH_EXCHANGES size the capture (default
+# 300 connections x 1000 exchanges = 900 600 packets); TB_BENCH_TSHARK=0 skips
+# tshark; TB_BENCH_SYN="10000 100000 1000000 1200000" the memory steps.
+set -uo pipefail
+: "${TBNECK:?}" "${TB_SRCDIR:?}" "${TB_BUILDDIR:?}"
+bare="$TB_BUILDDIR/bench/bare_read"
+mk="python3 $TB_SRCDIR/tests/pcap/mkpcap.py"
+runs=${TB_BENCH_RUNS:-3}
+work=$(mktemp -d "${TMPDIR:-/tmp}/bench-capture.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# measure RUNS CMD...: runs CMD RUNS times; prints "best_wall best_cpu" (seconds)
+# from the children's rusage (its maxrss would count the forking python, so
+# memory comes from tbneck's own VmHWM below).
+measure() {
+    python3 - "$@" <<'PY'
+import resource, subprocess, sys, time
+runs, cmd = int(sys.argv[1]), sys.argv[2:]
+walls, cpus = [], []
+for _ in range(runs):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.monotonic()
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    walls.append(time.monotonic() - t)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    if r.returncode != 0:
+        sys.exit("bench_capture: %s exited %d" % (" ".join(cmd), r.returncode))
+print("%.4f %.4f" % (min(walls), min(cpus)))
+PY
+}
+
+flows=${TB_BENCH_FLOWS:-300}
+exch=${TB_BENCH_EXCHANGES:-1000}
+$mk bench "$work/b.pcap" "$flows" "$exch" || exit 1
+cat "$work/b.pcap" >/dev/null # into the page cache for every contender alike
+read -r pkts _ <<<"$("$bare" "$work/b.pcap")"
+size=$(stat -c %s "$work/b.pcap")
+echo "bench_capture: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); capture of" \
+     "$pkts packets, $((size / 1048576)) MiB, $((flows * exch)) exchanges"
+
+read -r bw bc <<<"$(measure "$runs" "$bare" "$work/b.pcap")" || exit 1
+read -r nw nc <<<"$(measure "$runs" "$TBNECK" capture -q --no-store -r "$work/b.pcap")" || exit 1
+rm -f "$work/s.db"*
+read -r sw sc <<<"$(measure 1 "$TBNECK" capture -q --db "$work/s.db" -r "$work/b.pcap")" || exit 1
+stored=$("$TBNECK" export requests --db "$work/s.db" | tail -n +2 | wc -l)
+
+rate() { python3 -c "import sys; print('%12.0f' % ($pkts / float(sys.argv[1])))" "$1"; }
+ratio() { python3 -c "import sys; print('%6.1f%%' % (100 * float(sys.argv[1]) / float(sys.argv[2])))" "$1" "$2"; }
+printf '%-28s %12s %12s %10s %10s\n' "" "pkt/s wall" "pkt/s CPU" "of bare" "(CPU)"
+printf '%-28s %s %s %10s %10s\n' "bare libpcap read" "$(rate "$bw")" "$(rate "$bc")" "100%" "100%"
+printf '%-28s %s %s %10s %10s\n' "tbneck capture --no-store" "$(rate "$nw")" "$(rate "$nc")" \
+    "$(ratio "$bw" "$nw")" "$(ratio "$bc" "$nc")"
+printf '%-28s %s %s %10s %10s\n' "tbneck capture (SQLite)" "$(rate "$sw")" "$(rate "$sc")" \
+    "$(ratio "$bw" "$sw")" "$(ratio "$bc" "$sc")"
+echo "  (stored $stored request records; the writer thread's CPU is included)"
+if [ "${TB_BENCH_TSHARK:-1}" != 0 ] && command -v tshark >/dev/null; then
+    read -r tw tc <<<"$(measure 1 tshark -r "$work/b.pcap" -T fields -e http.time \
+        -e mysql.command)" || exit 1
+    printf '%-28s %s %s %10s %10s\n' "tshark -T fields" "$(rate "$tw")" "$(rate "$tc")" \
+        "$(ratio "$bw" "$tw")" "$(ratio "$bc" "$tc")"
+    python3 -c "import sys; w, c = map(float, sys.argv[1:]); print('tbneck --no-store is %.1fx tshark by wall time, %.1fx by CPU time (target >= 20x)' % (w, c))" \
+        "$(python3 -c "print($tw / $nw)")" "$(python3 -c "print($tc / $nc)")"
+fi
+
+echo
+echo "memory: peak RSS of 'capture --no-store' holding N half-open connections"
+printf '%10s %12s %12s %12s %14s\n' "SYNs" "open at most" "evicted" "peak RSS MiB" "bytes/flow"
+base=""
+for n in ${TB_BENCH_SYN:-10000 100000 1000000 1200000}; do
+    $mk synflood "$work/syn.pcap" "$n" || exit 1
+    "$TBNECK" capture -v --no-store -r "$work/syn.pcap" 2>"$work/sum" >/dev/null || exit 1
+    kib=$(sed -n 's/.*peak memory \([0-9]*\) KiB.*/\1/p' "$work/sum")
+    open=$(sed -n 's/.*at most \([0-9]*\) open.*/\1/p' "$work/sum")
+    ev=$(sed -n 's/.*evicted flows \([0-9]*\).*/\1/p' "$work/sum")
+    per="-"
+    if [ -z "$base" ]; then base="$kib $open"
+    else
+        read -r bk bo <<<"$base"
+        [ "$open" -gt "$bo" ] && per=$(( (kib - bk) * 1024 / (open - bo) ))
+    fi
+    printf '%10s %12s %12s %12s %14s\n' "$n" "$open" "$ev" "$((kib / 1024))" "$per"
+done
+grep "flow state" "$work/sum" | sed 's/^tbneck: capture: /engine: /; s/; [0-9]* idle-closed.*//'
+echo "(peak RSS is the process's own VmHWM; bytes/flow: its growth over the first row divided"
+echo " by the extra open flows)"
