@@ -84,9 +84,11 @@ size_t tb_fp_http(const char *method, size_t mlen, const char *target, size_t tl
 
     const char *p = target, *end = target + tlen;
     /* absolute-form (RFC 9112 §3.2.2, sent to proxies): drop scheme and authority. */
-    if (end - p >= 7 && (strncasecmp(p, "http://", 7) == 0 || (end - p >= 8 &&
-                                                                strncasecmp(p, "https://", 8) == 0))) {
-        p += p[4] == ':' ? 7 : 8;
+    size_t skip = end - p >= 7 && strncasecmp(p, "http://", 7) == 0    ? 7
+                  : end - p >= 8 && strncasecmp(p, "https://", 8) == 0 ? 8
+                                                                        : 0;
+    if (skip) {
+        p += skip;
         while (p < end && *p != '/' && *p != '?' && *p != '#')
             p++;
         if (p == end || *p != '/') {
@@ -160,7 +162,8 @@ static size_t skip_quoted(const char *s, size_t i, size_t n)
 static bool ends_with_word(const char *s, size_t n, const char *w)
 {
     size_t k = strlen(w);
-    return n >= k && memcmp(s + n - k, w, k) == 0 && (n == k || !is_word((unsigned char)s[n - k - 1]));
+    return n >= k && memcmp(s + n - k, w, k) == 0 &&
+           (n == k || !is_word((unsigned char)s[n - k - 1]));
 }
 
 /* Called after each ')': rewrites a just-closed literal list at the end of

@@ -534,7 +534,8 @@ static enum tb_pstate feed(struct h1 *h, const struct tb_proto_ctx *ctx, int dir
                 d->st = H_CHUNK_SIZE;
                 break;
             }
-            if (r == TB__LINE_OK && d->st == H_CHUNK_SIZE && parse_chunk_size(line, llen, &d->left)) {
+            if (r == TB__LINE_OK && d->st == H_CHUNK_SIZE &&
+                parse_chunk_size(line, llen, &d->left)) {
                 d->st = d->left ? H_CHUNK_DATA : H_TRAILER;
                 break;
             }

@@ -26,7 +26,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])')
 mkdir -p "$work/www/story" "$work/tmp" "$work/logs"
 chmod 755 "$work" # nginx workers run unprivileged
 echo "<html>hello</html>" >"$work/www/index.html"
@@ -65,8 +66,8 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 
-tcpdump -i lo -s 0 -B 32768 --immediate-mode --time-stamp-precision=nano -U -w "$work/cap.pcap" "tcp port $port" \
-    2>"$work/tcpdump.err" &
+tcpdump -i lo -s 0 -B 32768 --immediate-mode --time-stamp-precision=nano -U -w "$work/cap.pcap" \
+    "tcp port $port" 2>"$work/tcpdump.err" &
 tpid=$!
 pids+=($tpid)
 for _ in $(seq 50); do grep -q listening "$work/tcpdump.err" 2>/dev/null && break; sleep 0.1; done

@@ -76,7 +76,8 @@ static void test_sql(void **state)
         "select ?, ?");
     sql("select `Weird Col`, @@session.sql_mode, @v from `T`",
         "select `Weird Col`, @@session.sql_mode, @v from `T`");
-    sql("SELECT * FROM t WHERE a IS NULL AND b = TRUE", "select * from t where a is null and b = true");
+    sql("SELECT * FROM t WHERE a IS NULL AND b = TRUE",
+        "select * from t where a is null and b = true");
     sql("SELECT c FROM sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c",
         "select c from sbtest1 where id between ? and ? order by c");
     sql("COMMIT", "commit");

@@ -109,7 +109,8 @@ static void test_chunked_trailers(void **state)
 static void test_100_continue(void **state)
 {
     (void)state;
-    static const char hd[] = "PUT /up/42 HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4\r\n\r\n";
+    static const char hd[] = "PUT /up/42 HTTP/1.1\r\nExpect: 100-continue\r\n"
+                             "Content-Length: 4\r\n\r\n";
     static const char r100[] = "HTTP/1.1 100 Continue\r\n\r\n";
     static const char r201[] = "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n";
     struct pt *t = pt_new(&tb_proto_http1, false);
@@ -322,8 +323,9 @@ static void test_upgrade_and_midstream(void **state)
     (void)state;
     struct pt *t = pt_new(&tb_proto_http1, false);
     pt_str(t, C2S, "GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\n", 1);
-    assert_int_equal(pt_str(t, S2C, "HTTP/1.1 101 Switching\r\nUpgrade: websocket\r\n\r\n\x81\x05", 2),
-                     TB_PS_STOP);
+    assert_int_equal(
+        pt_str(t, S2C, "HTTP/1.1 101 Switching\r\nUpgrade: websocket\r\n\r\n\x81\x05", 2),
+        TB_PS_STOP);
     assert_int_equal(t->n, 1);
     assert_int_equal(t->v[0].status, 101);
     pt_free(t);

@@ -5,7 +5,8 @@
 # Needs: $work (the test's temporary folder) and an array `pids`.
 
 proto_freeport() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
 }
 
 # proto_mariadb_start: sets $dbport and $dbsock; returns 1 if it would not start.
