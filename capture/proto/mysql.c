@@ -60,7 +60,7 @@ enum my_cmd {
     COM_QUIT = 0x01, COM_INIT_DB = 0x02, COM_QUERY = 0x03, COM_FIELD_LIST = 0x04,
     COM_STATISTICS = 0x09, COM_PING = 0x0e, COM_CHANGE_USER = 0x11, COM_STMT_PREPARE = 0x16,
     COM_STMT_EXECUTE = 0x17, COM_STMT_SEND_LONG_DATA = 0x18, COM_STMT_CLOSE = 0x19,
-    COM_STMT_RESET = 0x1a, COM_STMT_FETCH = 0x1c,
+    COM_STMT_RESET = 0x1a, COM_STMT_FETCH = 0x1c, COM_STMT_BULK_EXECUTE = 0xfa,
 };
 
 /* How a command is answered. */
@@ -700,7 +700,7 @@ static enum tb_pstate client_msg(struct my *m, const struct tb_proto_ctx *ctx, c
         char fp[TB__CLASS_MAX];
         size_t n = tb_fp_sql((const char *)r.p, tb_rd_left(&r), fp, sizeof fp);
         tb__pend_set_class(e, fp, n);
-    } else if (c->code == COM_STMT_EXECUTE && hl >= 5) {
+    } else if ((c->code == COM_STMT_EXECUTE || c->code == COM_STMT_BULK_EXECUTE) && hl >= 5) {
         uint32_t id = (uint32_t)h[1] | ((uint32_t)h[2] << 8) | ((uint32_t)h[3] << 16) |
                       ((uint32_t)h[4] << 24);
         struct tb__pend *prep = NULL;

@@ -70,12 +70,20 @@ struct tb_proto {
     void (*init)(void *st, bool midstream);
     enum tb_pstate (*consume)(void *st, const struct tb_proto_ctx *ctx, enum tb_dir dir,
                               const uint8_t *p, size_t n, int64_t ts_ns);
-    /* `len` bytes of direction `dir` were never captured (0 = unknown amount). */
+    /* `len` bytes of direction `dir` were never captured (0 = unknown amount).
+     * Inside a message of known length the hole is skipped and the exchange
+     * keeps pairing (TB_REQ_GAP). Otherwise the parser resynchronises at the
+     * next message start it recognises; a request is never invented, and a
+     * response whose end fell in the hole is closed (TB_REQ_GAP) by the next
+     * response start (HTTP) or the next command (MySQL), or dropped when its
+     * end cannot be bounded. */
     enum tb_pstate (*gap)(void *st, const struct tb_proto_ctx *ctx, enum tb_dir dir,
                           uint64_t len, int64_t ts_ns);
     /* Connection ended (FIN/RST/idle/end of capture): emit what can be
      * completed (e.g. an HTTP response delimited by close). `fin_dir` is the
-     * direction whose FIN was seen first, or -1 for RST/idle/end. */
+     * direction whose FIN was seen first, or -1 for RST/idle/end. A response
+     * cut short is emitted with TB_REQ_NORESP and the times seen so far; a
+     * request with no response byte at all is not emitted. */
     void (*close)(void *st, const struct tb_proto_ctx *ctx, int fin_dir, int64_t ts_ns);
     void (*fini)(void *st); /* release spill buffers; must be safe after init() only */
 };
