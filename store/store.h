@@ -80,6 +80,17 @@ int tb_writer_windows(struct tb_writer *w, const struct tb_window *win, size_t n
 int tb_writer_finish(struct tb_writer *w);
 /* Request rows committed so far. */
 uint64_t tb_writer_rows(const struct tb_writer *w);
+/* What the writer has done so far (before tb_writer_finish), for progress
+ * lines and benchmarks: is storage keeping up with capture? */
+struct tb_writer_stats {
+    uint64_t rows;              /* request rows committed */
+    uint64_t batches;           /* batches committed (or discarded after an error) */
+    uint64_t max_queued;        /* deepest the queue has been, in batches */
+    int64_t caller_blocked_ns;  /* time callers waited for room in the queue */
+    int64_t write_ns;           /* wall time the thread spent writing batches */
+    int64_t cpu_ns;             /* CPU time of the writer thread */
+};
+void tb_writer_stats(struct tb_writer *w, struct tb_writer_stats *s);
 
 /* ---- reads ---------------------------------------------------------------- */
 /* Requests of one tier (tier 0 = all) with departure >= from and arrival < to
