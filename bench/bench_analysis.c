@@ -144,6 +144,11 @@ int main(int argc, char **argv)
     struct tb_units *units;
     CHECK(tb_units_new(&units, svc, nsvc, 1.0));
     double t_svc = now() - t0;
+    if (getenv("BENCH_SVC"))
+        for (size_t i = 0; i < nsvc; i++)
+            fprintf(stderr, "class %u period %" PRId64 " service %" PRId64 " units %.3f n %u/%u m %d\n",
+                    svc[i].class_id, svc[i].period_start_ns, svc[i].service_ns, svc[i].units,
+                    svc[i].samples, svc[i].requests, (int)svc[i].method);
 
     /* Pass 2: windows of the tier and its servers (streaming). */
     t0 = now();

@@ -656,6 +656,86 @@ static int64_t class_overall(const struct tb_class_service *rows, size_t n, int6
     return tmp_s[n - 1];
 }
 
+/* Per class, the median of its isolated samples over every period, for the
+ * classes with at least min_isolated of them (sorted by class). */
+struct pooled {
+    uint32_t class_id;
+    int64_t median;
+    uint64_t seen;
+};
+
+static int cmp_cellp(const void *a, const void *b)
+{
+    const struct cell *x = *(const struct cell *const *)a, *y = *(const struct cell *const *)b;
+    return (x->class_id > y->class_id) - (x->class_id < y->class_id);
+}
+
+static int cmp_pooled(const void *a, const void *b)
+{
+    const struct pooled *x = a, *y = b;
+    return (x->class_id > y->class_id) - (x->class_id < y->class_id);
+}
+
+static const struct pooled *find_pooled(const struct pooled *p, size_t n, uint32_t class_id)
+{
+    struct pooled key = {.class_id = class_id};
+    return n ? bsearch(&key, p, n, sizeof *p, cmp_pooled) : NULL;
+}
+
+static int pool_isolated(const struct tb_svcest *e, struct pooled **out, size_t *nout)
+{
+    *out = NULL;
+    *nout = 0;
+    if (!e->ncells)
+        return 0;
+    const struct cell **cp = malloc(e->ncells * sizeof *cp);
+    struct pooled *p = malloc(e->ncells * sizeof *p);
+    if (!cp || !p) {
+        free(cp);
+        free(p);
+        return TB_E_NOMEM;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < e->cap; i++)
+        if (e->cells[i].class_id)
+            cp[k++] = &e->cells[i];
+    qsort(cp, k, sizeof *cp, cmp_cellp);
+    size_t np = 0;
+    int rc = 0;
+    for (size_t i = 0; i < k && !rc;) {
+        size_t j = i, stored = 0;
+        uint64_t seen = 0;
+        for (; j < k && cp[j]->class_id == cp[i]->class_id; j++) {
+            seen += cp[j]->iso.seen;
+            stored += cp[j]->iso.n;
+        }
+        if (seen >= e->o.min_isolated && stored) {
+            int64_t *v = malloc(stored * sizeof *v);
+            if (!v) {
+                rc = TB_E_NOMEM;
+                break;
+            }
+            size_t m = 0;
+            for (size_t x = i; x < j; x++) {
+                memcpy(v + m, cp[x]->iso.v, cp[x]->iso.n * sizeof *v);
+                m += cp[x]->iso.n;
+            }
+            qsort(v, m, sizeof *v, cmp_i64);
+            p[np++] = (struct pooled){cp[i]->class_id, median_sorted(v, m), seen};
+            free(v);
+        }
+        i = j;
+    }
+    free(cp);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    *out = p;
+    *nout = np;
+    return 0;
+}
+
 int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size_t nov,
                      struct tb_class_service **out, size_t *nout, int64_t *work_unit_ns)
 {
@@ -670,6 +750,8 @@ int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size
     }
     if (rc)
         return rc;
+    struct pooled *pool = NULL;
+    size_t npool = 0;
     struct tb_class_service *rows = calloc(e->ncells ? e->ncells : 1, sizeof *rows);
     int64_t *cls_s = calloc(e->ncells ? e->ncells : 1, sizeof *cls_s);
     double *cls_w = calloc(e->ncells ? e->ncells : 1, sizeof *cls_w);
@@ -679,12 +761,15 @@ int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size
         rc = TB_E_NOMEM;
         goto out;
     }
+    if ((rc = pool_isolated(e, &pool, &npool)))
+        goto out;
     size_t n = 0;
     for (size_t i = 0; i < e->cap; i++) {
         struct cell *c = &e->cells[i];
         if (!c->class_id)
             continue;
         struct tb_class_service *s = &rows[n];
+        const struct pooled *pc = find_pooled(pool, npool, c->class_id);
         s->class_id = c->class_id;
         s->tier = c->tier;
         s->period_start_ns = c->period;
@@ -699,6 +784,14 @@ int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size
             s->service_ns = median_sorted(c->iso.v, c->iso.n);
             s->method = TB_SVC_ISOLATED;
             s->samples = (uint32_t)TB_MIN(c->iso.seen, (uint64_t)UINT32_MAX);
+        } else if (pc) {
+            /* Too few isolated requests in this period — typically one of
+             * sustained overload, where nothing runs alone — but enough over
+             * the whole range: their median. The low quantile of this
+             * period's samples would be all queueing. */
+            s->service_ns = pc->median;
+            s->method = TB_SVC_ISOLATED;
+            s->samples = (uint32_t)TB_MIN(pc->seen, (uint64_t)UINT32_MAX);
         } else if (c->all.n) {
             qsort(c->all.v, c->all.n, sizeof *c->all.v, cmp_i64);
             s->service_ns = quantile_sorted(c->all.v, c->all.n, e->o.fallback_q);
@@ -739,6 +832,7 @@ int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size
     *nout = n;
     rows = NULL;
 out:
+    free(pool);
     free(rows);
     free(cls_s);
     free(cls_w);

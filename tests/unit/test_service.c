@@ -64,6 +64,8 @@ static void call(struct trace *t, uint8_t from, int64_t a, int64_t d)
  *   class 1 after the first minute (6 ms): own [0,3) call [3,9) own [9,12)
  *   class 2 (7 ms): own [0,3) call [3,6) own [6,8) call [8,11) own [11,13)
  *   class 3: 3.0 .. 3.4 ms, no calls, 5 requests (too few: low quantile)
+ *   class 4: 4 ms alone in the first minute; in the second only overlapping
+ *            pairs of 40 ms (queueing): its isolated median over both
  * Calls from 10.0.0.9 (not a host of the tier) and 10.0.0.5 (the host of
  * another server) overlap the lives but are not the app's own. Twenty
  * overlapping pairs of class 1 are never isolated. */
@@ -90,10 +92,16 @@ static void build(struct trace *t)
         up(t, 1, x + 1 * MS, x + 13 * MS);
         call(t, 1, x + 3 * MS, x + 11 * MS);
     }
+    for (int i = 0; i < 25; i++, x += 100 * MS)
+        up(t, 4, x, x + 4 * MS);
     x = 61 * SEC;
     for (int i = 0; i < 22; i++, x += 100 * MS) {
         up(t, 1, x, x + 12 * MS);
         call(t, 1, x + 3 * MS, x + 9 * MS);
+    }
+    for (int i = 0; i < 10; i++, x += 100 * MS) {
+        up(t, 4, x, x + 40 * MS);
+        up(t, 4, x + 1 * MS, x + 41 * MS);
     }
 }
 
@@ -115,7 +123,7 @@ static void test_two_tier(void **state)
     assert_int_equal(tb_service_estimate(t.up, t.nup, t.down, t.ndown, hosts, 2, NULL, 0, &o, &s,
                                          &n, &unit),
                      0);
-    assert_int_equal(n, 4);
+    assert_int_equal(n, 6);
     assert_int_equal(unit, 1 * MS);
     /* class 1, first minute: 30 isolated samples of exactly 4 ms. */
     assert_int_equal(s[0].class_id, 1);
@@ -143,6 +151,18 @@ static void test_two_tier(void **state)
     assert_int_equal(s[3].method, TB_SVC_QUANTILE);
     assert_int_equal(s[3].samples, 5);
     assert_near(s[3].units, 3.0, 1e-12);
+    /* class 4: the second minute has no isolated request; the low quantile of
+     * its samples would be 40 ms of queueing, the pooled isolated median is
+     * right. */
+    assert_int_equal(s[4].class_id, 4);
+    assert_int_equal(s[4].service_ns, 4 * MS);
+    assert_int_equal(s[4].samples, 25);
+    assert_int_equal(s[5].class_id, 4);
+    assert_int_equal(s[5].period_start_ns, 60 * SEC);
+    assert_int_equal(s[5].service_ns, 4 * MS);
+    assert_int_equal(s[5].method, TB_SVC_ISOLATED);
+    assert_int_equal(s[5].samples, 25);
+    assert_int_equal(s[5].requests, 20);
 
     /* Units lookup by arrival: period rows, before-first and unknown class. */
     struct tb_units *u;
