@@ -48,24 +48,31 @@ step "tbneck report --tier mysql --window 50ms --plot demo-out/db.png"
 
 step "ground truth: did each injected GC pause fall inside a congestion episode of its server?"
 found=0
+frozen=0
 total=0
 tail -n +2 "$out/sim.freezes.csv" | cut -d, -f1 | sort -u >"$out/frozen-servers.txt"
 while read -r server; do
     "$tbneck" report --tier http-8080 --server "$server" --window 50ms --db "$out/tbneck.db" \
         --format csv >"$out/episodes-$server.csv"
-    read -r f n < <(awk -F, -v s="$server" '
+    # Columns: tier,server,start_ns,end_ns,duration_ns,peak_load,mean_load,throughput,kind
+    read -r f z n < <(awk -F, -v s="$server" '
         FNR == 1 { next }
-        FILENAME ~ /episodes/ { es[++ne] = $3; ee[ne] = $4; next }
+        FILENAME ~ /episodes/ { es[++ne] = $3; ee[ne] = $4; ek[ne] = $9; next }
         $1 == s {
             total++
-            for (i = 1; i <= ne; i++) if (es[i] < $3 && ee[i] > $2) { found++; break }
+            hit = 0; fz = 0
+            for (i = 1; i <= ne; i++)
+                if (es[i] < $3 && ee[i] > $2) { hit = 1; if (ek[i] == "freeze") fz = 1 }
+            found += hit; frozen += fz
         }
-        END { print found + 0, total + 0 }' "$out/episodes-$server.csv" "$out/sim.freezes.csv")
-    echo "  $server: $f of $n pauses inside an episode"
+        END { print found + 0, frozen + 0, total + 0 }' "$out/episodes-$server.csv" \
+        "$out/sim.freezes.csv")
+    echo "  $server: $f of $n pauses inside an episode ($z inside one of kind freeze)"
     found=$((found + f))
+    frozen=$((frozen + z))
     total=$((total + n))
 done <"$out/frozen-servers.txt"
-echo "  all app servers: $found of $total injected pauses detected"
+echo "  all app servers: $found of $total injected pauses inside an episode, $frozen of kind freeze"
 
 step "done in $(($(date +%s) - t0)) s"
 echo "plots:  $out/app.png  $out/db.png"
