@@ -46,6 +46,11 @@ struct pipe {
     const char *tier_name;
     struct tb_request *rq;
     size_t nrq;
+    /* Every tier's requests in the range, read once when first needed (the
+     * downstream calls for service times, the cross-tier correlation). */
+    struct tb_request *all;
+    size_t nall;
+    bool have_all;
     int64_t w0;          /* first window start */
     size_t nwin;         /* windows per row */
     uint32_t *servers;   /* rows 1..nservers */
@@ -58,8 +63,22 @@ struct pipe {
 static void pipe_free(struct pipe *p)
 {
     free(p->rq);
+    free(p->all);
     free(p->servers);
     free(p->count);
+}
+
+static int pipe_all(struct pipe *p)
+{
+    if (p->have_all)
+        return 0;
+    int rc = tb_store_requests(p->st, 0, p->o->from_ns, p->o->to_ns, &p->all, &p->nall);
+    if (rc) {
+        seterr(p->err, p->errlen, "reading the requests of every tier: %s", tb_strerror(rc));
+        return rc;
+    }
+    p->have_all = true;
+    return 0;
 }
 
 /* Loads the requests and fixes the window grid: from the first window holding
@@ -506,8 +525,8 @@ static int estimate_services(struct pipe *p, struct tb_class_service **svc, size
     size_t nov = 0;
     struct tb_svc_host *hosts = NULL;
     size_t nhosts = 0;
-    struct tb_request *all = NULL, *down = NULL;
-    size_t nall = 0, ndown = 0;
+    struct tb_request *down = NULL;
+    size_t ndown = 0;
     int rc = 0;
     if (p->o->service_file)
         rc = overrides_from_file(p, &ov, &nov);
@@ -521,13 +540,9 @@ static int estimate_services(struct pipe *p, struct tb_class_service **svc, size
     /* The downstream calls only matter while a request of this tier is in
      * flight, so the same range bounds them. */
     if (nhosts && tb_catalog_tier_count(p->cat) > 1) {
-        rc = tb_store_requests(p->st, 0, p->o->from_ns, p->o->to_ns, &all, &nall);
-        if (rc) {
-            seterr(p->err, p->errlen, "reading downstream requests: %s", tb_strerror(rc));
+        if ((rc = pipe_all(p)) != 0)
             goto out;
-        }
-        rc = downstream(all, nall, p->tier, hosts, nhosts, &down, &ndown);
-        free(all);
+        rc = downstream(p->all, p->nall, p->tier, hosts, nhosts, &down, &ndown);
         if (rc)
             goto out;
     }
@@ -855,20 +870,20 @@ static double called_by_tiers_share(const struct tb_catalog *cat, uint32_t tier,
  * (windows without front-tier completions have no response time and are
  * left out). Windows here count every request as one unit: only load and
  * response time are used. */
-static int build_corr(struct tb_store *st, const struct tb_catalog *cat, struct tb_report *rep,
-                      char *errbuf, size_t errlen)
+static int build_corr(struct pipe *p, struct tb_report *rep)
 {
+    const struct tb_catalog *cat = p->cat;
+    char *errbuf = p->err;
+    size_t errlen = p->errlen;
     const struct tb_analysis_result *tot = &rep->total;
     if (!tot->nwin)
         return 0;
     int64_t from = tot->win[0].start_ns, to = from + (int64_t)tot->nwin * rep->width_ns;
-    struct tb_request *all = NULL;
-    size_t nall = 0;
-    int rc = tb_store_requests(st, 0, from, to, &all, &nall);
-    if (rc) {
-        seterr(errbuf, errlen, "reading the requests of every tier: %s", tb_strerror(rc));
+    int rc = pipe_all(p);
+    if (rc)
         return rc;
-    }
+    const struct tb_request *all = p->all;
+    size_t nall = p->nall;
     uint32_t nt = tb_catalog_tier_count(cat);
     struct tb_window **tw = calloc((size_t)nt + 1, sizeof *tw);
     size_t *ntw = calloc((size_t)nt + 1, sizeof *ntw);
@@ -879,7 +894,7 @@ static int build_corr(struct tb_store *st, const struct tb_catalog *cat, struct 
         goto out;
     }
     for (size_t i = 0; i < nall; i++)
-        if (all[i].tier <= nt)
+        if (all[i].tier <= nt && all[i].departure_ns >= from && all[i].arrival_ns < to)
             cnt[all[i].tier]++;
     double best = 2;
     for (uint32_t t = 1; t <= nt; t++) {
@@ -925,7 +940,6 @@ out:
         free(tw[t]);
     free(tw);
     free(ntw);
-    free(all);
     free(cnt);
     return rc;
 }
@@ -944,9 +958,9 @@ int tb_report_build(struct tb_store *st, const struct tb_catalog *cat, uint32_t 
     if (!rc)
         rc = run(&p, &rep->total, o->server ? NULL : &rep->servers,
                  o->server ? NULL : &rep->nservers);
-    pipe_free(&p);
     if (!rc)
-        rc = build_corr(st, cat, rep, errbuf, errlen);
+        rc = build_corr(&p, rep);
+    pipe_free(&p);
     if (rc)
         tb_report_free(rep);
     return rc;

@@ -352,6 +352,21 @@ static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t o
     }
 }
 
+const struct tb_tier_corr *tb_report_explains(const struct tb_report *r)
+{
+    /* The front tier's own load always follows its response time (Little's
+     * law: load = rate x response time), so only the tiers behind it can
+     * explain it; corr is sorted strongest first. */
+    for (size_t i = 0; i < r->ncorr; i++) {
+        if (r->corr[i].tier == r->front_tier)
+            continue;
+        if (isfinite(r->corr[i].r) && r->corr[i].r >= 0.5)
+            return &r->corr[i];
+        return NULL;
+    }
+    return NULL;
+}
+
 static void text_corr(FILE *f, const struct tb_report *r, const struct tb_catalog *cat)
 {
     char b[3][32];
@@ -370,13 +385,11 @@ static void text_corr(FILE *f, const struct tb_report *r, const struct tb_catalo
         fprintf(f, "  %s r=%s", tier_name(cat, r->corr[i].tier),
                 fmt_num(r->corr[i].r, 2, b[2], 32));
     fprintf(f, "\n");
-    /* corr is sorted strongest first. A downstream tier's load is part of the
-     * front tier's response time, so it is the best explanation when it
-     * correlates about as well. */
-    if (isfinite(r->corr[0].r) && r->corr[0].r >= 0.5)
+    const struct tb_tier_corr *best = tb_report_explains(r);
+    if (best)
         fprintf(f, "-> %s's load explains the response-time spikes best (r=%.2f)\n",
-                tier_name(cat, r->corr[0].tier), r->corr[0].r);
-    else
+                tier_name(cat, best->tier), best->r);
+    else if (r->ncorr > 1)
         fprintf(f, "-> no tier's load explains the response-time spikes well (best r < 0.5)\n");
 }
 
@@ -541,6 +554,12 @@ int tb_report_write_json(FILE *f, const struct tb_report *r, const struct tb_cat
     fputs("],\"correlation\":{\"front_tier\":", f);
     if (r->front_tier)
         tb_json_str(f, tier_name(cat, r->front_tier));
+    else
+        fputs("null", f);
+    const struct tb_tier_corr *best = tb_report_explains(r);
+    fputs(",\"explained_by\":", f);
+    if (best)
+        tb_json_str(f, tier_name(cat, best->tier));
     else
         fputs("null", f);
     fputs(",\"tiers\":[", f);

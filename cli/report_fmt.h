@@ -27,6 +27,9 @@ extern const char *const tb_dur_bin_names[TB_DUR_BINS];
 void tb_dur_dist(const struct tb_episode *ep, size_t n, struct tb_dur_dist *d);
 
 const char *tb_episode_kind_name(enum tb_episode_kind k);
+/* The tier behind the front tier whose load correlates best (r >= 0.5) with
+ * the front tier's response time; NULL when none does. */
+const struct tb_tier_corr *tb_report_explains(const struct tb_report *r);
 const char *tb_svc_method_name(enum tb_svc_method m);
 
 /* Text for people: per server and for the tier, with warnings and lists. */

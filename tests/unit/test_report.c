@@ -189,7 +189,8 @@ static void test_json(void **state)
             i++;
         fail_msg("JSON differs at byte %zu:\n got: %.80s\nwant: %.80s", i, out + i, head + i);
     }
-    const char *tail = "\"correlation\":{\"front_tier\":\"web\",\"tiers\":[{\"tier\":\"mysql\","
+    const char *tail = "\"correlation\":{\"front_tier\":\"web\",\"explained_by\":\"mysql\","
+                       "\"tiers\":[{\"tier\":\"mysql\","
                        "\"r\":0.875,\"requests\":29},{\"tier\":\"web\",\"r\":null,"
                        "\"requests\":40}]}}\n";
     assert_true(strlen(out) > strlen(tail));
@@ -251,6 +252,22 @@ static void test_text(void **state)
     /* Both estimates within 20%: no warning for the tier. */
     assert_null(strstr(out, "warning: tier mysql"));
     free(out);
+}
+
+/* The front tier's own load always follows its response time: it never
+ * "explains" it; the strongest tier behind it does, when r >= 0.5. */
+static void test_explains(void **state)
+{
+    struct fixture *fx = *state;
+    struct tb_report *r = &fx->rep;
+    assert_ptr_equal(tb_report_explains(r), &r->corr[0]);
+    r->corr[1] = r->corr[0];
+    r->corr[0] = (struct tb_tier_corr){r->front_tier, 0.99, 40};
+    assert_ptr_equal(tb_report_explains(r), &r->corr[1]);
+    r->corr[1].r = 0.49;
+    assert_null(tb_report_explains(r));
+    r->ncorr = 1;
+    assert_null(tb_report_explains(r));
 }
 
 static void test_dur_dist(void **state)
@@ -384,6 +401,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_text, setup, teardown),
         cmocka_unit_test_setup_teardown(test_win_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plot_script, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_explains, setup, teardown),
         cmocka_unit_test(test_dur_dist),
         cmocka_unit_test(test_cli_parse),
         cmocka_unit_test(test_escaping),
