@@ -717,6 +717,8 @@ static int pool_isolated(const struct tb_svcest *e, struct pooled **out, size_t 
             }
             size_t m = 0;
             for (size_t x = i; x < j; x++) {
+                if (!cp[x]->iso.n)
+                    continue;
                 memcpy(v + m, cp[x]->iso.v, cp[x]->iso.n * sizeof *v);
                 m += cp[x]->iso.n;
             }

@@ -148,9 +148,12 @@ void tb_svc_opts_default(struct tb_svc_opts *o);
  * its sample is its duration minus the time during which calls from its
  * server's machine (hosts with that server, or server 0) were in flight
  * (union of the calls, clipped to its life). Per (class, period): the median
- * of the isolated samples when there are at least min_isolated, otherwise the
- * fallback_q quantile of all its samples (non-isolated ones minus their
- * calls' time likewise); an override replaces both in every period.
+ * of the isolated samples when there are at least min_isolated; otherwise the
+ * median of the class's isolated samples over all periods when those are
+ * enough (a period of sustained overload has no request alone, and its low
+ * quantile would be queueing); otherwise the fallback_q quantile of all its
+ * samples (non-isolated ones minus their calls' time likewise). An override
+ * replaces all of these in every period.
  *
  * The work unit is computed once over all periods (so normalized throughput
  * stays comparable across periods) from per-class service times over the
