@@ -119,10 +119,32 @@ static bool get_params(struct tb_web *w, struct tb_http_conn *c, const char *q, 
     return true;
 }
 
-/* Runs (or loads from the database) the analysis the endpoint needs. */
-static bool analyze(struct tb_web *w, struct tb_http_conn *c, const struct params *p,
-                    struct tb_analysis_result *res)
+/* Runs (or loads from the database) the analysis the endpoint needs. The page
+ * asks for windows, scatter, episodes and analysis of the same tier and width
+ * at once; a few results are kept, keyed by their parameters and the tier's
+ * request count (which changes while a capture writes), so that costs one
+ * analysis rather than four. The result is borrowed from the cache. */
+static const struct tb_analysis_result *analyze(struct tb_web *w, struct tb_http_conn *c,
+                                                const struct params *p)
 {
+    uint64_t count = 0;
+    if (tb_store_request_count(w->st, p->tier, &count) < 0) {
+        tb_http_error(c, 500, "cannot read the database");
+        return NULL;
+    }
+    struct tb_web_cached *slot = &w->cache[0];
+    w->cache_clock++;
+    for (size_t i = 0; i < TB_WEB_CACHE; i++) {
+        struct tb_web_cached *e = &w->cache[i];
+        if (e->used && e->tier == p->tier && e->server == p->server &&
+            e->width_ns == p->width_ns && e->from_ns == p->from_ns && e->to_ns == p->to_ns &&
+            e->count == count) {
+            e->last_use = w->cache_clock;
+            return &e->res;
+        }
+        if (!e->used || (slot->used && e->last_use < slot->last_use))
+            slot = e;
+    }
     struct tb_analyze_opts o = {
         .width_ns = p->width_ns,
         .from_ns = p->from_ns,
@@ -130,21 +152,43 @@ static bool analyze(struct tb_web *w, struct tb_http_conn *c, const struct param
         .server = p->server,
     };
     char err[256] = "";
-    memset(res, 0, sizeof *res);
-    int rc = tb_analyze_tier(w->st, w->cat, p->tier, &o, res, err, sizeof err);
+    struct tb_analysis_result res;
+    memset(&res, 0, sizeof res);
+    int rc = tb_analyze_tier(w->st, w->cat, p->tier, &o, &res, err, sizeof err);
     if (rc < 0) {
         char msg[320];
         snprintf(msg, sizeof msg, "analysis of tier '%s' failed: %s", p->tier_name,
                  err[0] ? err : tb_strerror(rc));
         tb_http_error(c, rc == TB_E_NOTFOUND ? 404 : 500, msg);
-        return false;
+        return NULL;
     }
-    if (res->nwin > API_MAX_WINDOWS) {
-        tb_analysis_result_free(res);
-        tb_http_error(c, 400, "too many windows for this width: narrow from/to or widen");
-        return false;
+    if (res.nwin > API_MAX_WINDOWS) {
+            tb_http_error(c, 400, "too many windows for this width: narrow from/to or widen");
+        return NULL;
     }
-    return true;
+    if (slot->used)
+        tb_analysis_result_free(&slot->res);
+    *slot = (struct tb_web_cached){
+        .used = true,
+        .tier = p->tier,
+        .server = p->server,
+        .width_ns = p->width_ns,
+        .from_ns = p->from_ns,
+        .to_ns = p->to_ns,
+        .count = count,
+        .last_use = w->cache_clock,
+        .res = res,
+    };
+    return &slot->res;
+}
+
+void tb__web_cache_clear(struct tb_web *w)
+{
+    for (size_t i = 0; i < TB_WEB_CACHE; i++) {
+        if (w->cache[i].used)
+            tb_analysis_result_free(&w->cache[i].res);
+        w->cache[i].used = false;
+    }
 }
 
 static void head(struct tb_buf *b, const struct params *p)
@@ -213,21 +257,20 @@ static void api_tiers(struct tb_web *w, struct tb_http_conn *c)
 
 static void api_windows(struct tb_web *w, struct tb_http_conn *c, const struct params *p)
 {
-    struct tb_analysis_result res;
-    if (!analyze(w, c, p, &res))
+    const struct tb_analysis_result *r = analyze(w, c, p);
+    if (!r)
         return;
     struct tb_buf b;
     tb_buf_init(&b);
     head(&b, p);
-    tb_buf_printf(&b, ",\"count\":%zu", res.nwin);
-    COLUMN(&b, "start_ns", &res, tb_buf_json_i64(&b, win->start_ns));
-    COLUMN(&b, "load", &res, tb_buf_json_num(&b, win->load));
-    COLUMN(&b, "completions", &res, tb_buf_printf(&b, "%u", win->completions));
-    COLUMN(&b, "throughput", &res, tb_buf_json_num(&b, win->throughput));
-    COLUMN(&b, "norm_throughput", &res, tb_buf_json_num(&b, win->norm_throughput));
-    COLUMN(&b, "rt_mean_ns", &res, tb_buf_json_num(&b, win->rt_mean_ns));
+    tb_buf_printf(&b, ",\"count\":%zu", r->nwin);
+    COLUMN(&b, "start_ns", r, tb_buf_json_i64(&b, win->start_ns));
+    COLUMN(&b, "load", r, tb_buf_json_num(&b, win->load));
+    COLUMN(&b, "completions", r, tb_buf_printf(&b, "%u", win->completions));
+    COLUMN(&b, "throughput", r, tb_buf_json_num(&b, win->throughput));
+    COLUMN(&b, "norm_throughput", r, tb_buf_json_num(&b, win->norm_throughput));
+    COLUMN(&b, "rt_mean_ns", r, tb_buf_json_num(&b, win->rt_mean_ns));
     tb_buf_puts(&b, "}\n");
-    tb_analysis_result_free(&res);
     send_buf(c, &b);
 }
 
@@ -272,10 +315,10 @@ static void analysis_fields(struct tb_buf *b, const struct tb_analysis *a)
 
 static void api_scatter(struct tb_web *w, struct tb_http_conn *c, const struct params *p)
 {
-    struct tb_analysis_result res;
-    if (!analyze(w, c, p, &res))
+    const struct tb_analysis_result *r = analyze(w, c, p);
+    if (!r)
         return;
-    const struct tb_analysis *a = &res.a;
+    const struct tb_analysis *a = &r->a;
     /* The same threshold the episodes were cut with (correlate.h,
      * tb_nstar_threshold): the intervention N*, else the fit's knee. */
     double thr = isfinite(a->n_star) ? a->n_star : a->n_star_fit;
@@ -293,52 +336,50 @@ static void api_scatter(struct tb_web *w, struct tb_http_conn *c, const struct p
     tb_buf_json_num(&b, a->slope);
     tb_buf_puts(&b, ",\"threshold\":");
     tb_buf_json_num(&b, thr);
-    tb_buf_printf(&b, ",\"count\":%zu", res.nwin);
-    COLUMN(&b, "start_ns", &res, tb_buf_json_i64(&b, win->start_ns));
-    COLUMN(&b, "load", &res, tb_buf_json_num(&b, win->load));
-    COLUMN(&b, "throughput", &res, tb_buf_json_num(&b, win->throughput));
-    COLUMN(&b, "norm_throughput", &res, tb_buf_json_num(&b, win->norm_throughput));
-    COLUMN(&b, "congested", &res,
+    tb_buf_printf(&b, ",\"count\":%zu", r->nwin);
+    COLUMN(&b, "start_ns", r, tb_buf_json_i64(&b, win->start_ns));
+    COLUMN(&b, "load", r, tb_buf_json_num(&b, win->load));
+    COLUMN(&b, "throughput", r, tb_buf_json_num(&b, win->throughput));
+    COLUMN(&b, "norm_throughput", r, tb_buf_json_num(&b, win->norm_throughput));
+    COLUMN(&b, "congested", r,
            tb_buf_puts(&b, have_n && win->load >= thr ? "1" : "0"));
-    COLUMN(&b, "freeze", &res, tb_buf_puts(&b, in_freeze(&res, win) ? "1" : "0"));
+    COLUMN(&b, "freeze", r, tb_buf_puts(&b, in_freeze(r, win) ? "1" : "0"));
     tb_buf_puts(&b, "}\n");
-    tb_analysis_result_free(&res);
     send_buf(c, &b);
 }
 
 static void api_episodes(struct tb_web *w, struct tb_http_conn *c, const struct params *p)
 {
-    struct tb_analysis_result res;
-    if (!analyze(w, c, p, &res))
+    const struct tb_analysis_result *r = analyze(w, c, p);
+    if (!r)
         return;
     struct tb_buf b;
     tb_buf_init(&b);
     head(&b, p);
-    tb_buf_printf(&b, ",\"count\":%zu,\"episodes\":[", res.nep);
-    for (size_t i = 0; i < res.nep; i++) {
-        tb__web_json_episode(&b, NULL, &res.ep[i]);
+    tb_buf_printf(&b, ",\"count\":%zu,\"episodes\":[", r->nep);
+    for (size_t i = 0; i < r->nep; i++) {
+        tb__web_json_episode(&b, NULL, &r->ep[i]);
         tb_buf_add(&b, ",", 1);
     }
     tb_buf_trim_comma(&b);
     tb_buf_puts(&b, "]}\n");
-    tb_analysis_result_free(&res);
     send_buf(c, &b);
 }
 
 static void api_analysis(struct tb_web *w, struct tb_http_conn *c, const struct params *p)
 {
-    struct tb_analysis_result res;
-    if (!analyze(w, c, p, &res))
+    const struct tb_analysis_result *r = analyze(w, c, p);
+    if (!r)
         return;
     struct tb_buf b;
     tb_buf_init(&b);
     head(&b, p);
-    analysis_fields(&b, &res.a);
-    tb_buf_printf(&b, ",\"windows\":%zu,\"episodes\":%zu,\"classes\":[", res.nwin, res.nep);
+    analysis_fields(&b, &r->a);
+    tb_buf_printf(&b, ",\"windows\":%zu,\"episodes\":%zu,\"classes\":[", r->nwin, r->nep);
     /* The costliest classes first would need a sort; the page shows a few, so
      * the service table is sent as computed and the client sorts. */
-    for (size_t i = 0; i < res.nsvc && i < 200; i++) {
-        const struct tb_class_service *s = &res.svc[i];
+    for (size_t i = 0; i < r->nsvc && i < 200; i++) {
+        const struct tb_class_service *s = &r->svc[i];
         const struct tb_class_info *ci = tb_catalog_class_get(w->cat, s->class_id);
         tb_buf_puts(&b, "{\"class\":");
         tb_buf_json_str(&b, ci ? ci->text : "?");
@@ -350,7 +391,6 @@ static void api_analysis(struct tb_web *w, struct tb_http_conn *c, const struct 
     }
     tb_buf_trim_comma(&b);
     tb_buf_puts(&b, "]}\n");
-    tb_analysis_result_free(&res);
     send_buf(c, &b);
 }
 

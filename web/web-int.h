@@ -11,6 +11,19 @@
 #include "store.h"
 
 #define TB_WEB_MAX_TIERS 256
+#define TB_WEB_CACHE 8
+
+#include "analyze.h"
+
+/* One analysis kept for the API (api.c, analyze()). */
+struct tb_web_cached {
+    bool used;
+    uint32_t tier, server;
+    int64_t width_ns, from_ns, to_ns;
+    uint64_t count;    /* the tier's request count when it was computed */
+    uint64_t last_use;
+    struct tb_analysis_result res;
+};
 
 struct tb_web {
     uv_loop_t *loop;
@@ -25,11 +38,14 @@ struct tb_web {
     int64_t win_seen[TB_WEB_MAX_TIERS];
     int64_t ep_seen[TB_WEB_MAX_TIERS];
     int64_t health_seen;
+    struct tb_web_cached cache[TB_WEB_CACHE];
+    uint64_t cache_clock;
 };
 
 void tb__web_static(struct tb_web *w, struct tb_http_conn *c, const char *raw_path);
 const char *tb__web_content_type(const char *path);
 void tb__web_api(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_req *r);
+void tb__web_cache_clear(struct tb_web *w);
 /* Reloads the catalog from the database (tiers appear while a capture runs). */
 int tb__web_reload_catalog(struct tb_web *w);
 

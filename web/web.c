@@ -27,6 +27,7 @@ int tb__web_reload_catalog(struct tb_web *w)
     if (w->cat)
         tb_catalog_free(w->cat);
     w->cat = cat;
+    /* Cached results refer to catalog ids, which a reload keeps; they stay. */
     return 0;
 }
 
@@ -341,6 +342,7 @@ void tb_web_close(struct tb_web *w)
         return;
     w->closing = true;
     tb_http_close(w->http);
+    tb__web_cache_clear(w);
     if (w->cat)
         tb_catalog_free(w->cat);
     w->cat = NULL;
