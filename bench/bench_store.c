@@ -87,7 +87,7 @@ static void make_requests(struct tb_catalog *cat, struct tb_request *rq, size_t 
 
 static double bench_writer(const char *path, struct tb_catalog *cat, const struct tb_request *rq,
                            size_t n, double *caller_ns, double *cpu_rate,
-                           struct tb_writer_stats *ws)
+                           struct tb_writer_stats *ws, double *index_s)
 {
     struct tb_store *st;
     struct tb_writer *w;
@@ -115,6 +115,12 @@ static double bench_writer(const char *path, struct tb_catalog *cat, const struc
         fprintf(stderr, "bench_store: writer failed: %s\n", tb_strerror(rc));
         exit(1);
     }
+    double t3 = now_s();
+    if (tb_store_capture_end(st, cap, NULL)) {
+        fprintf(stderr, "bench_store: ending the capture failed\n");
+        exit(1);
+    }
+    *index_s = now_s() - t3;
     uint64_t count = 0;
     tb_store_request_count(st, 0, &count);
     if (count != n) {
@@ -226,9 +232,9 @@ int main(int argc, char **argv)
         return 1;
     make_requests(cat, rq, n);
 
-    double caller_ns, cpu_rate;
+    double caller_ns, cpu_rate, index_s;
     struct tb_writer_stats ws;
-    double writer = bench_writer(db, cat, rq, n, &caller_ns, &cpu_rate, &ws);
+    double writer = bench_writer(db, cat, rq, n, &caller_ns, &cpu_rate, &ws, &index_s);
     double fw = bench_fwrite(raw, rq, n);
     size_t nn = n < 2000 ? n : 2000;
     double nv = bench_naive(naive, rq, nn);
@@ -243,6 +249,7 @@ int main(int argc, char **argv)
            (double)ws.rows / ((double)ws.cpu_ns * 1e-9),
            (double)ws.rows / ((double)ws.write_ns * 1e-9), (unsigned long long)ws.batches,
            (unsigned long long)ws.max_queued, (double)ws.caller_blocked_ns * 1e-9);
+    printf("end of capture: read index built in %.2f s\n", index_s);
     printf("baseline fwrite %zu-byte records + fdatasync: %.0f rows/s (writer = %.2fx)\n",
            sizeof *rq, fw, writer / fw);
     printf("baseline sqlite autocommit per row (%zu rows): %.0f rows/s (writer = %.0fx)\n", nn,

@@ -106,13 +106,30 @@ void tb_store_close(struct tb_store *st)
 const char *tb_store_path(const struct tb_store *st) { return st->d.path; }
 
 /* The read index is built once the bulk insert is over: maintaining it row by
- * row would slow the writer several times over. A read-only handle scans. */
-static int ensure_index(struct tb_store *st)
+ * row would slow the writer several times over. Readers build it on first
+ * use only when no capture is running, because CREATE INDEX holds the write
+ * lock for as long as it takes (seconds on a large table) and a live
+ * capture's writer would wait on it, then pay for the index on every insert.
+ * Until then, and on a read-only handle, reads scan. */
+static int ensure_index(struct tb_store *st, bool force)
 {
+    sqlite3_stmt *s;
+    int rc;
     if (st->index_ready || st->d.readonly)
         return 0;
-    int rc = tb__db_exec(&st->d, "CREATE INDEX IF NOT EXISTS requests_tier_arrival "
-                                 "ON requests(tier_id, arrival_ns)");
+    if (!force) {
+        int64_t running = 0;
+        if ((rc = tb__db_prep(&st->d, "SELECT count(*) FROM captures WHERE ended_ns IS NULL",
+                              &s)))
+            return rc;
+        if (sqlite3_step(s) == SQLITE_ROW)
+            running = sqlite3_column_int64(s, 0);
+        sqlite3_reset(s);
+        if (running > 0)
+            return 0;
+    }
+    rc = tb__db_exec(&st->d, "CREATE INDEX IF NOT EXISTS requests_tier_arrival "
+                             "ON requests(tier_id, arrival_ns)");
     if (rc == 0)
         st->index_ready = true;
     return rc;
@@ -260,7 +277,7 @@ int tb_store_capture_end(struct tb_store *st, int64_t capture_id,
         return rc;
     if (sqlite3_changes(st->d.db) != 1)
         return TB_E_NOTFOUND;
-    return ensure_index(st);
+    return ensure_index(st, true);
 }
 
 int tb_store_next_conn(struct tb_store *st, uint64_t *conn)
@@ -386,7 +403,7 @@ int tb_store_requests(struct tb_store *st, uint32_t tier, int64_t from_ns, int64
     int rc, src;
     *out = NULL;
     *n = 0;
-    if ((rc = ensure_index(st)) || (rc = load_endpoints(st, &ep, &nep)))
+    if ((rc = ensure_index(st, false)) || (rc = load_endpoints(st, &ep, &nep)))
         goto out;
     if ((rc = tb__db_prep(&st->d, tier ? sql_tier : sql_all, &s)))
         goto out;
@@ -432,7 +449,7 @@ int tb_store_request_count(struct tb_store *st, uint32_t tier, uint64_t *n)
 {
     sqlite3_stmt *s;
     int rc;
-    if ((rc = ensure_index(st)) ||
+    if ((rc = ensure_index(st, false)) ||
         (rc = tb__db_prep(&st->d,
                           tier ? "SELECT count(*) FROM requests WHERE tier_id = ?1"
                                : "SELECT count(*) FROM requests WHERE ?1 = 0",
@@ -451,7 +468,7 @@ int tb_store_time_span(struct tb_store *st, uint32_t tier, int64_t *first_ns, in
 {
     sqlite3_stmt *s;
     int rc;
-    if ((rc = ensure_index(st)) ||
+    if ((rc = ensure_index(st, false)) ||
         (rc = tb__db_prep(&st->d,
                           tier ? "SELECT min(arrival_ns), max(departure_ns) FROM requests "
                                  "WHERE tier_id = ?1"
@@ -474,7 +491,7 @@ int tb_store_time_span(struct tb_store *st, uint32_t tier, int64_t *first_ns, in
 
 int tb_store_export_requests(struct tb_store *st, const char *tier_name, FILE *out)
 {
-    int rc = ensure_index(st);
+    int rc = ensure_index(st, false);
     return rc ? rc : tb__store_export(&st->d, tier_name, out);
 }
 

@@ -607,6 +607,22 @@ static void test_requests_export(void **state)
     assert_int_equal(next, 10);
     /* Clients are interned: 3 addresses for 4 requests. */
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM endpoints"), 3);
+    /* Reads during a running capture scan rather than build the index under
+     * the writer's feet; ending the capture builds it, and reads still agree. */
+    const char *q_index = "SELECT count(*) FROM sqlite_master WHERE type = 'index' "
+                          "AND name = 'requests_tier_arrival'";
+    assert_int_equal(raw_int(f->path, q_index), 0);
+    assert_int_equal(tb_store_capture_end(st, 1, NULL), 0);
+    assert_int_equal(raw_int(f->path, q_index), 1);
+    assert_int_equal(tb_store_requests(st, 2, 1900, INT64_MAX, &got, &n), 0);
+    assert_int_equal(n, 1);
+    assert_request_equal(&got[0], &rq[0]);
+    free(got);
+    mem = open_memstream(&buf, &len);
+    assert_int_equal(tb_store_export_requests(st, NULL, mem), 0);
+    fclose(mem);
+    assert_string_equal(buf, expect_csv);
+    free(buf);
     tb_store_close(st);
 }
 
