@@ -116,6 +116,13 @@ int tb_cmd_report(int argc, char **argv)
         rc = TB_EXIT_FAIL;
         goto out;
     }
+    if (plot && !rep.total.nwin) {
+        /* Say so before printing anything: the command fails as a whole. */
+        tb_log_error("--plot %s: nothing to draw, tier '%s' has no requests in the range", plot,
+                     tier);
+        rc = TB_EXIT_FAIL;
+        goto out;
+    }
     if (fmt == F_JSON)
         e = tb_report_write_json(stdout, &rep, db.cat);
     else if (fmt == F_CSV)

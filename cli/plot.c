@@ -132,6 +132,7 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
      * 6 state, 7 front tier mean RT (ms). */
     fputs("$D << EOD\n", f);
     size_t fk = 0;
+    bool any_rt = false; /* gnuplot refuses a panel whose every point is undefined */
     for (size_t i = 0; i < res->nwin; i++) {
         const struct tb_window *w = &res->win[i];
         fprintf(f, "%.6f", (double)(w->start_ns - t0) / 1e9 + wsec / 2);
@@ -140,7 +141,9 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
         gp_num(f, w->norm_throughput);
         gp_num(f, w->completions ? w->rt_mean_ns / 1e6 : NAN);
         fprintf(f, " %d", st[i]);
-        gp_num(f, have_front ? front_rt_ms(r, &fk, w->start_ns) : NAN);
+        double frt = have_front ? front_rt_ms(r, &fk, w->start_ns) : NAN;
+        gp_num(f, frt);
+        any_rt |= w->completions > 0 || isfinite(frt);
         fputc('\n', f);
     }
     fputs("EOD\n", f);
@@ -233,6 +236,8 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
     fputs("set origin 0,0.0\nset size 0.6,0.325\nset format x '%g'\n"
           "set ylabel 'response time (ms)'\nset xlabel ",
           f);
+    if (!any_rt)
+        fputs("set yrange [0:1]\n", f);
     char xl[128];
     snprintf(xl, sizeof xl, "time since %s (s)", ts);
     gp_str(f, xl);
@@ -248,7 +253,7 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
     fputc('\n', f);
 
     /* (d) the main-sequence scatter. */
-    fputs("set autoscale x\nset xrange [0:*]\nset yrange [0:*]\n"
+    fputs("set autoscale x\nset autoscale y\nset xrange [0:*]\nset yrange [0:*]\n"
           "set origin 0.6,0.0\nset size 0.4,0.945\n"
           "set xlabel 'load (requests in tier, window mean)'\n"
           "set ylabel 'normalized throughput (work units/s)'\n",
@@ -279,6 +284,12 @@ int tb_plot_report(const struct tb_report *r, const struct tb_catalog *cat, cons
     if (fmt < 0) {
         snprintf(errbuf, errlen, "--plot %s: the file name must end in .png or .svg", path);
         return TB_E_INVAL;
+    }
+    if (!r->total.nwin) {
+        const struct tb_tier_info *t = tb_catalog_tier_get(cat, r->tier);
+        snprintf(errbuf, errlen, "--plot %s: nothing to draw, tier '%s' has no requests in the "
+                 "range", path, t ? t->name : "?");
+        return TB_E_NOTFOUND;
     }
     char gp[4096];
     if (tb_plot_find("gnuplot", gp, sizeof gp) != 0) {

@@ -84,6 +84,9 @@ expect 1 "^tbneck: gnuplot not found: install the gnuplot-nox package$" \
     env PATH="$work/emptybin" "$TBNECK" report --tier "$tier" --db "$db" --plot "$work/p.png"
 [ ! -e "$work/p.png" ] || { echo "FAIL: a plot was written without gnuplot"; fails=$((fails+1)); }
 
+expect 1 "nothing to draw, tier '$tier' has no requests in the range" "$TBNECK" report \
+    --tier "$tier" --db "$db" --from 1900000000 --to 1900000001 --plot "$work/p.png" --format csv
+
 # A database written by a newer tbneck (schema version 99).
 cp "$db" "$work/new.db"
 sqlite3 "$work/new.db" "PRAGMA user_version = 99; UPDATE meta SET value = 99 WHERE key = 'schema_version';"

@@ -11,7 +11,8 @@
 #     3 configurations (1, 2, 4 cores) x 5 seeds;
 #  3. freeze episodes at 50 ms against the truth freezes of 100 ms or more:
 #     precision and recall >= 0.95, kind "freeze";
-#  4. a CPU with three speed levels yields three throughput levels.
+#  4. a CPU with three speed levels yields three throughput levels;
+#  5. --plot writes a PNG and an SVG.
 set -euo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}"
 lib="$TB_SRCDIR/tests/e2e/lib"
@@ -91,6 +92,16 @@ for seed in 1 2; do
     p="$work/gc_$seed"
     sim "$lib/report_gc.conf" "$p" --seed "$seed"
     "$TBNECK" report --tier http-8080 --window 50ms --db "$p.db" --format json >"$p.json"
+    if [ "$seed" = 1 ] && command -v gnuplot >/dev/null; then
+        # The plots: one PNG and one SVG image, the text report naming it.
+        "$TBNECK" report --tier http-8080 --db "$p.db" --plot "$p.png" >"$p.txt"
+        "$TBNECK" report --tier http-8080 --db "$p.db" --plot "$p.svg" --format json >/dev/null
+        grep -q "^plot: $p.png$" "$p.txt" || { echo "FAIL: report does not name its plot"; failed=1; }
+        [ "$(head -c 8 "$p.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] ||
+            { echo "FAIL: $p.png is not a PNG"; failed=1; }
+        grep -q "<svg" "$p.svg" || { echo "FAIL: $p.svg is not an SVG"; failed=1; }
+        grep -q "freeze" "$p.svg" || { echo "FAIL: the SVG lacks the freeze points"; failed=1; }
+    fi
     out=$($truth freezes "$p.json" "$p.freezes.csv" 100000000)
     echo "$out"
     read -r _ a b c d <<<"$(tail -1 <<<"$out")"
