@@ -73,8 +73,10 @@ static const char *tier_name(const struct tb_catalog *cat, uint32_t id)
     return t ? t->name : "?";
 }
 
-/* Per-window state: freeze when inside a freeze episode, congested when the
- * load reaches N*. */
+/* Per-window state: congested when the load reaches N*; freeze when inside a
+ * freeze episode and the window's own throughput is far below the
+ * main-sequence curve (an episode also holds the drain after a pause, which
+ * is not frozen). */
 static int *window_states(const struct tb_analysis_result *r)
 {
     int *st = calloc(r->nwin ? r->nwin : 1, sizeof *st);
@@ -84,13 +86,21 @@ static int *window_states(const struct tb_analysis_result *r)
     for (size_t i = 0; i < r->nwin; i++)
         if (isfinite(ns) && r->win[i].load >= ns && r->win[i].load > 0)
             st[i] = ST_CONGESTED;
+    struct tb_nstar_opts no;
+    tb_nstar_opts_default(&no);
+    struct tb_nstar curve = {.slope = r->a.slope, .tp_max = r->a.tp_max};
     size_t k = 0;
     for (size_t e = 0; e < r->nep; e++) {
         const struct tb_episode *ep = &r->ep[e];
         while (k < r->nwin && r->win[k].start_ns < ep->start_ns)
             k++;
-        for (size_t i = k; i < r->nwin && r->win[i].start_ns < ep->end_ns; i++)
-            st[i] = ep->kind == TB_EP_FREEZE ? ST_FREEZE : TB_MAX(st[i], ST_CONGESTED);
+        for (size_t i = k; i < r->nwin && r->win[i].start_ns < ep->end_ns; i++) {
+            st[i] = TB_MAX(st[i], ST_CONGESTED);
+            double c = tb_nstar_curve(&curve, r->win[i].load);
+            if (ep->kind == TB_EP_FREEZE && isfinite(c) &&
+                r->win[i].norm_throughput < no.freeze_frac * c)
+                st[i] = ST_FREEZE;
+        }
     }
     return st;
 }
