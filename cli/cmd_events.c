@@ -128,10 +128,11 @@ static int cmd_import(int argc, char **argv)
             tb_log_error("%s: reading stored events: %s", dbpath, tb_strerror(rc));
             goto out;
         }
-        qsort(old, nold, sizeof *old, cmp_event);
+        if (nold)
+            qsort(old, nold, sizeof *old, cmp_event);
         size_t k = 0;
         for (size_t i = 0; i < n; i++) {
-            if (bsearch(&ev[i], old, nold, sizeof *old, cmp_event)) {
+            if (nold && bsearch(&ev[i], old, nold, sizeof *old, cmp_event)) {
                 dup++;
                 continue;
             }
@@ -190,7 +191,8 @@ static int cmd_list(int argc, char **argv)
         tb_cli_db_close(&db);
         return TB_EXIT_FAIL;
     }
-    qsort(ev, n, sizeof *ev, cmp_event);
+    if (n)
+        qsort(ev, n, sizeof *ev, cmp_event);
     printf("%-24s %10s  %-6s %-16s %s\n", "start (UTC)", "duration", "kind", "tier/host",
            "detail");
     size_t shown = 0;
@@ -518,7 +520,8 @@ static int cmd_report(int argc, char **argv)
             ev[k++] = ev[i];
     }
     nev = k;
-    qsort(ev, nev, sizeof *ev, cmp_event);
+    if (nev)
+        qsort(ev, nev, sizeof *ev, cmp_event);
     if (!all_for_tier)
         tb_log_warn("no '%s' events stored for tier '%s' (import them with 'tbneck events "
                     "import --gc FILE --tier %s')", kind, tier, tier);
