@@ -246,10 +246,11 @@ static int respond(struct tb_http_conn *c, int status, const char *ctype, char *
         return TB_E_INVAL;
     }
     c->responded = true;
-    if (status >= 400 && status != 404 && status != 405)
-        c->close_after = true; /* the rest of the stream cannot be trusted */
-    if (c->method == TB_HTTP_OTHER && status == 405)
-        c->close_after = true; /* its body, if any, was not read */
+    /* Parse errors set close_after themselves (the rest of the byte stream
+     * cannot be trusted); a well-formed request answered 4xx keeps the
+     * connection, as does a 405 whose body the parser has consumed. */
+    if (status >= 500)
+        c->close_after = true;
     char *head = malloc(512 + (extra ? strlen(extra) : 0));
     char *copy = NULL;
     if (!head)

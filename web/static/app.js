@@ -449,7 +449,24 @@ function trim(obj, keys) {
   for (const k of keys) obj[k].splice(0, n - MAX_LIVE_WINDOWS);
 }
 
+// A live capture discovers tiers as traffic arrives: a window of a tier the
+// picker does not list yet reloads the list (at most every 5 s).
+let tiersReloadAt = 0;
+function maybeNewTier(name) {
+  const sel = $('tier');
+  if ([...sel.options].some((o) => o.value === name)) return;
+  const now = Date.now();
+  if (now < tiersReloadAt) return;
+  tiersReloadAt = now + 5000;
+  const first = !state.tier;
+  loadTiers().then(() => {
+    showError('');
+    if (first && state.tier) loadTier();
+  });
+}
+
 function onWindow(w) {
+  maybeNewTier(w.tier);
   if (w.tier !== state.tier || w.width_ns !== state.widthNs || w.server !== 0) return;
   if (!state.win) return;
   const win = state.win, n = win.start_ns.length;
