@@ -151,6 +151,8 @@ struct model {
     bool burst_on;
     double class_wsum;
     struct sbuf msg;
+    time_t date_sec;
+    char date[40];
     char *filler;
     size_t filler_len;
     int err;
@@ -532,6 +534,10 @@ static void fill_template(struct model *m, const char *tpl, char *out, size_t ca
         char val[128];
         const char *rep = NULL;
         size_t skip = 0;
+        if (*p != '{') {
+            out[o++] = *p++;
+            continue;
+        }
         if (!strncmp(p, "{id}", 4)) {
             snprintf(val, sizeof val, "%" PRIu64, 1 + sim_rng_below(&m->rng, 100000));
             rep = val, skip = 4;
@@ -561,16 +567,22 @@ static void fill_template(struct model *m, const char *tpl, char *out, size_t ca
     out[o] = 0;
 }
 
-static void http_date(int64_t ns, char *buf, size_t n)
+/* RFC 9110 IMF-fixdate of the simulated time, formatted once per second. */
+static const char *http_date(struct model *m, int64_t ns)
 {
     static const char *const wd[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
     static const char *const mo[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
     time_t s = (time_t)(ns / TB_NS_PER_SEC);
-    struct tm tm;
-    gmtime_r(&s, &tm);
-    snprintf(buf, n, "%s, %02d %s %04d %02d:%02d:%02d GMT", wd[tm.tm_wday], tm.tm_mday,
-             mo[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    if (s != m->date_sec || !m->date[0]) {
+        struct tm tm;
+        gmtime_r(&s, &tm);
+        snprintf(m->date, sizeof m->date, "%s, %02d %s %04d %02d:%02d:%02d GMT",
+                 wd[tm.tm_wday], tm.tm_mday, mo[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour,
+                 tm.tm_min, tm.tm_sec);
+        m->date_sec = s;
+    }
+    return m->date;
 }
 
 static void http_body(struct model *m, struct sbuf *b, size_t n)
@@ -651,8 +663,7 @@ static void build_http_response(struct model *m, struct job *j, int64_t now)
     /* No body for HEAD, 204 and 304, as RFC 9110 requires. */
     bool nobody = !strcmp(cl->method, "HEAD") || cl->status == 204 || cl->status == 304;
     size_t n = nobody ? 0 : (size_t)llround(sz);
-    char date[64];
-    http_date(now, date, sizeof date);
+    const char *date = http_date(m, now);
     struct sbuf *b = &m->msg;
     b->n = 0;
     sb_fmt(m, b, "HTTP/1.1 %d %s\r\nDate: %s\r\nServer: %s\r\n", cl->status, reason(cl->status),
