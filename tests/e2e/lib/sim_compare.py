@@ -8,7 +8,8 @@ Usage: sim_compare.py exact TRUTH.requests.csv EXPORT.csv
 
 exact: every truth request must be reported once with the same tier, server,
 client, class (the fingerprint), arrival and departure to the nanosecond and
-status, and the connection ids must map one to one; nothing else reported.
+status, no flags (no gap, truncation, mid-stream or close-delimited response),
+and the connection ids must map one to one; nothing else reported.
 
 mostly: at least MIN_EXACT_FRACTION of the truth requests are reported exactly
 (for captures whose packets were reordered); the rest are listed.
@@ -80,6 +81,8 @@ def exact(truth, got):
             why.append("class differs")
         if status_of(g) != status_of(t):
             why.append("status differs")
+        if int(g.get("flags", "0")) != 0:
+            why.append("flags set on a clean exchange")
         a = conn_fwd.setdefault(t["conn"], g["conn"])
         b = conn_back.setdefault(g["conn"], t["conn"])
         if a != g["conn"] or b != t["conn"]:
