@@ -8,14 +8,16 @@
 #       the windows are aligned to multiples of their width, contiguous, and
 #       span the truth requests; completions match the truth departures.
 #   nstar REPORT_JSON EXPECTED_CSV TIER LABEL
-#       prints "nstar LABEL n_star fit expected err_pct fit_err_pct"
+#       prints "nstar LABEL n_star fit expected err_pct fit_err_pct disagree"
 #   freezes REPORT_JSON FREEZES_CSV MIN_NS
 #       prints "freezes TP FP FOUND TRUTH" for freeze-kind episodes of each
 #       server against the truth freezes of that server lasting >= MIN_NS
 #       (a detected episode is right when it overlaps a truth freeze of its
 #       server; a truth freeze is found when a freeze episode overlaps it)
 #   levels REPORT_JSON SPEED_CSV SERVER
-#       prints "levels FOUND CONFIGURED" (speed levels the server ran at)
+#       prints "levels FOUND CONFIGURED match|differ LEVELS...": the throughput
+#       levels of the report against the speed levels the server ran at (each
+#       level / the top level within 0.05 of its speed / the top speed)
 import csv
 import json
 import sys
@@ -88,9 +90,10 @@ def nstar(rep_json, exp_csv, tier, label):
         return "nan" if v is None else "%+.1f" % (100.0 * (v - e) / e)
 
     ns, fit = rep["n_star"], rep["n_star_fit"]
-    print("nstar %s %s %s %g %s %s" % (label, "nan" if ns is None else "%.4f" % ns,
-                                       "nan" if fit is None else "%.4f" % fit, e, pct(ns),
-                                       pct(fit)))
+    print("nstar %s %s %s %g %s %s %s" % (label, "nan" if ns is None else "%.4f" % ns,
+                                          "nan" if fit is None else "%.4f" % fit, e, pct(ns),
+                                          pct(fit), "true" if rep["n_star_disagree"] else
+                                          "false"))
 
 
 def freezes(rep_json, fr_csv, min_ns):
@@ -126,8 +129,14 @@ def freezes(rep_json, fr_csv, min_ns):
 
 def levels(rep_json, speed_csv, server):
     rep = json.load(open(rep_json))
-    speeds = {r["speed"] for r in csv.DictReader(open(speed_csv)) if r["server"] == server}
-    print("levels %d %d" % (len(rep["levels"]), len(speeds)))
+    speeds = sorted({float(r["speed"]) for r in csv.DictReader(open(speed_csv))
+                     if r["server"] == server})
+    lv = sorted(rep["levels"])
+    # Each plateau is the top one times its speed: compare the ratios.
+    ok = len(lv) == len(speeds) and all(
+        abs(l / lv[-1] - sp / speeds[-1]) <= 0.05 for l, sp in zip(lv, speeds))
+    print("levels %d %d %s %s" % (len(lv), len(speeds), "match" if ok else "differ",
+                                  " ".join("%.1f" % l for l in lv)))
 
 
 cmd = sys.argv[1]
