@@ -390,6 +390,44 @@ static void test_prepared(void **state)
     pt_free(t);
 }
 
+/* MariaDB's execute-direct pipelines PREPARE and EXECUTE(-1) before any
+ * answer: both queue, the execution takes the class of the statement queued
+ * just before it, and the two answers pair in order. */
+static void test_pipelined_execute_direct(void **state)
+{
+    (void)state;
+    struct pt *t = connected(CAP_BASE | CAP_DEPRECATE_EOF);
+    struct buf b = {0};
+    PK(&b, 0, "\x16select c from t where id=?");
+    PK(&b, 0, "\x17\xff\xff\xff\xff\x00\x01\x00\x00\x00\x00\x01\x03\x00\x07\x00\x00\x00");
+    pt_feed(t, C2S, b.b, b.n, 10);
+    clear(&b);
+    PK(&b, 1, "\x00\x09\x00\x00\x00\x01\x00\x01\x00\x00\x00\x00");
+    coldef(&b, 2);
+    coldef(&b, 3);
+    size_t r1 = b.n;
+    PK(&b, 1, "\x01");
+    coldef(&b, 2);
+    PK(&b, 3, "\x00\x00\x01x");
+    PK(&b, 4, OKFE_PKT);
+    pt_feed(t, S2C, b.b, r1, 11);
+    pt_feed(t, S2C, b.b + r1, b.n - r1, 12);
+    assert_int_equal(t->n, 2);
+    check(&t->v[0], 10, 11, 31, r1, 0, 0, "PREPARE select c from t where id=?");
+    check(&t->v[1], 10, 12, 22, b.n - r1, 0, 0, "select c from t where id=?");
+    /* The statement is remembered under the id the server gave it. */
+    clear(&b);
+    PK(&b, 0, "\x17\x09\x00\x00\x00\x00\x01\x00\x00\x00");
+    pt_feed(t, C2S, b.b, b.n, 20);
+    clear(&b);
+    PK(&b, 1, ERR_1146);
+    pt_feed(t, S2C, b.b, b.n, 21);
+    assert_int_equal(t->n, 3);
+    check(&t->v[2], 20, 21, 14, b.n, 1146, 0, "select c from t where id=?");
+    free(b.b);
+    pt_free(t);
+}
+
 static void test_local_infile_and_metadata_cache(void **state)
 {
     (void)state;
@@ -651,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_multi_results),
         cmocka_unit_test(test_16mib_packets),
         cmocka_unit_test(test_prepared),
+        cmocka_unit_test(test_pipelined_execute_direct),
         cmocka_unit_test(test_local_infile_and_metadata_cache),
         cmocka_unit_test(test_midstream),
         cmocka_unit_test(test_ssl_and_compress),
