@@ -105,8 +105,9 @@ int tb_engine_new(struct tb_engine **out, struct tb_catalog *cat, const struct t
     return 0;
 }
 
-/* Parser state, detection buffer and buffered segments of a flow. */
-static void release(struct tb_flow *f)
+/* Ends parsing of a flow: parser state and detection buffer. Safe inside a
+ * reassembly callback (the segments being delivered are left alone). */
+static void stop_parser(struct tb_flow *f)
 {
     if (f->pstate) {
         if (f->proto->fini)
@@ -116,6 +117,12 @@ static void release(struct tb_flow *f)
     }
     free(f->det);
     f->det = NULL;
+}
+
+/* Everything a flow holds besides its struct. */
+static void release(struct tb_flow *f)
+{
+    stop_parser(f);
     tb_reasm_free(&f->rs[0]);
     tb_reasm_free(&f->rs[1]);
 }
@@ -355,7 +362,7 @@ static void feed(struct tb_engine *e, struct tb_flow *f, int side, const uint8_t
     enum tb_pstate ps =
         f->proto->consume(f->pstate, &e->pctx, (enum tb_dir)proto_dir(f, side), p, n, ts);
     if (ps == TB_PS_STOP)
-        release(f);
+        stop_parser(f);
 }
 
 static void on_data(void *ud, int side, const uint8_t *p, size_t n, int64_t ts)
@@ -384,7 +391,7 @@ static void on_gap(void *ud, int side, uint64_t len, int64_t ts)
     enum tb_pstate ps =
         f->proto->gap(f->pstate, &e->pctx, (enum tb_dir)proto_dir(f, side), len, ts);
     if (ps == TB_PS_STOP)
-        release(f);
+        stop_parser(f);
 }
 
 static void on_exchange(void *ud, const struct tb_exchange *ex)

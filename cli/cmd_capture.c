@@ -330,6 +330,14 @@ static int run_offline(const struct tb_capture_args *a)
         .duration_ns = a->duration_ns,
     };
 
+    /* From here on an interrupt stops the run cleanly, whatever phase it is in. */
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+
     /* Inputs are checked before the database is created or touched. */
     if (a->tiers_file && tb_tiers_load(a->tiers_file, &tiers, err, sizeof err)) {
         tb_log_error("capture: %s", err);
@@ -378,15 +386,7 @@ static int run_offline(const struct tb_capture_args *a)
         goto out;
     }
 
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
     rc = tb_offline_run(e, &oo, err, sizeof err);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
 
     /* Whatever was read is kept, whether the run ended well or not. */
     tb_engine_finish(e, tb_engine_stats(e)->last_ns);
@@ -417,6 +417,8 @@ static int run_offline(const struct tb_capture_args *a)
         exit_code = TB_EXIT_FAIL;
     }
 out:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     if (run.w)
         tb_writer_finish(run.w);
     tb_engine_free(e);

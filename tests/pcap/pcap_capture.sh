@@ -122,5 +122,29 @@ grep -q "^capture: 12 packets (951 bytes, 12 TCP), 3 requests, 1 flows (0 mid-st
     "$work/sum.txt" && grep -q "tier http  *3 requests" "$work/sum.txt" &&
     echo "ok: summary" || { fail "summary"; sed 's/^/  | /' "$work/sum.txt"; }
 
+# --duration counts capture time from the first packet: 150ms keeps the first
+# two exchanges (their responses at +20ms and +120ms), not the third (+220ms).
+capture_ok "duration" "$work/dur.db" -r "$work/en10mb.pcap" --duration 150ms
+head -3 "$work/exp.csv" >"$work/expdur.csv"
+check "--duration 150ms" "$work/expdur.csv" "$work/dur.db"
+
+# SIGINT stops cleanly: exit 0, and the database holds whole records.
+$mk bench "$work/big.pcap" 60 400
+"$TBNECK" capture -r "$work/big.pcap" --db "$work/int.db" 2>"$work/int.err" &
+pid=$!
+sleep 0.3
+kill -INT "$pid" 2>/dev/null || true
+st=0
+wait "$pid" || st=$?
+n=$("$TBNECK" export requests --db "$work/int.db" | tail -n +2 | wc -l)
+bad=$("$TBNECK" export requests --db "$work/int.db" | awk -F, 'NR > 1 && $7 < $6' | wc -l)
+if [ "$st" = 0 ] && [ "$n" -le 24000 ] && [ "$bad" = 0 ]; then
+    echo "ok: SIGINT: exit 0, $n of 24000 requests kept$(grep -q interrupted "$work/int.err" &&
+        echo ', interrupted')"
+else
+    fail "SIGINT: exit $st, $n requests, $bad with departure < arrival"
+    sed 's/^/  | /' "$work/int.err"
+fi
+
 [ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
 echo "all passed"

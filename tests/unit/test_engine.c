@@ -568,6 +568,41 @@ static void test_forced_proto_and_bad_name(void **state)
     tb_catalog_free(cat);
 }
 
+/* A parser that stops (here HTTP after 101 Switching Protocols) while the
+ * reassembler is delivering buffered segments: the segments still queued
+ * must survive (a regression test: they were freed under the reassembler). */
+static void test_parser_stop_inside_delivery(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, NULL);
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:80");
+    handshake(&h, &k, 1000, 5000, T0);
+    xmit(&h, &k, true, "GET /ws HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\n"
+                       "Connection: Upgrade\r\n\r\n", T0 + 10 * MS);
+    static const char a[] = "HTTP/1.1 101 Switching ", b[] = "Protocols\r\n\r\n";
+    static const char c[] = "\x81\x05hello", d[] = "\x81\x03bye";
+    uint32_t s0 = k.sn;
+    uint32_t sb = s0 + (uint32_t)strlen(a), sc = sb + (uint32_t)strlen(b);
+    uint32_t sd = sc + (uint32_t)strlen(c);
+    tcp(&h, &k, false, sd, TB_TCP_ACK, d, strlen(d), T0 + 24 * MS);
+    tcp(&h, &k, false, sb, TB_TCP_ACK, b, strlen(b), T0 + 21 * MS);
+    tcp(&h, &k, false, sc, TB_TCP_ACK, c, strlen(c), T0 + 22 * MS);
+    tcp(&h, &k, false, s0, TB_TCP_ACK, a, strlen(a), T0 + 23 * MS);
+    k.sn = sd + (uint32_t)strlen(d);
+    xmit(&h, &k, true, "\x81\x82" "ab", T0 + 30 * MS);
+    fin(&h, &k, true, T0 + 40 * MS);
+    fin(&h, &k, false, T0 + 41 * MS);
+    assert_int_equal(h.n, 1);
+    assert_int_equal(h.req[0].status, 101);
+    assert_int_equal(h.req[0].arrival_ns, T0 + 10 * MS);
+    const struct tb_capture_stats *s = tb_engine_stats(h.e);
+    assert_int_equal(s->ooo_buffered_bytes, strlen(b) + strlen(c) + strlen(d));
+    assert_int_equal(s->gaps, 0);
+    assert_int_equal(s->flows_open, 0);
+    h_fini(&h);
+}
+
 static void test_garbage(void **state)
 {
     (void)state;
@@ -618,6 +653,7 @@ int main(void)
         cmocka_unit_test(test_port_reuse),
         cmocka_unit_test(test_tiers_file),
         cmocka_unit_test(test_forced_proto_and_bad_name),
+        cmocka_unit_test(test_parser_stop_inside_delivery),
         cmocka_unit_test(test_garbage),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
