@@ -13,6 +13,8 @@ lib="$TB_SRCDIR/tests/e2e/lib"
 for p in nginx tcpdump tshark editcap curl python3; do
     command -v "$p" >/dev/null || { echo "SKIP: $p not installed"; exit 77; }
 done
+# Capturing on lo needs root (or CAP_NET_RAW, which CI containers give root).
+[ "$(id -u)" = 0 ] || { echo "SKIP: capturing on lo needs root"; exit 77; }
 
 work=$(mktemp -d)
 pids=()
