@@ -145,7 +145,7 @@ static int cmd_import(int argc, char **argv)
         }
         n = k;
     }
-    printf("events: %zu GC pauses from %s stored for tier '%s'", n, gc, tier);
+    printf("events: %zu GC pause%s from %s stored for tier '%s'", n, n == 1 ? "" : "s", gc, tier);
     if (dup)
         printf(", %zu already stored", dup);
     if (sum.bad)

@@ -29,7 +29,7 @@ pcap=0
 deps=1
 tbneck=${TBNECK:-}
 
-usage() { sed -n '3,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
     --out) out=$2; shift ;;
@@ -115,8 +115,21 @@ else
         --duration "$((duration + 60))s" >"$out/capture.log" 2>&1 &
 fi
 cap_pid=$!
-sleep 2
-kill -0 "$cap_pid" 2>/dev/null || { cat "$out/capture.log" >&2; echo "run.sh: the capture did not start" >&2; exit 1; }
+# Both print their "listening" line once the capture is open; load before that
+# would be partly missed and the request counts would not match.
+ready="capturing on"
+[ "$pcap" = 1 ] && ready="listening on"
+for _ in $(seq 150); do
+    grep -q "$ready" "$out/capture.log" 2>/dev/null && break
+    kill -0 "$cap_pid" 2>/dev/null || break
+    sleep 0.1
+done
+if ! grep -q "$ready" "$out/capture.log" 2>/dev/null; then
+    cat "$out/capture.log" >&2
+    echo "run.sh: the capture did not start" >&2
+    exit 1
+fi
+sleep 0.5
 
 say "load: wrk, $conns connections, think time ${think} ms, ${duration}s, through nginx"
 stack_load "http://$WEB_ADDR" "$duration" "$conns" "$think" >"$out/wrk.txt"
@@ -192,9 +205,13 @@ done
     --plot "$out/gc-load.png" | tee "$out/events-report.txt"
 "$tbneck" events report --tier "$app_tier" --window 50ms --db "$out/stack.db" --format json \
     >"$out/events-report.json"
-# The paper's Figure 10a shows 12 seconds; so does this close-up.
+# The paper's Figure 10a shows 12 seconds; so does this close-up (of a shorter
+# run, all of it).
+zoom_from=0
+[ "$duration" -ge 24 ] && zoom_from=10
+zoom_len=$(( duration < 12 ? duration : 12 ))
 "$tbneck" events report --tier "$app_tier" --window 50ms --db "$out/stack.db" \
-    --from +10s --to +22s --plot "$out/gc-load-12s.png" >/dev/null
+    --from "+${zoom_from}s" --to "+$((zoom_from + zoom_len))s" --plot "$out/gc-load-12s.png" >/dev/null
 
 say "done: $out (counts.txt, tiers.txt, report-*.txt/png, events-report.txt, gc-load*.png)"
 cat "$out/counts.txt" "$out/tier-counts.txt" >&2
