@@ -276,6 +276,13 @@ int tb__schema_check(struct tb__db *d, bool create, char *errbuf, size_t errlen)
     /* WAL lets reports and the web server read while a capture writes;
      * NORMAL sync is durable across a process crash, which is what matters
      * for a monitor (a power loss may lose the last batches, never corrupt). */
+    /* Larger pages: fewer b-tree splits per request row in bulk inserts.
+     * Only a file without tables can still change its page size. */
+    if (version == 0 && tb__db_exec(d, "PRAGMA page_size = 16384")) {
+        snprintf(errbuf, errlen, "%s: cannot set the page size: %s", d->path,
+                 sqlite3_errmsg(d->db));
+        return TB_E_DB;
+    }
     if (tb__db_exec(d, "PRAGMA journal_mode = WAL") ||
         tb__db_exec(d, "PRAGMA synchronous = NORMAL")) {
         snprintf(errbuf, errlen, "%s: cannot set up the journal: %s", d->path,
