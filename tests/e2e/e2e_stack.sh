@@ -64,6 +64,10 @@ check(f is not None and f >= 0.8,
       f"Tomcat freeze episodes overlapping a GC pause: {r['freeze_with_pause']}"
       f"/{r['freeze_episodes']} >= 80%")
 
+c = r["correlation"]
+check(c is not None and c >= 0.5,
+      f"GC running ratio and Tomcat load correlate per window (paper's Figure 10a): r = {c}")
+
 for p in ["gc-load.png", "gc-load-12s.png"] + [f"report-{t}.png" for t in per_tier]:
     path = os.path.join(out, p)
     good = os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n" \
