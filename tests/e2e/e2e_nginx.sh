@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # e2e_nginx.sh — HTTP/1.x parser against tshark on a real capture: a private
 # nginx on a random loopback port serves small, large, gzip'd (chunked) and
-# missing files to keep-alive curl sessions, HEAD and conditional (304)
+# missing files to a connection opened before the capture (mid-stream),
+# keep-alive curl sessions, HEAD and conditional (304)
 # requests, raw pipelined requests, a POST with a body and a bounded wrk run;
 # tcpdump records it with nanosecond stamps. Every request/response pair
 # tshark finds (http.request_in, http.time) must be reported by tbneck with
@@ -66,6 +67,33 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 
+# A pooled connection: opened (and used once) before the capture starts, so
+# the capture picks it up mid-stream; it sends 20 more requests once told.
+python3 - "$port" "$work/go" >"$work/pooled.out" 2>&1 <<'EOF' &
+import os, socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+def get(path):
+    s.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += s.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    n = int([l.split(b":")[1] for l in head.split(b"\r\n")
+             if l.lower().startswith(b"content-length")][0])
+    while len(body) < n:
+        body += s.recv(65536)
+get(b"/story/1")
+for _ in range(200):
+    if os.path.exists(sys.argv[2]):
+        break
+    time.sleep(0.05)
+for i in range(20):
+    get(b"/story/%d" % (1 + i % 3))
+print("pooled: done")
+EOF
+pooled=$!
+pids+=($pooled)
+
 tcpdump -i lo -s 0 -B 32768 --immediate-mode --time-stamp-precision=nano -U -w "$work/cap.pcap" \
     "tcp port $port" 2>"$work/tcpdump.err" &
 tpid=$!
@@ -73,6 +101,10 @@ pids+=($tpid)
 for _ in $(seq 50); do grep -q listening "$work/tcpdump.err" 2>/dev/null && break; sleep 0.1; done
 sleep 0.2
 
+touch "$work/go"
+wait "$pooled"
+grep -q "pooled: done" "$work/pooled.out" ||
+    { cat "$work/pooled.out"; echo "FAIL: pooled client"; exit 1; }
 u="http://127.0.0.1:$port"
 # Keep-alive: one connection, many requests (200, 404, big body).
 curl -s -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null \
