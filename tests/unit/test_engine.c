@@ -568,6 +568,30 @@ static void test_forced_proto_and_bad_name(void **state)
     tb_catalog_free(cat);
 }
 
+/* The first segment is too short to tell HTTP from anything else ("GE"):
+ * its bytes wait, with their time, until the next one decides. */
+static void test_detection_waits_for_bytes(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, NULL);
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:8000");
+    handshake(&h, &k, 1000, 5000, T0);
+    tcp(&h, &k, true, k.cn, TB_TCP_ACK | TB_TCP_PSH, REQ, 2, T0 + 10 * MS);
+    tcp(&h, &k, true, k.cn + 2, TB_TCP_ACK | TB_TCP_PSH, REQ + 2, sizeof REQ - 3, T0 + 15 * MS);
+    k.cn += sizeof REQ - 1;
+    xmit(&h, &k, false, RESP_HDR, T0 + 20 * MS);
+    xmit(&h, &k, false, BODY, T0 + 30 * MS);
+    assert_int_equal(h.n, 1);
+    assert_string_equal(tier_name(&h, h.req[0].tier), "http-8000");
+    assert_int_equal(h.req[0].arrival_ns, T0 + 10 * MS);
+    assert_int_equal(h.req[0].departure_ns, T0 + 30 * MS);
+    assert_int_equal(h.req[0].req_bytes, sizeof REQ - 1);
+    assert_int_equal(h.req[0].status, 200);
+    assert_int_equal(h.req[0].flags, 0);
+    h_fini(&h);
+}
+
 /* A parser that stops (here HTTP after 101 Switching Protocols) while the
  * reassembler is delivering buffered segments: the segments still queued
  * must survive (a regression test: they were freed under the reassembler). */
@@ -653,6 +677,7 @@ int main(void)
         cmocka_unit_test(test_port_reuse),
         cmocka_unit_test(test_tiers_file),
         cmocka_unit_test(test_forced_proto_and_bad_name),
+        cmocka_unit_test(test_detection_waits_for_bytes),
         cmocka_unit_test(test_parser_stop_inside_delivery),
         cmocka_unit_test(test_garbage),
     };
