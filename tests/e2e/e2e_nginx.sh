@@ -83,6 +83,7 @@ def get(path):
     while len(body) < n:
         body += s.recv(65536)
 get(b"/story/1")
+open(sys.argv[2] + ".ready", "w").close()
 for _ in range(200):
     if os.path.exists(sys.argv[2]):
         break
@@ -93,6 +94,8 @@ print("pooled: done")
 EOF
 pooled=$!
 pids+=($pooled)
+for _ in $(seq 100); do [ -e "$work/go.ready" ] && break; sleep 0.05; done
+[ -e "$work/go.ready" ] || { cat "$work/pooled.out"; echo "FAIL: pooled client"; exit 1; }
 
 tcpdump -i lo -s 0 -B 32768 --immediate-mode --time-stamp-precision=nano -U -w "$work/cap.pcap" \
     "tcp port $port" 2>"$work/tcpdump.err" &
