@@ -168,6 +168,9 @@ tshark -r "$work/cap.pcap" -d "tcp.port==$port,http" -T fields -E separator=/t -
     -e tcp.segment -e http.request.method -e http.response.code -e http.request_in -e http.time \
     >"$work/frames.tsv" 2>/dev/null
 python3 "$lib/proto_http_compare.py" "$work/requests.csv" "$work/frames.tsv" "$port"
+# The pooled connection's 20 requests, and only they, were picked up mid-stream.
+mid=$(awk -F, 'NR > 1 && $NF == 4' "$work/requests.csv" | wc -l)
+[ "$mid" -eq 20 ] || { echo "FAIL: $mid mid-stream requests, expected 20"; exit 1; }
 # Classes: ids folded, query strings dropped.
 for c in 'GET /story/{id}' 'GET /big.bin' 'HEAD /big.bin' 'GET /missing' 'POST /echo'; do
     grep -qF ",$c," "$work/requests.csv" || { echo "FAIL: no class '$c'"; exit 1; }
