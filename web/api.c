@@ -23,21 +23,32 @@ struct params {
     int64_t width_ns, from_ns, to_ns;
 };
 
-static void send_buf(struct tb_http_conn *c, struct tb_buf *b)
+/* An answer computed on the worker thread, sent from the loop thread. */
+struct reply {
+    int status;
+    struct tb_buf body;
+};
+
+static void reply_error(struct reply *rp, int status, const char *msg)
 {
-    if (!tb_buf_ok(b)) {
-        tb_buf_free(b);
-        tb_http_error(c, 500, "out of memory");
-        return;
-    }
-    size_t len;
-    char *p = tb_buf_steal(b, &len);
-    tb_http_respond_owned(c, 200, "application/json", p, len, NULL);
+    tb_buf_free(&rp->body);
+    rp->status = status;
+    tb_buf_puts(&rp->body, "{\"error\": ");
+    tb_buf_json_str(&rp->body, msg);
+    tb_buf_puts(&rp->body, "}\n");
+}
+
+static void reply_buf(struct reply *rp, struct tb_buf *b)
+{
+    tb_buf_free(&rp->body);
+    rp->status = 200;
+    rp->body = *b;
+    tb_buf_init(b);
 }
 
 /* Reads tier, width, server, from and to. Answers the request itself (400 or
  * 404) and returns false when they are not usable. */
-static bool get_params(struct tb_web *w, struct tb_http_conn *c, const char *q, struct params *p,
+static bool get_params(struct tb_web *w, struct reply *c, const char *q, struct params *p,
                        bool need_tier)
 {
     char tier[TB_NAME_MAX + 1], width[64], server[TB_ADDR_STRLEN], from[64], to[64], msg[256];
@@ -51,7 +62,7 @@ static bool get_params(struct tb_web *w, struct tb_http_conn *c, const char *q, 
     int rf = tb_http_query_get(q, "from", from, sizeof from);
     int rto = tb_http_query_get(q, "to", to, sizeof to);
     if (rt < 0 || rw < 0 || rs < 0 || rf < 0 || rto < 0) {
-        tb_http_error(c, 400, "malformed query string");
+        reply_error(c, 400, "malformed query string");
         return false;
     }
     if (rw == 1) {
@@ -59,7 +70,7 @@ static bool get_params(struct tb_web *w, struct tb_http_conn *c, const char *q, 
         if (tb_parse_duration(width, TB_NS_PER_MS, &ns) < 0 || ns < WIDTH_MIN_NS ||
             ns > WIDTH_MAX_NS) {
             snprintf(msg, sizeof msg, "bad width '%.40s': expected a duration from 1ms to 1h", width);
-            tb_http_error(c, 400, msg);
+            reply_error(c, 400, msg);
             return false;
         }
         p->width_ns = ns;
@@ -67,14 +78,14 @@ static bool get_params(struct tb_web *w, struct tb_http_conn *c, const char *q, 
     if (!need_tier)
         return true;
     if (rt != 1 || !tier[0]) {
-        tb_http_error(c, 400, "missing parameter 'tier'");
+        reply_error(c, 400, "missing parameter 'tier'");
         return false;
     }
     if (tb_catalog_tier_find(w->cat, tier, &p->tier) < 0) {
         tb__web_reload_catalog(w); /* it may have appeared since (live capture) */
         if (tb_catalog_tier_find(w->cat, tier, &p->tier) < 0) {
             snprintf(msg, sizeof msg, "unknown tier '%.64s'", tier);
-            tb_http_error(c, 404, msg);
+            reply_error(c, 404, msg);
             return false;
         }
     }
@@ -83,14 +94,14 @@ static bool get_params(struct tb_web *w, struct tb_http_conn *c, const char *q, 
         struct tb_addr a;
         if (tb_addr_parse(server, &a) < 0) {
             snprintf(msg, sizeof msg, "bad server '%.60s': expected ADDR:PORT", server);
-            tb_http_error(c, 400, msg);
+            reply_error(c, 400, msg);
             return false;
         }
         const struct tb_server_info *si;
         if (tb_catalog_server_find(w->cat, &a, &p->server) < 0 ||
             !(si = tb_catalog_server_get(w->cat, p->server)) || si->tier != p->tier) {
             snprintf(msg, sizeof msg, "server '%.60s' is not in tier '%s'", server, p->tier_name);
-            tb_http_error(c, 404, msg);
+            reply_error(c, 404, msg);
             return false;
         }
     }
@@ -99,21 +110,21 @@ static bool get_params(struct tb_web *w, struct tb_http_conn *c, const char *q, 
         tb_store_time_span(w->st, p->tier, &first, &last);
     if (rf == 1 && from[0] && tb_parse_time(from, first, &p->from_ns) < 0) {
         snprintf(msg, sizeof msg, "bad 'from' time '%.40s'", from);
-        tb_http_error(c, 400, msg);
+        reply_error(c, 400, msg);
         return false;
     }
     if (rto == 1 && to[0] && tb_parse_time(to, first, &p->to_ns) < 0) {
         snprintf(msg, sizeof msg, "bad 'to' time '%.40s'", to);
-        tb_http_error(c, 400, msg);
+        reply_error(c, 400, msg);
         return false;
     }
     if (p->from_ns >= p->to_ns) {
-        tb_http_error(c, 400, "'from' must be before 'to'");
+        reply_error(c, 400, "'from' must be before 'to'");
         return false;
     }
     if (p->from_ns != INT64_MIN && p->to_ns != INT64_MAX &&
         (p->to_ns - p->from_ns) / p->width_ns > API_MAX_WINDOWS) {
-        tb_http_error(c, 400, "range too large for this width: narrow from/to or widen");
+        reply_error(c, 400, "range too large for this width: narrow from/to or widen");
         return false;
     }
     return true;
@@ -124,12 +135,12 @@ static bool get_params(struct tb_web *w, struct tb_http_conn *c, const char *q, 
  * at once; a few results are kept, keyed by their parameters and the tier's
  * request count (which changes while a capture writes), so that costs one
  * analysis rather than four. The result is borrowed from the cache. */
-static const struct tb_analysis_result *analyze(struct tb_web *w, struct tb_http_conn *c,
+static const struct tb_analysis_result *analyze(struct tb_web *w, struct reply *c,
                                                 const struct params *p)
 {
     uint64_t count = 0;
     if (tb_store_request_count(w->st, p->tier, &count) < 0) {
-        tb_http_error(c, 500, "cannot read the database");
+        reply_error(c, 500, "cannot read the database");
         return NULL;
     }
     struct tb_web_cached *slot = &w->cache[0];
@@ -159,11 +170,11 @@ static const struct tb_analysis_result *analyze(struct tb_web *w, struct tb_http
         char msg[320];
         snprintf(msg, sizeof msg, "analysis of tier '%s' failed: %s", p->tier_name,
                  err[0] ? err : tb_strerror(rc));
-        tb_http_error(c, rc == TB_E_NOTFOUND ? 404 : 500, msg);
+        reply_error(c, rc == TB_E_NOTFOUND ? 404 : 500, msg);
         return NULL;
     }
     if (res.nwin > API_MAX_WINDOWS) {
-            tb_http_error(c, 400, "too many windows for this width: narrow from/to or widen");
+            reply_error(c, 400, "too many windows for this width: narrow from/to or widen");
         return NULL;
     }
     if (slot->used)
@@ -213,7 +224,7 @@ static void head(struct tb_buf *b, const struct params *p)
         tb_buf_puts(b, "]");                                          \
     } while (0)
 
-static void api_tiers(struct tb_web *w, struct tb_http_conn *c)
+static void api_tiers(struct tb_web *w, struct reply *c)
 {
     tb__web_reload_catalog(w);
     struct tb_buf b;
@@ -252,10 +263,10 @@ static void api_tiers(struct tb_web *w, struct tb_http_conn *c)
     }
     tb_buf_trim_comma(&b);
     tb_buf_puts(&b, "]}\n");
-    send_buf(c, &b);
+    reply_buf(c, &b);
 }
 
-static void api_windows(struct tb_web *w, struct tb_http_conn *c, const struct params *p)
+static void api_windows(struct tb_web *w, struct reply *c, const struct params *p)
 {
     const struct tb_analysis_result *r = analyze(w, c, p);
     if (!r)
@@ -271,7 +282,7 @@ static void api_windows(struct tb_web *w, struct tb_http_conn *c, const struct p
     COLUMN(&b, "norm_throughput", r, tb_buf_json_num(&b, win->norm_throughput));
     COLUMN(&b, "rt_mean_ns", r, tb_buf_json_num(&b, win->rt_mean_ns));
     tb_buf_puts(&b, "}\n");
-    send_buf(c, &b);
+    reply_buf(c, &b);
 }
 
 /* True when the window lies inside one of the freeze episodes (sorted). */
@@ -313,7 +324,7 @@ static void analysis_fields(struct tb_buf *b, const struct tb_analysis *a)
     tb_buf_printf(b, "],\"disagree\":%s", a->disagree ? "true" : "false");
 }
 
-static void api_scatter(struct tb_web *w, struct tb_http_conn *c, const struct params *p)
+static void api_scatter(struct tb_web *w, struct reply *c, const struct params *p)
 {
     const struct tb_analysis_result *r = analyze(w, c, p);
     if (!r)
@@ -345,10 +356,10 @@ static void api_scatter(struct tb_web *w, struct tb_http_conn *c, const struct p
            tb_buf_puts(&b, have_n && win->load >= thr ? "1" : "0"));
     COLUMN(&b, "freeze", r, tb_buf_puts(&b, in_freeze(r, win) ? "1" : "0"));
     tb_buf_puts(&b, "}\n");
-    send_buf(c, &b);
+    reply_buf(c, &b);
 }
 
-static void api_episodes(struct tb_web *w, struct tb_http_conn *c, const struct params *p)
+static void api_episodes(struct tb_web *w, struct reply *c, const struct params *p)
 {
     const struct tb_analysis_result *r = analyze(w, c, p);
     if (!r)
@@ -363,10 +374,10 @@ static void api_episodes(struct tb_web *w, struct tb_http_conn *c, const struct 
     }
     tb_buf_trim_comma(&b);
     tb_buf_puts(&b, "]}\n");
-    send_buf(c, &b);
+    reply_buf(c, &b);
 }
 
-static void api_analysis(struct tb_web *w, struct tb_http_conn *c, const struct params *p)
+static void api_analysis(struct tb_web *w, struct reply *c, const struct params *p)
 {
     const struct tb_analysis_result *r = analyze(w, c, p);
     if (!r)
@@ -391,10 +402,10 @@ static void api_analysis(struct tb_web *w, struct tb_http_conn *c, const struct 
     }
     tb_buf_trim_comma(&b);
     tb_buf_puts(&b, "]}\n");
-    send_buf(c, &b);
+    reply_buf(c, &b);
 }
 
-static void api_health(struct tb_web *w, struct tb_http_conn *c)
+static void api_health(struct tb_web *w, struct reply *c)
 {
     struct tb_capture_row *cap = NULL;
     size_t ncap = 0;
@@ -403,7 +414,7 @@ static void api_health(struct tb_web *w, struct tb_http_conn *c)
     if (tb_store_captures(w->st, &cap, &ncap) < 0 ||
         tb_store_get_health(w->st, INT64_MIN, INT64_MAX, &h, &nh) < 0) {
         free(cap);
-        tb_http_error(c, 500, "cannot read capture health from the database");
+        reply_error(c, 500, "cannot read capture health from the database");
         return;
     }
     struct tb_buf b;
@@ -448,7 +459,140 @@ static void api_health(struct tb_web *w, struct tb_http_conn *c)
     tb_buf_puts(&b, "]}\n");
     free(cap);
     free(h);
-    send_buf(c, &b);
+    reply_buf(c, &b);
+}
+
+/* ---- running endpoints off the loop -----------------------------------------
+ * Analyses over millions of requests take seconds; on the loop they would stall
+ * a live capture (and every other client). Each request that reads the
+ * database becomes a job run by libuv's thread pool; jobs run one at a time
+ * because they share the server's one database connection and catalog. */
+
+enum endpoint { EP_TIERS, EP_HEALTH, EP_WINDOWS, EP_SCATTER, EP_EPISODES, EP_ANALYSIS };
+
+struct tb__web_job {
+    uv_work_t req;
+    struct tb_web *w;
+    struct tb_http_conn *conn;
+    enum endpoint ep;
+    bool has_query;
+    char query[TB_HTTP_URL_MAX + 1];
+    struct reply rp;
+    struct tb__web_job *next;
+};
+
+static void job_work(uv_work_t *req)
+{
+    struct tb__web_job *j = req->data;
+    struct tb_web *w = j->w;
+    struct reply *c = &j->rp;
+    const char *q = j->has_query ? j->query : NULL;
+    struct params p;
+    switch (j->ep) {
+    case EP_TIERS:
+        api_tiers(w, c);
+        break;
+    case EP_HEALTH:
+        api_health(w, c);
+        break;
+    case EP_WINDOWS:
+        if (get_params(w, c, q, &p, true))
+            api_windows(w, c, &p);
+        break;
+    case EP_SCATTER:
+        if (get_params(w, c, q, &p, true))
+            api_scatter(w, c, &p);
+        break;
+    case EP_EPISODES:
+        if (get_params(w, c, q, &p, true))
+            api_episodes(w, c, &p);
+        break;
+    case EP_ANALYSIS:
+        if (get_params(w, c, q, &p, true))
+            api_analysis(w, c, &p);
+        break;
+    }
+}
+
+static void job_start_next(struct tb_web *w);
+
+static void job_done(uv_work_t *req, int status)
+{
+    struct tb__web_job *j = req->data;
+    struct tb_web *w = j->w;
+    (void)status;
+    if (tb_http_conn_alive(j->conn)) {
+        if (!tb_buf_ok(&j->rp.body) || !j->rp.status) {
+            tb_buf_free(&j->rp.body);
+            tb_http_error(j->conn, 500, "out of memory");
+        } else {
+            size_t len;
+            char *body = tb_buf_steal(&j->rp.body, &len);
+            tb_http_respond_owned(j->conn, j->rp.status, "application/json", body, len, NULL);
+        }
+    } else {
+        tb_buf_free(&j->rp.body);
+    }
+    tb_http_release(j->conn);
+    free(j);
+    w->job_running = false;
+    if (w->closing)
+        tb__web_finish_close(w);
+    else
+        job_start_next(w);
+}
+
+static void job_start_next(struct tb_web *w)
+{
+    if (w->job_running || !w->jobs_head)
+        return;
+    struct tb__web_job *j = w->jobs_head;
+    w->jobs_head = j->next;
+    if (!w->jobs_head)
+        w->jobs_tail = NULL;
+    j->req.data = j;
+    w->job_running = true;
+    if (uv_queue_work(w->loop, &j->req, job_work, job_done) < 0) {
+        /* No thread pool: answer on the loop rather than not at all. */
+        job_work(&j->req);
+        job_done(&j->req, 0);
+    }
+}
+
+void tb__web_jobs_drop(struct tb_web *w)
+{
+    while (w->jobs_head) {
+        struct tb__web_job *j = w->jobs_head;
+        w->jobs_head = j->next;
+        tb_http_release(j->conn);
+        free(j);
+    }
+    w->jobs_tail = NULL;
+}
+
+static void submit(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_req *r,
+                   enum endpoint ep)
+{
+    struct tb__web_job *j = calloc(1, sizeof *j);
+    if (!j) {
+        tb_http_error(c, 500, "out of memory");
+        return;
+    }
+    j->w = w;
+    j->conn = c;
+    j->ep = ep;
+    if (r->query) {
+        j->has_query = true;
+        snprintf(j->query, sizeof j->query, "%s", r->query);
+    }
+    tb_buf_init(&j->rp.body);
+    tb_http_defer(c);
+    if (w->jobs_tail)
+        w->jobs_tail->next = j;
+    else
+        w->jobs_head = j;
+    w->jobs_tail = j;
+    job_start_next(w);
 }
 
 void tb__web_api(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_req *r)
@@ -457,30 +601,26 @@ void tb__web_api(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_
         tb_http_error(c, 405, "method not allowed: the API is read-only (GET)");
         return;
     }
-    const char *path = r->path;
-    struct params p;
-    if (!strcmp(path, "/api/tiers")) {
-        api_tiers(w, c);
-    } else if (!strcmp(path, "/api/health")) {
-        api_health(w, c);
-    } else if (!strcmp(path, "/api/stream")) {
+    static const struct {
+        const char *path;
+        enum endpoint ep;
+    } routes[] = {
+        {"/api/tiers", EP_TIERS},       {"/api/health", EP_HEALTH},
+        {"/api/windows", EP_WINDOWS},   {"/api/scatter", EP_SCATTER},
+        {"/api/episodes", EP_EPISODES}, {"/api/analysis", EP_ANALYSIS},
+    };
+    if (!strcmp(r->path, "/api/stream")) {
         if (r->method == TB_HTTP_HEAD)
             tb_http_respond(c, 200, "text/event-stream", NULL, 0, NULL);
         else
             tb_http_stream_begin(c);
-    } else if (!strcmp(path, "/api/windows")) {
-        if (get_params(w, c, r->query, &p, true))
-            api_windows(w, c, &p);
-    } else if (!strcmp(path, "/api/scatter")) {
-        if (get_params(w, c, r->query, &p, true))
-            api_scatter(w, c, &p);
-    } else if (!strcmp(path, "/api/episodes")) {
-        if (get_params(w, c, r->query, &p, true))
-            api_episodes(w, c, &p);
-    } else if (!strcmp(path, "/api/analysis")) {
-        if (get_params(w, c, r->query, &p, true))
-            api_analysis(w, c, &p);
-    } else {
-        tb_http_error(c, 404, "no such API endpoint");
+        return;
     }
+    for (size_t i = 0; i < TB_ARRAY_SIZE(routes); i++) {
+        if (!strcmp(r->path, routes[i].path)) {
+            submit(w, c, r, routes[i].ep);
+            return;
+        }
+    }
+    tb_http_error(c, 404, "no such API endpoint");
 }

@@ -44,7 +44,12 @@ struct tb_http_conn {
     unsigned pending_writes;
     int fail_status;      /* set by a callback that aborted the parser on a limit */
     int open_handles;
-    bool in_list, streaming, close_after, lingering, closing, responded;
+    int holds;            /* deferred responses in flight (tb_http_defer) */
+    bool in_list, streaming, close_after, lingering, closing, responded, deferred;
+    /* Pipelined bytes that arrived behind a deferred request: parsed once its
+     * response is out, so responses keep the order of the requests. */
+    char *pending;
+    size_t npending;
     char url[TB_HTTP_URL_MAX + 1];
     char rbuf[16384];
 };
@@ -125,14 +130,21 @@ static void touch(struct tb_http_conn *c)
 
 /* ---- closing ---------------------------------------------------------------- */
 
+static void conn_free_if_done(struct tb_http_conn *c)
+{
+    if (c->open_handles > 0 || c->holds > 0)
+        return;
+    struct tb_http *srv = c->srv;
+    free(c->pending);
+    free(c);
+    srv_unref(srv);
+}
+
 static void on_conn_handle_closed(uv_handle_t *h)
 {
     struct tb_http_conn *c = h->data;
-    if (--c->open_handles > 0)
-        return;
-    struct tb_http *srv = c->srv;
-    free(c);
-    srv_unref(srv);
+    c->open_handles--;
+    conn_free_if_done(c);
 }
 
 static void conn_close(struct tb_http_conn *c)
@@ -237,6 +249,8 @@ fail:
 
 /* ---- responses ---------------------------------------------------------------- */
 
+static void resume(struct tb_http_conn *c);
+
 static int respond(struct tb_http_conn *c, int status, const char *ctype, char *body, size_t len,
                    bool owned, const char *extra)
 {
@@ -270,7 +284,12 @@ static int respond(struct tb_http_conn *c, int status, const char *ctype, char *
             goto nomem;
         memcpy(copy, body, len);
     }
-    return queue_write(c, head, (size_t)hl, copy, send_body ? len : 0);
+    int rc = queue_write(c, head, (size_t)hl, copy, send_body ? len : 0);
+    if (c->deferred) {
+        c->deferred = false;
+        resume(c);
+    }
+    return rc;
 nomem:
     free(head);
     if (owned)
@@ -473,7 +492,7 @@ static void dispatch(struct tb_http_conn *c)
         r.query = query;
     }
     c->srv->handler(c->srv->ud, c, &r);
-    if (!c->responded)
+    if (!c->responded && !c->deferred)
         tb_http_error(c, 500, "no response");
 }
 
@@ -481,8 +500,9 @@ static int on_message_complete(http_parser *p)
 {
     struct tb_http_conn *c = p->data;
     dispatch(c);
-    /* Nothing after a closing response or a stream start is parsed. */
-    if (c->close_after || c->streaming || c->closing)
+    /* Nothing after a closing response or a stream start is parsed; after a
+     * deferred one, nothing until it is sent. */
+    if (c->close_after || c->streaming || c->closing || c->deferred)
         http_parser_pause(p, 1);
     return 0;
 }
@@ -504,24 +524,32 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     *buf = uv_buf_init(c->rbuf, sizeof c->rbuf);
 }
 
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* Parses n bytes of the connection's input and answers what they complete. */
+static void feed(struct tb_http_conn *c, const char *data, size_t n)
 {
-    struct tb_http_conn *c = s->data;
-    (void)buf;
-    if (nread < 0) {
-        conn_close(c);
+    size_t parsed = http_parser_execute(&c->parser, &settings, data, n);
+    enum http_errno err = HTTP_PARSER_ERRNO(&c->parser);
+    if (c->closing)
+        return;
+    if (err == HPE_PAUSED) {
+        if (c->deferred) {
+            uv_read_stop((uv_stream_t *)&c->tcp);
+            if (parsed < n) {
+                char *p = malloc(n - parsed);
+                if (!p) {
+                    conn_close(c);
+                    return;
+                }
+                memcpy(p, data + parsed, n - parsed);
+                free(c->pending);
+                c->pending = p;
+                c->npending = n - parsed;
+            }
+        }
         return;
     }
-    if (nread == 0 || c->closing)
-        return;
-    /* Streams and closing connections have said all they may say. */
-    if (c->lingering || c->streaming || c->close_after)
-        return;
-    touch(c);
-    http_parser_execute(&c->parser, &settings, c->rbuf, (size_t)nread);
-    enum http_errno err = HTTP_PARSER_ERRNO(&c->parser);
-    if (c->closing || err == HPE_PAUSED)
-        return;
     if (err != HPE_OK) {
         int st = c->fail_status ? c->fail_status : 400;
         c->responded = false;
@@ -540,6 +568,65 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         if (c->pending_writes == 0)
             begin_linger(c);
     }
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    struct tb_http_conn *c = s->data;
+    (void)buf;
+    if (nread < 0) {
+        conn_close(c);
+        return;
+    }
+    if (nread == 0 || c->closing)
+        return;
+    /* Streams and closing connections have said all they may say. */
+    if (c->lingering || c->streaming || c->close_after || c->deferred)
+        return;
+    touch(c);
+    feed(c, c->rbuf, (size_t)nread);
+}
+
+/* The deferred response is out: parse what was pipelined behind it, then
+ * read again. */
+static void resume(struct tb_http_conn *c)
+{
+    if (c->closing || c->lingering || c->close_after || c->streaming)
+        return;
+    http_parser_pause(&c->parser, 0);
+    if (c->npending) {
+        char *p = c->pending;
+        size_t n = c->npending;
+        c->pending = NULL;
+        c->npending = 0;
+        feed(c, p, n);
+        free(p);
+        if (c->closing || c->deferred)
+            return;
+    }
+    if (!c->lingering && !c->close_after && !c->streaming) {
+        uv_timer_start(&c->timer, on_timer, c->srv->idle_ms, c->srv->idle_ms);
+        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    }
+}
+
+void tb_http_defer(struct tb_http_conn *c)
+{
+    c->deferred = true;
+    c->holds++;
+    uv_timer_stop(&c->timer); /* waiting on us is not idling */
+}
+
+void tb_http_release(struct tb_http_conn *c)
+{
+    c->holds--;
+    if (c->closing)
+        conn_free_if_done(c);
+}
+
+bool tb_http_conn_alive(const struct tb_http_conn *c)
+{
+    return !c->closing;
 }
 
 /* ---- accepting ---------------------------------------------------------------- */

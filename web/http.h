@@ -66,6 +66,15 @@ int tb_http_respond_owned(struct tb_http_conn *c, int status, const char *ctype,
 /* JSON error body {"error": msg}. */
 int tb_http_error(struct tb_http_conn *c, int status, const char *msg);
 
+/* Deferred answers: a handler that computes its answer elsewhere (a worker
+ * thread) calls tb_http_defer() instead of responding, and later, on the loop
+ * thread, tb_http_respond*() (when tb_http_conn_alive()) and then
+ * tb_http_release(). The connection reads nothing more until then (pipelined
+ * requests wait, so answers keep their order) and is not freed while held. */
+void tb_http_defer(struct tb_http_conn *c);
+void tb_http_release(struct tb_http_conn *c);
+bool tb_http_conn_alive(const struct tb_http_conn *c);
+
 /* Turns the connection into an event stream (text/event-stream): it is no
  * longer subject to the idle timeout, and receives every tb_http_broadcast(). */
 int tb_http_stream_begin(struct tb_http_conn *c);

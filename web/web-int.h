@@ -40,12 +40,20 @@ struct tb_web {
     int64_t health_seen;
     struct tb_web_cached cache[TB_WEB_CACHE];
     uint64_t cache_clock;
+    /* API jobs (api.c): one runs on the thread pool at a time, the rest wait. */
+    struct tb__web_job *jobs_head, *jobs_tail;
+    bool job_running;
+    bool poll_closed;
 };
 
 void tb__web_static(struct tb_web *w, struct tb_http_conn *c, const char *raw_path);
 const char *tb__web_content_type(const char *path);
 void tb__web_api(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_req *r);
 void tb__web_cache_clear(struct tb_web *w);
+void tb__web_jobs_drop(struct tb_web *w);
+/* Releases the database and the struct once no job runs and the poll timer is
+ * closed (called by both). */
+void tb__web_finish_close(struct tb_web *w);
 /* Reloads the catalog from the database (tiers appear while a capture runs). */
 int tb__web_reload_catalog(struct tb_web *w);
 

@@ -247,6 +247,9 @@ static void poll_all(struct tb_web *w, bool emit)
 static void on_poll(uv_timer_t *t)
 {
     struct tb_web *w = t->data;
+    /* The job on the thread pool has the database connection; next second. */
+    if (w->job_running)
+        return;
     /* Nobody listening: nothing to read. The watermarks still move, so a
      * client that connects later is not flooded with the backlog. */
     poll_all(w, tb_http_stream_count(w->http) > 0);
@@ -277,7 +280,23 @@ static int pick_static_root(struct tb_web *w, const char *dir, char *errbuf, siz
 
 static void on_poll_closed(uv_handle_t *h)
 {
-    free(h->data);
+    struct tb_web *w = h->data;
+    w->poll_closed = true;
+    tb__web_finish_close(w);
+}
+
+void tb__web_finish_close(struct tb_web *w)
+{
+    if (w->job_running || !w->poll_closed)
+        return;
+    tb__web_cache_clear(w);
+    if (w->cat)
+        tb_catalog_free(w->cat);
+    w->cat = NULL;
+    if (w->st)
+        tb_store_close(w->st);
+    w->st = NULL;
+    free(w);
 }
 
 int tb_web_new(struct tb_web **out, uv_loop_t *loop, const struct tb_web_opts *o, char *errbuf,
@@ -341,14 +360,10 @@ void tb_web_close(struct tb_web *w)
     if (!w || w->closing)
         return;
     w->closing = true;
+    tb__web_jobs_drop(w);
     tb_http_close(w->http);
-    tb__web_cache_clear(w);
-    if (w->cat)
-        tb_catalog_free(w->cat);
-    w->cat = NULL;
-    tb_store_close(w->st);
-    w->st = NULL;
-    /* The struct itself goes with the last handle it owns. */
+    /* The database and the struct go once the poll timer is closed and the
+     * job on the thread pool, if any, has finished with them. */
     uv_close((uv_handle_t *)&w->poll, on_poll_closed);
 }
 

@@ -4,7 +4,10 @@
 # with freezes is captured offline and reported, `tbneck serve` serves it, and
 # playwright-core (driving Debian's /usr/bin/chromium) checks that the scatter
 # has points, the timelines are drawn, the episode table has rows and the live
-# stream connects. Leaves a screenshot in the build folder and prints its path.
+# stream connects. Then, live: in a network namespace of its own, a capture is
+# replayed by tcpreplay into a veth pair while `tbneck capture -i --serve`
+# listens, and the page must grow as windows arrive on the stream. Leaves
+# screenshots in the build folder and prints their paths.
 set -uo pipefail
 source "$TB_SRCDIR/tests/e2e/web/common.sh"
 
@@ -50,4 +53,33 @@ echo "screenshot: $shot"
 kill -0 "$serve_pid" || fail "serve died"
 stop_serve
 [ "$serve_rc" = 0 ] || { cat "$work/serve.err"; fail "serve exit status $serve_rc after SIGTERM"; }
+
+# Live: the page follows a running capture.
+[ "$(id -u)" -eq 0 ] || fail "the live part needs root (network namespace)"
+ns="tbweb$$"
+cap_pid=""
+trap 'stop_serve; [ -n "$cap_pid" ] && kill -KILL "$cap_pid" 2>/dev/null; ip netns del "$ns" 2>/dev/null; rm -rf "$work"' EXIT
+ip netns add "$ns" || fail "ip netns add"
+ip -n "$ns" link add tbva type veth peer name tbvb || fail "veth pair"
+for l in lo tbva tbvb; do ip -n "$ns" link set "$l" up; done
+ip -n "$ns" link set tbva mtu 65535 && ip -n "$ns" link set tbvb mtu 65535 || fail "mtu"
+ip netns exec "$ns" "$TBNECK" capture -i tbvb --duration 25s --db "$work/live.db" \
+  --serve 127.0.0.1:0 >"$work/live.out" 2>"$work/live.err" &
+cap_pid=$!
+for _ in $(seq 1 100); do grep -qs 'capturing on' "$work/live.err" && break; sleep 0.1; done
+lport=$(sed -n 's#.*dashboard at http://127\.0\.0\.1:\([0-9]*\)/.*#\1#p' "$work/live.err")
+[ -n "$lport" ] || { cat "$work/live.err"; fail "live capture printed no dashboard address"; }
+# 2000 packets/s for up to 20 s: the quick stack's capture, bounded.
+ip netns exec "$ns" timeout 30 tcpreplay -q -i tbva --pps 2000 --limit 40000 "$work/sim.pcap" \
+  >/dev/null 2>&1 &
+sleep 3 # traffic first: tiers must exist before the page picks one
+lshot="$TB_BUILDDIR/test-artifacts/web_dashboard_live.png"
+ip netns exec "$ns" timeout 120 node "$webdir/check_dashboard.js" --live \
+  "http://127.0.0.1:$lport/?tier=mysql" "$lshot" || fail "live dashboard checks in Chromium"
+echo "screenshot: $lshot"
+kill -INT "$cap_pid"
+wait "$cap_pid"
+rc=$?
+cap_pid=""
+[ "$rc" -eq 0 ] || { cat "$work/live.err"; fail "live capture exit $rc"; }
 echo "PASS e2e_web_chromium"

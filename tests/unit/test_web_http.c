@@ -41,9 +41,39 @@ struct fixture {
     bool done;
 };
 
+/* A deferred answer, sent 100 ms later from a timer (as a worker would). */
+struct slow {
+    uv_timer_t t;
+    struct tb_http_conn *c;
+};
+
+static void on_slow_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void on_slow(uv_timer_t *t)
+{
+    struct slow *sl = t->data;
+    if (tb_http_conn_alive(sl->c))
+        tb_http_respond(sl->c, 200, "text/plain", "slow done", 9, NULL);
+    tb_http_release(sl->c);
+    uv_close((uv_handle_t *)&sl->t, on_slow_closed);
+}
+
 static void handler(void *ud, struct tb_http_conn *c, const struct tb_http_req *r)
 {
     struct fixture *f = ud;
+    if (!strcmp(r->path, "/slow")) {
+        struct slow *sl = calloc(1, sizeof *sl);
+        assert_non_null(sl);
+        sl->c = c;
+        uv_timer_init(&f->loop, &sl->t);
+        sl->t.data = sl;
+        tb_http_defer(c);
+        uv_timer_start(&sl->t, on_slow, 100, 0);
+        return;
+    }
     if (!strcmp(r->path, "/hello")) {
         if (r->method == TB_HTTP_OTHER) {
             tb_http_error(c, 405, "method not allowed");
@@ -415,6 +445,36 @@ static void test_event_stream(void **state)
     close(fd);
 }
 
+static void test_deferred_order(void **state)
+{
+    struct fixture *f = *state;
+    static char buf[65536];
+    bool eof;
+    /* A deferred answer and a quick one pipelined behind it: in order. */
+    int fd = dial(f);
+    const char *r = "GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /hello?after HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_str(fd, r, strlen(r));
+    recv_responses(fd, buf, sizeof buf, 2, &eof);
+    char *a = strstr(buf, "slow done"), *b = strstr(buf, "hello after");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_true(a < b);
+    /* The connection is still usable afterwards. */
+    const char *r2 = "GET /hello?again HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_str(fd, r2, strlen(r2));
+    recv_responses(fd, buf, sizeof buf, 1, &eof);
+    assert_non_null(strstr(buf, "hello again"));
+    close(fd);
+    /* A client that leaves before its deferred answer: nothing breaks. */
+    fd = dial(f);
+    const char *r3 = "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_str(fd, r3, strlen(r3));
+    close(fd);
+    usleep(300 * 1000);
+    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n", buf,
+                                 sizeof buf, &eof), 200);
+}
+
 static void test_helpers(void **state)
 {
     (void)state;
@@ -493,6 +553,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_idle_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_event_stream, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deferred_order, setup, teardown),
         cmocka_unit_test(test_helpers),
         cmocka_unit_test(test_listen_policy),
     };

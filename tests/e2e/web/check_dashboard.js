@@ -2,16 +2,21 @@
 // check_dashboard.js — opens the tbneck dashboard in headless Chromium
 // (Debian's, via playwright-core) and checks that it is drawn: scatter points,
 // both timelines, episode rows, the live stream connected, no page errors.
-// Usage: node check_dashboard.js URL SCREENSHOT.png
+// Usage: node check_dashboard.js [--live] URL SCREENSHOT.png
+// With --live (the page served by a running `capture -i --serve`), checks
+// instead that windows arriving on the stream extend the timelines.
 'use strict';
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { chromium } = require('playwright-core');
 
-const [url, shot] = process.argv.slice(2);
+const argv = process.argv.slice(2);
+const live = argv[0] === '--live';
+if (live) argv.shift();
+const [url, shot] = argv;
 if (!url || !shot) {
-  console.error('usage: node check_dashboard.js URL SCREENSHOT.png');
+  console.error('usage: node check_dashboard.js [--live] URL SCREENSHOT.png');
   process.exit(2);
 }
 
@@ -42,6 +47,18 @@ function check(cond, what) {
     await page.waitForFunction(() => document.getElementById('live').classList.contains('on'),
       null, { timeout: 15000 });
 
+    if (live) {
+      const points = () => page.evaluate(() => +document.getElementById('load').dataset.points);
+      const n0 = await points();
+      await page.waitForTimeout(3000);
+      const n1 = await points();
+      await page.screenshot({ path: shot, fullPage: true });
+      console.log('screenshot: ' + shot);
+      // 3 s of 50 ms windows is 60 per tier; some slack for redraw timing.
+      check(n1 >= n0 + 30, 'live windows extend the load timeline (' + n0 + ' -> ' + n1 + ')');
+      check(errors.length === 0, 'no page errors (' + errors.join(' | ') + ')');
+      return;
+    }
     const r = await page.evaluate(() => {
       // Counts pixels of a colour family in a canvas (device pixels).
       function count(id, pred) {
