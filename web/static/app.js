@@ -370,8 +370,10 @@ function q() {
   return `tier=${encodeURIComponent(state.tier)}&width=${encodeURIComponent(state.width)}`;
 }
 
+let lastFullLoad = 0;
 async function loadTier() {
   if (!state.tier) return;
+  lastFullLoad = Date.now();
   showError('');
   try {
     const [an, win, sc, ep] = await Promise.all([
@@ -499,8 +501,18 @@ function onEpisode(e) {
   scheduleRedraw();
 }
 
+// Live windows are normalized with the capture's running service-time
+// estimate; the API recomputes everything from the stored requests as the
+// report does. Reloading from the API every 30 s while live keeps the page
+// consistent with `tbneck report` (the analysis runs off the capture's loop).
+const LIVE_RELOAD_MS = 30000;
+
 function onAnalysis(a) {
   if (a.tier !== state.tier || a.width_ns !== state.widthNs) return;
+  if (Date.now() - lastFullLoad > LIVE_RELOAD_MS) {
+    loadTier();
+    return;
+  }
   if (state.analysis) Object.assign(state.analysis, a);
   if (state.scatter) {
     Object.assign(state.scatter, a);
