@@ -628,8 +628,21 @@ static enum tb_pstate client_msg(struct my *m, const struct tb_proto_ctx *ctx, c
         m->phase = P_AUTH;
         return TB_PS_OK;
     }
-    case P_AUTH:
-        return TB_PS_OK;
+    case P_AUTH: {
+        /* Authentication packets continue a sequence; a command restarts it
+         * at 0. One means the authentication is over even if its OK was not
+         * recognised (an unknown plugin's exchange). */
+        if (d->first_seq != 0 || hl == 0 || !cmd_find(h[0]))
+            return TB_PS_OK;
+        uint32_t eff = m->ccaps & (m->have_scaps ? m->scaps : 0xffffffffu);
+        if (eff & CLIENT_COMPRESS) {
+            ctx->ctr->compressed_flows++;
+            m->stopped = true;
+            return TB_PS_STOP;
+        }
+        m->phase = P_CMD;
+        break;
+    }
     default:
         break;
     }

@@ -547,6 +547,33 @@ static void test_midstream(void **state)
     pt_free(t);
 }
 
+/* An authentication whose end the parser does not recognise (here: an
+ * unknown 0x07 packet instead of OK) ends when the client sends a command. */
+static void test_auth_end_by_command(void **state)
+{
+    (void)state;
+    struct pt *t = pt_new(&tb_proto_mysql, false);
+    struct buf b = {0};
+    greeting(&b, CAP_BASE);
+    pt_feed(t, S2C, b.b, b.n, 1);
+    clear(&b);
+    hsresp(&b, CAP_BASE, false);
+    pt_feed(t, C2S, b.b, b.n, 2);
+    clear(&b);
+    PK(&b, 2, "\x07plugin-specific");
+    pt_feed(t, S2C, b.b, b.n, 3);
+    clear(&b);
+    PK(&b, 0, "\x0e");
+    pt_feed(t, C2S, b.b, b.n, 10);
+    clear(&b);
+    PK(&b, 1, OK_PKT);
+    pt_feed(t, S2C, b.b, b.n, 11);
+    assert_int_equal(t->n, 1);
+    check(&t->v[0], 10, 11, 5, 11, 0, 0, "COM_PING");
+    free(b.b);
+    pt_free(t);
+}
+
 static void test_ssl_and_compress(void **state)
 {
     (void)state;
@@ -692,6 +719,7 @@ int main(void)
         cmocka_unit_test(test_pipelined_execute_direct),
         cmocka_unit_test(test_local_infile_and_metadata_cache),
         cmocka_unit_test(test_midstream),
+        cmocka_unit_test(test_auth_end_by_command),
         cmocka_unit_test(test_ssl_and_compress),
         cmocka_unit_test(test_gaps),
         cmocka_unit_test(test_detect),
