@@ -580,6 +580,8 @@ int tb_catalog_class(struct tb_catalog *cat, uint32_t tier, const char *text, si
     struct tier_ent *t = (struct tier_ent *)paged_get(&cat->tiers, tier);
     if (!t || (!text && len > 0))
         return TB_E_INVAL;
+    if (!text)
+        text = ""; /* len is 0: keeps memchr/memcmp away from a NULL pointer */
     if (len > TB_CATALOG_CLASS_MAX)
         len = TB_CATALOG_CLASS_MAX;
     uint64_t h = class_hash(tier, text, len);

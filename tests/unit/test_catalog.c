@@ -134,6 +134,9 @@ static void test_classes(void **state)
     assert_int_equal(tb_catalog_class_get(cat, 3)->tier, t2);
     assert_int_equal(tb_catalog_class(cat, t1, "", 0, &id), 0);
     assert_int_equal(id, 4);
+    assert_int_equal(tb_catalog_class(cat, t1, NULL, 0, &id), 0); /* the same empty text */
+    assert_int_equal(id, 4);
+    assert_int_equal(tb_catalog_class(cat, t1, NULL, 3, &id), TB_E_INVAL);
     assert_string_equal(tb_catalog_class_get(cat, 4)->text, "");
     /* A NUL inside the text sends it to "other", created on first use. */
     assert_int_equal(tb_catalog_class(cat, t2, "GET /\0x", 7, &id), 0);
