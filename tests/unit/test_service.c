@@ -275,6 +275,53 @@ static void test_paths_agree(void **state)
     free(a);
 }
 
+/* Thousands of calls: the estimator drops the call intervals that every
+ * pending life has passed (after 4096 of them), and the samples stay exact.
+ * Two servers on two machines, each request 6 ms with one 3 ms call from its
+ * own machine, the other machine's call overlapping it. */
+static void test_many_calls(void **state)
+{
+    (void)state;
+    enum { N = 6000 };
+    static struct tb_request u[N], d[2 * N];
+    size_t nd = 0;
+    for (int i = 0; i < N; i++) {
+        int64_t x = SEC + (int64_t)i * 5 * MS;
+        uint32_t srv = 1 + (uint32_t)(i % 2);
+        memset(&u[i], 0, sizeof u[i]);
+        u[i].server = srv;
+        u[i].class_id = 1;
+        u[i].arrival_ns = x;
+        u[i].departure_ns = x + 6 * MS;
+        struct tb_request *c = &d[nd++];
+        memset(c, 0, sizeof *c);
+        c->arrival_ns = x + 1 * MS;
+        c->departure_ns = x + 4 * MS;
+        addr(&c->client, (uint8_t)srv, 40000);
+        c = &d[nd++];
+        memset(c, 0, sizeof *c);
+        c->arrival_ns = x + 2 * MS; /* from the other server's machine */
+        c->departure_ns = x + 5 * MS;
+        addr(&c->client, (uint8_t)(3 - srv), 40001);
+    }
+    struct tb_svc_host hosts[2] = {{.server = 1}, {.server = 2}};
+    addr(&hosts[0].addr, 1, 0);
+    addr(&hosts[1].addr, 2, 0);
+    struct tb_svc_opts o;
+    tb_svc_opts_default(&o);
+    o.period_ns = 0;
+    struct tb_class_service *s;
+    size_t n;
+    int64_t unit;
+    assert_int_equal(tb_service_estimate(u, N, d, nd, hosts, 2, NULL, 0, &o, &s, &n, &unit), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(s[0].service_ns, 3 * MS);
+    assert_int_equal(s[0].method, TB_SVC_ISOLATED);
+    assert_int_equal(s[0].samples, N);
+    assert_int_equal(s[0].requests, N);
+    free(s);
+}
+
 /* The streaming estimator refuses input out of arrival order. */
 static void test_order(void **state)
 {
@@ -413,6 +460,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_tier),
         cmocka_unit_test(test_paths_agree),
+        cmocka_unit_test(test_many_calls),
         cmocka_unit_test(test_order),
         cmocka_unit_test(test_reservoir),
         cmocka_unit_test(test_units),
