@@ -28,7 +28,7 @@ STACK_DIR=""
 STACK_HEAP=${STACK_HEAP:-"-Xms80m -Xmx80m -Xmn16m"}
 STACK_CACHE_ENTRIES=${STACK_CACHE_ENTRIES:-6000}
 STACK_NODES_PER_ENTRY=${STACK_NODES_PER_ENTRY:-200}
-STACK_ENTRIES_PER_REQUEST=${STACK_ENTRIES_PER_REQUEST:-3}
+STACK_ENTRIES_PER_REQUEST=${STACK_ENTRIES_PER_REQUEST:-4}
 STACK_GARBAGE_PER_REQUEST=${STACK_GARBAGE_PER_REQUEST:-500}
 # Render loop iterations per work unit (list 1, story 2, search 3 units).
 STACK_CPU_WORK=${STACK_CPU_WORK:-0}
@@ -179,11 +179,12 @@ stack_app_up() {
     STACK_GC_LOG=$b/logs/gc.log
     # Serial GC stops every application thread for each collection, like the
     # paper's JDK 1.5 Tomcat; the unified log gives each pause's wall-clock end
-    # (utctime) and duration.
+    # (utctime) and duration. STACK_GC_LOG_TAGS=gc,safepoint also logs every
+    # other stop of the JVM (tbneck events import reads only the [gc] lines).
     local -a jvm
     read -r -a jvm <<<"$STACK_HEAP"
     jvm+=(-XX:+UseSerialGC -XX:-UsePerfData
-          "-Xlog:gc:file=$STACK_GC_LOG:utctime,uptime,level,tags"
+          "-Xlog:${STACK_GC_LOG_TAGS:-gc}:file=$STACK_GC_LOG:utctime,uptime,level,tags"
           -Djava.security.egd=file:/dev/./urandom -Djava.awt.headless=true
           --add-opens=java.base/java.lang=ALL-UNNAMED --add-opens=java.base/java.io=ALL-UNNAMED
           --add-opens=java.base/java.util=ALL-UNNAMED
