@@ -3,7 +3,8 @@
 # e2e_sim_truth.sh — on clean tbneck-sim captures, `tbneck capture -r` reproduces
 # the ground truth exactly: every request once, same tier, server, client and
 # class, arrival and departure to the nanosecond, same status; and the
-# simulator is deterministic (same seed, byte-identical pcap).
+# simulator is deterministic (same seed, byte-identical pcap; PREFIX.truth.conf
+# replays the run).
 set -euo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}"
 work=$(mktemp -d)
@@ -65,6 +66,11 @@ PY
 "$TBNECK_SIM" "$TB_SRCDIR/sim/examples/quick.conf" --out "$work/again" -q
 for f in pcap requests.csv freezes.csv speed.csv expected.csv truth.conf; do
     cmp "$work/quick.$f" "$work/again.$f" || { echo "FAIL: quick.$f differs between runs"; fail=1; }
+done
+# The effective configuration written beside the truth reproduces the run.
+"$TBNECK_SIM" "$work/eof.truth.conf" --out "$work/replay" -q
+for f in pcap requests.csv truth.conf; do
+    cmp "$work/eof.$f" "$work/replay.$f" || { echo "FAIL: eof.truth.conf does not reproduce eof.$f"; fail=1; }
 done
 "$TBNECK_SIM" "$TB_SRCDIR/sim/examples/quick.conf" --out "$work/other" -q --seed 2
 if cmp -s "$work/quick.pcap" "$work/other.pcap"; then
