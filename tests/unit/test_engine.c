@@ -235,6 +235,12 @@ static void test_http_every_link_type(void **state)
         assert_int_equal(s->linktype, dlts[i] >= 1000 ? TB_DLT_EN10MB : dlts[i]);
         assert_int_equal(s->first_ns, T0);
         assert_int_equal(s->last_ns, T0 + 42 * MS);
+        /* The discovered server's address is a host of its tier. */
+        struct tb_addr hosts[4];
+        assert_int_equal(tb_catalog_tier_hosts(h.cat, h.req[0].tier, hosts, 4), 1);
+        assert_string_equal(tb_addr_fmt(&hosts[0], buf, sizeof buf), "10.0.0.1");
+        assert_false(tb_catalog_tier_get(h.cat, h.req[0].tier)->configured);
+        assert_string_equal(tb_catalog_tier_get(h.cat, h.req[0].tier)->proto, "http");
         h_fini(&h);
     }
     /* IPv6 over Ethernet, SLL2 and DLT_IPV6. */
