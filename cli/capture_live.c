@@ -550,7 +550,29 @@ int tb_capture_live(const struct tb_capture_args *a)
     }
     const char *db = a->db ? a->db : TB_DEFAULT_DB;
 
-    /* Everything that needs privileges or creates files happens before -Z. */
+    /* Everything that needs privileges or creates files happens before -Z,
+     * the device first: a missing interface or no permission must not leave a
+     * database (or a capture row) behind. Packets flow only once the loop
+     * runs, after the engine exists. */
+    if (uv_loop_init(&L->loop) < 0) {
+        tb_log_error("capture: cannot create the event loop");
+        goto out;
+    }
+    loop_ok = true;
+    struct tb_live_opts lo = {
+        .iface = a->iface,
+        .bpf = a->bpf,
+        .snaplen = a->snaplen,
+        .bufsize_mib = a->bufsize_mib,
+        .immediate = a->immediate,
+        .promisc = true,
+    };
+    rc = tb_live_open(&L->src, &L->loop, &lo, on_packet, L, err, sizeof err);
+    if (rc < 0) {
+        tb_log_error("capture: %s", err);
+        exit_code = rc == TB_E_INVAL ? TB_EXIT_USAGE : TB_EXIT_FAIL;
+        goto out;
+    }
     if (!a->no_store) {
         rc = tb_store_open(&L->st, db, TB_STORE_CREATE, err, sizeof err);
         if (rc < 0) {
@@ -589,25 +611,6 @@ int tb_capture_live(const struct tb_capture_args *a)
     struct tb_engine_opts eo = {.force_proto = a->force_proto, .first_conn = first_conn};
     if ((rc = tb_engine_new(&L->eng, L->cat, L->tiers, &eo, on_request, L)) < 0) {
         tb_log_error("capture: cannot start the capture engine: %s", tb_strerror(rc));
-        goto out;
-    }
-    if (uv_loop_init(&L->loop) < 0) {
-        tb_log_error("capture: cannot create the event loop");
-        goto out;
-    }
-    loop_ok = true;
-    struct tb_live_opts lo = {
-        .iface = a->iface,
-        .bpf = a->bpf,
-        .snaplen = a->snaplen,
-        .bufsize_mib = a->bufsize_mib,
-        .immediate = a->immediate,
-        .promisc = true,
-    };
-    rc = tb_live_open(&L->src, &L->loop, &lo, on_packet, L, err, sizeof err);
-    if (rc < 0) {
-        tb_log_error("capture: %s", err);
-        exit_code = rc == TB_E_INVAL ? TB_EXIT_USAGE : TB_EXIT_FAIL;
         goto out;
     }
     if (L->st && (rc = tb_writer_start(&L->wr, L->st, L->capture_id)) == 0)

@@ -51,6 +51,7 @@ nsx "$TBNECK" capture -i nosuch0 --db "$work/x.db" >/dev/null 2>"$work/missing.e
 rc=$?
 [ "$rc" -eq 1 ] && [ "$(wc -l <"$work/missing.err")" -eq 1 ] && grep -q nosuch0 "$work/missing.err" ||
   { cat "$work/missing.err"; fail "missing interface: exit $rc, want 1 and one line naming it"; }
+[ ! -e "$work/x.db" ] || fail "missing interface: a database was created anyway"
 ok "missing interface: $(cat "$work/missing.err")"
 
 ip netns exec "$ns" "$TBNECK" capture -i tbvb --duration "${dur}s" --db "$work/live.db" --serve 127.0.0.1:0 \
