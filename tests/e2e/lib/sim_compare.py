@@ -174,6 +174,18 @@ def impaired(truth, got, dropped, min_frac, pcap):
             problems.append((f"times outside the exchange widened to its hole [{lo}, {hi}]",
                              over[0], g))
     frac = exact_n / len(truth) if truth else 1.0
+    # The best any reconstruction can do: a request whose first request packet
+    # or last response packet was lost cannot come out with exact times.
+    timing = set()
+    for d in dropped:
+        if int(d["len"]) > 0:
+            timing.add((d["src"], d["dst"], int(d["t_ns"])))
+    hit = sum(1 for t in truth
+              if (t["client"], t["server"], int(t["arrival_ns"])) in timing
+              or (t["server"], t["client"], int(t["departure_ns"])) in timing)
+    oracle = 1 - hit / len(truth) if truth else 1.0
+    print(f"best possible: {len(truth) - hit} exact ({100 * oracle:.2f}%): {hit} requests lost "
+          f"their first request packet or last response packet")
     return exact_n, frac, problems
 
 
