@@ -96,6 +96,16 @@ expect 200 "index page" "$base/"
 grep -q '<canvas id="scatter"' "$work/body" || fail "index page is not the dashboard"
 expect 200 "app.js" "$base/app.js"
 
+# A server of the tier, and a time range.
+srv=$(curl -sf "$base/api/tiers" | python3 -c "import json,sys; print([t for t in json.load(sys.stdin)['tiers'] if t['name'] == '$tier'][0]['servers'][0])")
+expect 200 "windows of server $srv" "$base/api/windows?tier=$tier&width=50ms&server=$srv"
+json_ok 'assert d["count"] > 0 and d["server"] > 0' "windows of one server"
+other=$(curl -sf "$base/api/tiers" | python3 -c "import json,sys; print([t for t in json.load(sys.stdin)['tiers'] if t['name'] != '$tier'][0]['servers'][0])")
+expect 404 "server of another tier" "$base/api/windows?tier=$tier&width=50ms&server=$other"
+expect 400 "malformed server" "$base/api/windows?tier=$tier&width=50ms&server=not-an-address"
+expect 200 "windows from +1s to +2s" "$base/api/windows?tier=$tier&width=50ms&from=%2B1s&to=%2B2s"
+json_ok 'n=d["count"]; assert 19 <= n <= 21, n' "one second of 50 ms windows"
+
 # Error cases.
 expect 404 "unknown tier" "$base/api/windows?tier=nosuchtier&width=50ms"
 json_ok 'assert "nosuchtier" in d["error"]' "404 body must name the tier"
