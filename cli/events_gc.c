@@ -159,6 +159,17 @@ static bool is_level(const char *p, size_t n)
     return false;
 }
 
+/* "gc", "gc,start": lower-case tag names separated by commas. */
+static bool looks_like_tags(const char *p, const char *end)
+{
+    if (p >= end || *p < 'a' || *p > 'z')
+        return false;
+    for (; p < end; p++)
+        if (!((*p >= 'a' && *p <= 'z') || is_digit(*p) || *p == '_' || *p == ','))
+            return false;
+    return true;
+}
+
 /* JDK 9+: "[decoration]...[decoration] message". The decorations come in the
  * JVM's fixed order (time, utctime, uptime, …, level, tags); we need a wall
  * clock one and the tag set, which follows the level. */
@@ -188,6 +199,11 @@ static int parse_unified(const char *p, const char *end, struct tb_event *ev, co
         } else if (!have_level && is_level(f, (size_t)(fe - f))) {
             have_level = true;
         } else if (have_level && !tags) {
+            tags = f;
+            tags_len = (size_t)(fe - f);
+        } else if (!have_level && looks_like_tags(f, fe)) {
+            /* Logged without the level decoration: the tag set is the
+             * last group made of tag names. */
             tags = f;
             tags_len = (size_t)(fe - f);
         }

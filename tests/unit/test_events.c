@@ -51,6 +51,15 @@ static void test_unified_full_and_zone(void **state)
                      TB_GC_PAUSE);
     assert_int_equal(ev.end_ns, T0 + 456000000);
     assert_int_equal(ev.start_ns, T0 + 456000000 - 12345000);
+    /* Decorations utctime,tags only (no level): [gc] still tells the pause line
+     * from the [gc,start] line of the same collection. */
+    assert_int_equal(parse("[2026-11-22T01:02:03.456+0000][gc] GC(12) Pause Young (Allocation "
+                           "Failure) 30M->10M(48M) 12.345ms", &ev, NULL),
+                     TB_GC_PAUSE);
+    assert_int_equal(ev.start_ns, T0 + 456000000 - 12345000);
+    assert_int_equal(parse("[2026-11-22T01:02:03.444+0000][gc,start] GC(12) Pause Young "
+                           "(Allocation Failure) 1ms", &ev, NULL),
+                     TB_GC_OTHER);
     /* G1's wording, a microsecond-precise duration, padded level and tags. */
     assert_int_equal(parse("[2026-11-21T23:59:59.999-01:30][0.5s][info ][gc   ] GC(0) Pause Young "
                            "(Normal) (G1 Evacuation Pause) 24M->3M(256M) 0.001ms", &ev, NULL),
