@@ -42,12 +42,13 @@ sb2=$!
 pids+=($sb2)
 sleep 2.5 # connected, statements prepared, queries flowing
 
-tcpdump -i lo -s 0 -B 32768 --immediate-mode --time-stamp-precision=nano -U -w "$work/cap.pcap" \
+tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" \
     "tcp port $dbport" 2>"$work/tcpdump.err" &
 tpid=$!
 pids+=($tpid)
 for _ in $(seq 50); do grep -q listening "$work/tcpdump.err" 2>/dev/null && break; sleep 0.1; done
 sleep 3
+sleep 1.2 # tcpdump hands over its buffer at least once a second
 kill -INT "$tpid"
 wait "$tpid" 2>/dev/null || true
 wait "$sb1" || { cat "$work/sb-text.out"; echo "FAIL: sysbench"; exit 1; }

@@ -97,7 +97,7 @@ pids+=($pooled)
 for _ in $(seq 100); do [ -e "$work/go.ready" ] && break; sleep 0.05; done
 [ -e "$work/go.ready" ] || { cat "$work/pooled.out"; echo "FAIL: pooled client"; exit 1; }
 
-tcpdump -i lo -s 0 -B 32768 --immediate-mode --time-stamp-precision=nano -U -w "$work/cap.pcap" \
+tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" \
     "tcp port $port" 2>"$work/tcpdump.err" &
 tpid=$!
 pids+=($tpid)
@@ -151,7 +151,7 @@ response = function(status, headers, body)
 end
 LUA
 wrk -t1 -c2 -d5s -s "$work/stop.lua" "$u/index.html" >"$work/wrk.out" 2>&1
-sleep 0.5
+sleep 1.2 # tcpdump hands over its buffer at least once a second
 kill -INT "$tpid"
 wait "$tpid" 2>/dev/null || true
 # A capture with holes would compare the two tools' gap handling instead.

@@ -128,8 +128,10 @@ def main():
     pt_counts = Counter()
     for c in pt.get("classes", []):
         fp = c.get("fingerprint", "")
-        if fp.startswith("administrator command") or fp.startswith("prepare ") \
-                or fp.startswith("execute "):
+        # pt also lists prepared-statement commands (and COM_STMT_CLOSE as
+        # "deallocate prepare", which has no response): compared above.
+        if fp.startswith(("administrator command", "prepare ", "execute ",
+                          "deallocate prepare")):
             continue
         pt_counts[fp] += int(c["query_count"])
     print("pt-query-digest: %d queries in %d classes; tbneck: %d in %d"
