@@ -203,7 +203,10 @@ static void paged_free(struct paged *p)
 
 /* ---- key hashes (also used for rehashing) ---------------------------------- */
 
-static uint64_t tier_hash(const char *name, size_t len) { return hash_bytes(0x7469657273, name, len); }
+static uint64_t tier_hash(const char *name, size_t len)
+{
+    return hash_bytes(0x7469657273, name, len);
+}
 
 static uint64_t server_hash(uint32_t tier, const struct tb_addr *a)
 {

@@ -59,6 +59,15 @@ int tb_store_next_conn(struct tb_store *st, uint64_t *conn);
  * memory up to a cap, then the caller blocks — never drops). */
 struct tb_writer;
 int tb_writer_start(struct tb_writer **out, struct tb_store *st, int64_t capture_id);
+/* The same with the batch size (rows per transaction, default 16 384, at
+ * most 1 048 576) and the queue cap (batches waiting before the caller
+ * blocks, default 64); zero fields take the defaults, opts may be NULL. */
+struct tb_writer_opts {
+    size_t batch_rows;
+    size_t queue_cap;
+};
+int tb_writer_start_opts(struct tb_writer **out, struct tb_store *st, int64_t capture_id,
+                         const struct tb_writer_opts *opts);
 /* Persist catalog entries added since the last call (call before queueing
  * requests that reference them). The entries are copied here, on the
  * caller's thread. After the first call the writer remembers `cat`, and

@@ -7,7 +7,7 @@
  * is never read from the writer thread). A full batch goes onto a queue under
  * a mutex; the writer thread inserts it in one transaction, catalog entries
  * first, so every request row finds its tier, server and class already
- * stored. When SQLite falls behind, at most QUEUE_CAP batches wait in memory
+ * stored. When SQLite falls behind, at most queue_cap batches wait in memory
  * and then the caller blocks: requests are never dropped. */
 #include "store_int.h"
 
@@ -17,15 +17,16 @@
 #include <string.h>
 #include <time.h>
 
-#define BATCH_ROWS 16384
+#define BATCH_ROWS 16384 /* defaults of struct tb_writer_opts */
 #define QUEUE_CAP 64
+#define BATCH_ROWS_MAX (1u << 20)
 #define FREE_KEEP 4 /* empty batches kept for reuse */
 #define ROWS_PER_STMT 32
 
 struct batch {
     struct batch *next;
     struct tb__cat_delta cat;
-    struct tb_request *req; /* BATCH_ROWS entries */
+    struct tb_request *req; /* batch_rows entries */
     size_t nreq;
     struct tb_health_row *health;
     size_t nhealth, cap_health;
@@ -42,6 +43,7 @@ struct ep_slot {
 struct tb_writer {
     struct tb__db d;
     int64_t capture_id;
+    size_t batch_rows, queue_cap;
     struct tb_catalog *cat; /* remembered by the first tb_writer_catalog */
     struct batch *cur;      /* being filled by the caller */
 
@@ -109,7 +111,7 @@ static struct batch *batch_get(struct tb_writer *w)
     b = calloc(1, sizeof *b);
     if (!b)
         return NULL;
-    b->req = malloc(BATCH_ROWS * sizeof *b->req);
+    b->req = malloc(w->batch_rows * sizeof *b->req);
     if (!b->req) {
         free(b);
         return NULL;
@@ -139,9 +141,9 @@ static int submit(struct tb_writer *w)
     if (batch_empty(w->cur))
         return 0;
     pthread_mutex_lock(&w->mu);
-    if (w->qlen >= QUEUE_CAP) {
+    if (w->qlen >= w->queue_cap) {
         int64_t t0 = clock_ns(CLOCK_MONOTONIC);
-        while (w->qlen >= QUEUE_CAP)
+        while (w->qlen >= w->queue_cap)
             pthread_cond_wait(&w->cv_space, &w->mu);
         w->blocked_ns += clock_ns(CLOCK_MONOTONIC) - t0;
     }
@@ -410,12 +412,24 @@ static void writer_free(struct tb_writer *w)
 
 int tb_writer_start(struct tb_writer **out, struct tb_store *st, int64_t capture_id)
 {
+    return tb_writer_start_opts(out, st, capture_id, NULL);
+}
+
+int tb_writer_start_opts(struct tb_writer **out, struct tb_store *st, int64_t capture_id,
+                         const struct tb_writer_opts *o)
+{
     char err[256];
     int rc;
     *out = NULL;
+    size_t batch_rows = o && o->batch_rows ? o->batch_rows : BATCH_ROWS;
+    size_t queue_cap = o && o->queue_cap ? o->queue_cap : QUEUE_CAP;
+    if (batch_rows > BATCH_ROWS_MAX)
+        return TB_E_INVAL;
     struct tb_writer *w = calloc(1, sizeof *w);
     if (!w)
         return TB_E_NOMEM;
+    w->batch_rows = batch_rows;
+    w->queue_cap = queue_cap;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv_work, NULL);
     pthread_cond_init(&w->cv_space, NULL);
@@ -475,7 +489,7 @@ int tb_writer_request(struct tb_writer *w, const struct tb_request *r)
     int rc;
     if (!w->cur)
         return TB_E_NOMEM;
-    if (w->cur->nreq == BATCH_ROWS && (rc = submit(w)))
+    if (w->cur->nreq == w->batch_rows && (rc = submit(w)))
         return rc;
     if (w->cat && (rc = tb__cat_delta_take(&w->cur->cat, w->cat))) {
         set_err(w, rc);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* test_store.c — opening, versions and migration, and the round trip of every table of the store. */
+/* test_store.c — opening, versions and migration, and the round trip of every store table. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -819,7 +819,8 @@ static void test_analyses(void **state)
                      SQLITE_OK);
     sqlite3_bind_int64(s, 1, id1);
     assert_int_equal(sqlite3_step(s), SQLITE_ROW);
-    assert_string_equal((const char *)sqlite3_column_text(s, 0), "[600.25,700,0.10000000000000001]");
+    assert_string_equal((const char *)sqlite3_column_text(s, 0),
+                        "[600.25,700,0.10000000000000001]");
     sqlite3_finalize(s);
     sqlite3_close(db);
     tb_store_close(st);

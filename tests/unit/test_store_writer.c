@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* test_store_writer.c — the asynchronous writer: 200 000 requests with a catalog growing during
  * the run, read back identical; errors reported by finish. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -10,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <sqlite3.h>
+#include <time.h>
 
 #include "catalog.h"
 #include "store.h"
@@ -237,12 +241,101 @@ static void test_writer_error(void **state)
     tb_store_close(st);
 }
 
+struct producer {
+    struct tb_writer *w;
+    const struct tb_request *rq;
+    size_t n;
+    atomic_size_t done;
+    int rc;
+};
+
+static void *produce(void *arg)
+{
+    struct producer *p = arg;
+    for (size_t i = 0; i < p->n && p->rc == 0; i++) {
+        p->rc = tb_writer_request(p->w, &p->rq[i]);
+        atomic_store(&p->done, i + 1);
+    }
+    return NULL;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* With SQLite locked by another connection, the caller fills the queue cap
+ * (2 batches of 100) plus its current batch, then blocks instead of
+ * dropping; once the lock goes, every row lands. */
+static void test_writer_backpressure(void **state)
+{
+    struct fix *f = *state;
+    struct tb_store *st = open_new(f->path);
+    struct tb_catalog *cat;
+    struct tb_writer *w;
+    struct tb_request rq[1000];
+    uint32_t tier, server, cls;
+    struct tb_addr a;
+    assert_int_equal(tb_catalog_new(&cat), 0);
+    assert_int_equal(tb_catalog_tier(cat, "http", "http", &tier), 0);
+    assert_int_equal(tb_addr_parse("10.0.0.2:80", &a), 0);
+    assert_int_equal(tb_catalog_server(cat, tier, &a, &server), 0);
+    assert_int_equal(tb_catalog_class(cat, tier, "GET /", 5, &cls), 0);
+    assert_int_equal(tb_store_put_catalog(st, cat), 0);
+    for (size_t i = 0; i < 1000; i++) {
+        rq[i] = (struct tb_request){.arrival_ns = (int64_t)i * 10,
+                                    .departure_ns = (int64_t)i * 10 + 5, .conn = i, .tier = tier,
+                                    .server = server, .class_id = cls, .status = 200};
+        client_of((uint32_t)i, &rq[i].client);
+    }
+    sqlite3 *lock;
+    assert_int_equal(sqlite3_open(f->path, &lock), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(lock, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+
+    struct tb_writer_opts o = {.batch_rows = 100, .queue_cap = 2};
+    assert_int_equal(tb_writer_start_opts(&w, st, 0, &o), 0);
+    struct producer p = {.w = w, .rq = rq, .n = 1000};
+    atomic_init(&p.done, 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, produce, &p), 0);
+    for (int i = 0; i < 100 && atomic_load(&p.done) < 300; i++)
+        sleep_ms(20);
+    sleep_ms(200);
+    assert_int_equal(atomic_load(&p.done), 300); /* blocked on the 301st */
+    struct tb_writer_stats ws;
+    tb_writer_stats(w, &ws);
+    assert_int_equal(ws.max_queued, 2);
+    assert_int_equal(ws.rows, 0);
+
+    assert_int_equal(sqlite3_exec(lock, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(lock);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(p.rc, 0);
+    assert_int_equal(atomic_load(&p.done), 1000);
+    assert_int_equal(tb_writer_flush(w), 0);
+    tb_writer_stats(w, &ws);
+    assert_int_equal(ws.rows, 1000);
+    assert_int_equal(ws.batches, 10);
+    assert_int_equal(ws.max_queued, 2);
+    assert_true(ws.caller_blocked_ns >= 200 * TB_NS_PER_MS);
+    assert_int_equal(tb_writer_finish(w), 0);
+    uint64_t count;
+    assert_int_equal(tb_store_request_count(st, 0, &count), 0);
+    assert_int_equal(count, 1000);
+    struct tb_writer_opts bad = {.batch_rows = (1u << 20) + 1};
+    assert_int_equal(tb_writer_start_opts(&w, st, 0, &bad), TB_E_INVAL);
+    tb_catalog_free(cat);
+    tb_store_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_writer_200k, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_windows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writer_backpressure, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
