@@ -368,7 +368,11 @@ static void on_tick(uv_timer_t *h)
     L->clock_ns = TB_MAX(L->last_pkt_ns, now - CLOCK_LAG_NS);
     tb_engine_expire(L->eng, L->clock_ns);
     health(L, now);
-    bool nstar = L->clock_ns - L->last_nstar_ns >= NSTAR_EVERY_NS;
+    /* Early estimates rest on a few seconds of traffic: re-estimate every
+     * half of the time captured so far (1 s, 2 s, 4 s, ...) up to every 10 s,
+     * so the first rough work unit does not stay for long. */
+    int64_t every = TB_MIN(NSTAR_EVERY_NS, TB_MAX(TB_NS_PER_SEC, (now - L->started_ns) / 2));
+    bool nstar = L->clock_ns - L->last_nstar_ns >= every;
     int64_t until = floor_to(L->clock_ns - L->grace_ns, L->width_ns);
     for (size_t tier = 1; tier < L->nlt; tier++) {
         struct live_tier *t = &L->lt[tier];

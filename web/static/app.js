@@ -354,6 +354,13 @@ function renderHealth() {
     c.dataset.points = '0';
     return;
   }
+  // The newest cumulative counters: what a running capture has seen so far.
+  const last = sec[sec.length - 1];
+  const now = $('health-now');
+  now.hidden = false;
+  now.textContent = `latest (${fmtClock(last.ts_ns)} UTC): ${fmt(last.packets, 0)} packets, ` +
+    `${fmt(last.kernel_drops, 0)} kernel drops, ${fmt(last.if_drops, 0)} interface drops; ` +
+    'seconds with drops are shaded';
   const starts = sec.map((r) => r.ts_ns);
   const saved = state.widthNs;
   state.widthNs = 1e9;
