@@ -3,6 +3,7 @@
  * timelines (the paper's Figure 5a/5b and 10b) beside the load vs normalized
  * throughput scatter with N*, TPmax, congested and freeze windows (Figure 5c). */
 #include "plot.h"
+#include "report_fmt.h"
 
 #include <errno.h>
 #include <math.h>
@@ -82,7 +83,7 @@ static int *window_states(const struct tb_analysis_result *r)
     int *st = calloc(r->nwin ? r->nwin : 1, sizeof *st);
     if (!st)
         return NULL;
-    double ns = r->a.n_star;
+    double ns = tb_report_threshold(&r->a);
     for (size_t i = 0; i < r->nwin; i++)
         if (isfinite(ns) && r->win[i].load >= ns && r->win[i].load > 0)
             st[i] = ST_CONGESTED;
@@ -205,6 +206,7 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
           "set style line 4 lc rgb '#228833' lw 1.2\n"
           "set style line 5 lc rgb '#777777' dt 2 lw 1.5\n"
           "set style line 6 lc rgb '#aa3377' lw 1.2\n"
+          "set style line 7 lc rgb '#aaaaaa' dt 3 lw 1.5\n"
           /* Keys above each panel: inside they hide the very points that
            * matter (low load, high throughput; high load, no throughput). */
           "set key tmargin left horizontal noopaque nobox samplen 2 width 2\n"
@@ -219,13 +221,18 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
           f);
     if (isfinite(a->n_star))
         fprintf(f, "set arrow 1 from graph 0, first %.9g to graph 1, first %.9g nohead ls 5\n"
-                   "set label 1 'N*' at graph 1.005, first %.9g left\n",
+                   "set label 1 'N*' at graph 1.005, first %.9g left offset 0,-0.45\n",
                 a->n_star, a->n_star, a->n_star);
+    if (isfinite(a->n_star_fit))
+        fprintf(f, "set arrow 5 from graph 0, first %.9g to graph 1, first %.9g nohead ls 7\n"
+                   "set label 5 'fit' at graph 1.005, first %.9g left offset 0,0.45 "
+                   "textcolor rgb '#999999'\n",
+                a->n_star_fit, a->n_star_fit, a->n_star_fit);
     fprintf(f, "plot $D using 1:2 with lines ls 1 title 'load (%s window mean)', "
-          "'' using 1:($6==1?$2:1/0) with points ls 2 title 'congested (load >= N*)', "
+          "'' using 1:($6==1?$2:1/0) with points ls 2 title 'congested', "
           "'' using 1:($6==2?$2:1/0) with points ls 3 title 'freeze'\n",
             wbuf);
-    fputs("unset arrow 1\nunset label 1\n", f);
+    fputs("unset arrow 1\nunset label 1\nunset arrow 5\nunset label 5\n", f);
 
     /* (b) throughput timeline. */
     fputs("set origin 0,0.325\nset size 0.6,0.31\n"
@@ -273,6 +280,11 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
                    "set label 3 sprintf('N* = %%.2f', %.9g) at first %.9g, graph 0.03 "
                    "offset 0.5,0\n",
                 a->n_star, a->n_star, a->n_star, a->n_star);
+    if (isfinite(a->n_star_fit))
+        fprintf(f, "set arrow 6 from first %.9g, graph 0 to first %.9g, graph 1 nohead ls 7\n"
+                   "set label 6 sprintf('fit %%.2f', %.9g) at first %.9g, graph 0.08 "
+                   "offset 0.5,0 textcolor rgb '#999999'\n",
+                a->n_star_fit, a->n_star_fit, a->n_star_fit, a->n_star_fit);
     if (isfinite(a->tp_max))
         fprintf(f, "set arrow 4 from graph 0, first %.9g to graph 1, first %.9g nohead ls 5\n"
                    "set label 4 sprintf('TPmax = %%.0f', %.9g) at graph 0.72, first %.9g "

@@ -95,6 +95,11 @@ void tb_dur_dist(const struct tb_episode *ep, size_t n, struct tb_dur_dist *d)
     free(v);
 }
 
+double tb_report_threshold(const struct tb_analysis *a)
+{
+    return isfinite(a->n_star) ? a->n_star : a->n_star_fit;
+}
+
 const char *tb_episode_kind_name(enum tb_episode_kind k)
 {
     return k == TB_EP_FREEZE ? "freeze" : "saturated";
@@ -316,8 +321,10 @@ static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t o
     size_t nfreeze = 0;
     for (size_t i = 0; i < r->nep; i++)
         nfreeze += r->ep[i].kind == TB_EP_FREEZE;
-    fprintf(f, "\ncongested: %.1f%% of windows; %zu episodes (%zu freeze, %zu saturated), "
-               "%.1f per minute\n",
+    double thr = tb_report_threshold(&r->a);
+    fprintf(f, "\ncongested (load >= %s%s): %.1f%% of windows; %zu episodes (%zu freeze, %zu "
+               "saturated), %.1f per minute\n",
+            fmt_num(thr, 2, b[0], 32), isfinite(r->a.n_star) ? "" : ", the fit's N*",
             100.0 * r->a.congested_fraction, r->nep, nfreeze, r->nep - nfreeze,
             r->a.episodes_per_min);
     if (d.n) {
@@ -479,7 +486,9 @@ static void json_analysis(FILE *f, const struct tb_analysis_result *r)
     tb_json_num(f, a->n_star);
     fputs(",\"n_star_fit\":", f);
     tb_json_num(f, a->n_star_fit);
-    fprintf(f, ",\"n_star_disagree\":%s,\"tp_max\":", disagree(a) ? "true" : "false");
+    fprintf(f, ",\"n_star_disagree\":%s,\"threshold\":", disagree(a) ? "true" : "false");
+    tb_json_num(f, tb_report_threshold(a));
+    fputs(",\"tp_max\":", f);
     tb_json_num(f, a->tp_max);
     fputs(",\"slope\":", f);
     tb_json_num(f, a->slope);

@@ -161,7 +161,7 @@ static void test_json(void **state)
         "{\"tier\":\"mysql\",\"proto\":\"mysql\",\"server\":\"*\",\"window_ns\":50000000,"
         "\"from_ns\":1700000000000000000,\"to_ns\":1700000000300000000,\"requests\":29,"
         "\"windows\":6,\"n_star\":2.5,\"n_star_fit\":2.6000000000000001,"
-        "\"n_star_disagree\":false,\"tp_max\":480,\"slope\":200,\"work_unit_ns\":10000000,"
+        "\"n_star_disagree\":false,\"threshold\":2.5,\"tp_max\":480,\"slope\":200,\"work_unit_ns\":10000000,"
         "\"congested_fraction\":0.5,\"episodes_per_min\":200,\"levels\":[480,250.5],"
         "\"load\":{\"min\":0,\"mean\":1.8333333333333333,\"max\":4},"
         "\"throughput\":{\"min\":0,\"mean\":96.666666666666671,\"max\":240},"
@@ -181,7 +181,7 @@ static void test_json(void **state)
         "\"period_start_ns\":1700000000000000000,\"service_ns\":30000000,\"units\":3,"
         "\"samples\":25,\"requests\":9,\"method\":\"isolated\"}],"
         "\"servers\":[{\"server\":\"10.0.0.5:3306\",\"requests\":29,\"windows\":6,"
-        "\"n_star\":null,\"n_star_fit\":2,\"n_star_disagree\":false,";
+        "\"n_star\":null,\"n_star_fit\":2,\"n_star_disagree\":false,\"threshold\":2,";
     assert_true(strlen(out) > strlen(head));
     if (strncmp(out, head, strlen(head)) != 0) {
         size_t i = 0;
@@ -229,7 +229,8 @@ static void test_text(void **state)
         "quantile\n",
         "  SELECT a, b FROM t WHERE id = ?                30ms    3.00       25         9  "
         "isolated\n",
-        "congested: 50.0% of windows; 2 episodes (1 freeze, 1 saturated), 200.0 per minute\n",
+        "congested (load >= 2.50): 50.0% of windows; 2 episodes (1 freeze, 1 saturated), 200.0 "
+        "per minute\n",
         "episode durations: min 50ms, median 50ms, p90 50ms, max 50ms\n",
         "  <100ms: 2 | 100-200ms: 0 | 200-500ms: 0 | 500ms-1s: 0 | >=1s: 0\n",
         "throughput levels among congested windows: 2 (480.0, 250.5 work units/s): several "
@@ -330,6 +331,8 @@ static void test_plot_script(void **state)
     assert_non_null(strstr(buf, "set output '/tmp/it''s.png'\n"));
     assert_non_null(strstr(buf, "set arrow 1 from graph 0, first 2.5 to graph 1, first 2.5"));
     assert_non_null(strstr(buf, "set arrow 3 from first 2.5, graph 0 to first 2.5, graph 1"));
+    assert_non_null(strstr(buf, "set arrow 5 from graph 0, first 2.6 to graph 1, first 2.6"));
+    assert_non_null(strstr(buf, "set arrow 6 from first 2.6, graph 0 to first 2.6, graph 1"));
     assert_non_null(strstr(buf, "set arrow 4 from graph 0, first 480 to graph 1, first 480"));
     assert_non_null(strstr(buf, "N* = 2.50 (fit 2.60), TPmax = 480 units/s, 50.0% congested"));
     assert_non_null(strstr(buf, "set ylabel 'normalized throughput (work units/s)'"));
