@@ -23,6 +23,12 @@ int tb_cli_db_open(struct tb_cli_db *db, const char *path, bool readonly)
     }
     char err[512] = "";
     int rc = tb_store_open(&db->st, path, readonly ? TB_STORE_READONLY : 0, err, sizeof err);
+    if (rc == TB_E_UNSUPP && readonly) {
+        /* An older schema cannot be read without its migration, which needs
+         * write access: migrate, as any other command would. */
+        err[0] = '\0';
+        rc = tb_store_open(&db->st, path, 0, err, sizeof err);
+    }
     if (rc) {
         /* The store's line already starts with the path; add it otherwise. */
         size_t pl = strlen(path);
