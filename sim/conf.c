@@ -183,6 +183,15 @@ static int set_sim(struct pstate *ps, const char *k, const char *v)
         return get_duration(ps, k, v, &c->rtt_ns);
     if (!strcmp(k, "mss"))
         return get_int(ps, k, v, 536, 8960, &c->mss);
+    if (!strcmp(k, "ipv6"))
+        return get_bool(ps, k, v, &c->ipv6);
+    if (!strcmp(k, "vlan")) {
+        int id = 0;
+        if (get_int(ps, k, v, 0, 4094, &id) < 0)
+            return TB_E_BADFMT;
+        c->vlan = (uint16_t)id;
+        return 0;
+    }
     return fail(ps, "unknown key '%s' in [sim]", k);
 }
 
@@ -746,6 +755,7 @@ int sim_conf_write(const struct sim_conf *c, FILE *f)
             c->burst ? "true" : "false", c->burst_on.text, c->burst_off.text, c->burst_factor);
     fprintf(f, "link = %g\nack_delay = %" PRId64 "ns\nrtt = %" PRId64 "ns\nmss = %d\n",
             c->link_gbps, c->ack_delay_ns, c->rtt_ns, c->mss);
+    fprintf(f, "ipv6 = %s\nvlan = %u\n", c->ipv6 ? "true" : "false", c->vlan);
     for (int i = 0; i < c->ntiers; i++) {
         const struct sim_tier_conf *t = &c->tiers[i];
         fprintf(f, "\n[tier %s]\nname = %s\nproto = %s\nport = %u\nservers = %d\ncores = %d\n",

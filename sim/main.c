@@ -166,6 +166,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "tbneck-sim: %s\n", err);
         return TB_EXIT_FAIL;
     }
+    out.ipv6 = conf.ipv6;
     sim_conf_write(&conf, out.conf);
     sim_write_expected(&conf, out.expected);
     struct sim_stats st;

@@ -61,7 +61,7 @@ struct conn {
     uint64_t id;
     uint8_t ip[2][4]; /* [0] client, [1] server */
     uint16_t port[2];
-    char caddr[24]; /* the client as "a.b.c.d:port", for the truth */
+    char caddr[40]; /* the client as tbneck prints it, for the truth */
     struct tcp_dir d[2];
     struct server *srv;
     int nreq;
@@ -84,7 +84,7 @@ struct server {
     int tier, idx;
     uint8_t ip[4];
     uint16_t port;
-    char addr[32];
+    char addr[40];
     struct sim_ps ps;
     uint32_t ps_gen;
     int busy_threads;
@@ -288,11 +288,6 @@ static void sb_lenenc_str(struct model *m, struct sbuf *b, const void *s, size_t
     sb_put(m, b, s, n);
 }
 
-static void fmt_addr(char *buf, size_t n, const uint8_t ip[4], uint16_t port)
-{
-    snprintf(buf, n, "%u.%u.%u.%u:%u", ip[0], ip[1], ip[2], ip[3], port);
-}
-
 static int64_t max64(int64_t a, int64_t b)
 {
     return a > b ? a : b;
@@ -351,9 +346,11 @@ static void emit(struct model *m, struct conn *c, int dir, int64_t ts, uint8_t f
 {
     struct tcp_dir *d = &c->d[dir];
     const uint8_t *sip = c->ip[dir], *dip = c->ip[!dir];
+    bool v6 = m->c->ipv6;
+    size_t l2 = m->c->vlan ? 18 : 14, l3 = v6 ? 40 : 20;
     size_t optlen = (flags & TH_SYN) ? 20 : 12;
     size_t tcplen = 20 + optlen;
-    size_t len = 14 + 20 + tcplen + plen;
+    size_t len = l2 + l3 + tcplen + plen;
     struct pkt *p = m->pkt_free;
     if (p)
         m->pkt_free = p->next_free;
@@ -365,20 +362,42 @@ static void emit(struct model *m, struct conn *c, int dir, int64_t ts, uint8_t f
     /* Locally administered MACs derived from the IP: one tap sees every host. */
     f[0] = 0x02, f[1] = 0x00, memcpy(f + 2, dip, 4);
     f[6] = 0x02, f[7] = 0x00, memcpy(f + 8, sip, 4);
-    put16(f + 12, 0x0800);
-    uint8_t *ip = f + 14;
-    ip[0] = 0x45;
-    ip[1] = 0;
-    put16(ip + 2, (uint16_t)(20 + tcplen + plen));
-    put16(ip + 4, d->ip_id++);
-    put16(ip + 6, 0x4000); /* DF */
-    ip[8] = 64;
-    ip[9] = 6;
-    put16(ip + 10, 0);
-    memcpy(ip + 12, sip, 4);
-    memcpy(ip + 16, dip, 4);
-    put16(ip + 10, csum_fold(csum_add(0, ip, 20)));
-    uint8_t *t = ip + 20;
+    if (m->c->vlan) {
+        put16(f + 12, 0x8100);
+        put16(f + 14, m->c->vlan);
+    }
+    put16(f + l2 - 2, v6 ? 0x86dd : 0x0800);
+    uint8_t *ip = f + l2;
+    /* The addresses as the checksum's pseudo-header and the header carry them. */
+    uint8_t src[16], dst[16];
+    size_t alen = v6 ? 16 : 4;
+    if (v6) {
+        static const uint8_t pfx[12] = {0xfd, 0x00};
+        memcpy(src, pfx, 12), memcpy(dst, pfx, 12);
+        src[12] = 0, src[13] = sip[2], src[14] = 0, src[15] = sip[3];
+        dst[12] = 0, dst[13] = dip[2], dst[14] = 0, dst[15] = dip[3];
+        put32(ip, 0x60000000u);
+        put16(ip + 4, (uint16_t)(tcplen + plen));
+        ip[6] = 6;
+        ip[7] = 64;
+        memcpy(ip + 8, src, 16);
+        memcpy(ip + 24, dst, 16);
+        d->ip_id++;
+    } else {
+        memcpy(src, sip, 4), memcpy(dst, dip, 4);
+        ip[0] = 0x45;
+        ip[1] = 0;
+        put16(ip + 2, (uint16_t)(20 + tcplen + plen));
+        put16(ip + 4, d->ip_id++);
+        put16(ip + 6, 0x4000); /* DF */
+        ip[8] = 64;
+        ip[9] = 6;
+        put16(ip + 10, 0);
+        memcpy(ip + 12, sip, 4);
+        memcpy(ip + 16, dip, 4);
+        put16(ip + 10, csum_fold(csum_add(0, ip, 20)));
+    }
+    uint8_t *t = ip + l3;
     put16(t, c->port[dir]);
     put16(t + 2, c->port[!dir]);
     put32(t + 4, seq);
@@ -409,8 +428,8 @@ static void emit(struct model *m, struct conn *c, int dir, int64_t ts, uint8_t f
     d->last_tsval = tsval;
     if (plen)
         memcpy(t + tcplen, payload, plen);
-    uint32_t sum = csum_add(0, sip, 4);
-    sum = csum_add(sum, dip, 4);
+    uint32_t sum = csum_add(0, src, alen);
+    sum = csum_add(sum, dst, alen);
     sum += 6 + (uint32_t)(tcplen + plen);
     sum = csum_add(sum, t, tcplen + plen);
     put16(t + 16, csum_fold(sum));
@@ -458,7 +477,8 @@ static void tcp_send(struct model *m, struct conn *c, int dir, int64_t t, const 
     struct tcp_dir *d = &c->d[dir], *r = &c->d[!dir];
     int64_t ts = max64(t, d->busy + 1);
     size_t mss = (size_t)m->c->mss;
-    int64_t ack_gap = wire_ns(m, 66);
+    size_t hdr = (m->c->vlan ? 18 : 14) + (m->c->ipv6 ? 40 : 20) + 32;
+    int64_t ack_gap = wire_ns(m, hdr);
     *first = ts;
     for (size_t off = 0; off < len;) {
         size_t n = TB_MIN(mss, len - off);
@@ -473,7 +493,7 @@ static void tcp_send(struct model *m, struct conn *c, int dir, int64_t t, const 
         off += n;
         if (++r->unacked >= 2)
             pure_ack(m, c, !dir, ts + ack_gap, d->nxt);
-        ts += wire_ns(m, 66 + n);
+        ts += wire_ns(m, hdr + n);
     }
     if (r->unacked) {
         r->ack_pending = true;
@@ -511,7 +531,7 @@ static struct conn *conn_new(struct model *m, const uint8_t cip[4], uint16_t cpo
     memcpy(c->ip[1], srv->ip, 4);
     c->port[0] = cport;
     c->port[1] = srv->port;
-    fmt_addr(c->caddr, sizeof c->caddr, cip, cport);
+    sim_fmt_addr(c->caddr, sizeof c->caddr, cip, cport, m->c->ipv6);
     c->srv = srv;
     c->open = true;
     for (int i = 0; i < 2; i++) {
@@ -1377,9 +1397,12 @@ int sim_write_expected(const struct sim_conf *c, FILE *f)
             vr += visits[k][t] * res[k][t];
         }
         double nstar = vd > 0 ? tc->cores * vr / vd : tc->cores;
-        for (int s = 0; s < tc->servers; s++)
-            fprintf(f, "%s,10.0.%d.%d:%u,%d,%.2f\n", tc->wire_name, 2 + t, 1 + s, tc->port,
-                    tc->cores, nstar);
+        for (int s = 0; s < tc->servers; s++) {
+            char addr[48];
+            const uint8_t ip[4] = {10, 0, (uint8_t)(2 + t), (uint8_t)(1 + s)};
+            sim_fmt_addr(addr, sizeof addr, ip, tc->port, c->ipv6);
+            fprintf(f, "%s,%s,%d,%.2f\n", tc->wire_name, addr, tc->cores, nstar);
+        }
         fprintf(f, "%s,*,%d,%.2f\n", tc->wire_name, tc->cores * tc->servers,
                 nstar * tc->servers);
     }
@@ -1392,7 +1415,7 @@ static int setup(struct model *m, char *err, size_t errlen)
     sim_rng_seed(&m->rng, c->seed);
     sim_heap_init(&m->ev);
     sim_heap_init(&m->pk);
-    m->pkt_size = 14 + 60 + 60 + (size_t)c->mss;
+    m->pkt_size = 18 + 40 + 60 + (size_t)c->mss;
     m->end_ns = c->start_ns + c->duration_ns;
     for (int i = 0; i < c->nclasses; i++)
         m->class_wsum += c->classes[i].weight;
@@ -1431,7 +1454,7 @@ static int setup(struct model *m, char *err, size_t errlen)
             s->port = tc->port;
             s->level = tc->speed_init;
             s->next_port = 40000;
-            fmt_addr(s->addr, sizeof s->addr, s->ip, s->port);
+            sim_fmt_addr(s->addr, sizeof s->addr, s->ip, s->port, c->ipv6);
             sim_ps_init(&s->ps, tc->cores, tc->speeds[s->level], t0);
             log_speed(m, s, t0);
         }

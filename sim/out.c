@@ -85,9 +85,12 @@ static void write_frame(struct sim_out *o, int64_t ts, const uint8_t *frame, siz
     o->bytes += len;
 }
 
-static void fmt_ip(char *buf, size_t n, const uint8_t ip[4], uint16_t port)
+void sim_fmt_addr(char *buf, size_t n, const uint8_t ip[4], uint16_t port, bool ipv6)
 {
-    snprintf(buf, n, "%u.%u.%u.%u:%u", ip[0], ip[1], ip[2], ip[3], port);
+    if (ipv6)
+        snprintf(buf, n, "[fd00::%x:%x]:%u", ip[2], ip[3], port);
+    else
+        snprintf(buf, n, "%u.%u.%u.%u:%u", ip[0], ip[1], ip[2], ip[3], port);
 }
 
 int sim_out_packet(struct sim_out *o, int64_t ts, const uint8_t *frame, size_t len,
@@ -95,15 +98,15 @@ int sim_out_packet(struct sim_out *o, int64_t ts, const uint8_t *frame, size_t l
 {
     o->packets++;
     if (o->imp.drop > 0 && sim_rng_unit(&o->rng) < o->imp.drop) {
-        char s[32], d[32], fl[8];
+        char s[48], d[48], fl[8];
         int k = 0;
         static const char names[] = "FSRPAU";
         for (int b = 0; b < 6; b++)
             if (meta->flags & (1u << b))
                 fl[k++] = names[b];
         fl[k] = 0;
-        fmt_ip(s, sizeof s, meta->src, meta->sport);
-        fmt_ip(d, sizeof d, meta->dst, meta->dport);
+        sim_fmt_addr(s, sizeof s, meta->src, meta->sport, o->ipv6);
+        sim_fmt_addr(d, sizeof d, meta->dst, meta->dport, o->ipv6);
         fprintf(o->dropped, "%" PRId64 ",%s,%s,%" PRIu32 ",%" PRIu32 ",%s\n", ts, s, d, meta->seq,
                 meta->payload, fl);
         o->dropped_n++;

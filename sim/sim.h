@@ -173,6 +173,8 @@ struct sim_conf {
     int64_t ack_delay_ns;
     int64_t rtt_ns;
     int mss;
+    bool ipv6;     /* hosts get fd00::T:N instead of 10.0.T.N */
+    uint16_t vlan; /* 802.1Q tag on every frame; 0 = untagged */
     struct sim_tier_conf tiers[SIM_MAX_TIERS];
     int ntiers;
     struct sim_class_conf classes[SIM_MAX_CLASSES];
@@ -210,6 +212,7 @@ struct sim_out {
     size_t held_len, held_orig;
     int64_t held_ts;
     uint64_t packets, written, dropped_n, reordered, duplicated, bytes;
+    bool ipv6; /* how addresses are named in dropped.csv */
 };
 
 /* What dropped.csv records about a packet that was left out of the pcap. */
@@ -229,6 +232,9 @@ int sim_out_packet(struct sim_out *o, int64_t ts, const uint8_t *frame, size_t l
                    const struct sim_pkt_meta *meta);
 /* Flushes and closes everything; returns 0 or TB_E_IO. */
 int sim_out_close(struct sim_out *o);
+/* A host's endpoint as tbneck prints it: "10.0.T.N:port", or with ipv6
+ * "[fd00::T:N]:port" (the same host numbering). */
+void sim_fmt_addr(char *buf, size_t n, const uint8_t ip4[4], uint16_t port, bool ipv6);
 /* RFC 4180 field: quoted when it holds a comma, quote or line break. */
 void sim_csv_field(FILE *f, const char *s);
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # e2e_sim_truth.sh — on clean tbneck-sim captures, `tbneck capture -r` reproduces
-# the ground truth exactly: every request once, same tier, server, client and
-# class, arrival and departure to the nanosecond, same status; and the
+# the ground truth exactly (IPv4, and IPv6 in 802.1Q): every request once, same
+# tier, server, client and class, arrival and departure to the nanosecond,
+# same status; and the
 # simulator is deterministic (same seed, byte-identical pcap; PREFIX.truth.conf
 # replays the run).
 set -euo pipefail
@@ -24,6 +25,9 @@ check() { # check NAME CONFIG [sim options...]
 
 check quick "$TB_SRCDIR/sim/examples/quick.conf"
 check eof "$TB_SRCDIR/tests/e2e/lib/sim_eof.conf"
+check v6 "$TB_SRCDIR/tests/e2e/lib/sim_v6.conf"
+grep -q '^http,\[fd00::2:1\]:80,\[fd00::1:' "$work/v6.requests.csv" ||
+    { echo "FAIL: v6 run has no IPv6 front-tier requests"; fail=1; }
 
 # The runs really covered what this test claims: three tiers, several servers
 # per tier, freezes, connections closed and reopened (more user connections
@@ -81,7 +85,7 @@ fi
 # With tshark present, an independent decoder finds no malformed packet, no
 # TCP or protocol warning and no bad checksum, and agrees on the request times.
 if command -v tshark >/dev/null; then
-    for name in quick eof; do
+    for name in quick eof v6; do
         bad=$(tshark -r "$work/$name.pcap" -o tcp.check_checksum:TRUE -o ip.check_checksum:TRUE \
             -Y '_ws.malformed || _ws.expert.severity >= 6291456 || ip.checksum.status == 0 ||
                 tcp.checksum.status == 0' 2>/dev/null | head -5)
