@@ -649,7 +649,8 @@ static int copy_svc(struct tb_analysis_result *res, const struct tb_class_servic
 
 /* Runs the pipeline for the rows asked: row 0 (the tier, or the --server) into
  * *total, and with `servers` each server of the tier. */
-static int run(struct pipe *p, struct tb_analysis_result *total, struct tb_analysis_result **servers,
+static int run(struct pipe *p, struct tb_analysis_result *total,
+               struct tb_analysis_result **servers,
                size_t *nservers)
 {
     const struct tb_analyze_opts *o = p->o;
@@ -850,7 +851,8 @@ static double called_by_tiers_share(const struct tb_catalog *cat, uint32_t tier,
         bool m = false;
         for (uint32_t s = 1; s <= ns && !m; s++) {
             const struct tb_server_info *si = tb_catalog_server_get(cat, s);
-            m = si && si->tier != tier && si->addr.family && tb_addr_ip_eq(&si->addr, &rq[i].client);
+            m = si && si->tier != tier && si->addr.family &&
+                tb_addr_ip_eq(&si->addr, &rq[i].client);
         }
         for (uint32_t t = 1; t <= nt && !m; t++) {
             if (t == tier)

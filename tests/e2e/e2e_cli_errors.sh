@@ -89,7 +89,8 @@ expect 1 "nothing to draw, tier '$tier' has no requests in the range" "$TBNECK" 
 
 # A database written by a newer tbneck (schema version 99).
 cp "$db" "$work/new.db"
-sqlite3 "$work/new.db" "PRAGMA user_version = 99; UPDATE meta SET value = 99 WHERE key = 'schema_version';"
+sqlite3 "$work/new.db" \
+    "PRAGMA user_version = 99; UPDATE meta SET value = 99 WHERE key = 'schema_version';"
 expect 1 "$work/new.db.*newer" "$TBNECK" report --tier "$tier" --db "$work/new.db"
 expect 1 "$work/new.db.*newer" "$TBNECK" export windows --tier "$tier" --db "$work/new.db"
 expect 1 "$work/new.db.*newer" "$TBNECK" export requests --db "$work/new.db"

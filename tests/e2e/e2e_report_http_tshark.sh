@@ -25,7 +25,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+freeport() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
 port=$(freeport)
 up=$(freeport)
 while [ "$up" = "$port" ]; do up=$(freeport); done
@@ -87,7 +89,8 @@ grep -q "requests: " "$work/load.out" || { echo "FAIL: the load did not run"; ex
 # on a 50 ms boundary, then both grids coincide.
 width=50000000
 first=$(tshark -r "$work/raw.pcap" -c 1 -T fields -e frame.time_epoch 2>/dev/null)
-first_ns=$(python3 -c "import sys; s,f=sys.argv[1].split('.'); print(int(s)*10**9+int(f.ljust(9,'0')[:9]))" "$first")
+first_ns=$(python3 -c "import sys; s, f = sys.argv[1].split('.')
+print(int(s) * 10**9 + int(f.ljust(9, '0')[:9]))" "$first")
 shift_ns=$(( (width - first_ns % width) % width ))
 editcap -t "$(printf '0.%09d' "$shift_ns")" "$work/raw.pcap" "$work/cap.pcap"
 t0=$(( first_ns + shift_ns ))

@@ -116,7 +116,8 @@ for seed in 1 2; do
         # The plots: one PNG and one SVG image, the text report naming it.
         "$TBNECK" report --tier http-8080 --db "$p.db" --plot "$p.png" >"$p.txt"
         "$TBNECK" report --tier http-8080 --db "$p.db" --plot "$p.svg" --format json >/dev/null
-        grep -q "^plot: $p.png$" "$p.txt" || { echo "FAIL: report does not name its plot"; failed=1; }
+        grep -q "^plot: $p.png$" "$p.txt" ||
+            { echo "FAIL: report does not name its plot"; failed=1; }
         [ "$(head -c 8 "$p.png" | od -An -tx1 | tr -d ' ')" = 89504e470d0a1a0a ] ||
             { echo "FAIL: $p.png is not a PNG"; failed=1; }
         grep -q "<svg" "$p.svg" || { echo "FAIL: $p.svg is not an SVG"; failed=1; }
