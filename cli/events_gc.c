@@ -210,10 +210,12 @@ static int parse_unified(const char *p, const char *end, struct tb_event *ev, co
         p = close + 1;
     }
     const char *msg = p;
-    /* Only the plain [gc] tag set carries one line per finished pause;
-     * [gc,start] repeats "Pause Young" without a duration, [gc,heap] and the
-     * others describe the same collection again. */
-    if (tags && !(tags_len == 2 && !memcmp(tags, "gc", 2)))
+    /* The plain [gc] tag set carries one line per finished pause (ZGC logs its
+     * pauses under [gc,phases] instead, where the other collectors log no
+     * "Pause"); [gc,start] repeats "Pause Young" without a duration, [gc,heap]
+     * and the others describe the same collection again. */
+    if (tags && !(tags_len == 2 && !memcmp(tags, "gc", 2)) &&
+        !(tags_len == 9 && !memcmp(tags, "gc,phases", 9)))
         return TB_GC_OTHER;
     const char *pause = find(msg, end, "Pause ");
     if (!pause)

@@ -51,6 +51,12 @@ static void test_unified_full_and_zone(void **state)
                      TB_GC_PAUSE);
     assert_int_equal(ev.end_ns, T0 + 456000000);
     assert_int_equal(ev.start_ns, T0 + 456000000 - 12345000);
+    /* ZGC: its (sub-millisecond) pauses are [gc,phases] lines. */
+    assert_int_equal(parse("[2026-11-22T01:02:03.456+0000][0.246s][info][gc,phases   ] GC(0) "
+                           "Pause Mark Start 0.010ms", &ev, NULL),
+                     TB_GC_PAUSE);
+    assert_int_equal(ev.end_ns - ev.start_ns, 10000);
+    assert_string_equal(ev.detail, "GC(0) Pause Mark Start");
     /* Decorations utctime,tags only (no level): [gc] still tells the pause line
      * from the [gc,start] line of the same collection. */
     assert_int_equal(parse("[2026-11-22T01:02:03.456+0000][gc] GC(12) Pause Young (Allocation "
