@@ -592,7 +592,10 @@ static int tcp_packet(struct tb_engine *e, struct tb_pkt *pk, int64_t ts)
      * acknowledges: starting there lets a lost first segment show as a hole. */
     if (ack && !f->rs[1 - side].started && (f->flags & TB_FF_MIDSTREAM))
         tb_reasm_start(&f->rs[1 - side], pk->ack);
-    if (ack)
+    /* What a segment carries may answer bytes it acknowledges (a response
+     * acknowledging its request): holes those left are declared first. A
+     * pure ACK only takes note (see tb_reasm_ack_note). */
+    if (ack && (data || fin))
         tb_reasm_acked(&f->rs[1 - side], &e->renv, pk->ack, ts);
     if (rst) {
         close_flow(e, f, -1);
@@ -609,6 +612,11 @@ static int tcp_packet(struct tb_engine *e, struct tb_pkt *pk, int64_t ts)
         if (fin && !f->fin_first)
             f->fin_first = (uint8_t)(side + 1);
     }
+    /* ACKs noted on earlier packets: what is still missing now is a hole. */
+    tb_reasm_settle(&f->rs[0], &e->renv);
+    tb_reasm_settle(&f->rs[1], &e->renv);
+    if (ack && !(data || fin))
+        tb_reasm_ack_note(&f->rs[1 - side], pk->ack, ts);
     if (f->fin_first && tb_reasm_finished(&f->rs[0]) && tb_reasm_finished(&f->rs[1]))
         close_flow(e, f, f->fin_first - 1);
     e->cur = NULL;

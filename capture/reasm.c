@@ -224,11 +224,41 @@ int tb_reasm_segment(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_
     return buffer(r, env, seq, p, len, miss, ts_ns);
 }
 
+void tb_reasm_ack_note(struct tb_reasm *r, uint32_t ack, int64_t ts_ns)
+{
+    if (!r->started)
+        return;
+    int32_t ahead = tb_seq_diff(ack, r->next);
+    if (ahead <= 0 || (uint32_t)ahead >= TB_REASM_MAX_AHEAD)
+        return;
+    if (!r->ack_pending) {
+        r->ack_pending = true;
+        r->ack_hi = ack;
+        r->ack_ts = ts_ns;
+    } else if (tb_seq_lt(r->ack_hi, ack)) {
+        r->ack_hi = ack;
+    }
+}
+
+void tb_reasm_settle(struct tb_reasm *r, const struct tb_reasm_env *env)
+{
+    if (!r->ack_pending)
+        return;
+    r->ack_pending = false;
+    tb_reasm_acked(r, env, r->ack_hi, r->ack_ts);
+}
+
 void tb_reasm_acked(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_t ack,
                     int64_t ts_ns)
 {
     if (!r->started)
         return;
+    if (r->ack_pending) {
+        /* An earlier pure ACK went further: it is settled with this one. */
+        r->ack_pending = false;
+        if (tb_seq_lt(ack, r->ack_hi))
+            ack = r->ack_hi;
+    }
     uint32_t limit = ack;
     /* The FIN takes a sequence number but carries no byte. */
     if (r->fin && tb_seq_lt(r->fin_seq, limit))
@@ -252,6 +282,7 @@ void tb_reasm_acked(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_t
 
 void tb_reasm_flush(struct tb_reasm *r, const struct tb_reasm_env *env, int64_t ts_ns)
 {
+    tb_reasm_settle(r, env);
     while (r->ooo)
         skip_hole(r, env);
     if (r->started && r->fin && tb_seq_lt(r->next, r->fin_seq)) {

@@ -27,7 +27,7 @@ struct tb_reasm_env {
 
 struct tb_reasm_seg;
 
-/* 24 bytes when idle: the out-of-order list is empty and holds no memory. */
+/* 40 bytes when idle: the out-of-order list is empty and holds no memory. */
 struct tb_reasm {
     uint32_t next;      /* next sequence number to deliver */
     uint32_t fin_seq;   /* sequence number of the FIN, when fin is set */
@@ -35,7 +35,9 @@ struct tb_reasm {
     uint8_t dir;
     bool started;       /* `next` is known */
     bool fin;
-    bool pad_;
+    bool ack_pending;   /* a pure ACK passed `next`: ack_hi, ack_ts */
+    uint32_t ack_hi;
+    int64_t ack_ts;
     struct tb_reasm_seg *ooo; /* sorted by sequence, non-overlapping */
 };
 
@@ -52,10 +54,17 @@ void tb_reasm_start(struct tb_reasm *r, uint32_t seq);
 int tb_reasm_segment(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_t seq,
                      const uint8_t *p, uint32_t len, uint32_t miss, bool fin, int64_t ts_ns);
 /* The opposite direction acknowledged `ack`: every byte before it reached the
- * endpoint, so whatever of them was never captured is a hole; declares it and
- * delivers the buffered bytes behind it. */
+ * endpoint, so whatever of them was never captured is a hole; declares it
+ * (with any noted ACK further ahead) and delivers the buffered bytes behind it.
+ * For ACKs on segments that carry data: what they carry may depend on it. */
 void tb_reasm_acked(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_t ack,
                     int64_t ts_ns);
+/* A pure ACK: noted, not acted on yet. A mirror port may show an ACK just
+ * before the segment it acknowledges; tb_reasm_settle(), called once the next
+ * packet of the connection has been handled, declares only what is still
+ * missing then. */
+void tb_reasm_ack_note(struct tb_reasm *r, uint32_t ack, int64_t ts_ns);
+void tb_reasm_settle(struct tb_reasm *r, const struct tb_reasm_env *env);
 /* End of the stream (close, idle, end of capture): declares every hole,
  * delivers everything buffered, and a final gap up to a seen FIN. */
 void tb_reasm_flush(struct tb_reasm *r, const struct tb_reasm_env *env, int64_t ts_ns);

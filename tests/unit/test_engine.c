@@ -307,8 +307,13 @@ static void test_lost_segment_gap(void **state)
     k.sn += 8;
     xmit(&h, &k, false, BODY + 8, T0 + 30 * MS);
     assert_int_equal(h.n, 0); /* held: the hole may still be filled */
-    /* The client's ACK passes the hole: the endpoint had those bytes. */
+    /* The client's ACK passes the hole: the endpoint had those bytes. A pure
+     * ACK is only noted: the next packet could still be the missing one. */
     tcp(&h, &k, true, k.cn, TB_TCP_ACK, NULL, 0, T0 + 31 * MS);
+    assert_int_equal(h.n, 0);
+    assert_int_equal(tb_engine_stats(h.e)->gaps, 0);
+    /* It is not: the client's next request settles the hole. */
+    xmit(&h, &k, true, REQ, T0 + 50 * MS);
     assert_int_equal(h.n, 1);
     const struct tb_capture_stats *s = tb_engine_stats(h.e);
     assert_int_equal(s->gaps, 1);
@@ -318,6 +323,35 @@ static void test_lost_segment_gap(void **state)
     assert_int_equal(h.req[0].departure_ns, T0 + 30 * MS);
     assert_true(h.req[0].flags & TB_REQ_GAP);
     assert_int_equal(h.req[0].status, 200);
+    h_fini(&h);
+}
+
+/* A mirror port showing an ACK just before the segment it acknowledges: no
+ * hole, no retransmission, exact times. */
+static void test_ack_before_data(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, NULL);
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:80");
+    handshake(&h, &k, 1000, 5000, T0);
+    xmit(&h, &k, true, REQ, T0 + 10 * MS);
+    xmit(&h, &k, false, RESP_HDR, T0 + 20 * MS);
+    /* The client's ACK of the body comes first, the body 1 us later. */
+    uint32_t body_seq = k.sn;
+    k.sn += sizeof BODY - 1;
+    tcp(&h, &k, true, k.cn, TB_TCP_ACK, NULL, 0, T0 + 30 * MS);
+    tcp(&h, &k, false, body_seq, TB_TCP_ACK | TB_TCP_PSH, BODY, sizeof BODY - 1,
+        T0 + 30 * MS + 1000);
+    assert_int_equal(h.n, 1);
+    assert_int_equal(h.req[0].departure_ns, T0 + 30 * MS + 1000);
+    assert_int_equal(h.req[0].flags, 0);
+    fin(&h, &k, true, T0 + 40 * MS);
+    fin(&h, &k, false, T0 + 41 * MS);
+    const struct tb_capture_stats *s = tb_engine_stats(h.e);
+    assert_int_equal(s->gaps, 0);
+    assert_int_equal(s->retransmitted_bytes, 0);
+    assert_int_equal(s->flows_open, 0);
     h_fini(&h);
 }
 
@@ -675,6 +709,7 @@ int main(void)
         cmocka_unit_test(test_http_every_link_type),
         cmocka_unit_test(test_reorder_and_retransmit),
         cmocka_unit_test(test_lost_segment_gap),
+        cmocka_unit_test(test_ack_before_data),
         cmocka_unit_test(test_wraparound),
         cmocka_unit_test(test_rst_and_idle),
         cmocka_unit_test(test_midstream),

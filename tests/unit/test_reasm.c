@@ -150,6 +150,47 @@ static void test_hole_declared_by_ack(void **state)
     assert_int_equal(c.ctr.gaps, 3);
 }
 
+static void test_noted_ack(void **state)
+{
+    (void)state;
+    struct rec c;
+    rec_init(&c, 1 << 16, 0);
+    seg(&c, 0, "abc", 1);
+    /* Noted ACKs declare nothing until settled ... */
+    tb_reasm_ack_note(&c.r, 6, 2);
+    tb_reasm_ack_note(&c.r, 5, 3); /* behind the noted one: no change */
+    assert_true(c.r.ack_pending);
+    assert_int_equal(c.r.ack_hi, 6);
+    /* ... and the bytes arriving in between close the hole. */
+    seg(&c, 3, "def", 4);
+    tb_reasm_settle(&c.r, &c.env);
+    assert_false(c.r.ack_pending);
+    assert_string_equal(c.out, "abcdef");
+    assert_int_equal(c.ctr.gaps, 0);
+    /* Still missing when settled: a gap at the noted ACK's time. */
+    tb_reasm_ack_note(&c.r, 10, 5);
+    tb_reasm_ack_note(&c.r, 12, 6);
+    seg(&c, 12, "mn", 7);
+    tb_reasm_settle(&c.r, &c.env);
+    assert_string_equal(c.out, "abcdef<gap 6>mn");
+    assert_int_equal(c.ts[2], 5);
+    /* An eager ACK behind a noted one settles up to the noted one. */
+    tb_reasm_ack_note(&c.r, 20, 8);
+    tb_reasm_acked(&c.r, &c.env, 15, 9);
+    assert_string_equal(c.out, "abcdef<gap 6>mn<gap 6>");
+    assert_false(c.r.ack_pending);
+    /* Flush settles what is noted. */
+    tb_reasm_ack_note(&c.r, 25, 10);
+    tb_reasm_flush(&c.r, &c.env, 11);
+    assert_string_equal(c.out, "abcdef<gap 6>mn<gap 6><gap 5>");
+    /* Not started, or not ahead: nothing noted. */
+    tb_reasm_ack_note(&c.r, 25, 12);
+    assert_false(c.r.ack_pending);
+    tb_reasm_init(&c.r, 1);
+    tb_reasm_ack_note(&c.r, 99, 13);
+    assert_false(c.r.ack_pending);
+}
+
 static void test_wraparound(void **state)
 {
     (void)state;
@@ -256,6 +297,7 @@ int main(void)
         cmocka_unit_test(test_reorder),
         cmocka_unit_test(test_retransmit_and_overlap),
         cmocka_unit_test(test_hole_declared_by_ack),
+        cmocka_unit_test(test_noted_ack),
         cmocka_unit_test(test_wraparound),
         cmocka_unit_test(test_cap_gives_up_hole),
         cmocka_unit_test(test_snaplen_missing),
