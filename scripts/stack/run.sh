@@ -76,7 +76,11 @@ cap_pid=""
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
-    if [ -n "$cap_pid" ]; then kill -INT "$cap_pid" 2>/dev/null || true; sleep 0.5; kill -KILL "$cap_pid" 2>/dev/null || true; fi
+    if [ -n "$cap_pid" ]; then
+        kill -INT "$cap_pid" 2>/dev/null || true
+        sleep 0.5
+        kill -KILL "$cap_pid" 2>/dev/null || true
+    fi
     stack_down
     rm -rf "$work"
     exit "$rc"
@@ -158,17 +162,18 @@ stack_down
 
 # What the servers themselves counted during the captured run.
 counter() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
+delta() { echo $(( $(counter "$1" "$out/stats-after.txt") - $(counter "$1" "$out/stats-before.txt") )); }
 {
     echo "nginx_requests $(grep -c . "$out/access.log" || true)"
-    echo "tomcat_requests $(( $(counter requests "$out/stats-after.txt") - $(counter requests "$out/stats-before.txt") ))"
-    echo "jdbc_queries $(( $(counter queries "$out/stats-after.txt") - $(counter queries "$out/stats-before.txt") ))"
+    echo "tomcat_requests $(delta requests)"
+    echo "jdbc_queries $(delta queries)"
     # The driver's own set-up statements of each new connection are in here; what
     # the last reading added to the counter is not.
     q0=$(counter questions0 "$out/stats-before.txt")
     q1=$(counter questions "$out/stats-before.txt")
     echo "mysql_questions $(( $(counter questions "$out/stats-after.txt") - q1 - (q1 - q0) ))"
-    echo "jdbc_connections $(( $(counter connections "$out/stats-after.txt") - $(counter connections "$out/stats-before.txt") ))"
-    echo "app_errors $(( $(counter errors "$out/stats-after.txt") - $(counter errors "$out/stats-before.txt") ))"
+    echo "jdbc_connections $(delta connections)"
+    echo "app_errors $(delta errors)"
 } >"$out/counts.txt"
 
 say "tiers"
