@@ -283,12 +283,71 @@ static void test_marks(void **state)
     tb_catalog_free(cat);
 }
 
+/* Random find-or-add operations against a plain linear-search model: ids,
+ * dedup and texts must agree after every step. Short texts over a small
+ * alphabet make repeats (hits) as common as new entries (misses). */
+struct model_class {
+    uint32_t tier;
+    char text[8];
+    size_t len;
+};
+
+static void test_random_vs_model(void **state)
+{
+    (void)state;
+    static struct model_class model[20000];
+    size_t nmodel = 0;
+    struct tb_catalog *cat;
+    uint32_t tiers[3], id;
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    assert_int_equal(tb_catalog_new(&cat), 0);
+    assert_int_equal(tb_catalog_tier(cat, "a", "http", &tiers[0]), 0);
+    assert_int_equal(tb_catalog_tier(cat, "b", "http", &tiers[1]), 0);
+    assert_int_equal(tb_catalog_tier(cat, "c", "http", &tiers[2]), 0);
+    for (int op = 0; op < 40000; op++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        char text[8];
+        size_t len = (size_t)(x % 5);
+        for (size_t i = 0; i < len; i++)
+            text[i] = (char)('a' + (x >> (8 + 3 * i)) % 6);
+        uint32_t tier = tiers[(x >> 40) % 3];
+        uint32_t want = 0;
+        for (size_t i = 0; i < nmodel && !want; i++)
+            if (model[i].tier == tier && model[i].len == len &&
+                memcmp(model[i].text, text, len) == 0)
+                want = (uint32_t)i + 1;
+        if (!want) {
+            assert_true(nmodel < TB_ARRAY_SIZE(model));
+            model[nmodel].tier = tier;
+            memcpy(model[nmodel].text, text, len);
+            model[nmodel].len = len;
+            want = (uint32_t)++nmodel;
+        }
+        assert_int_equal(tb_catalog_class(cat, tier, text, len, &id), 0);
+        assert_int_equal(id, want);
+    }
+    /* Of 3 tiers × (1 + 6 + 36 + 216 + 1296) possible texts, this sequence
+     * draws 3882 distinct ones (counted by an independent Python model). */
+    assert_int_equal(tb_catalog_class_count(cat), nmodel);
+    assert_int_equal(nmodel, 3882);
+    for (size_t i = 0; i < nmodel; i++) {
+        const struct tb_class_info *c = tb_catalog_class_get(cat, (uint32_t)i + 1);
+        assert_int_equal(c->tier, model[i].tier);
+        assert_int_equal(strlen(c->text), model[i].len);
+        assert_memory_equal(c->text, model[i].text, model[i].len);
+    }
+    tb_catalog_free(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiers),     cmocka_unit_test(test_servers_hosts),
         cmocka_unit_test(test_classes),   cmocka_unit_test(test_class_cap),
         cmocka_unit_test(test_many),      cmocka_unit_test(test_marks),
+        cmocka_unit_test(test_random_vs_model),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
