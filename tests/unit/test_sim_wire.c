@@ -67,7 +67,7 @@ static uint16_t fold(uint32_t s)
 
 /* One direction of one connection, keyed by its 4-tuple. */
 struct flow {
-    uint8_t key[12];
+    uint8_t key[36];
     uint32_t nxt; /* next sequence number expected from this side */
     bool started;
 };
@@ -76,23 +76,19 @@ struct flow {
 static struct flow flows[MAX_FLOWS];
 static size_t nflows;
 
-static struct flow *flow_get(const uint8_t *ip, const uint8_t *tcp, bool reverse)
+static struct flow *flow_get(const uint8_t *src, const uint8_t *dst, size_t alen,
+                             const uint8_t *tcp, bool reverse)
 {
-    uint8_t k[12];
-    if (!reverse) {
-        memcpy(k, ip + 12, 8);
-        memcpy(k + 8, tcp, 4);
-    } else {
-        memcpy(k, ip + 16, 4);
-        memcpy(k + 4, ip + 12, 4);
-        memcpy(k + 8, tcp + 2, 2);
-        memcpy(k + 10, tcp, 2);
-    }
+    uint8_t k[36] = {0};
+    memcpy(k, reverse ? dst : src, alen);
+    memcpy(k + 16, reverse ? src : dst, alen);
+    memcpy(k + 32, tcp + (reverse ? 2 : 0), 2);
+    memcpy(k + 34, tcp + (reverse ? 0 : 2), 2);
     for (size_t i = 0; i < nflows; i++)
-        if (!memcmp(flows[i].key, k, 12))
+        if (!memcmp(flows[i].key, k, sizeof k))
             return &flows[i];
     assert_true(nflows < MAX_FLOWS);
-    memcpy(flows[nflows].key, k, 12);
+    memcpy(flows[nflows].key, k, sizeof k);
     return &flows[nflows++];
 }
 
@@ -106,9 +102,10 @@ static int cmp64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static void test_wire(void **state)
+static void run_wire(const char *extra, bool v6, uint16_t vlan)
 {
-    (void)state;
+    nflows = 0;
+    ndata = 0;
     char dir[] = "/tmp/test_sim_wire.XXXXXX";
     assert_non_null(mkdtemp(dir));
     char prefix[256], path[300], err[256] = "";
@@ -117,10 +114,13 @@ static void test_wire(void **state)
     static struct sim_conf c;
     sim_conf_defaults(&c);
     assert_int_equal(sim_conf_parse(&c, conf_text, "wire", err, sizeof err), 0);
+    if (extra)
+        assert_int_equal(sim_conf_parse(&c, extra, "extra", err, sizeof err), 0);
     assert_int_equal(sim_conf_finish(&c, err, sizeof err), 0);
     struct sim_out out;
     struct sim_impair imp = {0};
     assert_int_equal(sim_out_open(&out, prefix, &imp, c.seed, err, sizeof err), 0);
+    out.ipv6 = c.ipv6;
     struct sim_stats st;
     assert_int_equal(sim_run(&c, &out, &st, err, sizeof err), 0);
     assert_int_equal(sim_out_close(&out), 0);
@@ -150,20 +150,41 @@ static void test_wire(void **state)
         assert_true(ts >= prev); /* the file is in time order */
         prev = ts;
         n++;
-        assert_int_equal(rd16(pkt + 12), 0x0800);
-        const uint8_t *ip = pkt + 14;
-        assert_int_equal(ip[0], 0x45);
-        assert_int_equal(ip[9], 6);
-        assert_int_equal(fold(sum16(0, ip, 20)), 0xffff);
-        size_t iplen = rd16(ip + 2);
-        assert_int_equal(iplen + 14, rec[2]);
-        const uint8_t *tcp = ip + 20;
-        size_t thl = (size_t)(tcp[12] >> 4) * 4, plen = iplen - 20 - thl;
-        uint32_t s = sum16(0, ip + 12, 8) + 6 + (uint32_t)(iplen - 20);
-        assert_int_equal(fold(sum16(s, tcp, iplen - 20)), 0xffff);
+        size_t l2 = 14;
+        if (vlan) {
+            assert_int_equal(rd16(pkt + 12), 0x8100);
+            assert_int_equal(rd16(pkt + 14) & 0xfff, vlan);
+            l2 = 18;
+        }
+        const uint8_t *ip = pkt + l2, *src, *dst, *tcp;
+        size_t alen, tlen; /* address length, TCP segment length */
+        if (v6) {
+            assert_int_equal(rd16(pkt + l2 - 2), 0x86dd);
+            assert_int_equal(ip[0] >> 4, 6);
+            assert_int_equal(ip[6], 6);
+            tlen = rd16(ip + 4);
+            assert_int_equal(l2 + 40 + tlen, rec[2]);
+            src = ip + 8, dst = ip + 24, alen = 16, tcp = ip + 40;
+            /* fd00::T:N addresses */
+            assert_int_equal(src[0], 0xfd);
+            assert_int_equal(dst[0], 0xfd);
+        } else {
+            assert_int_equal(rd16(pkt + l2 - 2), 0x0800);
+            assert_int_equal(ip[0], 0x45);
+            assert_int_equal(ip[9], 6);
+            assert_int_equal(fold(sum16(0, ip, 20)), 0xffff);
+            size_t iplen = rd16(ip + 2);
+            assert_int_equal(iplen + l2, rec[2]);
+            tlen = iplen - 20;
+            src = ip + 12, dst = ip + 16, alen = 4, tcp = ip + 20;
+        }
+        size_t thl = (size_t)(tcp[12] >> 4) * 4, plen = tlen - thl;
+        uint32_t s = sum16(sum16(0, src, alen), dst, alen) + 6 + (uint32_t)tlen;
+        assert_int_equal(fold(sum16(s, tcp, tlen)), 0xffff);
         uint8_t flags = tcp[13];
         uint32_t seq = rd32(tcp + 4), ack = rd32(tcp + 8);
-        struct flow *me = flow_get(ip, tcp, false), *peer = flow_get(ip, tcp, true);
+        struct flow *me = flow_get(src, dst, alen, tcp, false);
+        struct flow *peer = flow_get(src, dst, alen, tcp, true);
         if (flags & 0x02) { /* SYN */
             syn++;
             me->nxt = seq + 1;
@@ -230,10 +251,23 @@ static void test_wire(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+static void test_wire_ipv4(void **state)
+{
+    (void)state;
+    run_wire(NULL, false, 0);
+}
+
+static void test_wire_ipv6_vlan(void **state)
+{
+    (void)state;
+    run_wire("[sim]\nipv6 = true\nvlan = 42\nmss = 1428\n", true, 42);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_wire),
+        cmocka_unit_test(test_wire_ipv4),
+        cmocka_unit_test(test_wire_ipv6_vlan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
