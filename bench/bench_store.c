@@ -87,7 +87,8 @@ static void make_requests(struct tb_catalog *cat, struct tb_request *rq, size_t 
 
 static double bench_writer(const char *path, struct tb_catalog *cat, const struct tb_request *rq,
                            size_t n, double *caller_ns, double *cpu_rate,
-                           struct tb_writer_stats *ws, double *index_s)
+                           struct tb_writer_stats *ws, double *index_s, double *read_rate,
+                           double *export_rate)
 {
     struct tb_store *st;
     struct tb_writer *w;
@@ -121,6 +122,24 @@ static double bench_writer(const char *path, struct tb_catalog *cat, const struc
         exit(1);
     }
     *index_s = now_s() - t3;
+    /* Reading back: what report and export pay. */
+    struct tb_request *back = NULL;
+    size_t nback = 0;
+    double t4 = now_s();
+    if (tb_store_requests(st, 1, INT64_MIN, INT64_MAX, &back, &nback)) {
+        fprintf(stderr, "bench_store: reading back failed\n");
+        exit(1);
+    }
+    *read_rate = (double)nback / (now_s() - t4);
+    free(back);
+    FILE *devnull = fopen("/dev/null", "w");
+    double t5 = now_s();
+    if (!devnull || tb_store_export_requests(st, NULL, devnull)) {
+        fprintf(stderr, "bench_store: export failed\n");
+        exit(1);
+    }
+    *export_rate = (double)n / (now_s() - t5);
+    fclose(devnull);
     uint64_t count = 0;
     tb_store_request_count(st, 0, &count);
     if (count != n) {
@@ -232,9 +251,10 @@ int main(int argc, char **argv)
         return 1;
     make_requests(cat, rq, n);
 
-    double caller_ns, cpu_rate, index_s;
+    double caller_ns, cpu_rate, index_s, read_rate, export_rate;
     struct tb_writer_stats ws;
-    double writer = bench_writer(db, cat, rq, n, &caller_ns, &cpu_rate, &ws, &index_s);
+    double writer = bench_writer(db, cat, rq, n, &caller_ns, &cpu_rate, &ws, &index_s,
+                                 &read_rate, &export_rate);
     double fw = bench_fwrite(raw, rq, n);
     size_t nn = n < 2000 ? n : 2000;
     double nv = bench_naive(naive, rq, nn);
@@ -250,6 +270,8 @@ int main(int argc, char **argv)
            (double)ws.rows / ((double)ws.write_ns * 1e-9), (unsigned long long)ws.batches,
            (unsigned long long)ws.max_queued, (double)ws.caller_blocked_ns * 1e-9);
     printf("end of capture: read index built in %.2f s\n", index_s);
+    printf("reads: tb_store_requests of one tier %.0f rows/s; CSV export of all %.0f rows/s\n",
+           read_rate, export_rate);
     printf("baseline fwrite %zu-byte records + fdatasync: %.0f rows/s (writer = %.2fx)\n",
            sizeof *rq, fw, writer / fw);
     printf("baseline sqlite autocommit per row (%zu rows): %.0f rows/s (writer = %.0fx)\n", nn,
