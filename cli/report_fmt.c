@@ -313,6 +313,22 @@ static void text_classes(FILE *f, const struct tb_analysis_result *r, const stru
     free(s);
 }
 
+/* Episodes listed in the text report at most; the rest are in the CSV. */
+#define TEXT_EPISODES 100
+
+/* qsort has no context argument; the text report runs on one thread. */
+static const struct tb_episode *sort_ep;
+
+static int cmp_ep_longest(const void *pa, const void *pb)
+{
+    size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+    int64_t da = sort_ep[a].end_ns - sort_ep[a].start_ns;
+    int64_t db = sort_ep[b].end_ns - sort_ep[b].start_ns;
+    if (da != db)
+        return da > db ? -1 : 1;
+    return (a > b) - (a < b);
+}
+
 static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t origin)
 {
     char b[6][32];
@@ -347,16 +363,44 @@ static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t o
     }
     if (!r->nep)
         return;
-    fprintf(f, "\nepisodes (%zu):\n", r->nep);
+    /* An hour of a busy tier can hold thousands of episodes: people get the
+     * longest ones, in time order; --format csv lists them all. */
+    size_t shown = r->nep;
+    bool *keep = NULL;
+    if (r->nep > TEXT_EPISODES) {
+        size_t *idx = malloc(r->nep * sizeof *idx);
+        keep = calloc(r->nep, sizeof *keep);
+        if (idx && keep) {
+            for (size_t i = 0; i < r->nep; i++)
+                idx[i] = i;
+            sort_ep = r->ep;
+            qsort(idx, r->nep, sizeof *idx, cmp_ep_longest);
+            for (size_t i = 0; i < TEXT_EPISODES; i++)
+                keep[idx[i]] = true;
+            shown = TEXT_EPISODES;
+        } else {
+            free(keep);
+            keep = NULL;
+        }
+        free(idx);
+    }
+    if (shown < r->nep)
+        fprintf(f, "\nepisodes (the %zu longest of %zu; --format csv lists all):\n", shown,
+                r->nep);
+    else
+        fprintf(f, "\nepisodes (%zu):\n", r->nep);
     fprintf(f, "  %4s  %-12s %10s %9s %9s %9s %10s  %s\n", "#", "start UTC", "offset",
             "duration", "peak load", "mean load", "units/s", "kind");
     for (size_t i = 0; i < r->nep; i++) {
+        if (keep && !keep[i])
+            continue;
         const struct tb_episode *e = &r->ep[i];
         fprintf(f, "  %4zu  %-12s %+9.3fs %9s %9.2f %9.2f %10s  %s\n", i + 1,
                 fmt_clock(e->start_ns, b[0], 32), (double)(e->start_ns - origin) / 1e9,
                 fmt_dur((double)(e->end_ns - e->start_ns), b[1], 32), e->peak_load, e->mean_load,
                 fmt_num(e->throughput, 1, b[2], 32), tb_episode_kind_name(e->kind));
     }
+    free(keep);
 }
 
 const struct tb_tier_corr *tb_report_explains(const struct tb_report *r)

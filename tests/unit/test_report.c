@@ -272,6 +272,42 @@ static void test_explains(void **state)
     assert_null(tb_report_explains(r));
 }
 
+/* More episodes than the text lists: the longest 100, in time order. */
+static void test_text_many_episodes(void **state)
+{
+    struct fixture *fx = *state;
+    struct tb_analysis_result *t = &fx->rep.total;
+    free(t->ep);
+    t->nep = 250;
+    t->ep = calloc(t->nep, sizeof *t->ep);
+    for (size_t i = 0; i < t->nep; i++) {
+        /* Every 5th episode lasts 100 ms, the others 50 ms: 50 long ones,
+         * then the first 50 short ones by time. */
+        int64_t d = (i % 5 == 0) ? 100 * MS : 50 * MS;
+        t->ep[i] = (struct tb_episode){T0 + (int64_t)i * TB_NS_PER_SEC,
+                                       T0 + (int64_t)i * TB_NS_PER_SEC + d, 3, 3, 100,
+                                       TB_EP_SATURATED};
+    }
+    char *out = capture_output(tb_report_write_text, fx);
+    assert_non_null(strstr(out, "episodes (the 100 longest of 250; --format csv lists all):\n"));
+    size_t rows = 0, longr = 0;
+    for (const char *p = out; (p = strstr(p, " saturated\n")) != NULL; p++) {
+        rows++;
+        const char *ls = p;
+        while (ls > out && ls[-1] != '\n')
+            ls--;
+        longr += strstr(ls, "    100ms ") != NULL && strstr(ls, "    100ms ") < p;
+    }
+    assert_int_equal(rows, 100);
+    assert_int_equal(longr, 50);
+    /* Episode 246 (a long one) is listed, 245 (a short one after the first
+     * 50 short ones) is not; rows keep their numbers, in time order. */
+    assert_non_null(strstr(out, "   246  "));
+    assert_null(strstr(out, "   245  "));
+    assert_true(strstr(out, "     2  ") < strstr(out, "     6  "));
+    free(out);
+}
+
 static void test_dur_dist(void **state)
 {
     (void)state;
@@ -406,6 +442,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_win_range, setup, teardown),
         cmocka_unit_test_setup_teardown(test_plot_script, setup, teardown),
         cmocka_unit_test_setup_teardown(test_explains, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_many_episodes, setup, teardown),
         cmocka_unit_test(test_dur_dist),
         cmocka_unit_test(test_cli_parse),
         cmocka_unit_test(test_escaping),
