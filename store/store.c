@@ -243,9 +243,21 @@ int tb_store_capture_begin(struct tb_store *st, const char *source, int64_t *cap
 int tb_store_capture_end(struct tb_store *st, int64_t capture_id,
                          const struct tb_capture_stats *cs)
 {
-    static const struct tb_capture_stats zero;
     sqlite3_stmt *s;
-    int rc = tb__db_prep(&st->d,
+    int rc;
+    if (!cs) {
+        /* No statistics: only close the session, keep whatever counters it has. */
+        if ((rc = tb__db_prep(&st->d, "UPDATE captures SET ended_ns = ?2 WHERE id = ?1", &s)))
+            return rc;
+        sqlite3_bind_int64(s, 1, capture_id);
+        sqlite3_bind_int64(s, 2, now_ns());
+        if ((rc = tb__db_step_done(&st->d, s, "ending a capture")))
+            return rc;
+        if (sqlite3_changes(st->d.db) != 1)
+            return TB_E_NOTFOUND;
+        return ensure_index(st, true);
+    }
+    rc = tb__db_prep(&st->d,
                          "UPDATE captures SET ended_ns = ?2, link_type = ?3, packets = ?4, "
                          "bytes = ?5, truncated = ?6, non_ip = ?7, non_tcp = ?8, "
                          "ip_fragments = ?9, decode_errors = ?10, flows = ?11, "
@@ -256,8 +268,6 @@ int tb_store_capture_end(struct tb_store *st, int64_t capture_id,
                          &s);
     if (rc)
         return rc;
-    if (!cs)
-        cs = &zero;
     const uint64_t v[] = {cs->packets,       cs->bytes,         cs->truncated,
                           cs->non_ip,        cs->non_tcp,       cs->ip_fragments,
                           cs->decode_errors, cs->flows,         cs->midstream_flows,

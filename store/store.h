@@ -47,6 +47,8 @@ int tb_store_put_catalog(struct tb_store *st, struct tb_catalog *cat);
 
 /* ---- capture sessions ---------------------------------------------------- */
 int tb_store_capture_begin(struct tb_store *st, const char *source, int64_t *capture_id);
+/* Records the end time and the engine's counters (s may be NULL: end time
+ * only), then builds the requests' read index. TB_E_NOTFOUND for an unknown id. */
 int tb_store_capture_end(struct tb_store *st, int64_t capture_id,
                          const struct tb_capture_stats *s);
 /* First connection id free for a new capture (conn ids are unique per store). */

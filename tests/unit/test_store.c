@@ -449,6 +449,7 @@ static void test_captures(void **state)
                                   .first_ns = 100, .last_ns = 900};
     assert_int_equal(tb_store_capture_end(st, c1, &cs), 0);
     assert_int_equal(tb_store_capture_end(st, 77, &cs), TB_E_NOTFOUND);
+    assert_int_equal(tb_store_capture_end(st, 77, NULL), TB_E_NOTFOUND);
     struct tb_capture_row *rows;
     size_t n;
     assert_int_equal(tb_store_captures(st, &rows, &n), 0);
@@ -468,6 +469,12 @@ static void test_captures(void **state)
     assert_string_equal(rows[1].source, "eth0");
     assert_int_equal(rows[1].ended_ns, 0); /* still running */
     assert_int_equal(rows[1].packets, 0);
+    free(rows);
+    /* Ending without statistics keeps the counters. */
+    assert_int_equal(tb_store_capture_end(st, c1, NULL), 0);
+    assert_int_equal(tb_store_captures(st, &rows, &n), 0);
+    assert_int_equal(rows[0].packets, 1000);
+    assert_true(rows[0].ended_ns > 0);
     free(rows);
     assert_int_equal(raw_int(f->path, "SELECT link_type FROM captures WHERE id = 1"), 1);
     assert_int_equal(raw_int(f->path, "SELECT last_ns FROM captures WHERE id = 1"), 900);
