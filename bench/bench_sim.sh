@@ -8,7 +8,10 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$here/build}
 if [ $# -gt 0 ]; then shift; fi
 sim=${TBNECK_SIM:-$build/sim/tbneck-sim}
-[ -x "$sim" ] || { echo "bench_sim: $sim not built (meson setup $build && ninja -C $build)" >&2; exit 1; }
+if [ ! -x "$sim" ]; then
+    echo "bench_sim: $sim not built (meson setup $build && ninja -C $build)" >&2
+    exit 1
+fi
 # Prefer memory-backed storage so that the disk does not set the pace.
 base=/tmp
 [ -d /dev/shm ] && [ "$(df -Pk /dev/shm | awk 'NR==2{print $4}')" -gt 4000000 ] && base=/dev/shm

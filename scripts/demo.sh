@@ -32,7 +32,8 @@ mkdir -p "$out"
 
 step "simulate 30 s of a 1/2/1 stack with GC pauses on the app tier"
 "$sim" sim/examples/gc.conf --out "$out/sim"
-echo "ground truth: $out/sim.requests.csv, $out/sim.freezes.csv ($(($(wc -l <"$out/sim.freezes.csv") - 1)) freezes)"
+nfreezes=$(($(wc -l <"$out/sim.freezes.csv") - 1))
+echo "ground truth: $out/sim.requests.csv, $out/sim.freezes.csv ($nfreezes freezes)"
 
 step "tbneck capture -r demo-out/sim.pcap --db demo-out/tbneck.db"
 "$tbneck" capture -r "$out/sim.pcap" --db "$out/tbneck.db"

@@ -63,8 +63,10 @@ int main(int argc, char **argv)
     enum { O_SEED = 256, O_DURATION, O_USERS, O_SERVERS, O_DROP, O_REORDER, O_DUP, O_SNAPLEN };
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'}, {"out", required_argument, NULL, 'o'},
-        {"seed", required_argument, NULL, O_SEED}, {"duration", required_argument, NULL, O_DURATION},
-        {"users", required_argument, NULL, O_USERS}, {"servers", required_argument, NULL, O_SERVERS},
+        {"seed", required_argument, NULL, O_SEED},
+        {"duration", required_argument, NULL, O_DURATION},
+        {"users", required_argument, NULL, O_USERS},
+        {"servers", required_argument, NULL, O_SERVERS},
         {"drop", required_argument, NULL, O_DROP}, {"reorder", required_argument, NULL, O_REORDER},
         {"duplicate", required_argument, NULL, O_DUP},
         {"snaplen", required_argument, NULL, O_SNAPLEN}, {"quiet", no_argument, NULL, 'q'},
@@ -190,7 +192,8 @@ int main(int argc, char **argv)
                 st.pages);
         for (int t = 0; t < conf.ntiers; t++)
             fprintf(stderr, " %s=%" PRIu64, conf.tiers[t].wire_name, st.requests[t]);
-        fprintf(stderr, ", %" PRIu64 " freezes, %" PRIu64 " speed changes; %.2f s, %.0f packets/s\n",
+        fprintf(stderr,
+                ", %" PRIu64 " freezes, %" PRIu64 " speed changes; %.2f s, %.0f packets/s\n",
                 st.freezes, st.speed_changes, el, el > 0 ? (double)st.packets / el : 0.0);
     }
     return TB_EXIT_OK;

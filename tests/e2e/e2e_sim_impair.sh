@@ -18,7 +18,8 @@ fail=0
 
 echo "== 1% of packets dropped"
 "$TBNECK_SIM" "$conf" --out "$work/drop" -q --drop 0.01
-cmp "$work/clean.requests.csv" "$work/drop.requests.csv" || { echo "FAIL: --drop changed the truth"; fail=1; }
+cmp "$work/clean.requests.csv" "$work/drop.requests.csv" ||
+    { echo "FAIL: --drop changed the truth"; fail=1; }
 ndrop=$(($(wc -l <"$work/drop.dropped.csv") - 1))
 [ "$ndrop" -gt 50 ] || { echo "FAIL: only $ndrop packets dropped"; fail=1; }
 "$TBNECK" capture -q -r "$work/drop.pcap" --db "$work/drop.db"
@@ -28,14 +29,16 @@ python3 "$cmp_py" impaired "$work/drop.requests.csv" "$work/drop.export.csv" \
 
 echo "== 1% duplicated"
 "$TBNECK_SIM" "$conf" --out "$work/dup" -q --duplicate 0.01
-cmp "$work/clean.requests.csv" "$work/dup.requests.csv" || { echo "FAIL: --duplicate changed the truth"; fail=1; }
+cmp "$work/clean.requests.csv" "$work/dup.requests.csv" ||
+    { echo "FAIL: --duplicate changed the truth"; fail=1; }
 "$TBNECK" capture -q -r "$work/dup.pcap" --db "$work/dup.db"
 "$TBNECK" export requests --db "$work/dup.db" >"$work/dup.export.csv"
 python3 "$cmp_py" exact "$work/dup.requests.csv" "$work/dup.export.csv" || fail=1
 
 echo "== 1% reordered"
 "$TBNECK_SIM" "$conf" --out "$work/reo" -q --reorder 0.01
-cmp "$work/clean.requests.csv" "$work/reo.requests.csv" || { echo "FAIL: --reorder changed the truth"; fail=1; }
+cmp "$work/clean.requests.csv" "$work/reo.requests.csv" ||
+    { echo "FAIL: --reorder changed the truth"; fail=1; }
 "$TBNECK" capture -q -r "$work/reo.pcap" --db "$work/reo.db"
 "$TBNECK" export requests --db "$work/reo.db" >"$work/reo.export.csv"
 python3 "$cmp_py" mostly "$work/reo.requests.csv" "$work/reo.export.csv" 0.98 || fail=1
@@ -53,7 +56,8 @@ def recs(p):
     return d, out
 sd, snap = recs(sys.argv[1]); _, clean = recs(sys.argv[2])
 ok = struct.unpack_from("<I", sd, 16)[0] == 200 and len(snap) == len(clean)
-ok = ok and all(a[3] == b[3] and a[2] == min(200, b[3]) and a[:2] == b[:2] for a, b in zip(snap, clean))
+ok = ok and all(a[3] == b[3] and a[2] == min(200, b[3]) and a[:2] == b[:2]
+                for a, b in zip(snap, clean))
 print(f"snaplen: {len(snap)} packets, {sum(1 for r in snap if r[2] < r[3])} cut, header snaplen "
       f"{struct.unpack_from('<I', sd, 16)[0]}: {'OK' if ok else 'WRONG'}")
 sys.exit(0 if ok else 1)

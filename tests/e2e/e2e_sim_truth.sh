@@ -61,7 +61,8 @@ need(any(r["status"] == "204" for r in eof), "eof: no HTTP 204")
 exp = {(r["tier"], r["server"]): r for r in csv.DictReader(open(f"{w}/eof.expected.csv"))}
 need(exp[("mysql", "*")]["expected_n_star"] == "4.00", f"eof: mysql N* {exp[('mysql', '*')]}")
 need(exp[("mysql", "10.0.4.2:3306")]["cores"] == "2", "eof: mysql server 2 cores")
-need(float(exp[("http-8080", "*")]["expected_n_star"]) > 6, f"eof: app N* {exp[('http-8080', '*')]}")
+need(float(exp[("http-8080", "*")]["expected_n_star"]) > 6,
+     f"eof: app N* {exp[('http-8080', '*')]}")
 sys.exit(0 if ok else 1)
 PY
 
@@ -74,7 +75,8 @@ done
 # The effective configuration written beside the truth reproduces the run.
 "$TBNECK_SIM" "$work/eof.truth.conf" --out "$work/replay" -q
 for f in pcap requests.csv truth.conf; do
-    cmp "$work/eof.$f" "$work/replay.$f" || { echo "FAIL: eof.truth.conf does not reproduce eof.$f"; fail=1; }
+    cmp "$work/eof.$f" "$work/replay.$f" ||
+        { echo "FAIL: eof.truth.conf does not reproduce eof.$f"; fail=1; }
 done
 "$TBNECK_SIM" "$TB_SRCDIR/sim/examples/quick.conf" --out "$work/other" -q --seed 2
 if cmp -s "$work/quick.pcap" "$work/other.pcap"; then
@@ -101,8 +103,10 @@ if command -v tshark >/dev/null; then
     python3 - "$work/quick.requests.csv" "$work/tshark.csv" <<'PY' || fail=1
 import csv, sys
 from decimal import Decimal
-truth = {(r["client"], r["server"], int(r["arrival_ns"])) for r in csv.DictReader(open(sys.argv[1]))}
-seen = {(f"{a}:{b}", f"{c}:{d}", int(Decimal(t) * 10**9)) for t, a, b, c, d in csv.reader(open(sys.argv[2]))}
+truth = {(r["client"], r["server"], int(r["arrival_ns"]))
+         for r in csv.DictReader(open(sys.argv[1]))}
+seen = {(f"{a}:{b}", f"{c}:{d}", int(Decimal(t) * 10**9))
+        for t, a, b, c, d in csv.reader(open(sys.argv[2]))}
 print(f"tshark: {len(seen)} requests, truth {len(truth)}, common {len(truth & seen)}")
 for x in sorted(truth - seen)[:5]: print("  only in truth:", x)
 for x in sorted(seen - truth)[:5]: print("  only in tshark:", x)

@@ -155,7 +155,8 @@ static void test_errors(void **state)
                  "bad.conf: [freeze] for a needs either 'at' or both 'every' and 'length'");
     expect_error("[sim]\nservers = 1/2\n[tier a]\n",
                  "bad.conf:2: servers '1/2' names 2 tiers, the configuration has 1");
-    expect_error("[tier a]\n[class c]\npath = nope\n", "bad.conf:3: path: 'nope' must start with '/'");
+    expect_error("[tier a]\n[class c]\npath = nope\n",
+                 "bad.conf:3: path: 'nope' must start with '/'");
 }
 
 static void test_finish_errors(void **state)

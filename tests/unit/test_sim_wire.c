@@ -219,8 +219,8 @@ static void run_wire(const char *extra, bool v6, uint16_t vlan)
     assert_non_null(f);
     char line[2048];
     assert_non_null(fgets(line, sizeof line, f));
-    assert_string_equal(line,
-                        "tier,server,client,conn,class,fingerprint,arrival_ns,departure_ns,status\n");
+    assert_string_equal(
+        line, "tier,server,client,conn,class,fingerprint,arrival_ns,departure_ns,status\n");
     uint64_t rows = 0;
     while (fgets(line, sizeof line, f)) {
         char *last = strrchr(line, ',');
