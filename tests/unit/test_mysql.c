@@ -574,6 +574,98 @@ static void test_auth_end_by_command(void **state)
     pt_free(t);
 }
 
+/* Commands with their own answers: COM_STATISTICS (a bare string),
+ * COM_CHANGE_USER (an authentication exchange), an execution opening a
+ * cursor (no rows until COM_STMT_FETCH), and a malformed command that makes
+ * the parser resynchronise. */
+static void test_other_commands(void **state)
+{
+    (void)state;
+    struct pt *t = connected(CAP_BASE);
+    struct buf b = {0};
+    PK(&b, 0, "\x09");
+    pt_feed(t, C2S, b.b, b.n, 10);
+    clear(&b);
+    PK(&b, 1, "Uptime: 10  Threads: 1  Questions: 2");
+    pt_feed(t, S2C, b.b, b.n, 11);
+    assert_int_equal(t->n, 1);
+    check(&t->v[0], 10, 11, 5, b.n, 0, 0, "COM_STATISTICS");
+
+    clear(&b);
+    PK(&b, 0, "\x11other\x00\x14" "0123456789abcdefghij" "\x00");
+    size_t rq = b.n;
+    pt_feed(t, C2S, b.b, b.n, 20);
+    clear(&b);
+    PK(&b, 1, "\xfe" "mysql_native_password\x00" "0123456789abcdefghij");
+    size_t rs = b.n;
+    pt_feed(t, S2C, b.b, b.n, 21);
+    clear(&b);
+    PK(&b, 2, "0123456789abcdefghij");
+    rq += b.n;
+    pt_feed(t, C2S, b.b, b.n, 22);
+    clear(&b);
+    PK(&b, 3, OK_PKT);
+    pt_feed(t, S2C, b.b, b.n, 23);
+    assert_int_equal(t->n, 2);
+    check(&t->v[1], 20, 23, rq, rs + 11, 0, 0, "COM_CHANGE_USER");
+
+    clear(&b);
+    PK(&b, 0, "\x17\x03\x00\x00\x00\x01\x01\x00\x00\x00");
+    pt_feed(t, C2S, b.b, b.n, 30);
+    clear(&b);
+    PK(&b, 1, "\x01");
+    coldef(&b, 2);
+    PK(&b, 3, "\xfe\x00\x00\x42\x00"); /* status: autocommit | cursor exists */
+    pt_feed(t, S2C, b.b, b.n, 31);
+    assert_int_equal(t->n, 3);
+    check(&t->v[2], 30, 31, 14, b.n, 0, 0, "COM_STMT_EXECUTE");
+    clear(&b);
+    PK(&b, 0, "\x1c\x03\x00\x00\x00\x0a\x00\x00\x00"); /* fetch 10 rows */
+    pt_feed(t, C2S, b.b, b.n, 40);
+    clear(&b);
+    PK(&b, 1, "\x00\x00\x01x");
+    PK(&b, 2, "\xfe\x00\x00\x82\x00"); /* last row sent */
+    pt_feed(t, S2C, b.b, b.n, 41);
+    assert_int_equal(t->n, 4);
+    check(&t->v[3], 40, 41, 13, b.n, 0, 0, "COM_STMT_FETCH");
+
+    /* 0x60 is no command: resynchronise on the next one. */
+    clear(&b);
+    PK(&b, 0, "\x60junk");
+    assert_int_equal(pt_feed(t, C2S, b.b, b.n, 50), TB_PS_ERROR);
+    assert_int_equal(t->ctr.parse_errors, 1);
+    clear(&b);
+    PK(&b, 0, "\x0e");
+    pt_feed(t, C2S, b.b, b.n, 60);
+    clear(&b);
+    PK(&b, 1, OK_PKT);
+    pt_feed(t, S2C, b.b, b.n, 61);
+    assert_int_equal(t->n, 5);
+    check(&t->v[4], 60, 61, 5, 11, 0, 0, "COM_PING");
+    free(b.b);
+    pt_free(t);
+
+    /* Mid-stream, deprecate style, a prepare with both groups: the first
+     * column definition right after the parameters shows there is no EOF. */
+    t = pt_new(&tb_proto_mysql, true);
+    b = (struct buf){0};
+    PK(&b, 0, "\x16select c from t where id=? and k=?");
+    pt_feed(t, C2S, b.b, b.n, 70);
+    clear(&b);
+    PK(&b, 1, "\x00\x08\x00\x00\x00\x01\x00\x02\x00\x00\x00\x00");
+    coldef(&b, 2);
+    coldef(&b, 3);
+    coldef(&b, 4);
+    /* Learnt from the parameters' group, the style also ends the columns'. */
+    pt_feed(t, S2C, b.b, b.n, 71);
+    assert_int_equal(t->n, 1);
+    assert_int_equal(t->v[0].dep, 71);
+    assert_string_equal(t->v[0].cls, "PREPARE select c from t where id=? and k=?");
+    assert_int_equal(t->ctr.parse_errors, 0);
+    free(b.b);
+    pt_free(t);
+}
+
 static void test_ssl_and_compress(void **state)
 {
     (void)state;
@@ -720,6 +812,7 @@ int main(void)
         cmocka_unit_test(test_local_infile_and_metadata_cache),
         cmocka_unit_test(test_midstream),
         cmocka_unit_test(test_auth_end_by_command),
+        cmocka_unit_test(test_other_commands),
         cmocka_unit_test(test_ssl_and_compress),
         cmocka_unit_test(test_gaps),
         cmocka_unit_test(test_detect),
