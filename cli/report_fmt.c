@@ -338,11 +338,15 @@ static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t o
     for (size_t i = 0; i < r->nep; i++)
         nfreeze += r->ep[i].kind == TB_EP_FREEZE;
     double thr = tb_report_threshold(&r->a);
-    fprintf(f, "\ncongested (load >= %s%s): %.1f%% of windows; %zu episodes (%zu freeze, %zu "
-               "saturated), %.1f per minute\n",
-            fmt_num(thr, 2, b[0], 32), isfinite(r->a.n_star) ? "" : ", the fit's N*",
-            100.0 * r->a.congested_fraction, r->nep, nfreeze, r->nep - nfreeze,
-            r->a.episodes_per_min);
+    if (!isfinite(thr))
+        fprintf(f, "\ncongested: no threshold, N* undetermined; no window counts as "
+                   "congested\n");
+    else
+        fprintf(f, "\ncongested (load >= %s%s): %.1f%% of windows; %zu episodes (%zu freeze, "
+                   "%zu saturated), %.1f per minute\n",
+                fmt_num(thr, 2, b[0], 32), isfinite(r->a.n_star) ? "" : ", the fit's N*",
+                100.0 * r->a.congested_fraction, r->nep, nfreeze, r->nep - nfreeze,
+                r->a.episodes_per_min);
     if (d.n) {
         fprintf(f, "episode durations: min %s, median %s, p90 %s, max %s\n",
                 fmt_dur((double)d.min, b[0], 32), fmt_dur((double)d.p50, b[1], 32),
