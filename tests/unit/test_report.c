@@ -308,6 +308,25 @@ static void test_text_many_episodes(void **state)
     free(out);
 }
 
+/* Without either N* nothing is congested, and the text says why. */
+static void test_text_no_threshold(void **state)
+{
+    struct fixture *fx = *state;
+    fx->rep.total.a.n_star = NAN;
+    fx->rep.total.a.n_star_fit = NAN;
+    assert_true(isnan(tb_report_threshold(&fx->rep.total.a)));
+    char *out = capture_output(tb_report_write_text, fx);
+    assert_non_null(strstr(out, "note: tier mysql: N* undetermined"));
+    assert_non_null(
+        strstr(out, "congested: no threshold, N* undetermined; no window counts as congested\n"));
+    free(out);
+    fx->rep.total.a.n_star_fit = 1.5;
+    assert_true(tb_report_threshold(&fx->rep.total.a) == 1.5);
+    out = capture_output(tb_report_write_text, fx);
+    assert_non_null(strstr(out, "congested (load >= 1.50, the fit's N*): 50.0% of windows"));
+    free(out);
+}
+
 static void test_dur_dist(void **state)
 {
     (void)state;
@@ -443,6 +462,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_plot_script, setup, teardown),
         cmocka_unit_test_setup_teardown(test_explains, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_many_episodes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_no_threshold, setup, teardown),
         cmocka_unit_test(test_dur_dist),
         cmocka_unit_test(test_cli_parse),
         cmocka_unit_test(test_escaping),
