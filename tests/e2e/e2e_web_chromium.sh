@@ -58,7 +58,10 @@ stop_serve
 [ "$(id -u)" -eq 0 ] || fail "the live part needs root (network namespace)"
 ns="tbweb$$"
 cap_pid=""
-trap 'stop_serve; [ -n "$cap_pid" ] && kill -KILL "$cap_pid" 2>/dev/null; ip netns del "$ns" 2>/dev/null; rm -rf "$work"' EXIT
+rp_pid=""
+trap 'stop_serve; [ -n "$cap_pid" ] && kill -KILL "$cap_pid" 2>/dev/null;
+      [ -n "$rp_pid" ] && kill -TERM "$rp_pid" 2>/dev/null; ip netns del "$ns" 2>/dev/null;
+      rm -rf "$work"' EXIT
 ip netns add "$ns" || fail "ip netns add"
 ip -n "$ns" link add tbva type veth peer name tbvb || fail "veth pair"
 for l in lo tbva tbvb; do ip -n "$ns" link set "$l" up; done
@@ -72,6 +75,7 @@ lport=$(sed -n 's#.*dashboard at http://127\.0\.0\.1:\([0-9]*\)/.*#\1#p' "$work/
 # 2000 packets/s for up to 20 s: the quick stack's capture, bounded.
 ip netns exec "$ns" timeout 30 tcpreplay -q -i tbva --pps 2000 --limit 40000 "$work/sim.pcap" \
   >/dev/null 2>&1 &
+rp_pid=$!
 sleep 3 # traffic first: tiers must exist before the page picks one
 lshot="$TB_BUILDDIR/test-artifacts/web_dashboard_live.png"
 ip netns exec "$ns" timeout 120 node "$webdir/check_dashboard.js" --live \
@@ -82,4 +86,7 @@ wait "$cap_pid"
 rc=$?
 cap_pid=""
 [ "$rc" -eq 0 ] || { cat "$work/live.err"; fail "live capture exit $rc"; }
+kill -TERM "$rp_pid" 2>/dev/null
+wait "$rp_pid" 2>/dev/null
+rp_pid=""
 echo "PASS e2e_web_chromium"
