@@ -586,6 +586,7 @@ static enum tb_pstate h1_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_d
         }
         break;
     case H_CLOSE:
+        acct(h, di, len, ts);
         set_flag(h, di, TB_REQ_GAP, ts);
         return TB_PS_OK;
     case H_RESYNC:

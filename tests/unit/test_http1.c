@@ -340,6 +340,73 @@ static void test_upgrade_and_midstream(void **state)
     pt_free(t);
 }
 
+/* Framing corner cases: Content-Length lists, conflicting lengths, a
+ * request Transfer-Encoding that is not chunked, a bad chunk-size line,
+ * folded and colon-less lines, a hole inside chunk data and inside a
+ * close-delimited body, a response cut by the close, a CONNECT tunnel. */
+static void test_framing_corners(void **state)
+{
+    (void)state;
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    pt_str(t, C2S, "POST /a HTTP/1.1\r\nContent-Length: 3, 3\r\n X-Folded: y\r\nnocolon\r\n\r\nabc",
+           1);
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\n", 2);
+    assert_int_equal(t->ctr.parse_errors, 1); /* conflicting lengths */
+    pt_str(t, C2S, "POST /b HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 3);
+    assert_int_equal(t->ctr.parse_errors, 2);
+    pt_str(t, C2S, "GET /c HTTP/1.1\r\n\r\n", 4);
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 5);
+    assert_int_equal(t->ctr.parse_errors, 3); /* bad chunk size */
+    assert_int_equal(t->n, 0); /* /a and /b: their responses were malformed or never came */
+    pt_free(t);
+
+    t = pt_new(&tb_proto_http1, false);
+    pt_str(t, C2S, "GET /d HTTP/1.1\r\n\r\n", 1);
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n10\r\nabc", 2);
+    pt_gap(t, S2C, 13, 3); /* the rest of the chunk */
+    pt_str(t, S2C, "\r\n0\r\n\r\n", 4);
+    assert_int_equal(t->n, 1);
+    check(&t->v[0], 1, 4, 19, 54 + 13 + 7, 200, TB_REQ_GAP, "GET /d");
+    pt_str(t, C2S, "GET /e HTTP/1.1\r\n\r\n", 5);
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\n\r\nstart", 6);
+    pt_gap(t, S2C, 100, 7);
+    pt_close(t, -1, 9);
+    assert_int_equal(t->n, 2);
+    check(&t->v[1], 5, 7, 19, 24 + 100, 200, TB_REQ_GAP | TB_REQ_CLOSE_DELIM, "GET /e");
+    pt_free(t);
+
+    /* Cut by the close: emitted as seen, NORESP. */
+    t = pt_new(&tb_proto_http1, false);
+    pt_str(t, C2S, "GET /f HTTP/1.1\r\n\r\n", 1);
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhalf", 2);
+    pt_close(t, S2C, 3);
+    assert_int_equal(t->n, 1);
+    check(&t->v[0], 1, 2, 19, 44, 200, TB_REQ_NORESP, "GET /f");
+    pt_free(t);
+
+    /* CONNECT: once established the bytes are a tunnel's. */
+    t = pt_new(&tb_proto_http1, false);
+    pt_str(t, C2S, "CONNECT db.example:443 HTTP/1.1\r\n\r\n", 1);
+    assert_int_equal(pt_str(t, S2C, "HTTP/1.1 200 Connection established\r\n\r\n\x16\x03", 2),
+                     TB_PS_STOP);
+    assert_int_equal(t->n, 1);
+    assert_string_equal(t->v[0].cls, "CONNECT db.example:443");
+
+    /* After a request-side hole, a request line glued to a body's tail. */
+    t->pr->fini(t->st);
+    t->pr->init(t->st, false);
+    t->n = 0;
+    pt_str(t, C2S, "POST /g HTTP/1.1\r\nContent-Length: 50\r\n\r\n0123", 10);
+    pt_gap(t, C2S, 0, 11);
+    pt_str(t, C2S, "tail}GET /h HTTP/1.1\r\n\r\n", 12);
+    pt_str(t, S2C, "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n", 13);
+    pt_str(t, S2C, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", 14);
+    assert_int_equal(t->n, 2);
+    check(&t->v[0], 10, 13, 44, 43, 201, TB_REQ_GAP, "POST /g");
+    check(&t->v[1], 12, 14, 19, 38, 200, 0, "GET /h");
+    pt_free(t);
+}
+
 static void test_detect(void **state)
 {
     (void)state;
@@ -383,6 +450,7 @@ int main(void)
         cmocka_unit_test(test_malformed_resync),
         cmocka_unit_test(test_inflight_cap),
         cmocka_unit_test(test_upgrade_and_midstream),
+        cmocka_unit_test(test_framing_corners),
         cmocka_unit_test(test_detect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
