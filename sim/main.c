@@ -30,6 +30,8 @@ static void usage(FILE *f)
             "      --reorder F       swap a fraction F of packets with their successor\n"
             "      --duplicate F     write a fraction F of packets twice\n"
             "      --snaplen N       cut packets to N bytes in the pcap\n"
+            "      --capture-from D  the tap starts D after the start: connections are\n"
+            "                        picked up mid-stream; the truth starts there too\n"
             "  -q, --quiet           no summary on stderr\n"
             "  -h, --help            this text\n"
             "\n"
@@ -60,7 +62,10 @@ static double now_s(void)
 
 int main(int argc, char **argv)
 {
-    enum { O_SEED = 256, O_DURATION, O_USERS, O_SERVERS, O_DROP, O_REORDER, O_DUP, O_SNAPLEN };
+    enum {
+        O_SEED = 256, O_DURATION, O_USERS, O_SERVERS, O_DROP, O_REORDER, O_DUP, O_SNAPLEN,
+        O_CAPFROM
+    };
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'}, {"out", required_argument, NULL, 'o'},
         {"seed", required_argument, NULL, O_SEED},
@@ -69,11 +74,12 @@ int main(int argc, char **argv)
         {"servers", required_argument, NULL, O_SERVERS},
         {"drop", required_argument, NULL, O_DROP}, {"reorder", required_argument, NULL, O_REORDER},
         {"duplicate", required_argument, NULL, O_DUP},
-        {"snaplen", required_argument, NULL, O_SNAPLEN}, {"quiet", no_argument, NULL, 'q'},
+        {"snaplen", required_argument, NULL, O_SNAPLEN},
+        {"capture-from", required_argument, NULL, O_CAPFROM}, {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     const char *config = NULL, *prefix = NULL, *seed = NULL, *duration = NULL, *users = NULL,
-               *servers = NULL;
+               *servers = NULL, *capfrom = NULL;
     struct sim_impair imp = {0};
     bool quiet = false;
     int opt;
@@ -107,6 +113,7 @@ int main(int argc, char **argv)
             imp.snaplen = (int)v;
             break;
         }
+        case O_CAPFROM: capfrom = optarg; break;
         case 'q': quiet = true; break;
         case 'h': usage(stdout); return TB_EXIT_OK;
         default: usage(stderr); return TB_EXIT_USAGE;
@@ -163,6 +170,15 @@ int main(int argc, char **argv)
         return TB_EXIT_FAIL;
     }
 
+    if (capfrom) {
+        int64_t off;
+        if (tb_parse_duration(capfrom, TB_NS_PER_SEC, &off) < 0) {
+            fprintf(stderr, "tbneck-sim: --capture-from: '%s' is not a duration (e.g. 2s)\n",
+                    capfrom);
+            return TB_EXIT_USAGE;
+        }
+        imp.capture_from_ns = conf.start_ns + off;
+    }
     struct sim_out out;
     if (sim_out_open(&out, prefix, &imp, conf.seed, err, sizeof err) < 0) {
         fprintf(stderr, "tbneck-sim: %s\n", err);

@@ -1067,6 +1067,9 @@ static void issue_call(struct model *m, struct job *parent, struct conn *c, int6
 
 static void write_truth(struct model *m, struct job *j, int64_t departure)
 {
+    /* Requests that began before a late tap started are not in its capture. */
+    if (j->arrival < m->out->imp.capture_from_ns)
+        return;
     const struct sim_tier_conf *t = &m->c->tiers[j->srv->tier];
     struct sbuf *b = &m->line;
     b->n = 0;

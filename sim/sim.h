@@ -200,7 +200,8 @@ int sim_conf_tier_index(const struct sim_conf *c, const char *name);
 
 struct sim_impair {
     double drop, reorder, duplicate;
-    int snaplen; /* 0 = whole packets */
+    int snaplen;             /* 0 = whole packets */
+    int64_t capture_from_ns; /* the tap starts here (absolute); 0 = from the start */
 };
 
 /* Everything a run writes: the pcap (through the impairments) and the truth. */

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """sim_compare.py — compares tbneck's exported requests with tbneck-sim's truth.
 
-Usage: sim_compare.py exact TRUTH.requests.csv EXPORT.csv
+Usage: sim_compare.py exact TRUTH.requests.csv EXPORT.csv [ALLOWED_FLAGS]
        sim_compare.py mostly TRUTH.requests.csv EXPORT.csv MIN_EXACT_FRACTION
        sim_compare.py impaired TRUTH.requests.csv EXPORT.csv DROPPED.csv MIN_EXACT_FRACTION PCAP
 
@@ -10,6 +10,8 @@ exact: every truth request must be reported once with the same tier, server,
 client, class (the fingerprint), arrival and departure to the nanosecond and
 status, no flags (no gap, truncation, mid-stream or close-delimited response),
 and the connection ids must map one to one; nothing else reported.
+ALLOWED_FLAGS (a number, e.g. 4 = MIDSTREAM for a capture that started late)
+lists flags that may be set.
 
 mostly: at least MIN_EXACT_FRACTION of the truth requests are reported exactly
 (for captures whose packets were reordered); the rest are listed.
@@ -53,7 +55,7 @@ def status_of(r):
     return int(r["status"])
 
 
-def exact(truth, got):
+def exact(truth, got, allowed=0):
     problems = []
     tmap = {}
     for r in truth:
@@ -81,7 +83,7 @@ def exact(truth, got):
             why.append("class differs")
         if status_of(g) != status_of(t):
             why.append("status differs")
-        if int(g.get("flags", "0")) != 0:
+        if int(g.get("flags", "0")) & ~allowed:
             why.append("flags set on a clean exchange")
         a = conn_fwd.setdefault(t["conn"], g["conn"])
         b = conn_back.setdefault(g["conn"], t["conn"])
@@ -195,7 +197,7 @@ def main():
         return 2
     mode, truth, got = sys.argv[1], load(sys.argv[2]), load(sys.argv[3])
     if mode == "exact":
-        ok, problems = exact(truth, got)
+        ok, problems = exact(truth, got, int(sys.argv[4]) if len(sys.argv) > 4 else 0)
         print(f"truth {len(truth)} requests, tbneck {len(got)}, exact matches {ok}")
         for why, t, g in problems[:MAX_SHOWN]:
             print(f"  MISMATCH: {why}")
