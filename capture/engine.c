@@ -532,7 +532,9 @@ static int tcp_packet(struct tb_engine *e, struct tb_pkt *pk, int64_t ts)
     bool data = pk->paylen + pk->missing > 0;
     bool fresh_syn = syn && !ack && !rst;
 
-    if (f && fresh_syn && !(f->state <= TB_FS_SYNACK && f->syn_isn == pk->seq)) {
+    if (f && fresh_syn && (f->flags & TB_FF_ISN) && f->syn_isn == pk->seq) {
+        return 0; /* the same SYN again: retransmitted or duplicated by the tap */
+    } else if (f && fresh_syn) {
         /* A new SYN on a finished 4-tuple, or port reuse we did not see the
          * end of: the old connection ends here, a new one starts. */
         close_flow(e, f, -1);
@@ -556,7 +558,7 @@ static int tcp_packet(struct tb_engine *e, struct tb_pkt *pk, int64_t ts)
         if (fresh_syn) {
             f->state = TB_FS_SYN;
             f->server_side = (uint8_t)(1 - side);
-            f->flags |= TB_FF_SERVER_SURE;
+            f->flags |= TB_FF_SERVER_SURE | TB_FF_ISN;
             f->syn_isn = pk->seq;
             tb_reasm_start(&f->rs[side], pk->seq + 1);
             return 0;
@@ -565,7 +567,7 @@ static int tcp_packet(struct tb_engine *e, struct tb_pkt *pk, int64_t ts)
             /* The SYN was missed but its answer says who serves. */
             f->state = TB_FS_SYNACK;
             f->server_side = (uint8_t)side;
-            f->flags |= TB_FF_SERVER_SURE | TB_FF_SYNACK_SEEN;
+            f->flags |= TB_FF_SERVER_SURE | TB_FF_SYNACK_SEEN | TB_FF_ISN;
             f->syn_isn = pk->ack - 1;
             tb_reasm_start(&f->rs[side], pk->seq + 1);
             tb_reasm_start(&f->rs[1 - side], pk->ack);

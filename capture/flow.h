@@ -36,6 +36,7 @@ enum tb_flow_flag {
     TB_FF_DETECT_DONE = 1u << 5, /* protocol chosen (or given up) */
     TB_FF_SYNACK_SEEN = 1u << 6,
     TB_FF_PREGAP = 1u << 7,      /* a hole came before the protocol was chosen */
+    TB_FF_ISN = 1u << 8,         /* syn_isn is known */
 };
 
 struct tb_flow {

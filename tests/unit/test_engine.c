@@ -550,6 +550,15 @@ static void test_port_reuse(void **state)
     assert_int_equal(h.req[2].conn, 13);
     expect_exchange(&h, &h.req[2], T0 + 300 * MS, 0);
     assert_int_equal(tb_engine_stats(h.e)->flows, 4);
+    /* The last connection's SYN seen again late (a duplicate from the tap)
+     * neither ends it nor opens another. */
+    tcp(&h, &k, true, 6000000, TB_TCP_SYN, NULL, 0, T0 + 340 * MS);
+    xmit(&h, &k, true, REQ, T0 + 350 * MS);
+    xmit(&h, &k, false, RESP_HDR, T0 + 360 * MS);
+    xmit(&h, &k, false, BODY, T0 + 370 * MS);
+    assert_int_equal(h.n, 4);
+    assert_int_equal(h.req[3].conn, 13);
+    assert_int_equal(tb_engine_stats(h.e)->flows, 4);
     h_fini(&h);
 }
 
