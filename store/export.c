@@ -2,7 +2,6 @@
 /* export.c — the request records as CSV (DESIGN.md "Interfaces"), fields quoted per RFC 4180. */
 #include "store_int.h"
 
-#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +21,29 @@ static void put_field(FILE *out, const char *s, size_t len)
         putc(s[i], out);
     }
     putc('"', out);
+}
+
+/* Decimal digits without printf: the export formats millions of numbers. */
+static char *put_u64(char *p, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_i64(char *p, int64_t v)
+{
+    if (v < 0) {
+        *p++ = '-';
+        return put_u64(p, (uint64_t)0 - (uint64_t)v);
+    }
+    return put_u64(p, (uint64_t)v);
 }
 
 /* Client address text per endpoint id, formatted once: "10.0.0.1" or "[::1]"
@@ -72,44 +94,24 @@ static int load_clients(struct tb__db *d, struct client_text **out, size_t *n)
     return 0;
 }
 
-int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out)
+/* Writes the rows of one tier, in (arrival_ns, conn) order. */
+static int export_tier(struct tb__db *d, int64_t tier_id, const struct client_text *ct,
+                       size_t nct, FILE *out)
 {
-    static const char sql_tier[] =
+    /* Per tier, the (tier_id, arrival_ns) index gives the order and SQLite
+     * only sorts rows that share an arrival time; one query over all tiers
+     * would sort every row, texts included. */
+    static const char sql[] =
         "SELECT t.name, s.addr, r.client_id, r.client_port, r.conn, c.fingerprint, "
         "r.arrival_ns, r.departure_ns, r.req_bytes, r.resp_bytes, r.status, r.flags "
         "FROM requests r JOIN tiers t ON t.id = r.tier_id "
         "JOIN servers s ON s.id = r.server_id JOIN classes c ON c.id = r.class_id "
-        "WHERE t.name = ?1 ORDER BY r.arrival_ns, r.conn, r.rowid";
-    static const char sql_all[] =
-        "SELECT t.name, s.addr, r.client_id, r.client_port, r.conn, c.fingerprint, "
-        "r.arrival_ns, r.departure_ns, r.req_bytes, r.resp_bytes, r.status, r.flags "
-        "FROM requests r JOIN tiers t ON t.id = r.tier_id "
-        "JOIN servers s ON s.id = r.server_id JOIN classes c ON c.id = r.class_id "
-        "ORDER BY t.name, r.arrival_ns, r.conn, r.rowid";
-    struct client_text *ct = NULL;
-    size_t nct = 0;
-    sqlite3_stmt *s = NULL;
+        "WHERE r.tier_id = ?1 ORDER BY r.arrival_ns, r.conn, r.rowid";
+    sqlite3_stmt *s;
     int rc, src;
-    if (tier_name) {
-        if ((rc = tb__db_prep(d, "SELECT 1 FROM tiers WHERE name = ?1", &s)))
-            return rc;
-        sqlite3_bind_text(s, 1, tier_name, -1, SQLITE_STATIC);
-        src = sqlite3_step(s);
-        sqlite3_reset(s);
-        if (src == SQLITE_DONE)
-            return TB_E_NOTFOUND;
-        if (src != SQLITE_ROW)
-            return tb__db_fail(d, "looking up a tier");
-    }
-    if ((rc = load_clients(d, &ct, &nct)))
+    if ((rc = tb__db_prep(d, sql, &s)))
         return rc;
-    if ((rc = tb__db_prep(d, tier_name ? sql_tier : sql_all, &s)))
-        goto out;
-    if (tier_name)
-        sqlite3_bind_text(s, 1, tier_name, -1, SQLITE_STATIC);
-    fputs("tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,"
-          "flags\n",
-          out);
+    sqlite3_bind_int64(s, 1, tier_id);
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
         const char *tier = (const char *)sqlite3_column_text(s, 0);
         const char *server = (const char *)sqlite3_column_text(s, 1);
@@ -121,25 +123,85 @@ int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out)
         put_field(out, server ? server : "", (size_t)sqlite3_column_bytes(s, 1));
         putc(',', out);
         if (cid > 0 && (size_t)cid < nct) {
-            if (port)
-                fprintf(out, "%s:%d", ct[cid].with_port, port);
-            else
+            if (port) {
+                fputs(ct[cid].with_port, out);
+                char buf[8], *p = buf;
+                *p++ = ':';
+                p = put_u64(p, (uint64_t)port);
+                fwrite(buf, 1, (size_t)(p - buf), out);
+            } else {
                 fputs(ct[cid].bare, out);
+            }
         }
-        fprintf(out, ",%" PRIu64 ",", (uint64_t)sqlite3_column_int64(s, 4));
+        char num[32], *p = num;
+        *p++ = ',';
+        p = put_u64(p, (uint64_t)sqlite3_column_int64(s, 4));
+        *p++ = ',';
+        fwrite(num, 1, (size_t)(p - num), out);
         put_field(out, cls ? cls : "", (size_t)sqlite3_column_bytes(s, 5));
-        fprintf(out, ",%" PRId64 ",%" PRId64 ",%" PRIu64 ",%" PRIu64 ",%d,%" PRIu32 "\n",
-                (int64_t)sqlite3_column_int64(s, 6), (int64_t)sqlite3_column_int64(s, 7),
-                (uint64_t)sqlite3_column_int64(s, 8), (uint64_t)sqlite3_column_int64(s, 9),
-                sqlite3_column_int(s, 10), (uint32_t)sqlite3_column_int64(s, 11));
+        /* Six numbers, each at most 20 digits and a sign, plus separators. */
+        char tail[6 * 22 + 2];
+        p = tail;
+        *p++ = ',';
+        p = put_i64(p, sqlite3_column_int64(s, 6));
+        *p++ = ',';
+        p = put_i64(p, sqlite3_column_int64(s, 7));
+        *p++ = ',';
+        p = put_u64(p, (uint64_t)sqlite3_column_int64(s, 8));
+        *p++ = ',';
+        p = put_u64(p, (uint64_t)sqlite3_column_int64(s, 9));
+        *p++ = ',';
+        p = put_i64(p, sqlite3_column_int(s, 10));
+        *p++ = ',';
+        p = put_u64(p, (uint32_t)sqlite3_column_int64(s, 11));
+        *p++ = '\n';
+        fwrite(tail, 1, (size_t)(p - tail), out);
     }
+    sqlite3_reset(s);
     if (src != SQLITE_DONE)
-        rc = tb__db_fail(d, "reading requests for export");
-    else if (ferror(out))
-        rc = TB_E_IO;
+        return tb__db_fail(d, "reading requests for export");
+    return ferror(out) ? TB_E_IO : 0;
+}
+
+int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out)
+{
+    struct client_text *ct = NULL;
+    int64_t *tiers = NULL;
+    size_t nct = 0, nt = 0, cap = 0;
+    sqlite3_stmt *s;
+    int rc, src;
+    /* Tiers in name order (the CSV's first column), or the one asked for. */
+    if ((rc = tb__db_prep(d, tier_name ? "SELECT id FROM tiers WHERE name = ?1"
+                                       : "SELECT id FROM tiers ORDER BY name",
+                          &s)))
+        return rc;
+    if (tier_name)
+        sqlite3_bind_text(s, 1, tier_name, -1, SQLITE_STATIC);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = tb__grow(&tiers, &cap, nt + 1, sizeof *tiers)))
+            break;
+        tiers[nt++] = sqlite3_column_int64(s, 0);
+    }
+    sqlite3_reset(s);
+    if (rc)
+        goto out;
+    if (src != SQLITE_DONE) {
+        rc = tb__db_fail(d, "listing tiers");
+        goto out;
+    }
+    if (tier_name && nt == 0) {
+        rc = TB_E_NOTFOUND;
+        goto out;
+    }
+    if ((rc = load_clients(d, &ct, &nct)))
+        goto out;
+    fputs("tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,"
+          "flags\n",
+          out);
+    for (size_t i = 0; i < nt && rc == 0; i++)
+        rc = export_tier(d, tiers[i], ct, nct, out);
 out:
-    if (s)
-        sqlite3_reset(s);
+    free(tiers);
     free(ct);
     return rc;
 }
