@@ -1149,8 +1149,6 @@ static void burst_done(struct model *m, struct job *j, int64_t now)
         q_push(&p->waiters, j); /* holds its thread while it waits for a connection */
 }
 
-static void on_resp_arrive(struct model *m, struct job *j, int64_t now);
-
 static int pick_class(struct model *m)
 {
     double x = sim_rng_unit(&m->rng) * m->class_wsum;
