@@ -585,8 +585,13 @@ int tb_catalog_class(struct tb_catalog *cat, uint32_t tier, const char *text, si
         return TB_E_INVAL;
     if (!text)
         text = ""; /* len is 0: keeps memchr/memcmp away from a NULL pointer */
-    if (len > TB_CATALOG_CLASS_MAX)
+    if (len > TB_CATALOG_CLASS_MAX) {
+        /* Cut before a UTF-8 continuation byte, so that a multi-byte
+         * character is never split (JSON and terminals would choke on it). */
         len = TB_CATALOG_CLASS_MAX;
+        while (len > 0 && ((unsigned char)text[len] & 0xc0) == 0x80)
+            len--;
+    }
     uint64_t h = class_hash(tier, text, len);
     uint32_t found = class_lookup(cat, tier, text, len, h);
     if (found) {

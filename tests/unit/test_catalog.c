@@ -159,6 +159,12 @@ static void test_classes(void **state)
     assert_int_equal(tb_catalog_class(cat, t1, big2, sizeof big2, &id), 0);
     assert_int_equal(id, 6);
     assert_int_equal(strlen(tb_catalog_class_get(cat, 6)->text), TB_CATALOG_CLASS_MAX);
+    /* A 2-byte character straddling the cut is left out whole. */
+    big1[TB_CATALOG_CLASS_MAX - 1] = (char)0xc3;
+    big1[TB_CATALOG_CLASS_MAX] = (char)0xa9;
+    assert_int_equal(tb_catalog_class(cat, t1, big1, sizeof big1, &id), 0);
+    assert_int_equal(id, 7);
+    assert_int_equal(strlen(tb_catalog_class_get(cat, 7)->text), TB_CATALOG_CLASS_MAX - 1);
     tb_catalog_free(cat);
 }
 
