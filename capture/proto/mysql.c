@@ -712,7 +712,10 @@ static enum tb_pstate client_msg(struct my *m, const struct tb_proto_ctx *ctx, c
         }
         char fp[TB__CLASS_MAX];
         size_t n = tb_fp_sql((const char *)r.p, tb_rd_left(&r), fp, sizeof fp);
-        tb__pend_set_class(e, fp, n);
+        if (n > 0)
+            tb__pend_set_class(e, fp, n);
+        else
+            set_class_name(e, c->name); /* text unread (attributes) or empty */
     } else if ((c->code == COM_STMT_EXECUTE || c->code == COM_STMT_BULK_EXECUTE) && hl >= 5) {
         uint32_t id = (uint32_t)h[1] | ((uint32_t)h[2] << 8) | ((uint32_t)h[3] << 16) |
                       ((uint32_t)h[4] << 24);

@@ -629,6 +629,16 @@ static void test_other_commands(void **state)
     assert_int_equal(t->n, 4);
     check(&t->v[3], 40, 41, 13, b.n, 0, 0, "COM_STMT_FETCH");
 
+    /* A query whose text leaves no fingerprint is classed by its command. */
+    clear(&b);
+    PK(&b, 0, "\x03 /* nothing */ ");
+    pt_feed(t, C2S, b.b, b.n, 45);
+    clear(&b);
+    PK(&b, 1, OK_PKT);
+    pt_feed(t, S2C, b.b, b.n, 46);
+    assert_int_equal(t->n, 5);
+    assert_string_equal(t->v[4].cls, "COM_QUERY");
+
     /* 0x60 is no command: resynchronise on the next one. */
     clear(&b);
     PK(&b, 0, "\x60junk");
@@ -640,8 +650,8 @@ static void test_other_commands(void **state)
     clear(&b);
     PK(&b, 1, OK_PKT);
     pt_feed(t, S2C, b.b, b.n, 61);
-    assert_int_equal(t->n, 5);
-    check(&t->v[4], 60, 61, 5, 11, 0, 0, "COM_PING");
+    assert_int_equal(t->n, 6);
+    check(&t->v[5], 60, 61, 5, 11, 0, 0, "COM_PING");
     free(b.b);
     pt_free(t);
 
