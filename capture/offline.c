@@ -88,17 +88,26 @@ static bool advance(struct src *s, char *errbuf, size_t errlen, int *err)
     return s->live = false;
 }
 
-static int open_all(struct src *s, const struct tb_offline_opts *o, uint64_t *total,
-                    char *errbuf, size_t errlen)
+static bool is_stdin(const char *name)
+{
+    return strcmp(name, "-") == 0;
+}
+
+/* Opens the files; `skip_stdin` leaves "-" alone (a check must not consume
+ * what the run will read). */
+static int open_all(struct src *s, const struct tb_offline_opts *o, bool skip_stdin,
+                    uint64_t *total, char *errbuf, size_t errlen)
 {
     char perr[PCAP_ERRBUF_SIZE];
     for (size_t i = 0; i < o->nfiles; i++) {
         struct stat sb;
-        s[i].name = o->files[i];
+        s[i].name = is_stdin(o->files[i]) ? "standard input" : o->files[i];
+        if (skip_stdin && is_stdin(o->files[i]))
+            continue;
         perr[0] = '\0';
         /* libpcap reads record by record through stdio; a large buffer turns
          * the default 4 KiB reads into few big ones. */
-        FILE *fp = fopen(o->files[i], "rb");
+        FILE *fp = is_stdin(o->files[i]) ? stdin : fopen(o->files[i], "rb");
         if (fp) {
             s[i].buf = malloc(READ_BUF);
             if (s[i].buf)
@@ -119,12 +128,12 @@ static int open_all(struct src *s, const struct tb_offline_opts *o, uint64_t *to
                 snprintf(errbuf, errlen, "%s: %s", o->files[i], perr);
             return TB_E_PCAP;
         }
-        if (stat(o->files[i], &sb) == 0)
+        if (!is_stdin(o->files[i]) && stat(o->files[i], &sb) == 0)
             *total += (uint64_t)sb.st_size;
         s[i].linktype = pcap_datalink(s[i].p);
         if (!tb_decode_link_supported(s[i].linktype)) {
             const char *nm = pcap_datalink_val_to_name(s[i].linktype);
-            snprintf(errbuf, errlen, "%s: unsupported link type %d (%s)", o->files[i],
+            snprintf(errbuf, errlen, "%s: unsupported link type %d (%s)", s[i].name,
                      s[i].linktype, nm ? nm : "unknown");
             return TB_E_UNSUPP;
         }
@@ -170,7 +179,7 @@ int tb_offline_check(const struct tb_offline_opts *o, char *errbuf, size_t errle
         snprintf(errbuf, errlen, "out of memory");
         return TB_E_NOMEM;
     }
-    rc = open_all(s, o, &total, errbuf, errlen);
+    rc = open_all(s, o, true, &total, errbuf, errlen);
     close_all(s, o->nfiles);
     return rc;
 }
@@ -191,7 +200,7 @@ int tb_offline_run(struct tb_engine *e, const struct tb_offline_opts *o, char *e
         snprintf(errbuf, errlen, "out of memory");
         return TB_E_NOMEM;
     }
-    if ((rc = open_all(s, o, &pg.total_bytes, errbuf, errlen)))
+    if ((rc = open_all(s, o, false, &pg.total_bytes, errbuf, errlen)))
         goto out;
     pg.on = o->progress && isatty(STDERR_FILENO);
     clock_gettime(CLOCK_MONOTONIC, &pg.start);

@@ -70,6 +70,16 @@ check "two files merged in time order (-r A B)" "$work/exp.csv" "$work/merge.db"
 capture_ok "merge2" "$work/merge2.db" -r "$work/cli.pcap" -r "$work/srv.pcap"
 check "two files merged in time order (-r A -r B)" "$work/exp.csv" "$work/merge2.db"
 
+# "-r -" reads standard input, alone or merged with a file.
+rm -f "$work/stdin.db"
+"$TBNECK" capture -q -r - --db "$work/stdin.db" <"$work/en10mb.pcap" ||
+    fail "capture -r - failed"
+check "-r - (standard input)" "$work/exp.csv" "$work/stdin.db"
+rm -f "$work/stdin2.db"
+"$TBNECK" capture -q -r "$work/cli.pcap" -r - --db "$work/stdin2.db" <"$work/srv.pcap" ||
+    fail "capture -r FILE -r - failed"
+check "a file merged with standard input" "$work/exp.csv" "$work/stdin2.db"
+
 # BPF: -f, and trailing arguments as tcpdump takes them.
 capture_ok "bpf" "$work/bpf.db" -r "$work/en10mb.pcap" -f "tcp port 80"
 check "filter -f 'tcp port 80' keeps the exchange" "$work/exp.csv" "$work/bpf.db"
