@@ -156,7 +156,7 @@ static double linear_slope(const double *ld, const double *tp, size_t nlow, doub
 /* One pass over [lo, hi] of the points sorted by load. Returns N* or NAN;
  * *delta0 and *nbins report the linear slope and the bins used. */
 static double intervention(const struct pt *p, size_t n, double lo, double hi,
-                           const struct tb_nstar_opts *o, double *delta0, uint32_t *nbins,
+                           const struct tb_nstar_opts *o, double d0, uint32_t *nbins,
                            double *scratch)
 {
     uint32_t k = o->bins;
@@ -166,8 +166,7 @@ static double intervention(const struct pt *p, size_t n, double lo, double hi,
     double *se2 = calloc(k, sizeof *se2);
     double res = NAN;
     *nbins = 0;
-    *delta0 = NAN;
-    if (!ld || !tp || !sm || !dl || !se2)
+    if (!(d0 > 0) || !ld || !tp || !sm || !dl || !se2)
         goto out;
     double width = (hi - lo) / k;
     if (!(width > 0))
@@ -207,15 +206,14 @@ static double intervention(const struct pt *p, size_t n, double lo, double hi,
                 nb++;
             }
         }
-        i = j;
+        /* A bin with too few windows is not skipped but merged into the
+         * next: where overload spreads the loads thinly (past the knee, the
+         * plateau), skipping left too few bins to see the curve stay flat. */
+        if (j - i >= minb)
+            i = j;
     }
     *nbins = nb;
     if (nb < 3)
-        goto out;
-    /* δ_0 first, on the raw bins: it sets the noise we can accept. */
-    uint32_t nlow = TB_MIN(TB_MAX(3u, nb / 10), nb);
-    double d0 = linear_slope(ld, tp, nlow, o->slope_hint);
-    if (!(d0 > 0))
         goto out;
     /* Running median of 3 (removes single-bin spikes), then a running mean
      * over 2h + 1 bins on both axes (a straight part stays straight, so δ
@@ -251,7 +249,6 @@ static double intervention(const struct pt *p, size_t n, double lo, double hi,
         tp[b] = st / (to - from + 1);
         ld[b] = sl / (to - from + 1);
     }
-    *delta0 = d0;
     double tol = o->tol_frac * d0;
     /* DESIGN.md "N*" step 2: the slopes. */
     dl[0] = tp[0] / ld[0];
@@ -293,6 +290,63 @@ out:
     free(dl);
     free(se2);
     return res;
+}
+
+/* Where the linear part meets the plateau. `start` is where the slope test
+ * says the plateau begins (ld_n0); the plateau level is the median
+ * throughput of the non-freeze windows at loads >= 2·start (>= start when
+ * fewer than max(5, 2%) windows lie that far), and N* = level / δ_0.
+ *
+ * Why not ld_n0 itself: with queueing inside a window, a window of mean load
+ * near c is partly idle and partly queued, so the binned curve bends well
+ * before c and flattens well after it; where its slope first reaches 0.2·δ_0
+ * depends on how bursty the load is and on the noise of a handful of bins,
+ * not on c (on tbneck-sim's CPU-bound tiers it scattered over −48% … +5%).
+ * The two ends of the curve are not smeared: the linear part (a lone request
+ * gets a whole core, δ_0 per unit of load) and the plateau (c cores busy
+ * throughout, windows far past the bend). For a sharp knee, level / δ_0 is
+ * ld_n0; for a smeared one it is the corner the smearing rounded off.
+ * Twice ld_n0: the windows just past where the test fired are still in the
+ * bend; by twice the load they are saturated throughout. */
+#define PLATEAU_FAR 2.5
+
+static double plateau_meet(const struct pt *p, size_t n, double start, double d0,
+                           double freeze_frac, double *scratch)
+{
+    if (!(d0 > 0))
+        return NAN;
+    /* Freezes (next to no output at high load) are not the plateau: the cut
+     * is freeze_frac x the 90th percentile of all windows past the start, so
+     * that a far tail made of freezes alone cannot pass for the plateau. */
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        if (p[i].l >= start)
+            scratch[c++] = p[i].t;
+    if (!c)
+        return NAN;
+    double cut = freeze_frac * quantile(scratch, c, 0.9);
+    size_t need = TB_MAX((size_t)5, n / 50);
+    double ns = start;
+    for (int it = 0; it < 20; it++) {
+        size_t k = 0;
+        for (int pass = 0; pass < 2 && k < need; pass++) {
+            double from = pass ? start : PLATEAU_FAR * fmax(start, ns);
+            k = 0;
+            for (size_t i = 0; i < n; i++)
+                if (p[i].l >= from && p[i].t >= cut)
+                    scratch[k++] = p[i].t;
+        }
+        if (!k)
+            return NAN;
+        double next = quantile(scratch, k, 0.5) / d0;
+        if (!(next > 0))
+            return NAN;
+        bool done = fabs(next - ns) <= 0.005 * ns;
+        ns = next;
+        if (done)
+            break;
+    }
+    return ns;
 }
 
 /* ------------------------------------------------------- least squares --- */
@@ -523,10 +577,21 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
     res->samples = m;
     qsort(p, m, sizeof *p, cmp_pt);
     if (m >= 3) {
-        double lo = p[0].l, hi = p[m - 1].l, d0;
+        /* δ_0 from the lowest-load tenth of the windows (at least 5), not
+         * from the lowest bins: even bins over [Nmin, Nmax] are wide when
+         * overload stretches the range, and the lowest ones already reach
+         * into the bend. With the work-unit hint, linear_slope decides. */
+        size_t nlow = TB_MIN(m, TB_MAX((size_t)5, m / 10));
+        double low_l = 0, low_t = 0;
+        for (size_t i = 0; i < nlow; i++) {
+            low_l += p[i].l;
+            low_t += p[i].t;
+        }
+        double d0 = linear_slope(&low_l, &low_t, 1, o.slope_hint);
+        double lo = p[0].l, hi = p[m - 1].l;
         uint32_t nb;
-        double ns = intervention(p, m, lo, hi, &o, &d0, &nb, scratch);
-        res->delta0 = d0;
+        double ns = intervention(p, m, lo, hi, &o, d0, &nb, scratch);
+        res->delta0 = d0 > 0 ? d0 : NAN;
         res->bins_used = nb;
         /* Zoom in when a few extreme loads squeezed the knee into the first
          * quarter of the range; at most twice. */
@@ -534,17 +599,16 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
             double hi2 = TB_MIN(hi, 3 * ns);
             if (!(hi2 > lo) || hi2 >= hi)
                 break;
-            double d2;
             uint32_t nb2;
-            double ns2 = intervention(p, m, lo, hi2, &o, &d2, &nb2, scratch);
+            double ns2 = intervention(p, m, lo, hi2, &o, d0, &nb2, scratch);
             if (!isfinite(ns2))
                 break;
             ns = ns2;
             hi = hi2;
-            res->delta0 = d2;
             res->bins_used = nb2;
         }
-        res->n_star = ns;
+        res->n_star = o.trail && isfinite(ns) ? plateau_meet(p, m, ns, d0, o.freeze_frac, scratch)
+                                              : ns;
     }
     double a, sp;
     res->n_star_fit = fit_robust(p, m, o.freeze_frac, o.slope_hint, &a, &sp);
