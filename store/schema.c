@@ -160,8 +160,7 @@ static int read_version(struct tb__db *d, int64_t *version, char *errbuf, size_t
             snprintf(errbuf, errlen, "%s: not a tbneck database (not an SQLite file)", d->path);
             return TB_E_BADFMT;
         }
-        snprintf(errbuf, errlen, "%s: cannot read: %s", d->path, sqlite3_errmsg(d->db));
-        return TB_E_IO;
+        goto dberr;
     }
     if (query_int(d, "PRAGMA user_version", &uv, &found, &src) ||
         query_int(d, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'meta'",
@@ -185,11 +184,14 @@ static int read_version(struct tb__db *d, int64_t *version, char *errbuf, size_t
                  "has no key/value)", d->path);
         return TB_E_BADFMT;
     }
-    if (sqlite3_step(s) == SQLITE_ROW) {
+    src = sqlite3_step(s);
+    if (src == SQLITE_ROW) {
         const unsigned char *app = sqlite3_column_text(s, 0);
         is_tbneck = app && strcmp((const char *)app, "tbneck") == 0;
     }
     sqlite3_finalize(s);
+    if (src != SQLITE_ROW && src != SQLITE_DONE)
+        goto dberr;
     if (!is_tbneck) {
         snprintf(errbuf, errlen, "%s: an SQLite database but not a tbneck one (meta.app is not "
                  "'tbneck')", d->path);
@@ -206,8 +208,14 @@ static int read_version(struct tb__db *d, int64_t *version, char *errbuf, size_t
     *version = TB_MAX(uv, meta_ver);
     return 0;
 dberr:
+    /* A truncated or overwritten file: say so rather than "cannot read". */
+    if ((src & 0xff) == SQLITE_CORRUPT) {
+        snprintf(errbuf, errlen, "%s: damaged database file (SQLite: %s)", d->path,
+                 sqlite3_errmsg(d->db));
+        return TB_E_BADFMT;
+    }
     snprintf(errbuf, errlen, "%s: cannot read: %s", d->path, sqlite3_errmsg(d->db));
-    return TB_E_DB;
+    return (src & 0xff) == SQLITE_IOERR || (src & 0xff) == SQLITE_CANTOPEN ? TB_E_IO : TB_E_DB;
 }
 
 static int migrate(struct tb__db *d, char *errbuf, size_t errlen)

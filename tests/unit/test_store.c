@@ -143,6 +143,20 @@ static void test_open_errors(void **state)
     assert_string_equal(err, want);
     unlink(f->path);
 
+    /* A tbneck database whose meta page (page 2, the first table created) was
+     * overwritten: damaged, not "cannot read". */
+    tb_store_close(open_new(f->path));
+    fp = fopen(f->path, "r+b");
+    assert_non_null(fp);
+    assert_int_equal(fseek(fp, 16384, SEEK_SET), 0); /* page size 16 KiB */
+    for (int i = 0; i < 4096; i++)
+        putc(0xab, fp);
+    fclose(fp);
+    assert_int_equal(tb_store_open(&st, f->path, 0, err, sizeof err), TB_E_BADFMT);
+    snprintf(want, sizeof want, "%s: damaged database file (SQLite: ", f->path);
+    assert_int_equal(strncmp(err, want, strlen(want)), 0);
+    unlink(f->path);
+
     /* Contradictory flags. */
     assert_int_equal(tb_store_open(&st, f->path, TB_STORE_CREATE | TB_STORE_READONLY, err,
                                    sizeof err),
