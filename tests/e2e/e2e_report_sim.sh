@@ -7,9 +7,9 @@
 #     exact ones computed from the truth requests (relative error < 1e-9), for
 #     every tier, one server, and two window widths; stored results are reused
 #     and give the same bytes;
-#  2. N* (the least-squares knee) within ±10% of the configured cores for a
-#     CPU-bound database, over 3 configurations (1, 2, 4 cores) x 5 seeds; the
-#     intervention analysis's N* is printed beside it, and when the two differ
+#  2. N* within ±10% of the configured cores for a CPU-bound database, over
+#     3 configurations (1, 2, 4 cores) x 5 seeds, by both estimates: the
+#     least-squares knee and the intervention analysis; when the two differ
 #     by more than 20% the report must say so;
 #  3. freeze episodes at 50 ms against the truth freezes of 100 ms or more:
 #     precision and recall >= 0.95, kind "freeze";
@@ -79,12 +79,13 @@ cat "$work/nstar.txt"
 python3 - "$work/nstar.txt" <<'EOF' || failed=1
 import sys
 # The congestion point the simulator defines (cores) is where the asymptotes
-# of the main sequence meet: the least-squares knee (n_star_fit). The
-# intervention analysis (n_star) finds where the measured curve's slope falls
-# to 20% of the linear one; with queueing inside 50 ms windows the curve bends
-# well before the corner, so that point scatters below N*: it is printed, and
-# the report's disagreement warning must be raised when it is far off, but the
-# 10% acceptance is on the fit.
+# of the main sequence meet. Both estimates must land within 10% of it: the
+# least-squares knee (n_star_fit), and the intervention analysis (n_star),
+# which finds the plateau by the slope test and takes N* where δ_0·load meets
+# it (docs/report.md, "N* as implemented"; taking the load where the slope
+# test fires, as the paper does, scattered -48% … +5% here, because queueing
+# inside 50 ms windows rounds the corner). When the two differ by more than
+# 20% the report must say so.
 bad = fine = 0
 runs = [line.split() for line in open(sys.argv[1])]
 for f in runs:
@@ -94,6 +95,10 @@ for f in runs:
         bad += 1
     if f[5] != "nan" and abs(float(f[5])) <= 10.0:
         fine += 1
+    else:
+        print("FAIL: N* (intervention) %s for %s: off by %s%% (more than 10%%)"
+              % (f[2], f[1], f[5]))
+        bad += 1
     if f[2] != "nan" and f[3] != "nan":
         gap = abs(float(f[2]) - float(f[3])) / min(float(f[2]), float(f[3]))
         if gap > 0.2 and f[7] != "true":

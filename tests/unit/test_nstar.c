@@ -197,6 +197,71 @@ static void test_slope_hint(void **state)
     free(t);
 }
 
+/* An M/M/c server (at most 64 requests in it) seen through 50 ms windows, as
+ * tbneck-sim's CPU-bound database is: the queue swings within each window, so
+ * a window of mean load near c is partly idle and partly queued, and the
+ * binned curve bends well before c and flattens well after it. The arrival
+ * rate changes every 20 windows (bursts), over 10 levels from idle to 1.6x
+ * capacity; 200 windows, a 10 s capture. Throughput is work done (no
+ * discreteness) with 5% noise. */
+static void mmc_windows(int c, size_t n, uint64_t seed, double *l, double *t)
+{
+    rs = seed * 0x9E3779B97F4A7C15ull + 1;
+    const double w = 0.05;
+    int q = 0;
+    double lam = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i % 20 == 0)
+            lam = 1.6 * c * MU * ((double)((i / 20 * 7) % 10) + unif()) / 10;
+        double now = 0, sn = 0, sw = 0;
+        for (;;) {
+            double ra = q < 64 ? lam : 0, rd = MU * (q < c ? q : c), r = ra + rd;
+            double dt = r > 0 ? -log(unif()) / r : w;
+            double busy = q < c ? q : c;
+            if (now + dt >= w) {
+                sn += q * (w - now);
+                sw += busy * (w - now);
+                break;
+            }
+            sn += q * dt;
+            sw += busy * dt;
+            now += dt;
+            q += unif() * r < ra ? 1 : -1;
+        }
+        l[i] = sn / w;
+        t[i] = MU * sw / w * (1 + 0.05 * gauss());
+    }
+}
+
+/* The low bias of the intervention analysis on smeared windows. Taking ld_n0
+ * (where the binned curve's slope first reaches 0.2·δ_0) as N*, these clouds
+ * gave −67% … +72% (mostly 10–50% low: with 200 windows a few noisy bins
+ * fire the test inside the bend); N* as the load where δ_0·load meets the
+ * plateau the test finds is within ±10%, and so is the fit. */
+static void test_smeared_mmc(void **state)
+{
+    (void)state;
+    enum { N = 200 };
+    double *l = malloc(N * sizeof *l), *t = malloc(N * sizeof *t);
+    struct tb_nstar_opts o;
+    tb_nstar_opts_default(&o);
+    o.slope_hint = MU;
+    for (int c = 1; c <= 8; c *= 2) {
+        for (uint64_t seed = 1; seed <= 8; seed++) {
+            mmc_windows(c, N, seed, l, t);
+            struct tb_nstar ns;
+            assert_int_equal(tb_nstar_estimate(l, t, N, &o, &ns), 0);
+            print_message("M/M/%d seed=%d n_star=%.3f fit=%.3f\n", c, (int)seed, ns.n_star,
+                          ns.n_star_fit);
+            assert_near(ns.n_star, c, 0.1 * c);
+            assert_near(ns.n_star_fit, c, 0.1 * c);
+            assert_false(ns.disagree);
+        }
+    }
+    free(l);
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -205,6 +270,7 @@ int main(void)
         cmocka_unit_test(test_no_knee),
         cmocka_unit_test(test_literal_lags),
         cmocka_unit_test(test_slope_hint),
+        cmocka_unit_test(test_smeared_mmc),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
