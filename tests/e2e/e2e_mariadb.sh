@@ -40,6 +40,11 @@ sb=(sysbench oltp_read_only --db-driver=mysql --mysql-host=127.0.0.1 --mysql-por
 proto_sql -e 'CREATE DATABASE sbtest'
 "${sb[@]}" prepare >"$work/sb-prepare.out" 2>&1 || { cat "$work/sb-prepare.out"; exit 1; }
 
+# A loaded machine can make tcpdump drop packets on lo; the comparison is
+# meant to be on a complete capture, so the capture is repeated (at most 3
+# times) until tcpdump reports no drop. (Body kept unindented: it holds a
+# here-document.)
+capture_once() {
 tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" \
     "tcp port $dbport" 2>"$work/tcpdump.err" &
 tpid=$!
@@ -53,7 +58,7 @@ SELECT * FROM no_such_table;
 CREATE TEMPORARY TABLE tmp_t (a INT);
 INSERT INTO tmp_t VALUES (1), (2), (3);
 DELIMITER //
-CREATE PROCEDURE two_results() BEGIN SELECT 1; SELECT 2, 'two'; END//
+CREATE OR REPLACE PROCEDURE two_results() BEGIN SELECT 1; SELECT 2, 'two'; END//
 DELIMITER ;
 CALL two_results();
 USE mysql
@@ -68,9 +73,14 @@ done
 sleep 1.2 # tcpdump hands over its buffer at least once a second
 kill -INT "$tpid"
 wait "$tpid" 2>/dev/null || true
-if ! grep -q "^0 packets dropped by kernel" "$work/tcpdump.err"; then
-    echo "SKIP: tcpdump dropped packets (machine too loaded)"; cat "$work/tcpdump.err"; exit 77
-fi
+grep -q "^0 packets dropped by kernel" "$work/tcpdump.err"
+}
+attempt=1
+until capture_once; do
+    echo "tcpdump dropped packets (attempt $attempt):"; cat "$work/tcpdump.err"
+    [ "$attempt" -lt 3 ] || { echo "SKIP: tcpdump dropped packets in 3 attempts (machine too loaded)"; exit 77; }
+    attempt=$((attempt + 1))
+done
 
 db="$work/t.db"
 "$TBNECK" capture -r "$work/cap.pcap" --db "$db" >"$work/capture.out" 2>&1 ||
