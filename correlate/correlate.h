@@ -86,6 +86,14 @@ struct tb_analysis {
  *
  * tp_max: median normalized throughput of the non-freeze windows with load >=
  * N* (n_star, else n_star_fit), else the fit's plateau, else NAN. slope: a. */
+/* N* as implemented (supersedes "N* = the ld of the middle slope" above when
+ * trail > 0): the slope test above only locates the plateau's start; n_star
+ * is where δ_0·load meets the plateau level, the median throughput of the
+ * non-freeze windows at loads >= 2.5·max(start, n_star) (a fixed point), and
+ * δ_0 is linear_slope over the lowest-load tenth of the windows rather than
+ * the lowest bins; bins too thin are merged into the next, not skipped.
+ * Details and reasons: nstar.c's header and docs/report.md "N* as
+ * implemented". */
 struct tb_nstar_opts {
     uint32_t bins;        /* k (default 100) */
     uint32_t min_per_bin; /* 0 = max(3, samples / (10·k)) */
