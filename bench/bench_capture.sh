@@ -9,6 +9,8 @@
 #     and bare figure is the best of TB_BENCH_RUNS runs (default 3), both by
 #     wall time and by CPU time (user+sys): on a loaded machine CPU time is the
 #     steadier figure. Targets: --no-store >= 50% of the bare read, >= 20x tshark.
+#     "--proto generic" runs the same packets through the cheapest parser: the
+#     decode/flow/reassembly engine without HTTP/MySQL parsing and fingerprinting.
 #  2. Memory: peak RSS of `capture --no-store` over captures of N half-open
 #     (SYN-only) connections, the bytes per flow that implies, and N above the
 #     flow cap (1<<20) to show it holds: flows open stay at the cap, the rest
@@ -56,6 +58,9 @@ echo "bench_capture: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); captu
 
 read -r bw bc <<<"$(measure "$runs" "$bare" "$work/b.pcap")" || exit 1
 read -r nw nc <<<"$(measure "$runs" "$TBNECK" capture -q --no-store -r "$work/b.pcap")" || exit 1
+# The engine alone: the same packets through the cheapest parser.
+read -r gw gc <<<"$(measure "$runs" "$TBNECK" capture -q --no-store --proto generic \
+    -r "$work/b.pcap")" || exit 1
 rm -f "$work/s.db"*
 read -r sw sc <<<"$(measure 1 "$TBNECK" capture -q --db "$work/s.db" -r "$work/b.pcap")" || exit 1
 stored=$("$TBNECK" export requests --db "$work/s.db" | tail -n +2 | wc -l)
@@ -66,6 +71,8 @@ printf '%-28s %12s %12s %10s %10s\n' "" "pkt/s wall" "pkt/s CPU" "of bare" "(CPU
 printf '%-28s %s %s %10s %10s\n' "bare libpcap read" "$(rate "$bw")" "$(rate "$bc")" "100%" "100%"
 printf '%-28s %s %s %10s %10s\n' "tbneck capture --no-store" "$(rate "$nw")" "$(rate "$nc")" \
     "$(ratio "$bw" "$nw")" "$(ratio "$bc" "$nc")"
+printf '%-28s %s %s %10s %10s\n' "  same, --proto generic" "$(rate "$gw")" "$(rate "$gc")" \
+    "$(ratio "$bw" "$gw")" "$(ratio "$bc" "$gc")"
 printf '%-28s %s %s %10s %10s\n' "tbneck capture (SQLite)" "$(rate "$sw")" "$(rate "$sc")" \
     "$(ratio "$bw" "$sw")" "$(ratio "$bc" "$sc")"
 echo "  (stored $stored request records; the writer thread's CPU is included)"
