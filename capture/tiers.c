@@ -177,6 +177,8 @@ int tb_tiers_parse(const char *text, size_t len, const char *name, struct tb_tie
         goto out;
     }
     char *p = buf;
+    if (len >= 3 && memcmp(p, "\xef\xbb\xbf", 3) == 0)
+        p += 3; /* a UTF-8 byte order mark some editors write */
     while (p && *p) {
         char *nl = strchr(p, '\n');
         if (nl)

@@ -99,6 +99,19 @@ static void test_binary_error(void **state)
     assert_string_equal(err, "x:1: binary data in a tiers file");
 }
 
+static void test_bom_and_crlf(void **state)
+{
+    (void)state;
+    static const char text[] = "\xef\xbb\xbf# saved on Windows\r\nweb http 10.0.0.1:80\r\n";
+    struct tb_tiers *t;
+    char err[256] = "";
+    assert_int_equal(tb_tiers_parse(text, sizeof text - 1, "w", &t, err, sizeof err), 0);
+    assert_int_equal(t->n, 1);
+    assert_string_equal(t->tiers[0].name, "web");
+    assert_int_equal(t->tiers[0].servers[0].port, 80);
+    tb_tiers_free(t);
+}
+
 static void test_load_missing(void **state)
 {
     (void)state;
@@ -160,6 +173,7 @@ int main(void)
         cmocka_unit_test(test_parse_good),
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_binary_error),
+        cmocka_unit_test(test_bom_and_crlf),
         cmocka_unit_test(test_load_missing),
         cmocka_unit_test(test_register),
         cmocka_unit_test(test_auto_name),
