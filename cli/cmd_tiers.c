@@ -15,6 +15,7 @@
 /* Requests are counted per server from the records themselves, a slice of
  * time at a time so that memory stays bounded on a large database. */
 #define SLICE_NS (60 * TB_NS_PER_SEC)
+#define MAX_SLICES 1000
 
 static void usage(FILE *f)
 {
@@ -35,10 +36,15 @@ static int count_servers(struct tb_store *st, uint32_t tier, uint64_t *per_serve
         return 0;
     if (rc)
         return rc;
-    for (int64_t from = first; from <= last; from += SLICE_NS) {
+    /* At most MAX_SLICES queries, however far apart stray timestamps lie. */
+    int64_t slice = SLICE_NS;
+    uint64_t span = (uint64_t)last - (uint64_t)first;
+    if (span > (uint64_t)slice * MAX_SLICES)
+        slice = (int64_t)(span / MAX_SLICES + 1);
+    for (int64_t from = first; from <= last; from += slice) {
         struct tb_request *r = NULL;
         size_t n = 0;
-        int64_t to = from > INT64_MAX - SLICE_NS ? INT64_MAX : from + SLICE_NS;
+        int64_t to = from > INT64_MAX - slice ? INT64_MAX : from + slice;
         if ((rc = tb_store_requests(st, tier, from, to, &r, &n)))
             return rc;
         for (size_t i = 0; i < n; i++)
