@@ -38,6 +38,10 @@ bool tb_reasm_finished(const struct tb_reasm *r)
     return r->fin && r->next == r->fin_seq;
 }
 
+/* `ts` is the missing bytes' own capture time when known (snaplen cut the
+ * packet that carried them), else TB_TS_UNKNOWN: a hole found later (by an
+ * ACK past it, a segment beyond it, the cap, or the close) carries no time of
+ * its own, and the time of whatever revealed it must not become a departure. */
 static void emit_gap(struct tb_reasm *r, const struct tb_reasm_env *env, uint64_t len,
                      int64_t ts)
 {
@@ -95,7 +99,7 @@ static void skip_hole(struct tb_reasm *r, const struct tb_reasm_env *env)
         return;
     int32_t hole = tb_seq_diff(s->seq, r->next);
     if (hole > 0) {
-        emit_gap(r, env, (uint32_t)hole, s->ts_ns);
+        emit_gap(r, env, (uint32_t)hole, TB_TS_UNKNOWN);
         r->next = s->seq;
     }
     drain(r, env);
@@ -207,7 +211,7 @@ int tb_reasm_segment(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_
         /* The segment itself is next after the skipped holes, or is too big
          * to buffer at all: skip the hole before it and deliver it now. */
         if (off > 0) {
-            emit_gap(r, env, (uint32_t)off, ts_ns);
+            emit_gap(r, env, (uint32_t)off, TB_TS_UNKNOWN);
             r->next = seq;
             off = 0;
         }
@@ -274,7 +278,7 @@ void tb_reasm_acked(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_t
         }
         bool before_seg = s && tb_seq_lt(s->seq, limit);
         uint32_t upto = before_seg ? s->seq : limit;
-        emit_gap(r, env, upto - r->next, before_seg ? TB_MIN(s->ts_ns, ts_ns) : ts_ns);
+        emit_gap(r, env, upto - r->next, TB_TS_UNKNOWN);
         r->next = upto;
     }
     drain(r, env);
@@ -286,7 +290,7 @@ void tb_reasm_flush(struct tb_reasm *r, const struct tb_reasm_env *env, int64_t 
     while (r->ooo)
         skip_hole(r, env);
     if (r->started && r->fin && tb_seq_lt(r->next, r->fin_seq)) {
-        emit_gap(r, env, (uint32_t)tb_seq_diff(r->fin_seq, r->next), ts_ns);
+        emit_gap(r, env, (uint32_t)tb_seq_diff(r->fin_seq, r->next), TB_TS_UNKNOWN);
         r->next = r->fin_seq;
     }
 }

@@ -53,6 +53,9 @@ enum { TB_EXIT_OK = 0, TB_EXIT_FAIL = 1, TB_EXIT_USAGE = 2 };
 #define TB_NODISCARD
 #endif
 
+/* The capture time of bytes that were never seen (a parser's gap()). */
+#define TB_TS_UNKNOWN INT64_MIN
+
 #define TB_NS_PER_SEC INT64_C(1000000000)
 #define TB_NS_PER_MS INT64_C(1000000)
 

@@ -25,6 +25,12 @@ struct gen {
 
 static void gen_emit(struct gen *g, const struct tb_proto_ctx *ctx, uint32_t extra)
 {
+    if (g->departure_ns == TB_TS_UNKNOWN) {
+        /* Only a hole answered: no time to report, and none is invented. */
+        g->req_live = g->resp_live = false;
+        g->flags = 0;
+        return;
+    }
     struct tb_exchange ex = {
         .arrival_ns = g->arrival_ns,
         .departure_ns = g->departure_ns,
@@ -86,12 +92,15 @@ static enum tb_pstate gen_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_
         if (dir == TB_DIR_C2S && !g->resp_live)
             g->req_bytes += len;
         else if (dir == TB_DIR_S2C) {
+            /* A lost segment's hole has no time of its own (TB_TS_UNKNOWN):
+             * the departure stays with the response bytes actually captured,
+             * and an answer lost whole is not reported. */
             if (!g->resp_live) {
                 g->resp_live = true;
-                g->departure_ns = ts;
+                g->departure_ns = TB_TS_UNKNOWN;
             }
             g->resp_bytes += len;
-            if (ts > g->departure_ns)
+            if (ts != TB_TS_UNKNOWN && ts > g->departure_ns)
                 g->departure_ns = ts;
         }
     }

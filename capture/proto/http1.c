@@ -89,16 +89,18 @@ static void acct(struct h1 *h, int dir, uint64_t n, int64_t ts)
         struct tb__pend *e = creq(h);
         if (e) {
             e->req_bytes += n;
-            if (ts < e->arrival_ns)
+            if (ts != TB__NO_TS && ts < e->arrival_ns)
                 e->arrival_ns = ts;
         }
     } else {
         struct tb__pend *e = cresp(h);
         if (e) {
             e->resp_bytes += n;
-            e->resp_seen = true;
-            if (ts > e->last_ns)
-                e->last_ns = ts;
+            if (ts != TB__NO_TS) {
+                e->resp_seen = true;
+                if (ts > e->last_ns)
+                    e->last_ns = ts;
+            }
         }
     }
 }
@@ -247,6 +249,15 @@ static void lose_sync(struct h1 *h, const struct tb_proto_ctx *ctx, int dir, boo
             tb__pq_pop(&h->pq); /* where it ends cannot be told */
         }
         h->resp_live = false;
+    } else if (gap && !h->resp_lost && tb__pq_head(&h->pq)) {
+        /* The hole took the start of the oldest unanswered request's response
+         * (responses come in order): leaving that request at the head would
+         * pair it with the next response and shift every later pair. The
+         * next status line closes it, GAP set, with the times of whatever of
+         * it was captured; when nothing was, it is not reported. */
+        tb__pq_head(&h->pq)->flags |= TB_REQ_GAP;
+        h->resp_lost = true;
+        h->lost_status = -1;
     }
     tb__line_reset(&d->ln);
     reset_msg(d);
@@ -305,7 +316,10 @@ static void lost_more(struct h1 *h, uint64_t n, int64_t ts)
     struct tb__pend *e = h->resp_lost ? tb__pq_head(&h->pq) : NULL;
     if (e) {
         e->resp_bytes += n;
-        e->last_ns = TB_MAX(e->last_ns, ts);
+        if (ts != TB__NO_TS) {
+            e->resp_seen = true;
+            e->last_ns = TB_MAX(e->last_ns, ts);
+        }
     }
 }
 
@@ -319,14 +333,14 @@ static void lost_done(struct h1 *h, const struct tb_proto_ctx *ctx)
 /* `pre`: bytes of the same line before the status line (the tail of a
  * response whose framing was lost). */
 static bool start_response(struct h1 *h, const struct tb_proto_ctx *ctx, const char *line,
-                           size_t n, uint64_t raw, uint64_t pre, int64_t ts)
+                           size_t n, uint64_t raw, uint64_t pre, int64_t pre_ts, int64_t ts)
 {
     int32_t status;
     if (!parse_status_line(line, n, &status))
         return false;
     if (h->resp_lost) {
         if (pre)
-            lost_more(h, pre, ts);
+            lost_more(h, pre, pre_ts); /* they arrived with the line's first byte */
         lost_done(h, ctx);
     }
     struct h1_dir *d = &h->d[TB_DIR_S2C];
@@ -467,7 +481,7 @@ static enum tb_pstate feed(struct h1 *h, const struct tb_proto_ctx *ctx, int dir
             if (llen == 0 && !resync)
                 break; /* RFC 9112 §2.2: ignore empty lines before a request-line */
             bool ok = dir == TB_DIR_C2S ? start_request(h, ctx, line, llen, raw, ts0)
-                                        : start_response(h, ctx, line, llen, raw, 0, ts);
+                                        : start_response(h, ctx, line, llen, raw, 0, ts0, ts);
             if (!ok && !resync) {
                 lose_sync(h, ctx, dir, true, false);
                 ret = TB_PS_ERROR;
@@ -476,7 +490,7 @@ static enum tb_pstate feed(struct h1 *h, const struct tb_proto_ctx *ctx, int dir
              * the same line ("…}HTTP/1.1 200 OK"): look inside it too. */
             for (size_t i = 1; !ok && resync && i + 8 < llen; i++) {
                 if (dir == TB_DIR_S2C && line[i] == 'H')
-                    ok = start_response(h, ctx, line + i, llen - i, raw - i, i, ts);
+                    ok = start_response(h, ctx, line + i, llen - i, raw - i, i, ts0, ts);
                 else if (dir == TB_DIR_C2S && is_tchar_upper(line[i]) &&
                          !is_tchar_upper(line[i - 1]))
                     ok = start_request(h, ctx, line + i, llen - i, raw - i, ts0);
@@ -597,9 +611,12 @@ static enum tb_pstate h1_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_d
     default:
         break;
     }
+    bool was_live = h->resp_live;
     if (di == TB_DIR_S2C)
         acct(h, di, len, ts); /* kept if the response is (see lose_sync) */
     lose_sync(h, ctx, di, false, true);
+    if (di == TB_DIR_S2C && !was_live && h->resp_lost)
+        lost_more(h, len, ts); /* the hole was the start of the head's answer */
     return TB_PS_OK;
 }
 

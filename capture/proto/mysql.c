@@ -553,13 +553,24 @@ static bool keep_lost(struct my *m, const struct tb_proto_ctx *ctx, uint64_t len
 {
     struct tb__pend *e = tb__pq_head(&m->pq);
     struct my_dir *d = &m->d[TB_DIR_S2C];
-    if (!e || m->pq.len != 1 || m->r.tentative || !m->d[TB_DIR_C2S].synced ||
-        !(e->resp_seen || d->in_pkt || d->hdr_have))
+    /* Also when nothing of the response was seen yet: the server speaks only
+     * to answer, so a hole while one command is outstanding is (the start
+     * of) its answer. Leaving the command at the head would pair it with the
+     * next answer and shift every later pair on the connection. Whatever of
+     * it is captured after the hole gives its departure; if nothing is, it is
+     * not reported (tb__pq_emit_head). */
+    if (!e || m->pq.len != 1 || m->r.tentative || !m->d[TB_DIR_C2S].synced)
         return false;
     e->flags |= TB_REQ_GAP;
-    e->resp_bytes += d->msg_bytes + d->hdr_have + len;
-    e->last_ns = TB_MAX(e->last_ns, ts);
-    e->resp_seen = true;
+    /* msg_bytes still holds the last finished message's size at a packet
+     * boundary (it is reset when the next one starts): count it only for a
+     * message in progress. */
+    bool mid = d->in_pkt || d->cont || d->hdr_have;
+    e->resp_bytes += (mid ? d->msg_bytes : 0) + d->hdr_have + len;
+    if (ts != TB__NO_TS) {
+        e->last_ns = TB_MAX(e->last_ns, ts);
+        e->resp_seen = true;
+    }
     dir_reset(d);
     d->synced = false;
     m->s2c_armed = false;
@@ -573,7 +584,10 @@ static void lost_more(struct my *m, uint64_t len, int64_t ts)
     struct tb__pend *e = tb__pq_head(&m->pq);
     if (e) {
         e->resp_bytes += len;
-        e->last_ns = TB_MAX(e->last_ns, ts);
+        if (ts != TB__NO_TS) {
+            e->last_ns = TB_MAX(e->last_ns, ts);
+            e->resp_seen = true;
+        }
     }
 }
 
@@ -896,8 +910,15 @@ static enum tb_pstate my_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_d
         lost_more(m, len, ts);
         return TB_PS_OK;
     }
-    if (!d->synced)
+    if (!d->synced) {
+        /* Waiting for the start of the answer to the command just sent (armed):
+         * the hole is that start. */
+        if (di == TB_DIR_S2C && m->s2c_armed) {
+            dir_reset(d); /* nothing of this answer was framed yet */
+            keep_lost(m, ctx, len, ts);
+        }
         return TB_PS_OK;
+    }
     if (d->in_pkt && len > 0 && len <= d->left) {
         /* Inside one packet (a snaplen cut, a lost segment of a long row):
          * its length still says where the next one starts. */

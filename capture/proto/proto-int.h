@@ -14,6 +14,10 @@
 #define TB__PQ_MAX 64
 #define TB__CLASS_MAX 512
 
+/* A hole whose bytes have no capture time of their own (see gap() in
+ * proto.h): they count toward the sizes but never move a departure. */
+#define TB__NO_TS TB_TS_UNKNOWN
+
 struct tb__pend {
     int64_t arrival_ns;
     int64_t last_ns;     /* latest response chunk so far */

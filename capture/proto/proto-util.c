@@ -80,6 +80,12 @@ void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t 
         tb__pq_pop(q);
         return;
     }
+    if ((e->flags & TB_REQ_GAP) && !e->resp_seen) {
+        /* A hole swallowed its whole response: there is no departure to
+         * report, and none is invented. */
+        tb__pq_pop(q);
+        return;
+    }
     struct tb_exchange ex = {
         .arrival_ns = e->arrival_ns,
         .departure_ns = e->last_ns < e->arrival_ns ? e->arrival_ns : e->last_ns,

@@ -76,7 +76,13 @@ struct tb_proto {
      * next message start it recognises; a request is never invented, and a
      * response whose end fell in the hole is closed (TB_REQ_GAP) by the next
      * response start (HTTP) or the next command (MySQL), or dropped when its
-     * end cannot be bounded. */
+     * end cannot be bounded.
+     * `ts_ns` is the capture time of the missing bytes when it is known (a
+     * packet cut by snaplen: the packet's own time), else TB_TS_UNKNOWN (a
+     * lost segment, found later by an ACK or a segment beyond it: no packet
+     * time belongs to those bytes, so they never move an arrival or a
+     * departure; the departure stays at the latest response packet captured,
+     * off from the truth by at most the span of the lost packets). */
     enum tb_pstate (*gap)(void *st, const struct tb_proto_ctx *ctx, enum tb_dir dir,
                           uint64_t len, int64_t ts_ns);
     /* Connection ended (FIN/RST/idle/end of capture): emit what can be

@@ -781,6 +781,75 @@ static void test_gaps(void **state)
     pt_free(t);
 }
 
+/* Lost segments (holes found later, TB_TS_UNKNOWN): the answer's first
+ * segment is lost, its tail is captured; the command keeps its answer, whose
+ * departure is the tail's packet, and the next command pairs with its own
+ * answer (no shift). An answer lost whole is not reported; a tail lost after
+ * the last captured packet leaves the departure at that packet, not at the
+ * time the hole was found. (From tbneck-sim --drop: 88% -> 98.4% exact.) */
+static void test_lost_segments(void **state)
+{
+    (void)state;
+    struct pt *t = connected(CAP_BASE);
+    struct buf b = {0};
+    PK(&b, 0, "\x03select c from t");
+    pt_feed(t, C2S, b.b, b.n, 10);
+    clear(&b);
+    PK(&b, 1, "\x01");
+    coldef(&b, 2);
+    PK(&b, 3, EOF_PKT);
+    size_t head = b.n;
+    PK(&b, 4, "\x05" "abcde");
+    PK(&b, 5, EOF_PKT);
+    pt_gap(t, S2C, head, TB_TS_UNKNOWN);               /* first segment lost */
+    pt_feed(t, S2C, b.b + head, b.n - head, 12);       /* the tail is seen */
+    size_t rs = b.n;
+    clear(&b);
+    PK(&b, 0, "\x0e");
+    pt_feed(t, C2S, b.b, b.n, 20);
+    clear(&b);
+    PK(&b, 1, OK_PKT);
+    pt_feed(t, S2C, b.b, b.n, 21);
+    assert_int_equal(t->n, 2);
+    check(&t->v[0], 10, 12, 20, rs, -1, TB_REQ_GAP, "select c from t");
+    check(&t->v[1], 20, 21, 5, 11, 0, 0, "COM_PING");
+
+    /* The whole answer lost: not reported, and the next pair is right. */
+    clear(&b);
+    PK(&b, 0, "\x0e");
+    pt_feed(t, C2S, b.b, b.n, 30);
+    pt_gap(t, S2C, 11, TB_TS_UNKNOWN);
+    pt_feed(t, C2S, b.b, b.n, 40);
+    clear(&b);
+    PK(&b, 1, OK_PKT);
+    pt_feed(t, S2C, b.b, b.n, 41);
+    assert_int_equal(t->n, 3);
+    check(&t->v[2], 40, 41, 5, 11, 0, 0, "COM_PING");
+
+    /* The tail lost: the departure stays at the last captured packet. */
+    clear(&b);
+    PK(&b, 0, "\x03select c from t");
+    pt_feed(t, C2S, b.b, b.n, 50);
+    clear(&b);
+    PK(&b, 1, "\x01");
+    coldef(&b, 2);
+    PK(&b, 3, EOF_PKT);
+    head = b.n;
+    PK(&b, 4, "\x05" "abcde");
+    PK(&b, 5, EOF_PKT);
+    pt_feed(t, S2C, b.b, head, 51);
+    pt_gap(t, S2C, b.n - head, TB_TS_UNKNOWN);
+    clear(&b);
+    PK(&b, 0, "\x0e");
+    pt_feed(t, C2S, b.b, b.n, 90);
+    assert_int_equal(t->n, 4);
+    assert_int_equal(t->v[3].dep, 51);
+    assert_int_equal(t->v[3].flags, TB_REQ_GAP);
+    assert_int_equal(t->ctr.parse_errors, 0);
+    free(b.b);
+    pt_free(t);
+}
+
 static void test_detect(void **state)
 {
     (void)state;
@@ -825,6 +894,7 @@ int main(void)
         cmocka_unit_test(test_other_commands),
         cmocka_unit_test(test_ssl_and_compress),
         cmocka_unit_test(test_gaps),
+        cmocka_unit_test(test_lost_segments),
         cmocka_unit_test(test_detect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
