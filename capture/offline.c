@@ -246,6 +246,10 @@ int tb_offline_run(struct tb_engine *e, const struct tb_offline_opts *o, char *e
         progress_show(&pg, e, s, n, true);
     if (!rc)
         rc = err;
+    /* A signal that interrupted a blocking read (a pipe on "-r -") shows up
+     * as a read error; it is the stop that was asked for, not a bad file. */
+    if (o->stop && *o->stop)
+        rc = TB_E_INTR;
 out:
     close_all(s, n);
     return rc;

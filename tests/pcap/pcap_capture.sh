@@ -138,22 +138,32 @@ capture_ok "duration" "$work/dur.db" -r "$work/en10mb.pcap" --duration 150ms
 head -3 "$work/exp.csv" >"$work/expdur.csv"
 check "--duration 150ms" "$work/expdur.csv" "$work/dur.db"
 
-# SIGINT stops cleanly: exit 0, and the database holds whole records.
+# SIGINT while blocked reading a pipe: a clean stop, not a read error, and the
+# exchanges completed before it are kept (and whole: no departure before its
+# arrival).
 $mk bench "$work/big.pcap" 60 400
-"$TBNECK" capture -r "$work/big.pcap" --db "$work/int.db" 2>"$work/int.err" &
+mkfifo "$work/fifo"
+"$TBNECK" capture -r - --db "$work/pipe.db" <"$work/fifo" 2>"$work/pipe.err" &
 pid=$!
-sleep 0.3
+exec 3>"$work/fifo"
+size=$(stat -c %s "$work/big.pcap")
+head -c $((size / 2)) "$work/big.pcap" >&3
+# head has returned: all but the pipe's 64 KiB went to tbneck; give it time
+# (generously, for a loaded machine) to process that and block on the read.
+for _ in $(seq 100); do [ -e "$work/pipe.db" ] && break; sleep 0.1; done
+sleep 2
 kill -INT "$pid" 2>/dev/null || true
 st=0
 wait "$pid" || st=$?
-n=$("$TBNECK" export requests --db "$work/int.db" | tail -n +2 | wc -l)
-bad=$("$TBNECK" export requests --db "$work/int.db" | awk -F, 'NR > 1 && $7 < $6' | wc -l)
-if [ "$st" = 0 ] && [ "$n" -le 24000 ] && [ "$bad" = 0 ]; then
-    echo "ok: SIGINT: exit 0, $n of 24000 requests kept$(grep -q interrupted "$work/int.err" &&
-        echo ', interrupted')"
+exec 3>&-
+n=$("$TBNECK" export requests --db "$work/pipe.db" | tail -n +2 | wc -l)
+bad=$("$TBNECK" export requests --db "$work/pipe.db" | awk -F, 'NR > 1 && $7 < $6' | wc -l)
+if [ "$st" = 0 ] && [ "$n" -gt 1000 ] && [ "$n" -lt 24000 ] && [ "$bad" = 0 ] &&
+    grep -q "interrupted; everything read so far is kept" "$work/pipe.err"; then
+    echo "ok: SIGINT on a pipe: exit 0, $n requests of the first half kept"
 else
-    fail "SIGINT: exit $st, $n requests, $bad with departure < arrival"
-    sed 's/^/  | /' "$work/int.err"
+    fail "SIGINT on a pipe: exit $st, $n requests"
+    sed 's/^/  | /' "$work/pipe.err"
 fi
 
 [ "$fails" -eq 0 ] || { echo "$fails failed"; exit 1; }
