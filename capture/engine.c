@@ -376,7 +376,10 @@ static void on_gap(void *ud, int side, uint64_t len, int64_t ts)
 {
     struct tb_engine *e = ud;
     struct tb_flow *f = e->cur;
-    ts = clamp_ts(f, ts);
+    /* A hole found later has no time of its own (TB_TS_UNKNOWN) and must
+     * reach the parser as such; a snaplen cut carries its packet's time. */
+    if (ts != TB_TS_UNKNOWN)
+        ts = clamp_ts(f, ts);
     if (!(f->flags & TB_FF_DETECT_DONE)) {
         /* Bytes kept for detection are no longer contiguous with what
          * follows: start detection afresh after the hole, and let the parser
@@ -400,6 +403,12 @@ static void on_exchange(void *ud, const struct tb_exchange *ex)
     struct tb_flow *f = e->cur;
     struct tb_request r;
     static const char unknown[] = "unknown";
+    if (ex->arrival_ns == TB_TS_UNKNOWN || ex->departure_ns == TB_TS_UNKNOWN) {
+        /* A parser's promise is that captured packets bound both times; a
+         * record without them would be invented. */
+        e->pctr.parse_errors++;
+        return;
+    }
     memset(&r, 0, sizeof r);
     r.arrival_ns = ex->arrival_ns;
     r.departure_ns = TB_MAX(ex->departure_ns, ex->arrival_ns);

@@ -326,6 +326,31 @@ static void test_lost_segment_gap(void **state)
     h_fini(&h);
 }
 
+/* The whole body is lost and a later client packet raised the flow's clock:
+ * the hole reaches the parser without a time (TB_TS_UNKNOWN), so the
+ * departure stays at the last response packet captured. */
+static void test_lost_tail_keeps_departure(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, NULL);
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:80");
+    handshake(&h, &k, 1000, 5000, T0);
+    xmit(&h, &k, true, REQ, T0 + 10 * MS);
+    xmit(&h, &k, false, RESP_HDR, T0 + 20 * MS);
+    xmit(&h, &k, true, "GET /next HTTP/1.1\r\nHost: shop\r\n\r\n", T0 + 25 * MS);
+    k.sn += sizeof BODY - 1; /* never captured */
+    tcp(&h, &k, true, k.cn, TB_TCP_ACK, NULL, 0, T0 + 31 * MS);
+    fin(&h, &k, true, T0 + 50 * MS);
+    assert_int_equal(h.n, 1);
+    assert_int_equal(h.req[0].arrival_ns, T0 + 10 * MS);
+    assert_int_equal(h.req[0].departure_ns, T0 + 20 * MS);
+    assert_int_equal(h.req[0].status, 200);
+    assert_true(h.req[0].flags & TB_REQ_GAP);
+    assert_int_equal(tb_engine_stats(h.e)->gap_bytes, sizeof BODY - 1);
+    h_fini(&h);
+}
+
 /* A mirror port showing an ACK just before the segment it acknowledges: no
  * hole, no retransmission, exact times. */
 static void test_ack_before_data(void **state)
@@ -719,6 +744,7 @@ int main(void)
         cmocka_unit_test(test_reorder_and_retransmit),
         cmocka_unit_test(test_lost_segment_gap),
         cmocka_unit_test(test_ack_before_data),
+        cmocka_unit_test(test_lost_tail_keeps_departure),
         cmocka_unit_test(test_wraparound),
         cmocka_unit_test(test_rst_and_idle),
         cmocka_unit_test(test_midstream),
