@@ -528,13 +528,25 @@ static bool monitored(const struct tb_engine *e, const struct tb_pkt *pk)
     return !e->tiers || tb_tiers_match(e->tiers, &pk->dst) || tb_tiers_match(e->tiers, &pk->src);
 }
 
+/* The key just built against a flow's, as 64-bit words: memcmp's wide vector
+ * loads of a key written moments ago in narrower stores defeat store-to-load
+ * forwarding on every packet. */
+static bool same_key(const struct tb_flow_key *a, const struct tb_flow_key *b)
+{
+    uint64_t x[4], y[4];
+    memcpy(x, a->ip, 32);
+    memcpy(y, b->ip, 32);
+    return a->port[0] == b->port[0] && a->port[1] == b->port[1] &&
+           ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3])) == 0;
+}
+
 static int tcp_packet(struct tb_engine *e, struct tb_pkt *pk, int64_t ts)
 {
     struct tb_flow_key key;
     int side;
     uint32_t hash = tb_flow_key_make(&key, &pk->src, &pk->dst, &side);
     struct tb_flow *f = e->last;
-    if (!f || f->hash != hash || memcmp(&f->key, &key, sizeof key) != 0)
+    if (!f || f->hash != hash || !same_key(&f->key, &key))
         f = tb_flow_find(&e->ft, &key, hash);
     bool syn = pk->flags & TB_TCP_SYN, ack = pk->flags & TB_TCP_ACK;
     bool rst = pk->flags & TB_TCP_RST, fin = pk->flags & TB_TCP_FIN;

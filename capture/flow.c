@@ -23,21 +23,23 @@ uint32_t tb_flow_key_make(struct tb_flow_key *k, const struct tb_addr *src,
         s = a[1] > b[1];
     else
         s = src->port > dst->port;
-    const struct tb_addr *e0 = s ? dst : src, *e1 = s ? src : dst;
-    memcpy(k->ip[0], e0->ip, 16);
-    memcpy(k->ip[1], e1->ip, 16);
-    k->port[0] = e0->port;
-    k->port[1] = e1->port;
+    const uint64_t *w0 = s ? b : a, *w1 = s ? a : b;
+    uint16_t p0 = s ? dst->port : src->port, p1 = s ? src->port : dst->port;
+    memcpy(k->ip[0], w0, 16);
+    memcpy(k->ip[1], w1, 16);
+    k->port[0] = p0;
+    k->port[1] = p1;
     *src_side = s;
     /* Multiply-xorshift over the key's words: one multiply per word is
-     * plenty for bucket selection, and this runs for every packet. */
-    uint64_t w[4];
-    memcpy(w, k->ip, 32);
-    uint64_t h = (w[0] ^ 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
-    h = (h ^ w[1] ^ (h >> 29)) * 0xc4ceb9fe1a85ec53ull;
-    h = (h ^ w[2] ^ (h >> 29)) * 0xff51afd7ed558ccdull;
-    h = (h ^ w[3] ^ (h >> 29)) * 0xc4ceb9fe1a85ec53ull;
-    h = (h ^ ((uint64_t)k->port[0] << 16 | k->port[1]) ^ (h >> 29)) * 0xff51afd7ed558ccdull;
+     * plenty for bucket selection, and this runs for every packet. The words
+     * come from the registers just loaded, not from the key just stored:
+     * reading 16 bytes back that were written as two 8-byte halves defeats
+     * store-to-load forwarding and stalled every packet. */
+    uint64_t h = (w0[0] ^ 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+    h = (h ^ w0[1] ^ (h >> 29)) * 0xc4ceb9fe1a85ec53ull;
+    h = (h ^ w1[0] ^ (h >> 29)) * 0xff51afd7ed558ccdull;
+    h = (h ^ w1[1] ^ (h >> 29)) * 0xc4ceb9fe1a85ec53ull;
+    h = (h ^ ((uint64_t)p0 << 16 | p1) ^ (h >> 29)) * 0xff51afd7ed558ccdull;
     h ^= h >> 32;
     return (uint32_t)h;
 }
