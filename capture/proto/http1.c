@@ -304,9 +304,9 @@ static bool start_request(struct h1 *h, const struct tb_proto_ctx *ctx, const ch
     e->kind = (mlen == 4 && memcmp(line, "HEAD", 4) == 0)      ? K_HEAD
               : (mlen == 7 && memcmp(line, "CONNECT", 7) == 0) ? K_CONNECT
                                                                : K_OTHER;
-    char cls[TB__CLASS_MAX];
-    size_t cl = tb_fp_http(line, mlen, tgt, tlen, cls, sizeof cls);
-    tb__pend_set_class(e, cls, cl);
+    /* Straight into the entry: the result is at most sizeof e->cls - 1 bytes,
+     * which is what tb__pend_set_class would have kept of a copy. */
+    e->class_len = (uint16_t)tb_fp_http(line, mlen, tgt, tlen, e->cls, sizeof e->cls);
     e->req_bytes = raw;
     return true;
 }

@@ -724,10 +724,11 @@ static enum tb_pstate client_msg(struct my *m, const struct tb_proto_ctx *ctx, c
             if (tb_rd_lenenc(&r, &np, NULL) && tb_rd_lenenc(&r, &ns, NULL) && np != 0)
                 r.p = r.end;
         }
-        char fp[TB__CLASS_MAX];
-        size_t n = tb_fp_sql((const char *)r.p, tb_rd_left(&r), fp, sizeof fp);
+        /* Straight into the entry: the result is at most sizeof e->cls - 1
+         * bytes, which is what tb__pend_set_class would have kept of a copy. */
+        size_t n = tb_fp_sql((const char *)r.p, tb_rd_left(&r), e->cls, sizeof e->cls);
         if (n > 0)
-            tb__pend_set_class(e, fp, n);
+            e->class_len = (uint16_t)n;
         else
             set_class_name(e, c->name); /* text unread (attributes) or empty */
     } else if ((c->code == COM_STMT_EXECUTE || c->code == COM_STMT_BULK_EXECUTE) && hl >= 5) {

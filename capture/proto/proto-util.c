@@ -6,6 +6,8 @@
 
 #include "proto-int.h"
 
+_Static_assert((TB__PQ_MAX & (TB__PQ_MAX - 1)) == 0, "the ring's capacity wraps by masking");
+
 struct tb__pend *tb__pq_push(struct tb__pq *q, struct tb_proto_counters *ctr, int64_t ts)
 {
     uint32_t seq = q->next_seq++;
@@ -20,13 +22,13 @@ struct tb__pend *tb__pq_push(struct tb__pq *q, struct tb_proto_counters *ctr, in
             goto drop;
         /* Unroll the ring into the new array so head is 0 again. */
         for (uint16_t i = 0; i < q->len; i++)
-            nv[i] = q->v[(q->head + i) % q->cap];
+            nv[i] = q->v[(q->head + i) & (q->cap - 1)];
         free(q->v);
         q->v = nv;
         q->cap = ncap;
         q->head = 0;
     }
-    struct tb__pend *e = &q->v[(q->head + q->len) % q->cap];
+    struct tb__pend *e = &q->v[(q->head + q->len) & (q->cap - 1)];
     q->len++;
     memset(e, 0, offsetof(struct tb__pend, cls));
     e->seq = seq;
@@ -41,8 +43,13 @@ drop:
 
 struct tb__pend *tb__pq_find(struct tb__pq *q, uint32_t seq)
 {
+    /* Request numbers are unique within the queue, and the one asked for is
+     * nearly always the newest (the request the client is still sending). */
+    struct tb__pend *t = tb__pq_tail(q);
+    if (t && t->seq == seq)
+        return t;
     for (uint16_t i = 0; i < q->len; i++) {
-        struct tb__pend *e = &q->v[(q->head + i) % q->cap];
+        struct tb__pend *e = &q->v[(q->head + i) & (q->cap - 1)];
         if (e->seq == seq)
             return e;
     }
@@ -52,7 +59,7 @@ struct tb__pend *tb__pq_find(struct tb__pq *q, uint32_t seq)
 void tb__pq_pop(struct tb__pq *q)
 {
     if (q->len) {
-        q->head = (uint16_t)((q->head + 1) % q->cap);
+        q->head = (uint16_t)((q->head + 1) & (q->cap - 1));
         q->len--;
     } else if (q->untracked) {
         q->untracked--;
