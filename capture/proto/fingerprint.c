@@ -42,7 +42,6 @@ static bool is_hex(unsigned char c)
 {
     return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
-static bool is_alpha(unsigned char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
 static char lower(unsigned char c) { return (char)(c >= 'A' && c <= 'Z' ? c + 32 : c); }
 
 /* ---- HTTP ------------------------------------------------------------- */
@@ -84,9 +83,12 @@ size_t tb_fp_http(const char *method, size_t mlen, const char *target, size_t tl
 
     const char *p = target, *end = target + tlen;
     /* absolute-form (RFC 9112 §3.2.2, sent to proxies): drop scheme and authority. */
-    size_t skip = end - p >= 7 && strncasecmp(p, "http://", 7) == 0    ? 7
-                  : end - p >= 8 && strncasecmp(p, "https://", 8) == 0 ? 8
-                                                                        : 0;
+    /* Origin-form targets start with '/': the first byte settles it without
+     * two calls to strncasecmp on every request. */
+    bool h = p < end && (*p == 'h' || *p == 'H');
+    size_t skip = h && end - p >= 7 && strncasecmp(p, "http://", 7) == 0    ? 7
+                  : h && end - p >= 8 && strncasecmp(p, "https://", 8) == 0 ? 8
+                                                                             : 0;
     if (skip) {
         p += skip;
         while (p < end && *p != '/' && *p != '?' && *p != '#')
@@ -131,11 +133,27 @@ size_t tb_fp_http(const char *method, size_t mlen, const char *target, size_t tl
 
 enum tok { T_NONE, T_WORD, T_LIT, T_PUNCT };
 
-static bool is_word_start(unsigned char c)
-{
-    return is_alpha(c) || c == '_' || c == '$' || c == '@' || c >= 0x80;
-}
-static bool is_word(unsigned char c) { return is_word_start(c) || is_digit(c); }
+/* Character classes of the SQL tokeniser as one table lookup: the chains of
+ * comparisons ran for every byte of every query and were the bulk of its cost.
+ * The table is built by the same tests, at compile time. */
+enum { CC_WORD_START = 1, CC_WORD = 2, CC_SPACE = 4 };
+#define CC_WS_(c) \
+    (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z') || (c) == '_' || (c) == '$' || \
+     (c) == '@' || (c) >= 0x80)
+#define CC_(c)                                                                        \
+    (CC_WS_(c) ? CC_WORD_START | CC_WORD                                              \
+     : ((c) >= '0' && (c) <= '9') ? CC_WORD                                           \
+     : ((c) == ' ' || (c) == '\t' || (c) == '\n' || (c) == '\r' || (c) == '\f' || \
+        (c) == '\v')                                                                 \
+         ? CC_SPACE                                                                   \
+         : 0)
+#define CC4_(b) CC_(b), CC_((b) + 1), CC_((b) + 2), CC_((b) + 3)
+#define CC16_(b) CC4_(b), CC4_((b) + 4), CC4_((b) + 8), CC4_((b) + 12)
+#define CC64_(b) CC16_(b), CC16_((b) + 16), CC16_((b) + 32), CC16_((b) + 48)
+static const uint8_t sql_cc[256] = {CC64_(0), CC64_(64), CC64_(128), CC64_(192)};
+
+static bool is_word_start(unsigned char c) { return sql_cc[c] & CC_WORD_START; }
+static bool is_word(unsigned char c) { return sql_cc[c] & CC_WORD; }
 
 /* Skips a quoted literal starting at s[i] (the quote); returns the index past
  * its end. Doubled quotes and backslash escapes stay inside the literal. */
@@ -222,7 +240,7 @@ size_t tb_fp_sql(const char *sql, size_t len, char *out, size_t cap)
 
     while (i < n) {
         unsigned char c = (unsigned char)s[i];
-        if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
+        if (sql_cc[c] & CC_SPACE) {
             space = true;
             i++;
             continue;
@@ -296,8 +314,15 @@ size_t tb_fp_sql(const char *sql, size_t len, char *out, size_t cap)
         if (t == T_LIT) {
             put(&o, '?');
         } else if (t == T_WORD && c != '`') {
-            for (size_t k = i; k < j; k++)
-                put(&o, lower((unsigned char)s[k]));
+            /* Word bytes are never control bytes, so when the whole word fits
+             * put()'s checks cannot change anything and are skipped. */
+            if (o.len + (j - i) < o.cap) {
+                for (size_t k = i; k < j; k++)
+                    o.p[o.len++] = lower((unsigned char)s[k]);
+            } else {
+                for (size_t k = i; k < j; k++)
+                    put(&o, lower((unsigned char)s[k]));
+            }
         } else {
             puts_n(&o, s + i, j - i);
             if (c == ')')
