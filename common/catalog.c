@@ -65,6 +65,22 @@ struct tb_catalog {
     char **chunks;          /* every chunk, for freeing */
     size_t nchunks;
     struct tb_catalog_marks persisted;
+    struct class_memo *memo; /* recent class lookups, MEMO_SLOTS; NULL if none */
+};
+
+/* Recent class lookups, direct-mapped. Most connections send a handful of
+ * distinct request classes over and over, and a full lookup (hashing the whole
+ * text, probing the map, comparing against the stored copy, usually out of
+ * cache) cost more than the rest of handling a record. Safe because the
+ * catalog only grows: a (tier, text) pair, once given an id, keeps it — "other"
+ * included, as the per-tier cap never goes down and a text with a NUL never
+ * stops having one. A memo hit compares the whole text, so it is exact. */
+#define MEMO_SLOTS 256
+#define MEMO_TEXT 120
+struct class_memo {
+    uint32_t tier, id; /* id 0: empty */
+    uint32_t len;
+    char text[MEMO_TEXT];
 };
 
 /* ---- hashing --------------------------------------------------------------- */
@@ -318,6 +334,7 @@ void tb_catalog_free(struct tb_catalog *cat)
     for (size_t i = 0; i < cat->nchunks; i++)
         free(cat->chunks[i]);
     free(cat->chunks);
+    free(cat->memo);
     free(cat);
 }
 
@@ -599,6 +616,26 @@ static int class_other(struct tb_catalog *cat, struct tier_ent *t, uint32_t *id)
     return 0;
 }
 
+static int class_find_or_add(struct tb_catalog *cat, struct tier_ent *t, uint32_t tier,
+                             const char *text, size_t len, uint32_t *id);
+
+/* A memo slot from the tier, the length and the text's first and last eight
+ * bytes: cheap, and enough to spread the classes a capture cycles through. */
+static size_t memo_index(uint32_t tier, const char *text, size_t len)
+{
+    uint64_t a = 0, b = 0;
+    if (len >= 8) {
+        memcpy(&a, text, 8);
+        memcpy(&b, text + len - 8, 8);
+    } else {
+        for (size_t i = 0; i < len; i++)
+            a = a << 8 | (unsigned char)text[i];
+    }
+    uint64_t h = (a ^ (uint64_t)len << 48 ^ (uint64_t)tier << 32) * 0x9e3779b97f4a7c15ull;
+    h = (h ^ (h >> 29) ^ b) * 0xc4ceb9fe1a85ec53ull;
+    return (size_t)(h >> 56) & (MEMO_SLOTS - 1);
+}
+
 int tb_catalog_class(struct tb_catalog *cat, uint32_t tier, const char *text, size_t len,
                      uint32_t *id)
 {
@@ -614,6 +651,30 @@ int tb_catalog_class(struct tb_catalog *cat, uint32_t tier, const char *text, si
         while (len > 0 && ((unsigned char)text[len] & 0xc0) == 0x80)
             len--;
     }
+    struct class_memo *memo = NULL;
+    if (!cat->memo) /* lazily: catalogs that only read never need it; none is fine too */
+        cat->memo = calloc(MEMO_SLOTS, sizeof *cat->memo);
+    if (cat->memo && len <= MEMO_TEXT) {
+        memo = &cat->memo[memo_index(tier, text, len)];
+        if (memo->id && memo->tier == tier && memo->len == len &&
+            memcmp(memo->text, text, len) == 0) {
+            *id = memo->id;
+            return 0;
+        }
+    }
+    int rc = class_find_or_add(cat, t, tier, text, len, id);
+    if (rc == 0 && memo) {
+        memo->tier = tier;
+        memo->id = *id;
+        memo->len = (uint32_t)len;
+        memcpy(memo->text, text, len);
+    }
+    return rc;
+}
+
+static int class_find_or_add(struct tb_catalog *cat, struct tier_ent *t, uint32_t tier,
+                             const char *text, size_t len, uint32_t *id)
+{
     uint64_t h = class_hash(tier, text, len);
     uint32_t found = class_lookup(cat, tier, text, len, h);
     if (found) {
