@@ -262,6 +262,30 @@ size_t tb_fp_sql(const char *sql, size_t len, char *out, size_t cap)
             continue;
         }
 
+        /* The common token, a plain word (keyword or name), with the rest of
+         * the query sure to fit the output: found, lowered and copied in one
+         * pass. Not a word when it opens X'..', b'..' or N'..'; otherwise the
+         * same steps as the general path below (spacing, then the word). */
+        if ((sql_cc[c] & CC_WORD_START) &&
+            !(i + 1 < n && s[i + 1] == '\'' &&
+              (c == 'x' || c == 'X' || c == 'b' || c == 'B' || c == 'n' || c == 'N')) &&
+            o.len + 1 + (n - i) < o.cap) {
+            if (prev != T_NONE && !(prev == T_PUNCT && prev_c == '(') &&
+                (space || (prev == T_PUNCT && prev_c == ',')))
+                o.p[o.len++] = ' ';
+            space = false;
+            size_t j = i;
+            do
+                o.p[o.len++] = lower((unsigned char)s[j++]);
+            while (j < n && (sql_cc[(unsigned char)s[j]] & CC_WORD));
+            prev = T_WORD;
+            prev_c = 0;
+            prev_w = i;
+            prev_wlen = j - i;
+            i = j;
+            continue;
+        }
+
         /* Classify the token and find its extent. */
         enum tok t;
         size_t j = i;
