@@ -500,6 +500,51 @@ static enum tb_pstate feed(struct h1 *h, const struct tb_proto_ctx *ctx, int dir
             break;
         }
         case H_HDR:
+            if (d->ln.len == 0 && !d->ln.skipping) {
+                /* Fast path: while whole field lines are in this chunk, read them
+                 * in place and account their bytes once (they share the chunk's
+                 * timestamp, and nothing between them changes which request the
+                 * bytes belong to, so one acct() gives the same sums as one per
+                 * line). A partial or over-long line is left to the line
+                 * assembler below, reached when no line was taken here. */
+                const uint8_t *q = p;
+                const uint8_t *nl;
+                bool halt = false;
+                while (!halt && (nl = memchr(q, '\n', (size_t)(end - q))) != NULL) {
+                    size_t n = (size_t)(nl - q);
+                    if (n > H_HDR_MAX)
+                        break; /* the assembler reports it as too long */
+                    const char *s = (const char *)q;
+                    q = nl + 1;
+                    /* n <= H_HDR_MAX, so the TB_MIN cap of the slow path is a no-op. */
+                    d->hdr_bytes += (uint32_t)(n + 1);
+                    if (n > 0 && s[n - 1] == '\r')
+                        n--;
+                    if (d->hdr_bytes > H_HDR_MAX || (n > 0 && !parse_field(d, s, n))) {
+                        acct(h, dir, (uint64_t)(q - p), ts);
+                        p = q;
+                        lose_sync(h, ctx, dir, true, false);
+                        ret = TB_PS_ERROR;
+                        halt = true;
+                    } else if (n == 0) {
+                        /* Accounted before headers_done(): it may finish the
+                         * message and move on to another request. */
+                        acct(h, dir, (uint64_t)(q - p), ts);
+                        p = q;
+                        if (headers_done(h, ctx, dir) == TB_PS_ERROR)
+                            ret = TB_PS_ERROR;
+                        halt = true;
+                    }
+                }
+                if (halt)
+                    break;
+                if (q != p) {
+                    acct(h, dir, (uint64_t)(q - p), ts);
+                    p = q;
+                    break;
+                }
+            }
+            TB_FALLTHROUGH;
         case H_TRAILER:
             r = tb__line_take(&d->ln, &p, end, H_HDR_MAX, ts, &line, &llen, &raw, &ts0);
             acct(h, dir, (uint64_t)(p - p0), ts);

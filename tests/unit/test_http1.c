@@ -298,6 +298,99 @@ static void test_lost_segments(void **state)
     pt_free(t);
 }
 
+/* Header blocks read in place when whole in a chunk and through the line
+ * assembler when not must give the same exchanges, counters included. Each
+ * stream is cut at every byte position (and at pairs of nearby positions),
+ * the pieces stamped 10, 20, 30, and compared with the same bytes fed one at
+ * a time with the same stamps, which never holds a whole field line in a chunk. */
+static const char split_c2s[] =
+    "POST /a HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\nbody"
+    "GET /b HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\nX-T: 1\r\n\r\n"
+    "GET /c HTTP/1.1\nHost: y\n folded\nnocolon\n\n"
+    "PUT /d HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\nhi"
+    "HEAD /e HTTP/1.1\r\n\r\n"
+    "GET /f HTTP/1.1\r\nContent-Length: 1x\r\n\r\n"
+    "GET /g HTTP/1.1\r\nX: y\r\n\r\n";
+static const char split_s2c[] =
+    "HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok"
+    "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"
+    "HTTP/1.1 204 No\nX: y\n\n"
+    "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n"
+    "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n"
+    "HTTP/1.1 400 Bad\r\nContent-Length: 0\r\n\r\n"
+    "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n"
+    "HTTP/1.1 200 OK\r\n\r\nrest of the connection";
+
+/* Feeds s[0..n) cut at c1 <= c2 into up to three chunks stamped 10, 20, 30;
+ * bytewise: one byte per chunk, each stamped as its chunk would be. */
+static void feed_cuts(struct pt *t, int dir, const char *s, size_t n, size_t c1, size_t c2,
+                      bool bytewise)
+{
+    size_t b[4] = {0, c1, c2, n};
+    for (int k = 0; k < 3; k++) {
+        int64_t ts = 10 * (k + 1);
+        if (bytewise) {
+            for (size_t i = b[k]; i < b[k + 1]; i++)
+                pt_feed(t, dir, s + i, 1, ts);
+        } else if (b[k + 1] > b[k]) {
+            pt_feed(t, dir, s + b[k], b[k + 1] - b[k], ts);
+        }
+    }
+}
+
+static struct pt *run_cuts(int cut_dir, size_t c1, size_t c2, bool bytewise)
+{
+    struct pt *t = pt_new(&tb_proto_http1, false);
+    const char *s[2] = {split_c2s, split_s2c};
+    size_t n[2] = {sizeof split_c2s - 1, sizeof split_s2c - 1};
+    for (int dir = 0; dir < 2; dir++) {
+        if (dir == cut_dir)
+            feed_cuts(t, dir, s[dir], n[dir], c1, c2, bytewise);
+        else
+            pt_feed(t, dir, s[dir], n[dir], 40);
+    }
+    pt_close(t, S2C, 50);
+    return t;
+}
+
+static void same_exchanges(const struct pt *a, const struct pt *b)
+{
+    assert_int_equal(a->n, b->n);
+    assert_int_equal(a->emitted, b->emitted);
+    assert_int_equal(a->ctr.parse_errors, b->ctr.parse_errors);
+    assert_int_equal(a->ctr.resyncs, b->ctr.resyncs);
+    for (size_t i = 0; i < a->n; i++)
+        check(&a->v[i], b->v[i].arr, b->v[i].dep, b->v[i].rq, b->v[i].rs, b->v[i].status,
+              b->v[i].flags, b->v[i].cls);
+}
+
+static void test_header_split_points(void **state)
+{
+    (void)state;
+    /* The whole streams, to be sure the comparison covers what it should. */
+    struct pt *w = run_cuts(C2S, 0, 0, false);
+    assert_int_equal(w->n, 6);
+    assert_int_equal(w->ctr.parse_errors, 2); /* "1x", then the two lengths of /g's answer */
+    check(&w->v[0], 30, 40, 52, 43, 200, 0, "POST /a");
+    check(&w->v[1], 30, 40, 74, 59, 200, 0, "GET /b");
+    check(&w->v[3], 30, 40, 62, 68, 201, 0, "PUT /d");
+    check(&w->v[4], 30, 40, 20, 38, 200, 0, "HEAD /e");
+    pt_free(w);
+    for (int dir = 0; dir < 2; dir++) {
+        size_t n = dir == C2S ? sizeof split_c2s - 1 : sizeof split_s2c - 1;
+        for (size_t c1 = 0; c1 <= n; c1++) {
+            static const size_t dj[] = {0, 1, 2, 5, 17};
+            for (size_t k = 0; k < TB_ARRAY_SIZE(dj) && c1 + dj[k] <= n; k++) {
+                struct pt *a = run_cuts(dir, c1, c1 + dj[k], false);
+                struct pt *b = run_cuts(dir, c1, c1 + dj[k], true);
+                same_exchanges(a, b);
+                pt_free(a);
+                pt_free(b);
+            }
+        }
+    }
+}
+
 static void test_header_limit(void **state)
 {
     (void)state;
@@ -490,6 +583,7 @@ int main(void)
         cmocka_unit_test(test_gap_in_headers),
         cmocka_unit_test(test_lost_segments),
         cmocka_unit_test(test_header_limit),
+        cmocka_unit_test(test_header_split_points),
         cmocka_unit_test(test_malformed_resync),
         cmocka_unit_test(test_inflight_cap),
         cmocka_unit_test(test_upgrade_and_midstream),
