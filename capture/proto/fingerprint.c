@@ -26,6 +26,18 @@ static void put(struct out *o, char c)
 
 static void puts_n(struct out *o, const char *s, size_t n)
 {
+    /* When all n bytes and the NUL fit (len < cap whenever cap > 0, so the
+     * subtraction cannot wrap), put()'s room check would pass for each of
+     * them: copy without it, which the compiler can also vectorise. */
+    if (o->cap - o->len > n) {
+        char *d = o->p + o->len;
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)s[i];
+            d[i] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+        }
+        o->len += n;
+        return;
+    }
     for (size_t i = 0; i < n; i++)
         put(o, s[i]);
 }

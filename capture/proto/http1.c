@@ -133,18 +133,19 @@ static bool parse_request_line(const char *s, size_t n, size_t *mlen, const char
         return false;
     *mlen = i;
     size_t t0 = ++i;
-    while (i < n && s[i] != ' ')
+    /* One pass finds the end of the target and checks its bytes: the space
+     * that ends it is the first byte below 0x21, so stopping at any byte below
+     * 0x21 or at DEL and then asking for a space rejects exactly the lines
+     * whose target, up to the first space, holds such a byte. */
+    while (i < n && (unsigned char)s[i] >= 0x21 && (unsigned char)s[i] != 0x7f)
         i++;
-    if (i == t0 || i >= n)
+    if (i == t0 || i >= n || s[i] != ' ')
         return false;
     *tgt = s + t0;
     *tlen = i - t0;
     i++;
     if (n - i != 8 || memcmp(s + i, "HTTP/1.", 7) != 0 || s[i + 7] < '0' || s[i + 7] > '9')
         return false;
-    for (size_t k = t0; k < t0 + *tlen; k++)
-        if ((unsigned char)s[k] < 0x21 || (unsigned char)s[k] == 0x7f)
-            return false;
     return true;
 }
 
