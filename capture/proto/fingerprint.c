@@ -67,7 +67,10 @@ static bool seg_is_id(const char *s, size_t n)
     if (n == 0)
         return false;
     bool all_digit = true, all_hex = true, any_digit = false;
-    for (size_t i = 0; i < n; i++) {
+    /* Digits are hex digits too, so the first byte that is not a hex digit
+     * settles both "all" tests as false: most route words ("story", "img")
+     * stop there at their first letter past 'f'. */
+    for (size_t i = 0; i < n && all_hex; i++) {
         unsigned char c = (unsigned char)s[i];
         all_digit &= is_digit(c);
         all_hex &= is_hex(c);

@@ -184,6 +184,10 @@ static bool parse_field(struct h1_dir *d, const char *s, size_t n)
     if (!colon)
         return true; /* not a field; servers reject it, we just look past it */
     size_t nlen = (size_t)(colon - s);
+    /* Only Content-Length (14) and Transfer-Encoding (17) frame a message:
+     * every other field is done with before its value is even trimmed. */
+    if (nlen != 14 && nlen != 17)
+        return true;
     const char *v = colon + 1;
     size_t vlen = n - nlen - 1;
     trim(&v, &vlen);
