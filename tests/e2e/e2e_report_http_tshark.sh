@@ -72,16 +72,27 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 
-tcpdump -i lo -Z root -s 0 --time-stamp-precision=nano -U -w "$work/raw.pcap" \
-    "tcp port $port or tcp port $up" 2>"$work/tcpdump.err" &
-tpid=$!
-pids+=($tpid)
-for _ in $(seq 50); do grep -q listening "$work/tcpdump.err" 2>/dev/null && break; sleep 0.1; done
-sleep 0.2
-python3 "$lib/report_load.py" "$port" 3 11 >"$work/load.out"
-sleep 0.5
-kill -INT "$tpid"
-wait "$tpid" 2>/dev/null || true
+# A loaded machine can make tcpdump drop packets on lo; the comparison wants a
+# complete capture, so it is repeated (at most 3 times) until none is dropped.
+capture_once() {
+    tcpdump -i lo -Z root -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/raw.pcap" \
+        "tcp port $port or tcp port $up" 2>"$work/tcpdump.err" &
+    tpid=$!
+    pids+=($tpid)
+    for _ in $(seq 50); do grep -q listening "$work/tcpdump.err" 2>/dev/null && break; sleep 0.1; done
+    sleep 0.2
+    python3 "$lib/report_load.py" "$port" 3 11 >"$work/load.out"
+    sleep 1.2 # tcpdump hands over its buffer at least once a second
+    kill -INT "$tpid"
+    wait "$tpid" 2>/dev/null || true
+    grep -q "^0 packets dropped by kernel" "$work/tcpdump.err"
+}
+attempt=1
+until capture_once; do
+    echo "tcpdump dropped packets (attempt $attempt):"; cat "$work/tcpdump.err"
+    [ "$attempt" -lt 3 ] || { echo "SKIP: tcpdump dropped packets in 3 attempts (machine too loaded)"; exit 77; }
+    attempt=$((attempt + 1))
+done
 grep -q "requests: " "$work/load.out" || { echo "FAIL: the load did not run"; exit 1; }
 
 # tshark's rows start at the first packet; tbneck's windows at multiples of
