@@ -335,7 +335,7 @@ static void reestimate(struct live *L, uint32_t tier, struct live_tier *t)
     if (tb_correlate_analyze(t->recent, t->nrecent, t->work_unit_ns, NULL, &a, &ep, &nep) == 0) {
         t->a = a;
         t->have_a = true;
-        t->threshold = isfinite(a.n_star) ? a.n_star : a.n_star_fit;
+        t->threshold = tb_analysis_threshold(&a);
         tb_web_publish_analysis(L->web, tier_name(L, tier), &a);
     }
     free(ep);

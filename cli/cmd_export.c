@@ -103,11 +103,7 @@ static int export_windows(int argc, char **argv)
     uint32_t tid;
     struct tb_analysis_result res;
     memset(&res, 0, sizeof res);
-    if ((rc = tb_cli_tier(db.cat, tier, &tid)) != 0)
-        goto out;
-    if (server && (rc = tb_cli_server(db.cat, tid, server, &o.server)) != 0)
-        goto out;
-    if ((rc = tb_cli_range(db.st, tid, from, to, &o.from_ns, &o.to_ns)) != 0)
+    if ((rc = tb_cli_target(&db, tier, server, from, to, &tid, &o)) != 0)
         goto out;
     char err[512] = "";
     int e = tb_analyze_tier(db.st, db.cat, tid, &o, &res, err, sizeof err);

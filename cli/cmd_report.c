@@ -102,11 +102,7 @@ int tb_cmd_report(int argc, char **argv)
     struct tb_report rep;
     memset(&rep, 0, sizeof rep);
     uint32_t tid;
-    if ((rc = tb_cli_tier(db.cat, tier, &tid)) != 0)
-        goto out;
-    if (server && (rc = tb_cli_server(db.cat, tid, server, &o.server)) != 0)
-        goto out;
-    if ((rc = tb_cli_range(db.st, tid, from, to, &o.from_ns, &o.to_ns)) != 0)
+    if ((rc = tb_cli_target(&db, tier, server, from, to, &tid, &o)) != 0)
         goto out;
 
     char err[512] = "";

@@ -97,7 +97,7 @@ void tb_dur_dist(const struct tb_episode *ep, size_t n, struct tb_dur_dist *d)
 
 double tb_report_threshold(const struct tb_analysis *a)
 {
-    return isfinite(a->n_star) ? a->n_star : a->n_star_fit;
+    return tb_analysis_threshold(a);
 }
 
 const char *tb_episode_kind_name(enum tb_episode_kind k)

@@ -120,6 +120,17 @@ int tb_cli_server(const struct tb_catalog *cat, uint32_t tier, const char *s, ui
     return TB_EXIT_FAIL;
 }
 
+int tb_cli_target(const struct tb_cli_db *db, const char *tier, const char *server,
+                  const char *from, const char *to, uint32_t *tid, struct tb_analyze_opts *o)
+{
+    int rc = tb_cli_tier(db->cat, tier, tid);
+    if (rc == 0 && server)
+        rc = tb_cli_server(db->cat, *tid, server, &o->server);
+    if (rc == 0)
+        rc = tb_cli_range(db->st, *tid, from, to, &o->from_ns, &o->to_ns);
+    return rc;
+}
+
 int tb_cli_range(struct tb_store *st, uint32_t tier, const char *from, const char *to,
                  int64_t *from_ns, int64_t *to_ns)
 {

@@ -9,6 +9,7 @@
 #include "tb.h"
 #include "catalog.h"
 #include "store.h"
+#include "analyze.h"
 
 struct tb_cli_db {
     struct tb_store *st;
@@ -31,6 +32,11 @@ int tb_cli_server(const struct tb_catalog *cat, uint32_t tier, const char *s, ui
  * Unset bounds become INT64_MIN / INT64_MAX. Returns 0 or an exit status. */
 int tb_cli_range(struct tb_store *st, uint32_t tier, const char *from, const char *to,
                  int64_t *from_ns, int64_t *to_ns);
+/* What report and export windows analyse: the tier by name, the optional
+ * server into o->server, and --from/--to into o->from_ns/o->to_ns (the three
+ * calls above, in that order). Returns 0 or an exit status, the line logged. */
+int tb_cli_target(const struct tb_cli_db *db, const char *tier, const char *server,
+                  const char *from, const char *to, uint32_t *tid, struct tb_analyze_opts *o);
 
 /* A long option of a subcommand: "--name VALUE" / "--name=VALUE" when `val`
  * is set, a bare "--name" when `flag` is set. */

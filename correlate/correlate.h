@@ -129,6 +129,9 @@ int tb_nstar_windows(const struct tb_window *w, size_t n, const struct tb_nstar_
 double tb_nstar_curve(const struct tb_nstar *ns, double load);
 /* The congestion threshold: n_star when finite, else n_star_fit (may be NAN). */
 double tb_nstar_threshold(const struct tb_nstar *ns);
+/* The same rule for a stored analysis: the one place that says which N* the
+ * congested windows are counted against (report, dashboard, live stream). */
+double tb_analysis_threshold(const struct tb_analysis *a);
 
 /* ---- episodes -------------------------------------------------------------------
  * DESIGN.md "Congested window", "Episode". w: one series (one tier or one

@@ -583,9 +583,19 @@ static double fit_robust(const struct pt *p, size_t n, double freeze_frac, doubl
 
 /* -------------------------------------------------------------- public --- */
 
+static double threshold_of(double n_star, double n_star_fit)
+{
+    return isfinite(n_star) ? n_star : n_star_fit;
+}
+
 double tb_nstar_threshold(const struct tb_nstar *ns)
 {
-    return isfinite(ns->n_star) ? ns->n_star : ns->n_star_fit;
+    return threshold_of(ns->n_star, ns->n_star_fit);
+}
+
+double tb_analysis_threshold(const struct tb_analysis *a)
+{
+    return threshold_of(a->n_star, a->n_star_fit);
 }
 
 double tb_nstar_curve(const struct tb_nstar *ns, double load)

@@ -332,7 +332,7 @@ static void api_scatter(struct tb_web *w, struct reply *c, const struct params *
     const struct tb_analysis *a = &r->a;
     /* The same threshold the episodes were cut with (correlate.h,
      * tb_nstar_threshold): the intervention N*, else the fit's knee. */
-    double thr = isfinite(a->n_star) ? a->n_star : a->n_star_fit;
+    double thr = tb_analysis_threshold(a);
     bool have_n = isfinite(thr);
     struct tb_buf b;
     tb_buf_init(&b);
