@@ -95,27 +95,6 @@ static uint32_t wire_left(const struct frame *f, const uint8_t *p)
     return f->wirelen > off ? f->wirelen - off : 0;
 }
 
-/* The same struct as tb_addr_from_v4(a, ip4, 0) builds (::ffff:a.b.c.d, port
- * 0, family 4), written as whole 64-bit words: the flow key reads the address
- * back as two 64-bit words, and a load spanning several narrower stores
- * cannot be forwarded from them, which stalled every packet. */
-static void addr_v4(struct tb_addr *a, const uint8_t ip4[4])
-{
-    uint32_t v;
-    memcpy(&v, ip4, 4);
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint64_t hi = 0xffff0000ull | (uint64_t)v << 32;
-#else
-    uint64_t hi = 0xffffull << 32 | v;
-#endif
-    uint64_t lo = 0;
-    memcpy(a->ip, &lo, 8);
-    memcpy(a->ip + 8, &hi, 8);
-    a->port = 0;
-    a->family = 4;
-    a->pad_ = 0;
-}
-
 static enum tb_dec ipv4(const struct frame *f, struct tb_rd r, struct tb_pkt *pk)
 {
     const uint8_t *ip = r.p;
@@ -141,8 +120,8 @@ static enum tb_dec ipv4(const struct frame *f, struct tb_rd r, struct tb_pkt *pk
     if (!tb_rd_has(&whole, ihl))
         return short_read(f);
     const uint8_t *s = ip + 4 * 3; /* source address at offset 12 */
-    addr_v4(&pk->src, s);
-    addr_v4(&pk->dst, s + 4);
+    tb__decode_addr_v4(&pk->src, s, 0);
+    tb__decode_addr_v4(&pk->dst, s + 4, 0);
     if ((frag & 0x3fff) != 0) /* MF set or a non-zero offset */
         return TB_DEC_FRAGMENT;
     if (proto != 6)
@@ -226,8 +205,8 @@ static enum tb_dec ethertype(const struct frame *f, struct tb_rd r, uint16_t typ
     return TB_DEC_NON_IP;
 }
 
-enum tb_dec tb_decode(int linktype, const uint8_t *data, uint32_t caplen, uint32_t wirelen,
-                      struct tb_pkt *pk)
+enum tb_dec tb__decode_checked(int linktype, const uint8_t *data, uint32_t caplen,
+                               uint32_t wirelen, struct tb_pkt *pk)
 {
     struct frame f = {data, TB_MAX(wirelen, caplen), caplen < wirelen};
     struct tb_rd r = tb_rd_make(data, caplen);

@@ -24,6 +24,18 @@ static inline struct tb_rd tb_rd_make(const uint8_t *p, size_t n)
 static inline size_t tb_rd_left(const struct tb_rd *r) { return (size_t)(r->end - r->p); }
 static inline bool tb_rd_has(const struct tb_rd *r, size_t n) { return (size_t)(r->end - r->p) >= n; }
 
+/* Unchecked big-endian loads, for a caller that has checked once that a whole
+ * fixed header is present and then reads its fields in place (the decoder's
+ * fast path). Everything else reads through the checked getters below. */
+static inline uint16_t tb_load_be16(const uint8_t *p)
+{
+    return (uint16_t)((p[0] << 8) | p[1]);
+}
+static inline uint32_t tb_load_be32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
 static inline bool tb_rd_skip(struct tb_rd *r, size_t n)
 {
     if (!tb_rd_has(r, n))

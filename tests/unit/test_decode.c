@@ -243,6 +243,181 @@ static void test_snaplen(void **state)
     assert_int_equal(pk.missing, 3);
 }
 
+/* ---- the fast path against the checked path ------------------------------ */
+
+static unsigned fast_hits;
+
+/* Decodes the frame both ways and holds them to the same result: the same
+ * verdict and, for TCP, the same packet to the byte. The fast path on its own
+ * must either decode (to that same packet) or leave the packet untouched. */
+static void agree(const uint8_t *fr, uint32_t caplen, uint32_t wirelen)
+{
+    struct tb_pkt a, b, c, untouched;
+    memset(&a, 0xa5, sizeof a);
+    memset(&b, 0xa5, sizeof b);
+    memset(&c, 0xa5, sizeof c);
+    memset(&untouched, 0xa5, sizeof untouched);
+    enum tb_dec da = tb_decode(TB_DLT_EN10MB, fr, caplen, wirelen, &a);
+    enum tb_dec db = tb__decode_checked(TB_DLT_EN10MB, fr, caplen, wirelen, &b);
+    if (da != db)
+        print_error("caplen %u wirelen %u\n", caplen, wirelen);
+    assert_int_equal(da, db);
+    if (da == TB_DEC_TCP)
+        assert_memory_equal(&a, &b, sizeof a);
+    if (tb__decode_fast(TB_DLT_EN10MB, fr, caplen, wirelen, &c)) {
+        fast_hits++;
+        assert_int_equal(db, TB_DEC_TCP);
+        assert_memory_equal(&c, &b, sizeof c);
+    } else {
+        assert_memory_equal(&c, &untouched, sizeof c);
+    }
+}
+
+/* Every captured length from nothing to the whole frame, each with the frame
+ * cut by snaplen, not cut, longer on the wire, and a wire length below the
+ * captured one (taken as the captured length). */
+static void agree_at_every_cut(const uint8_t *fr, size_t len)
+{
+    for (uint32_t cap = 0; cap <= len; cap++) {
+        agree(fr, cap, (uint32_t)len);
+        agree(fr, cap, cap);
+        agree(fr, cap, (uint32_t)len + 100);
+        agree(fr, cap, cap / 2);
+    }
+}
+
+/* Inserts `n` bytes of IPv4 options (NOPs) after the fixed header of the IPv4
+ * packet in ip[] of length `len`. */
+static size_t add_ip_options(size_t len, size_t n)
+{
+    memmove(ip + 20 + n, ip + 20, len - 20);
+    memset(ip + 20, 1, n);
+    ip[0] = (uint8_t)(0x40 | (20 + n) / 4);
+    tp_put16(ip + 2, (uint16_t)(len + n));
+    return len + n;
+}
+
+static void test_fast_path_common_frames(void **state)
+{
+    (void)state;
+    struct tb_addr s = tp_addr("10.1.2.3:40000"), d = tp_addr("10.9.8.7:80");
+    size_t n = v4_segment("GET / HTTP/1.1\r\n");
+    size_t len = tp_eth(frame, NULL, 0, ip, n);
+    memset(&pk, 0, sizeof pk);
+    assert_true(tb__decode_fast(TB_DLT_EN10MB, frame, (uint32_t)len, (uint32_t)len, &pk));
+    expect_v4("GET / HTTP/1.1\r\n");
+    assert_memory_equal(&pk.src, &s, sizeof s);
+    assert_memory_equal(&pk.dst, &d, sizeof d);
+    assert_false(pk.truncated);
+    assert_ptr_equal(pk.payload, frame + 14 + 20 + 32);
+    /* Cut by snaplen inside the payload: still the fast path. */
+    memset(&pk, 0, sizeof pk);
+    assert_true(tb__decode_fast(TB_DLT_EN10MB, frame, (uint32_t)len - 5, (uint32_t)len, &pk));
+    assert_true(pk.truncated);
+    assert_int_equal(pk.paylen, 11);
+    assert_int_equal(pk.missing, 5);
+    /* IPv4 options: the fast path too. */
+    n = add_ip_options(v4_segment("abc"), 12);
+    len = tp_eth(frame, NULL, 0, ip, n);
+    memset(&pk, 0, sizeof pk);
+    assert_true(tb__decode_fast(TB_DLT_EN10MB, frame, (uint32_t)len, (uint32_t)len, &pk));
+    expect_v4("abc");
+    assert_ptr_equal(pk.payload, frame + 14 + 32 + 32);
+    /* Offload's zero total length, and Ethernet padding. */
+    n = v4_segment("xy");
+    len = tp_eth(frame, NULL, 0, ip, n);
+    tp_put16(frame + 14 + 2, 0);
+    assert_true(tb__decode_fast(TB_DLT_EN10MB, frame, (uint32_t)len, (uint32_t)len, &pk));
+    expect_v4("xy");
+    tp_put16(frame + 14 + 2, (uint16_t)n);
+    memset(frame + len, 0, 10);
+    assert_true(tb__decode_fast(TB_DLT_EN10MB, frame, (uint32_t)len + 10, (uint32_t)len + 10, &pk));
+    expect_v4("xy");
+    /* Left to the checked path: a VLAN tag, IPv6, other link types. */
+    static const uint16_t q[] = {0x8100};
+    n = v4_segment("abc");
+    len = tp_eth(frame, q, 1, ip, n);
+    assert_false(tb__decode_fast(TB_DLT_EN10MB, frame, (uint32_t)len, (uint32_t)len, &pk));
+    assert_int_equal(dec(TB_DLT_EN10MB, len), TB_DEC_TCP);
+    expect_v4("abc");
+    n = v6_segment("abc");
+    len = tp_eth(frame, NULL, 0, ip, n);
+    assert_false(tb__decode_fast(TB_DLT_EN10MB, frame, (uint32_t)len, (uint32_t)len, &pk));
+    n = v4_segment("abc");
+    memcpy(frame, ip, n);
+    assert_false(tb__decode_fast(TB_DLT_RAW12, frame, (uint32_t)n, (uint32_t)n, &pk));
+}
+
+static void test_fast_path_agrees_at_every_cut(void **state)
+{
+    (void)state;
+    static const uint16_t q[] = {0x8100};
+    size_t n, len;
+    fast_hits = 0;
+    /* Plain, 16 payload bytes: 14 + 20 + 32 header bytes. Whole, or cut by
+     * snaplen anywhere in the payload (wire length 82 or 182), the fast path
+     * decodes; the rest is the checked path's. */
+    n = v4_segment("0123456789abcdef");
+    len = tp_eth(frame, NULL, 0, ip, n);
+    assert_int_equal(len, 82);
+    agree_at_every_cut(frame, len);
+    /* caplen 66..82 with wire lengths 82 and 182, and 82 twice more (wire
+     * length equal to it, and below it). */
+    assert_int_equal(fast_hits, 17 + 17 + 1 + 1);
+    /* IPv4 options, short and longest. */
+    n = add_ip_options(v4_segment("0123456789"), 4);
+    agree_at_every_cut(frame, tp_eth(frame, NULL, 0, ip, n));
+    n = add_ip_options(v4_segment("0123456789"), 40);
+    agree_at_every_cut(frame, tp_eth(frame, NULL, 0, ip, n));
+    /* TCP without options (20 bytes) and with the longest header (60). */
+    n = v4_segment("0123456789012345678901234567890123456789");
+    ip[32] = 5 << 4;
+    agree_at_every_cut(frame, tp_eth(frame, NULL, 0, ip, n));
+    ip[32] = 15 << 4;
+    agree_at_every_cut(frame, tp_eth(frame, NULL, 0, ip, n));
+    /* No payload; offload's zero length; a VLAN tag; IPv6. */
+    n = v4_segment("");
+    agree_at_every_cut(frame, tp_eth(frame, NULL, 0, ip, n));
+    tp_put16(ip + 2, 0);
+    agree_at_every_cut(frame, tp_eth(frame, NULL, 0, ip, n));
+    n = v4_segment("abc");
+    agree_at_every_cut(frame, tp_eth(frame, q, 1, ip, n));
+    n = v6_segment("abc");
+    agree_at_every_cut(frame, tp_eth(frame, NULL, 0, ip, n));
+    /* Padding after the IP packet. */
+    n = v4_segment("abc");
+    len = tp_eth(frame, NULL, 0, ip, n);
+    memset(frame + len, 0xee, 20);
+    agree_at_every_cut(frame, len + 20);
+}
+
+/* Every header byte set to values at the edges of what the two paths check
+ * (version, header lengths, fragment bits, protocol, total length, data
+ * offset), whole and cut. */
+static void test_fast_path_agrees_on_mutations(void **state)
+{
+    (void)state;
+    static const uint8_t vals[] = {0x00, 0x01, 0x04, 0x05, 0x06, 0x0f, 0x11, 0x13, 0x14, 0x20,
+                                   0x3f, 0x40, 0x44, 0x45, 0x46, 0x4f, 0x50, 0x60, 0x80, 0xf0,
+                                   0xff};
+    uint8_t base[2048];
+    size_t n = add_ip_options(v4_segment("0123456789012345678901234567890123456789"), 8);
+    size_t len = tp_eth(base, NULL, 0, ip, n);
+    fast_hits = 0;
+    for (size_t at = 0; at < 14 + 28 + 32 + 4; at++) {
+        for (size_t v = 0; v < sizeof vals; v++) {
+            memcpy(frame, base, len);
+            frame[at] = vals[v];
+            agree(frame, (uint32_t)len, (uint32_t)len);
+            agree(frame, (uint32_t)len - 7, (uint32_t)len);
+            agree(frame, (uint32_t)len - 45, (uint32_t)len);
+            agree(frame, (uint32_t)len, (uint32_t)len + 3);
+        }
+    }
+    /* Most mutations leave a frame the fast path takes. */
+    assert_true(fast_hits > 1000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -253,6 +428,9 @@ int main(void)
         cmocka_unit_test(test_ipv6_extensions),
         cmocka_unit_test(test_ipv4_fragments_and_lengths),
         cmocka_unit_test(test_snaplen),
+        cmocka_unit_test(test_fast_path_common_frames),
+        cmocka_unit_test(test_fast_path_agrees_at_every_cut),
+        cmocka_unit_test(test_fast_path_agrees_on_mutations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
