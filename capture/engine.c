@@ -333,30 +333,37 @@ static bool detect(struct tb_engine *e, struct tb_flow *f, int side, const uint8
     return false;
 }
 
+/* The protocol decision for feed(), while it is pending. Returns whether the
+ * bytes go on to the parser (if one was chosen) now. Out of line, so that
+ * feed() stays small for the bytes of every other packet. */
+__attribute__((noinline)) static bool decide(struct tb_engine *e, struct tb_flow *f, int side,
+                                             const uint8_t *p, size_t n, int64_t ts)
+{
+    bool consumed;
+    if (e->force) {
+        choose(e, f, e->force);
+        return true;
+    }
+    struct tb_addr srv;
+    tb_flow_addr(f, f->server_side, &srv);
+    const struct tb_tier_cfg *cfg = tb_tiers_match(e->tiers, &srv);
+    if (cfg && cfg->proto) {
+        choose(e, f, cfg->proto);
+        return true;
+    }
+    if (f->flags & (TB_FF_MIDSTREAM | TB_FF_PREGAP))
+        return detect_midstream(e, f, side, p, n);
+    /* Not yet decided: waiting for more bytes. Consumed: the bytes were
+     * buffered and replayed by choose(). */
+    return detect(e, f, side, p, n, ts, &consumed) && !consumed;
+}
+
 /* Bytes of one side, in order, to the parser (deciding the protocol first). */
 static void feed(struct tb_engine *e, struct tb_flow *f, int side, const uint8_t *p, size_t n,
                  int64_t ts)
 {
-    if (!(f->flags & TB_FF_DETECT_DONE)) {
-        bool consumed;
-        if (e->force) {
-            choose(e, f, e->force);
-        } else {
-            struct tb_addr srv;
-            tb_flow_addr(f, f->server_side, &srv);
-            const struct tb_tier_cfg *cfg = tb_tiers_match(e->tiers, &srv);
-            if (cfg && cfg->proto) {
-                choose(e, f, cfg->proto);
-            } else if (f->flags & (TB_FF_MIDSTREAM | TB_FF_PREGAP)) {
-                if (!detect_midstream(e, f, side, p, n))
-                    return;
-            } else if (!detect(e, f, side, p, n, ts, &consumed) || consumed) {
-                /* Waiting for more bytes, or the bytes were buffered and
-                 * replayed by choose(). */
-                return;
-            }
-        }
-    }
+    if (!(f->flags & TB_FF_DETECT_DONE) && !decide(e, f, side, p, n, ts))
+        return;
     if (!f->pstate)
         return;
     enum tb_pstate ps =
@@ -528,75 +535,101 @@ static bool monitored(const struct tb_engine *e, const struct tb_pkt *pk)
     return !e->tiers || tb_tiers_match(e->tiers, &pk->dst) || tb_tiers_match(e->tiers, &pk->src);
 }
 
-/* The key just built against a flow's, as 64-bit words: memcmp's wide vector
- * loads of a key written moments ago in narrower stores defeat store-to-load
- * forwarding on every packet. */
-static bool same_key(const struct tb_flow_key *a, const struct tb_flow_key *b)
+/* The first packet of a connection on a flow struct that is new or closed:
+ * who serves, where each direction starts. Returns whether the packet is done
+ * with (a SYN or SYN-ACK carries nothing more to handle). */
+__attribute__((noinline)) static bool open_conn(struct tb_engine *e, struct tb_flow *f,
+                                                const struct tb_pkt *pk, int side)
 {
-    uint64_t x[4], y[4];
-    memcpy(x, a->ip, 32);
-    memcpy(y, b->ip, 32);
-    return a->port[0] == b->port[0] && a->port[1] == b->port[1] &&
-           ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3])) == 0;
+    bool syn = pk->flags & TB_TCP_SYN, ack = pk->flags & TB_TCP_ACK;
+    bool rst = pk->flags & TB_TCP_RST;
+    start_conn(e, f);
+    if (syn && !ack && !rst) {
+        f->state = TB_FS_SYN;
+        f->server_side = (uint8_t)(1 - side);
+        f->flags |= TB_FF_SERVER_SURE | TB_FF_ISN;
+        f->syn_isn = pk->seq;
+        tb_reasm_start(&f->rs[side], pk->seq + 1);
+        return true;
+    }
+    if (syn && ack) {
+        /* The SYN was missed but its answer says who serves. */
+        f->state = TB_FS_SYNACK;
+        f->server_side = (uint8_t)side;
+        f->flags |= TB_FF_SERVER_SURE | TB_FF_SYNACK_SEEN | TB_FF_ISN;
+        f->syn_isn = pk->ack - 1;
+        tb_reasm_start(&f->rs[side], pk->seq + 1);
+        tb_reasm_start(&f->rs[1 - side], pk->ack);
+        return true;
+    }
+    f->flags |= TB_FF_MIDSTREAM;
+    e->st.midstream_flows++;
+    guess_server(e, f, side);
+    return false;
 }
 
-static int tcp_packet(struct tb_engine *e, struct tb_pkt *pk, int64_t ts)
+/* The flow of a packet that is not the previous packet's: looked up by its
+ * key, or added (*added) for the first packet of a connection worth following.
+ * NULL, with *rc 0 or TB_E_NOMEM, when there is none. Out of line: most
+ * packets belong to the previous packet's flow. */
+__attribute__((noinline)) static struct tb_flow *find_or_add(struct tb_engine *e,
+                                                             const struct tb_pkt *pk, int64_t ts,
+                                                             int *side, bool *added, int *rc)
 {
     struct tb_flow_key key;
-    int side;
-    uint32_t hash = tb_flow_key_make(&key, &pk->src, &pk->dst, &side);
+    uint32_t hash = tb_flow_key_make(&key, &pk->src, &pk->dst, side);
+    struct tb_flow *f = tb_flow_find(&e->ft, &key, hash);
+    *added = false;
+    *rc = 0;
+    if (f)
+        return f;
+    bool syn = pk->flags & TB_TCP_SYN, rst = pk->flags & TB_TCP_RST;
+    bool data = pk->paylen + pk->missing > 0;
+    if (rst || !(syn || data) || !monitored(e, pk))
+        return NULL;
+    make_room(e);
+    f = tb_flow_add(&e->ft, &key, hash, pk->src.family);
+    if (!f) {
+        *rc = TB_E_NOMEM;
+        return NULL;
+    }
+    f->state = TB_FS_CLOSED;
+    f->ts_floor = ts;
+    *added = true;
+    return f;
+}
+
+static int tcp_packet(struct tb_engine *e, const struct tb_pkt *pk, int64_t ts)
+{
+    int side, rc;
     struct tb_flow *f = e->last;
-    if (!f || f->hash != hash || !same_key(&f->key, &key))
-        f = tb_flow_find(&e->ft, &key, hash);
     bool syn = pk->flags & TB_TCP_SYN, ack = pk->flags & TB_TCP_ACK;
     bool rst = pk->flags & TB_TCP_RST, fin = pk->flags & TB_TCP_FIN;
     bool data = pk->paylen + pk->missing > 0;
     bool fresh_syn = syn && !ack && !rst;
+    bool added = false;
 
-    if (f && fresh_syn && (f->flags & TB_FF_ISN) && f->syn_isn == pk->seq) {
+    if (!f || !tb_flow_has(f, &pk->src, &pk->dst, &side)) {
+        f = find_or_add(e, pk, ts, &side, &added, &rc);
+        if (!f)
+            return rc;
+    }
+    if (added) {
+        /* No connection on it yet: it opens below. */
+    } else if (fresh_syn && (f->flags & TB_FF_ISN) && f->syn_isn == pk->seq) {
         return 0; /* the same SYN again: retransmitted or duplicated by the tap */
-    } else if (f && fresh_syn) {
+    } else if (fresh_syn) {
         /* A new SYN on a finished 4-tuple, or port reuse we did not see the
          * end of: the old connection ends here, a new one starts. */
         close_flow(e, f, -1);
-    } else if (f && f->state == TB_FS_CLOSED) {
+    } else if (f->state == TB_FS_CLOSED) {
         return 0; /* a late segment of a closed connection */
-    }
-    if (!f) {
-        if (rst || !(syn || data) || !monitored(e, pk))
-            return 0;
-        make_room(e);
-        f = tb_flow_add(&e->ft, &key, hash, pk->src.family);
-        if (!f)
-            return TB_E_NOMEM;
-        f->state = TB_FS_CLOSED;
-        f->ts_floor = ts;
     }
     e->last = f;
     f->last_ns = ts;
     if (f->state == TB_FS_CLOSED) {
-        start_conn(e, f);
-        if (fresh_syn) {
-            f->state = TB_FS_SYN;
-            f->server_side = (uint8_t)(1 - side);
-            f->flags |= TB_FF_SERVER_SURE | TB_FF_ISN;
-            f->syn_isn = pk->seq;
-            tb_reasm_start(&f->rs[side], pk->seq + 1);
+        if (open_conn(e, f, pk, side))
             return 0;
-        }
-        if (syn && ack) {
-            /* The SYN was missed but its answer says who serves. */
-            f->state = TB_FS_SYNACK;
-            f->server_side = (uint8_t)side;
-            f->flags |= TB_FF_SERVER_SURE | TB_FF_SYNACK_SEEN | TB_FF_ISN;
-            f->syn_isn = pk->ack - 1;
-            tb_reasm_start(&f->rs[side], pk->seq + 1);
-            tb_reasm_start(&f->rs[1 - side], pk->ack);
-            return 0;
-        }
-        f->flags |= TB_FF_MIDSTREAM;
-        e->st.midstream_flows++;
-        guess_server(e, f, side);
     } else {
         tb_flow_touch(&e->ft, f, TB_FL_ACTIVE);
     }

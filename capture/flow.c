@@ -155,10 +155,8 @@ struct tb_flow *tb_flow_add(struct tb_flow_table *t, const struct tb_flow_key *k
     return f;
 }
 
-void tb_flow_touch(struct tb_flow_table *t, struct tb_flow *f, enum tb_flow_list list)
+void tb__flow_move_to_head(struct tb_flow_table *t, struct tb_flow *f, enum tb_flow_list list)
 {
-    if (t->lists[list].head == f)
-        return;
     list_unlink(t, f);
     list_push(t, f, list);
 }

@@ -4,6 +4,8 @@
 #ifndef TB_FLOW_H
 #define TB_FLOW_H
 
+#include <string.h>
+
 #include "tb.h"
 #include "addr.h"
 #include "reasm.h"
@@ -77,6 +79,33 @@ struct tb_flow_table {
 uint32_t tb_flow_key_make(struct tb_flow_key *k, const struct tb_addr *src,
                           const struct tb_addr *dst, int *src_side);
 
+/* Whether a packet from `src` to `dst` belongs to flow `f`, by its key compared
+ * in place (no key built, no hash); *src_side then receives the sender's side,
+ * the one tb_flow_key_make() would give. For the engine's check of the
+ * previous packet's flow, which the next packet usually belongs to. */
+static inline bool tb_flow_has(const struct tb_flow *f, const struct tb_addr *src,
+                               const struct tb_addr *dst, int *src_side)
+{
+    /* As 64-bit words, like the key itself (see tb_flow_key_make). */
+    uint64_t s[2], d[2], k[4];
+    memcpy(s, src->ip, 16);
+    memcpy(d, dst->ip, 16);
+    memcpy(k, f->key.ip, 32);
+    /* A key's side 0 sorts first, so when both orders match (a flow from an
+     * endpoint to itself) side 0 is the answer, as the key makes it. */
+    if (((s[0] ^ k[0]) | (s[1] ^ k[1]) | (d[0] ^ k[2]) | (d[1] ^ k[3])) == 0 &&
+        src->port == f->key.port[0] && dst->port == f->key.port[1]) {
+        *src_side = 0;
+        return true;
+    }
+    if (((s[0] ^ k[2]) | (s[1] ^ k[3]) | (d[0] ^ k[0]) | (d[1] ^ k[1])) == 0 &&
+        src->port == f->key.port[1] && dst->port == f->key.port[0]) {
+        *src_side = 1;
+        return true;
+    }
+    return false;
+}
+
 int tb_flow_table_init(struct tb_flow_table *t);
 /* Frees every flow struct still in the table (no parser calls). */
 void tb_flow_table_fini(struct tb_flow_table *t);
@@ -86,8 +115,16 @@ struct tb_flow *tb_flow_find(const struct tb_flow_table *t, const struct tb_flow
  * NULL when memory ran out. */
 struct tb_flow *tb_flow_add(struct tb_flow_table *t, const struct tb_flow_key *k, uint32_t hash,
                             uint8_t family);
-/* Marks the flow most recently active in its list (moving it to `list`). */
-void tb_flow_touch(struct tb_flow_table *t, struct tb_flow *f, enum tb_flow_list list);
+void tb__flow_move_to_head(struct tb_flow_table *t, struct tb_flow *f, enum tb_flow_list list);
+/* Marks the flow most recently active in its list (moving it to `list`).
+ * Inline because a flow's packets come in runs: it is most often the head
+ * already, and then there is nothing to do. */
+static inline void tb_flow_touch(struct tb_flow_table *t, struct tb_flow *f,
+                                 enum tb_flow_list list)
+{
+    if (t->lists[list].head != f)
+        tb__flow_move_to_head(t, f, list);
+}
 /* Least recently active flow of a list, or NULL. */
 struct tb_flow *tb_flow_oldest(const struct tb_flow_table *t, enum tb_flow_list list);
 /* Unlinks and frees the struct (the caller released what it points to). */

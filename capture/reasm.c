@@ -169,8 +169,13 @@ static int buffer(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_t s
     return rc;
 }
 
-int tb_reasm_segment(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_t seq,
-                     const uint8_t *p, uint32_t len, uint32_t miss, bool fin, int64_t ts_ns)
+void tb__reasm_drain(struct tb_reasm *r, const struct tb_reasm_env *env)
+{
+    drain(r, env);
+}
+
+int tb__reasm_segment(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_t seq,
+                      const uint8_t *p, uint32_t len, uint32_t miss, bool fin, int64_t ts_ns)
 {
     uint32_t total = len + miss;
     if (!r->started)
@@ -244,16 +249,8 @@ void tb_reasm_ack_note(struct tb_reasm *r, uint32_t ack, int64_t ts_ns)
     }
 }
 
-void tb_reasm_settle(struct tb_reasm *r, const struct tb_reasm_env *env)
-{
-    if (!r->ack_pending)
-        return;
-    r->ack_pending = false;
-    tb_reasm_acked(r, env, r->ack_hi, r->ack_ts);
-}
-
-void tb_reasm_acked(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_t ack,
-                    int64_t ts_ns)
+void tb__reasm_acked(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_t ack,
+                     int64_t ts_ns)
 {
     if (!r->started)
         return;

@@ -112,12 +112,54 @@ static void test_ipv6_addr_roundtrip(void **state)
     tb_flow_table_fini(&t);
 }
 
+/* tb_flow_has() against the key: a packet belongs to the flow exactly when its
+ * key is the flow's, and the side it gives is the key's. */
+static void test_has_agrees_with_key(void **state)
+{
+    (void)state;
+    static const char *eps[] = {
+        "10.0.0.1:80",   "10.0.0.1:81",         "10.0.0.2:80",          "10.0.0.9:50000",
+        "10.0.0.1:0",    "0.0.0.0:80",          "[2001:db8::1]:80",     "[2001:db8::1]:8080",
+        "[::a00:1]:80",  "[::ffff:a00:1]:80",   "[2001:db8::1:0:0]:80", "255.255.255.255:65535",
+    };
+    enum { N = sizeof eps / sizeof eps[0] };
+    struct tb_addr a[N];
+    struct tb_flow f;
+    for (int i = 0; i < N; i++)
+        a[i] = tp_addr(eps[i]);
+    int hits = 0;
+    for (int i = 0; i < N; i++) {
+        for (int j = 0; j < N; j++) {
+            int fside;
+            memset(&f, 0, sizeof f);
+            tb_flow_key_make(&f.key, &a[i], &a[j], &fside);
+            for (int x = 0; x < N; x++) {
+                for (int y = 0; y < N; y++) {
+                    struct tb_flow_key k;
+                    int side, hside = -1;
+                    tb_flow_key_make(&k, &a[x], &a[y], &side);
+                    bool same = memcmp(&k, &f.key, sizeof k) == 0;
+                    assert_int_equal(tb_flow_has(&f, &a[x], &a[y], &hside), same);
+                    if (same) {
+                        assert_int_equal(hside, side);
+                        hits++;
+                    }
+                }
+            }
+        }
+    }
+    /* Each flow (i, j) is had by (i, j) and (j, i), one pair when i == j, and
+     * more where two spellings are one endpoint (10.0.0.1 and ::ffff:a00:1). */
+    assert_int_equal(hits, 2 * N * N - N + 90);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_key_both_directions),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_ipv6_addr_roundtrip),
+        cmocka_unit_test(test_has_agrees_with_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
