@@ -577,8 +577,8 @@ __attribute__((noinline)) static struct tb_flow *find_or_add(struct tb_engine *e
                                                              int *side, bool *added, int *rc)
 {
     struct tb_flow_key key;
-    uint32_t hash = tb_flow_key_make(&key, &pk->src, &pk->dst, side);
-    struct tb_flow *f = tb_flow_find(&e->ft, &key, hash);
+    uint32_t hash;
+    struct tb_flow *f = tb_flow_lookup(&e->ft, &pk->src, &pk->dst, &key, &hash, side);
     *added = false;
     *rc = 0;
     if (f)

@@ -8,40 +8,101 @@
 
 #define INITIAL_BUCKETS 1024
 
-uint32_t tb_flow_key_make(struct tb_flow_key *k, const struct tb_addr *src,
-                          const struct tb_addr *dst, int *src_side)
+/* A key as registers: its address words and both ports in one word. */
+struct kw {
+    uint64_t w[4];  /* side 0's address, then side 1's, as native words */
+    uint32_t ports; /* port[0] << 16 | port[1] */
+};
+
+static inline uint64_t load64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static inline uint32_t key_make(struct tb_flow_key *k, struct kw *kw, const struct tb_addr *src,
+                                const struct tb_addr *dst, int *src_side)
 {
     /* Any total order does for a canonical key; native 64-bit words are the
      * cheapest to compare. */
-    uint64_t a[2], b[2];
-    memcpy(a, src->ip, 16);
-    memcpy(b, dst->ip, 16);
-    int s = 0;
-    if (a[0] != b[0])
-        s = a[0] > b[0];
-    else if (a[1] != b[1])
-        s = a[1] > b[1];
+    uint64_t a0 = load64(src->ip), a1 = load64(src->ip + 8);
+    uint64_t b0 = load64(dst->ip), b1 = load64(dst->ip + 8);
+    int s;
+    if (a0 != b0)
+        s = a0 > b0;
+    else if (a1 != b1)
+        s = a1 > b1;
     else
         s = src->port > dst->port;
-    const uint64_t *w0 = s ? b : a, *w1 = s ? a : b;
+    kw->w[0] = s ? b0 : a0;
+    kw->w[1] = s ? b1 : a1;
+    kw->w[2] = s ? a0 : b0;
+    kw->w[3] = s ? a1 : b1;
     uint16_t p0 = s ? dst->port : src->port, p1 = s ? src->port : dst->port;
-    memcpy(k->ip[0], w0, 16);
-    memcpy(k->ip[1], w1, 16);
+    kw->ports = (uint32_t)p0 << 16 | p1;
+    memcpy(k->ip[0], &kw->w[0], 8);
+    memcpy(k->ip[0] + 8, &kw->w[1], 8);
+    memcpy(k->ip[1], &kw->w[2], 8);
+    memcpy(k->ip[1] + 8, &kw->w[3], 8);
     k->port[0] = p0;
     k->port[1] = p1;
     *src_side = s;
-    /* Multiply-xorshift over the key's words: one multiply per word is
-     * plenty for bucket selection, and this runs for every packet. The words
-     * come from the registers just loaded, not from the key just stored:
+    /* Each address word multiplied on its own (the products are independent),
+     * folded, then one multiply-xorshift to spread the high bits, where an
+     * IPv4 address sits, into the low bits that pick the bucket. Plenty for
+     * bucket selection, and cheap on the lookup of every exchange's first
+     * packet. The words come from registers, not from the key just stored:
      * reading 16 bytes back that were written as two 8-byte halves defeats
-     * store-to-load forwarding and stalled every packet. */
-    uint64_t h = (w0[0] ^ 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
-    h = (h ^ w0[1] ^ (h >> 29)) * 0xc4ceb9fe1a85ec53ull;
-    h = (h ^ w1[0] ^ (h >> 29)) * 0xff51afd7ed558ccdull;
-    h = (h ^ w1[1] ^ (h >> 29)) * 0xc4ceb9fe1a85ec53ull;
-    h = (h ^ ((uint64_t)p0 << 16 | p1) ^ (h >> 29)) * 0xff51afd7ed558ccdull;
+     * store-to-load forwarding. */
+    uint64_t h = (kw->w[1] * 0xff51afd7ed558ccdull) ^ (kw->w[3] * 0xc4ceb9fe1a85ec53ull) ^
+                 kw->w[0] ^ (kw->w[2] << 32 | kw->w[2] >> 32) ^ kw->ports;
+    h = (h ^ (h >> 29)) * 0x9e3779b97f4a7c15ull;
     h ^= h >> 32;
     return (uint32_t)h;
+}
+
+/* Whether flow `f` has the key `kw`. */
+static inline bool has_key(const struct tb_flow *f, const struct kw *kw)
+{
+    uint32_t ports = (uint32_t)f->key.port[0] << 16 | f->key.port[1];
+    return ports == kw->ports &&
+           ((load64(f->key.ip[0]) ^ kw->w[0]) | (load64(f->key.ip[0] + 8) ^ kw->w[1]) |
+            (load64(f->key.ip[1]) ^ kw->w[2]) | (load64(f->key.ip[1] + 8) ^ kw->w[3])) == 0;
+}
+
+static inline struct tb_flow *find(const struct tb_flow_table *t, const struct kw *kw,
+                                   uint32_t hash)
+{
+    for (struct tb_flow *f = t->buckets[hash & (t->nbuckets - 1)]; f; f = f->hnext)
+        if (f->hash == hash && has_key(f, kw))
+            return f;
+    return NULL;
+}
+
+uint32_t tb_flow_key_make(struct tb_flow_key *k, const struct tb_addr *src,
+                          const struct tb_addr *dst, int *src_side)
+{
+    struct kw kw;
+    return key_make(k, &kw, src, dst, src_side);
+}
+
+struct tb_flow *tb_flow_find(const struct tb_flow_table *t, const struct tb_flow_key *k,
+                             uint32_t hash)
+{
+    struct kw kw = {{load64(k->ip[0]), load64(k->ip[0] + 8), load64(k->ip[1]),
+                     load64(k->ip[1] + 8)},
+                    (uint32_t)k->port[0] << 16 | k->port[1]};
+    return find(t, &kw, hash);
+}
+
+struct tb_flow *tb_flow_lookup(const struct tb_flow_table *t, const struct tb_addr *src,
+                               const struct tb_addr *dst, struct tb_flow_key *k, uint32_t *hash,
+                               int *src_side)
+{
+    struct kw kw;
+    *hash = key_make(k, &kw, src, dst, src_side);
+    return find(t, &kw, *hash);
 }
 
 int tb_flow_table_init(struct tb_flow_table *t)
@@ -66,24 +127,6 @@ void tb_flow_table_fini(struct tb_flow_table *t)
     }
     free(t->buckets);
     memset(t, 0, sizeof *t);
-}
-
-static bool key_eq(const struct tb_flow_key *a, const struct tb_flow_key *b)
-{
-    uint64_t x[4], y[4];
-    memcpy(x, a->ip, 32);
-    memcpy(y, b->ip, 32);
-    return a->port[0] == b->port[0] && a->port[1] == b->port[1] &&
-           ((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]) | (x[3] ^ y[3])) == 0;
-}
-
-struct tb_flow *tb_flow_find(const struct tb_flow_table *t, const struct tb_flow_key *k,
-                             uint32_t hash)
-{
-    for (struct tb_flow *f = t->buckets[hash & (t->nbuckets - 1)]; f; f = f->hnext)
-        if (f->hash == hash && key_eq(&f->key, k))
-            return f;
-    return NULL;
 }
 
 /* Doubling happens when a flow is added, never on the per-packet path of an

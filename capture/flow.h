@@ -111,6 +111,12 @@ int tb_flow_table_init(struct tb_flow_table *t);
 void tb_flow_table_fini(struct tb_flow_table *t);
 struct tb_flow *tb_flow_find(const struct tb_flow_table *t, const struct tb_flow_key *k,
                              uint32_t hash);
+/* tb_flow_key_make() and tb_flow_find() in one call: the flow of a packet from
+ * `src` to `dst`, or NULL; *k, *hash and *src_side as tb_flow_key_make() gives
+ * them, for tb_flow_add() when there is none. */
+struct tb_flow *tb_flow_lookup(const struct tb_flow_table *t, const struct tb_addr *src,
+                               const struct tb_addr *dst, struct tb_flow_key *k, uint32_t *hash,
+                               int *src_side);
 /* A zeroed flow with the key, at the head of the active list.
  * NULL when memory ran out. */
 struct tb_flow *tb_flow_add(struct tb_flow_table *t, const struct tb_flow_key *k, uint32_t hash,
