@@ -646,7 +646,7 @@ static int tcp_packet(struct tb_engine *e, const struct tb_pkt *pk, int64_t ts)
     e->cur = f;
     /* Picked up mid-stream, the other side's next byte is what this packet
      * acknowledges: starting there lets a lost first segment show as a hole. */
-    if (ack && !f->rs[1 - side].started && (f->flags & TB_FF_MIDSTREAM))
+    if ((f->flags & TB_FF_MIDSTREAM) && ack && !f->rs[1 - side].started)
         tb_reasm_start(&f->rs[1 - side], pk->ack);
     /* What a segment carries may answer bytes it acknowledges (a response
      * acknowledging its request): holes those left are declared first. A

@@ -83,22 +83,33 @@ uint32_t tb_flow_key_make(struct tb_flow_key *k, const struct tb_addr *src,
  * in place (no key built, no hash); *src_side then receives the sender's side,
  * the one tb_flow_key_make() would give. For the engine's check of the
  * previous packet's flow, which the next packet usually belongs to. */
+static inline uint64_t tb__flow_w64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
 static inline bool tb_flow_has(const struct tb_flow *f, const struct tb_addr *src,
                                const struct tb_addr *dst, int *src_side)
 {
-    /* As 64-bit words, like the key itself (see tb_flow_key_make). */
-    uint64_t s[2], d[2], k[4];
-    memcpy(s, src->ip, 16);
-    memcpy(d, dst->ip, 16);
-    memcpy(k, f->key.ip, 32);
-    /* A key's side 0 sorts first, so when both orders match (a flow from an
-     * endpoint to itself) side 0 is the answer, as the key makes it. */
-    if (((s[0] ^ k[0]) | (s[1] ^ k[1]) | (d[0] ^ k[2]) | (d[1] ^ k[3])) == 0 &&
+    /* As 64-bit words, like the key itself (see tb_flow_key_make), each
+     * loaded on its own: copying the key out whole goes through the stack. */
+    uint64_t s0 = tb__flow_w64(src->ip), s1 = tb__flow_w64(src->ip + 8);
+    uint64_t d0 = tb__flow_w64(dst->ip), d1 = tb__flow_w64(dst->ip + 8);
+    const uint8_t *k0 = f->key.ip[0], *k1 = f->key.ip[1];
+    /* The low word of the sender's address (an IPv4 address's only non-zero
+     * word) says which side to check first. A key's side 0 sorts first, so
+     * when both orders match (a flow from an endpoint to itself) side 0 is
+     * the answer, as the key makes it. */
+    if (s1 == tb__flow_w64(k0 + 8) && d1 == tb__flow_w64(k1 + 8) &&
+        ((s0 ^ tb__flow_w64(k0)) | (d0 ^ tb__flow_w64(k1))) == 0 &&
         src->port == f->key.port[0] && dst->port == f->key.port[1]) {
         *src_side = 0;
         return true;
     }
-    if (((s[0] ^ k[2]) | (s[1] ^ k[3]) | (d[0] ^ k[0]) | (d[1] ^ k[1])) == 0 &&
+    if (s1 == tb__flow_w64(k1 + 8) && d1 == tb__flow_w64(k0 + 8) &&
+        ((s0 ^ tb__flow_w64(k1)) | (d0 ^ tb__flow_w64(k0))) == 0 &&
         src->port == f->key.port[1] && dst->port == f->key.port[0]) {
         *src_side = 1;
         return true;
