@@ -122,12 +122,42 @@ static void reset_msg(struct h1_dir *d)
     d->hdr_bytes = 0;
 }
 
+static uint64_t ld64(const char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* Index of the first byte at or after i that is below 0x21 or is DEL, or n. */
+static size_t target_end(const char *s, size_t i, size_t n)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    /* Eight bytes at a time. (w - 0x21…) & ~w & 0x80… flags the bytes below
+     * 0x21, and the same test on w ^ 0x7f… the DEL bytes; a borrow can flag a
+     * byte wrongly only above one flagged rightly, so the lowest flag, the
+     * first byte in memory, is exact. A request line has eight more bytes
+     * ("HTTP/1.1") after its target, so the tail loop is rarely reached. */
+    const uint64_t ones = 0x0101010101010101ull, highs = 0x8080808080808080ull;
+    while (n - i >= 8) {
+        uint64_t w = ld64(s + i), x = w ^ (0x7f * ones);
+        uint64_t hit = (((w - 0x21 * ones) & ~w) | ((x - ones) & ~x)) & highs;
+        if (hit)
+            return i + (size_t)__builtin_ctzll(hit) / 8;
+        i += 8;
+    }
+#endif
+    while (i < n && (unsigned char)s[i] >= 0x21 && (unsigned char)s[i] != 0x7f)
+        i++;
+    return i;
+}
+
 /* "GET /a/b?x=1 HTTP/1.1" → method, target. */
 static bool parse_request_line(const char *s, size_t n, size_t *mlen, const char **tgt,
                                size_t *tlen)
 {
-    size_t i = 0;
-    while (i < n && i <= H_METHOD_MAX && is_tchar_upper(s[i]))
+    size_t i = 0, mmax = TB_MIN(n, (size_t)H_METHOD_MAX + 1);
+    while (i < mmax && is_tchar_upper(s[i]))
         i++;
     if (i == 0 || i > H_METHOD_MAX || i >= n || s[i] != ' ')
         return false;
@@ -137,8 +167,7 @@ static bool parse_request_line(const char *s, size_t n, size_t *mlen, const char
      * that ends it is the first byte below 0x21, so stopping at any byte below
      * 0x21 or at DEL and then asking for a space rejects exactly the lines
      * whose target, up to the first space, holds such a byte. */
-    while (i < n && (unsigned char)s[i] >= 0x21 && (unsigned char)s[i] != 0x7f)
-        i++;
+    i = target_end(s, i, n);
     if (i == t0 || i >= n || s[i] != ' ')
         return false;
     *tgt = s + t0;
@@ -175,23 +204,44 @@ static void trim(const char **v, size_t *n)
         (*n)--;
 }
 
+/* Do the k bytes at s (8 <= k <= 24) spell `name` (k bytes, lower case) but
+ * for ASCII case, as strncasecmp would have it? `fold` has 0x20 where name has
+ * a letter and 0 elsewhere: OR-ed into the input it lowers a capital letter
+ * and maps no other byte onto a lower-case one, while a '-' still matches
+ * only a '-'. Eight bytes at a time, the last word overlapping the one
+ * before. */
+static bool name_eq(const char *s, const char *name, const char *fold, size_t k)
+{
+    size_t i = 0;
+    for (; i + 8 < k; i += 8)
+        if ((ld64(s + i) | ld64(fold + i)) != ld64(name + i))
+            return false;
+    return (ld64(s + k - 8) | ld64(fold + k - 8)) == ld64(name + k - 8);
+}
+
 /* Returns false on a malformed framing field (the message cannot be delimited). */
 static bool parse_field(struct h1_dir *d, const char *s, size_t n)
 {
-    if (n && (s[0] == ' ' || s[0] == '\t'))
-        return true; /* obs-fold continuation: never a framing field we use */
-    const char *colon = memchr(s, ':', n);
-    if (!colon)
-        return true; /* not a field; servers reject it, we just look past it */
-    size_t nlen = (size_t)(colon - s);
-    /* Only Content-Length (14) and Transfer-Encoding (17) frame a message:
-     * every other field is done with before its value is even trimmed. */
-    if (nlen != 14 && nlen != 17)
+    /* Only Content-Length (14) and Transfer-Encoding (17) frame a message. A
+     * field name ends at the line's first colon and neither name holds one,
+     * so a line is one of them exactly when its first 14 (17) bytes spell the
+     * name and a colon follows. Every other line (another field, an obs-fold
+     * continuation, which starts with a space or tab, a line with no colon,
+     * which servers reject and we just look past) is done with after one or
+     * two byte compares. */
+    size_t nlen;
+    if (n > 14 && s[14] == ':' &&
+        name_eq(s, "content-length", "       \0      ", 14))
+        nlen = 14;
+    else if (n > 17 && s[17] == ':' &&
+             name_eq(s, "transfer-encoding", "        \0        ", 17))
+        nlen = 17;
+    else
         return true;
-    const char *v = colon + 1;
+    const char *v = s + nlen + 1;
     size_t vlen = n - nlen - 1;
     trim(&v, &vlen);
-    if (nlen == 14 && strncasecmp(s, "content-length", 14) == 0) {
+    if (nlen == 14) {
         /* A list of identical values is allowed (RFC 9110 §8.6). */
         uint64_t val = 0;
         size_t digits = 0;
@@ -217,7 +267,7 @@ static bool parse_field(struct h1_dir *d, const char *s, size_t n)
         if (d->has_cl && val != d->cl)
             return false;
         d->has_cl = true;
-    } else if (nlen == 17 && strncasecmp(s, "transfer-encoding", 17) == 0) {
+    } else {
         /* Chunked only counts when it is the final coding. */
         size_t e = vlen;
         while (e && (v[e - 1] == ' ' || v[e - 1] == '\t' || v[e - 1] == ','))

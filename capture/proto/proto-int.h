@@ -61,8 +61,15 @@ static inline struct tb__pend *tb__pq_at(struct tb__pq *q, uint16_t i)
 {
     return i < q->len ? &q->v[(q->head + i) & (q->cap - 1)] : NULL;
 }
-/* Finds the queued entry with request number `seq`. */
-struct tb__pend *tb__pq_find(struct tb__pq *q, uint32_t seq);
+/* Finds the queued entry with request number `seq`. Request numbers are
+ * unique within the queue, and the one asked for is nearly always the newest
+ * (the request the client is still sending): that one is tried inline. */
+struct tb__pend *tb__pq_find_any(struct tb__pq *q, uint32_t seq);
+static inline struct tb__pend *tb__pq_find(struct tb__pq *q, uint32_t seq)
+{
+    struct tb__pend *t = tb__pq_tail(q);
+    return t && t->seq == seq ? t : tb__pq_find_any(q, seq);
+}
 void tb__pq_pop(struct tb__pq *q);
 /* Forget every queued and untracked request (lost synchronisation). */
 void tb__pq_clear(struct tb__pq *q);
@@ -97,8 +104,32 @@ enum { TB__LINE_MORE = 0, TB__LINE_OK = 1, TB__LINE_LONG = -1, TB__LINE_NOMEM = 
  * its terminator, *raw the number of wire bytes it took (terminator
  * included, earlier chunks included) and *ts0 the first byte's timestamp.
  * TB__LINE_LONG: the line exceeded max; its rest is discarded on later calls. */
-int tb__line_take(struct tb__line *l, const uint8_t **p, const uint8_t *end, size_t max,
-                  int64_t ts, const char **line, size_t *llen, uint64_t *raw, int64_t *ts0);
+int tb__line_take_any(struct tb__line *l, const uint8_t **p, const uint8_t *end, size_t max,
+                      int64_t ts, const char **line, size_t *llen, uint64_t *raw, int64_t *ts0);
+static inline int tb__line_take(struct tb__line *l, const uint8_t **pp, const uint8_t *end,
+                                size_t max, int64_t ts, const char **line, size_t *llen,
+                                uint64_t *raw, int64_t *ts0)
+{
+    /* The common case inline: nothing kept from earlier chunks and the whole
+     * line, not too long, in this one. It is returned in place, exactly as
+     * tb__line_take_any() would (which also handles every other case). */
+    if (l->len == 0 && !l->skipping) {
+        const uint8_t *p = *pp;
+        const uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
+        if (nl && (size_t)(nl - p) <= max) {
+            size_t n = (size_t)(nl - p);
+            *pp = nl + 1;
+            *raw = n + 1;
+            if (n > 0 && p[n - 1] == '\r')
+                n--;
+            *line = (const char *)p;
+            *llen = n;
+            *ts0 = ts;
+            return TB__LINE_OK;
+        }
+    }
+    return tb__line_take_any(l, pp, end, max, ts, line, llen, raw, ts0);
+}
 static inline void tb__line_reset(struct tb__line *l)
 {
     l->len = 0;

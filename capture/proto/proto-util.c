@@ -41,13 +41,8 @@ drop:
     return NULL;
 }
 
-struct tb__pend *tb__pq_find(struct tb__pq *q, uint32_t seq)
+struct tb__pend *tb__pq_find_any(struct tb__pq *q, uint32_t seq)
 {
-    /* Request numbers are unique within the queue, and the one asked for is
-     * nearly always the newest (the request the client is still sending). */
-    struct tb__pend *t = tb__pq_tail(q);
-    if (t && t->seq == seq)
-        return t;
     for (uint16_t i = 0; i < q->len; i++) {
         struct tb__pend *e = &q->v[(q->head + i) & (q->cap - 1)];
         if (e->seq == seq)
@@ -108,8 +103,8 @@ void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t 
         ctx->emit(ctx->ud, &ex);
 }
 
-int tb__line_take(struct tb__line *l, const uint8_t **pp, const uint8_t *end, size_t max,
-                  int64_t ts, const char **line, size_t *llen, uint64_t *raw, int64_t *ts0)
+int tb__line_take_any(struct tb__line *l, const uint8_t **pp, const uint8_t *end, size_t max,
+                      int64_t ts, const char **line, size_t *llen, uint64_t *raw, int64_t *ts0)
 {
     const uint8_t *p = *pp;
     const uint8_t *nl = memchr(p, '\n', (size_t)(end - p));

@@ -542,6 +542,100 @@ static void test_framing_corners(void **state)
     pt_free(t);
 }
 
+/* Framing fields are recognised by name without regard to ASCII case, and
+ * only when the name is exactly right: a space before the colon, a prefix, an
+ * obs-fold or a look-alike byte (CR where the '-' goes, which differs from it
+ * by the case bit alone) make another field, and the response then runs to
+ * the close. */
+static void test_field_names(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *field;
+        bool framed; /* ends the response after "abc" */
+    } cases[] = {
+        {"Content-Length: 3", true},
+        {"CONTENT-LENGTH: 3", true},
+        {"cOnTeNt-LeNgTh:3", true},
+        {"Content-Length:   3  ", true},
+        {"Content-Length : 3", false},
+        {"Content\rLength: 3", false},
+        {"Content\x0dLength: 3", false},
+        {"Content_Length: 3", false},
+        {"X-Content-Length: 3", false},
+        {"Content-Lengths: 3", false},
+        {" Content-Length: 3", false},
+        {"Content-Length", false},
+        {"Content-Lengt: 3", false},
+        {"Transfer-Encoding: chunked", true},
+        {"TRANSFER-ENCODING: CHUNKED", true},
+        {"transfer-encoding:gzip, chunked", true},
+        {"Transfer\x0d" "Encoding: chunked", false},
+        {"Transfer-Encoding : chunked", false},
+        {"\tTransfer-Encoding: chunked", false},
+    };
+    for (size_t i = 0; i < TB_ARRAY_SIZE(cases); i++) {
+        struct pt *t = pt_new(&tb_proto_http1, false);
+        bool chunked = strcasestr(cases[i].field, "chunked") != NULL;
+        char resp[200];
+        snprintf(resp, sizeof resp, "HTTP/1.1 200 OK\r\n%s\r\n\r\n%s", cases[i].field,
+                 chunked ? "3\r\nabc\r\n0\r\n\r\n" : "abc");
+        pt_str(t, C2S, "GET /x HTTP/1.1\r\n\r\n", 1);
+        pt_str(t, S2C, resp, 2);
+        if (t->n != (cases[i].framed ? 1u : 0u))
+            fprintf(stderr, "field \"%s\": %zu exchanges\n", cases[i].field, t->n);
+        if (cases[i].framed) {
+            assert_int_equal(t->n, 1);
+            check(&t->v[0], 1, 2, 19, strlen(resp), 200, 0, "GET /x");
+        } else {
+            assert_int_equal(t->n, 0); /* delimited by the close */
+            pt_close(t, S2C, 3);
+            assert_int_equal(t->n, 1);
+            check(&t->v[0], 1, 2, 19, strlen(resp), 200, TB_REQ_CLOSE_DELIM, "GET /x");
+        }
+        assert_int_equal(t->ctr.parse_errors, 0);
+        pt_free(t);
+    }
+}
+
+/* The request target ends at its first byte below 0x21, which must be the
+ * space before the version; DEL or a control byte anywhere in it makes the
+ * line malformed, bytes of 0x80 and above are kept. Every length and every
+ * position, so that the word-at-a-time scan meets each alignment. */
+static void test_target_bytes(void **state)
+{
+    (void)state;
+    static const unsigned char bad[] = {0x00, 0x09, 0x0d, 0x1f, 0x20, 0x7f};
+    static const unsigned char good[] = {0x21, 0x7e, 0x80, 0xff, '%'};
+    for (size_t len = 1; len <= 40; len++) {
+        for (size_t pos = 1; pos < len; pos++) {
+            for (size_t b = 0; b < sizeof bad + sizeof good; b++) {
+                unsigned char c = b < sizeof bad ? bad[b] : good[b - sizeof bad];
+                char line[80];
+                size_t n = 0;
+                memcpy(line, "GET ", 4);
+                n = 4;
+                for (size_t k = 0; k < len; k++)
+                    line[n++] = k == 0 ? '/' : k == pos ? (char)c : 'a';
+                memcpy(line + n, " HTTP/1.1\r\n\r\n", 13);
+                n += 13;
+                struct pt *t = pt_new(&tb_proto_http1, false);
+                pt_feed(t, C2S, line, n, 1);
+                pt_str(t, S2C, "HTTP/1.1 204 No Content\r\n\r\n", 2);
+                if (b < sizeof bad) {
+                    assert_int_equal(t->ctr.parse_errors, 1);
+                    assert_int_equal(t->n, 0);
+                } else {
+                    assert_int_equal(t->ctr.parse_errors, 0);
+                    assert_int_equal(t->n, 1);
+                    assert_int_equal(t->v[0].rq, n);
+                }
+                pt_free(t);
+            }
+        }
+    }
+}
+
 static void test_detect(void **state)
 {
     (void)state;
@@ -588,6 +682,8 @@ int main(void)
         cmocka_unit_test(test_inflight_cap),
         cmocka_unit_test(test_upgrade_and_midstream),
         cmocka_unit_test(test_framing_corners),
+        cmocka_unit_test(test_field_names),
+        cmocka_unit_test(test_target_bytes),
         cmocka_unit_test(test_detect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
