@@ -73,41 +73,43 @@ struct cmd_info {
     const char *name;
 };
 
-static const struct cmd_info cmds[] = {
-    {0x01, RK_NONE, 1, 1, "COM_QUIT"},
-    {0x02, RK_RESULT, 2, 0, "COM_INIT_DB"},
-    {0x03, RK_RESULT, 2, 0, "COM_QUERY"},
-    {0x04, RK_ROWS, 2, 0, "COM_FIELD_LIST"},
-    {0x05, RK_RESULT, 2, 0, "COM_CREATE_DB"},
-    {0x06, RK_RESULT, 2, 0, "COM_DROP_DB"},
-    {0x07, RK_RESULT, 2, 2, "COM_REFRESH"},
-    {0x08, RK_RESULT, 1, 2, "COM_SHUTDOWN"},
-    {0x09, RK_STRING, 1, 1, "COM_STATISTICS"},
-    {0x0a, RK_RESULT, 1, 1, "COM_PROCESS_INFO"},
-    {0x0c, RK_RESULT, 5, 5, "COM_PROCESS_KILL"},
-    {0x0d, RK_RESULT, 1, 1, "COM_DEBUG"},
-    {0x0e, RK_RESULT, 1, 1, "COM_PING"},
-    {0x11, RK_AUTH, 2, 0, "COM_CHANGE_USER"},
-    {0x12, RK_STOP, 11, 0, "COM_BINLOG_DUMP"},
-    {0x16, RK_PREPARE, 2, 0, "COM_STMT_PREPARE"},
-    {0x17, RK_RESULT, 10, 0, "COM_STMT_EXECUTE"},
-    {0x18, RK_NONE, 7, 0, "COM_STMT_SEND_LONG_DATA"},
-    {0x19, RK_NONE, 5, 5, "COM_STMT_CLOSE"},
-    {0x1a, RK_RESULT, 5, 5, "COM_STMT_RESET"},
-    {0x1b, RK_RESULT, 3, 3, "COM_SET_OPTION"},
-    {0x1c, RK_ROWS, 9, 9, "COM_STMT_FETCH"},
-    {0x1e, RK_STOP, 19, 0, "COM_BINLOG_DUMP_GTID"},
-    {0x1f, RK_RESULT, 1, 1, "COM_RESET_CONNECTION"},
-    {0xfa, RK_RESULT, 10, 0, "COM_STMT_BULK_EXECUTE"},
+/* Indexed by the command byte, so that finding a command is one load: it is
+ * looked up for every command and again for its response. */
+#define CMD(code, rk, min_len, max_len, name) [code] = {code, rk, min_len, max_len, name}
+static const struct cmd_info cmds[256] = {
+    CMD(0x01, RK_NONE, 1, 1, "COM_QUIT"),
+    CMD(0x02, RK_RESULT, 2, 0, "COM_INIT_DB"),
+    CMD(0x03, RK_RESULT, 2, 0, "COM_QUERY"),
+    CMD(0x04, RK_ROWS, 2, 0, "COM_FIELD_LIST"),
+    CMD(0x05, RK_RESULT, 2, 0, "COM_CREATE_DB"),
+    CMD(0x06, RK_RESULT, 2, 0, "COM_DROP_DB"),
+    CMD(0x07, RK_RESULT, 2, 2, "COM_REFRESH"),
+    CMD(0x08, RK_RESULT, 1, 2, "COM_SHUTDOWN"),
+    CMD(0x09, RK_STRING, 1, 1, "COM_STATISTICS"),
+    CMD(0x0a, RK_RESULT, 1, 1, "COM_PROCESS_INFO"),
+    CMD(0x0c, RK_RESULT, 5, 5, "COM_PROCESS_KILL"),
+    CMD(0x0d, RK_RESULT, 1, 1, "COM_DEBUG"),
+    CMD(0x0e, RK_RESULT, 1, 1, "COM_PING"),
+    CMD(0x11, RK_AUTH, 2, 0, "COM_CHANGE_USER"),
+    CMD(0x12, RK_STOP, 11, 0, "COM_BINLOG_DUMP"),
+    CMD(0x16, RK_PREPARE, 2, 0, "COM_STMT_PREPARE"),
+    CMD(0x17, RK_RESULT, 10, 0, "COM_STMT_EXECUTE"),
+    CMD(0x18, RK_NONE, 7, 0, "COM_STMT_SEND_LONG_DATA"),
+    CMD(0x19, RK_NONE, 5, 5, "COM_STMT_CLOSE"),
+    CMD(0x1a, RK_RESULT, 5, 5, "COM_STMT_RESET"),
+    CMD(0x1b, RK_RESULT, 3, 3, "COM_SET_OPTION"),
+    CMD(0x1c, RK_ROWS, 9, 9, "COM_STMT_FETCH"),
+    CMD(0x1e, RK_STOP, 19, 0, "COM_BINLOG_DUMP_GTID"),
+    CMD(0x1f, RK_RESULT, 1, 1, "COM_RESET_CONNECTION"),
+    CMD(0xfa, RK_RESULT, 10, 0, "COM_STMT_BULK_EXECUTE"),
 };
+#undef CMD
 
 static const struct cmd_info *cmd_find(uint8_t code)
 {
-    for (size_t i = 0; i < TB_ARRAY_SIZE(cmds); i++)
-        if (cmds[i].code == code)
-            return &cmds[i];
-    return NULL;
+    return cmds[code].name ? &cmds[code] : NULL;
 }
+
 
 enum phase { P_GREETING, P_HSRESP, P_AUTH, P_CMD };
 enum eof_mode { EOF_UNKNOWN, EOF_CLASSIC, EOF_DEPRECATE };
@@ -847,13 +849,19 @@ static enum tb_pstate my_consume(void *st, const struct tb_proto_ctx *ctx, enum 
                 d->head_len = 0;
                 d->msg_gap = d->head_cut = false;
             }
-            size_t k = TB_MIN((size_t)(4 - d->hdr_have), (size_t)(end - p));
-            memcpy(d->hdr + d->hdr_have, p, k);
-            p += k;
-            d->hdr_have = (uint8_t)(d->hdr_have + k);
-            if (d->hdr_have < 4)
-                break;
-            d->hdr_have = 0;
+            if (d->hdr_have == 0 && end - p >= 4) {
+                /* The whole header here: one fixed-size copy. */
+                memcpy(d->hdr, p, 4);
+                p += 4;
+            } else {
+                size_t k = TB_MIN((size_t)(4 - d->hdr_have), (size_t)(end - p));
+                memcpy(d->hdr + d->hdr_have, p, k);
+                p += k;
+                d->hdr_have = (uint8_t)(d->hdr_have + k);
+                if (d->hdr_have < 4)
+                    break;
+                d->hdr_have = 0;
+            }
             uint32_t len = (uint32_t)d->hdr[0] | ((uint32_t)d->hdr[1] << 8) |
                            ((uint32_t)d->hdr[2] << 16);
             if (!d->cont) {

@@ -347,13 +347,47 @@ static void test_random_vs_model(void **state)
     tb_catalog_free(cat);
 }
 
+/* Texts one byte apart, at every length around the memo's word compares and
+ * its size limit, at every position: each is its own class, and asking again
+ * (the memo answering) gives the same id. Texts that differ only inside share
+ * a memo slot, so the memo's compare is what tells them apart. */
+static void test_memo_near_misses(void **state)
+{
+    (void)state;
+    struct tb_catalog *cat;
+    uint32_t tier, id, id2, base;
+    assert_int_equal(tb_catalog_new(&cat), 0);
+    assert_int_equal(tb_catalog_tier(cat, "t", "http", &tier), 0);
+    char text[140];
+    uint32_t added = 0;
+    for (size_t len = 0; len <= 130; len++) {
+        for (size_t i = 0; i < len; i++)
+            text[i] = (char)('a' + (i * 7 + len) % 26);
+        assert_int_equal(tb_catalog_class(cat, tier, text, len, &base), 0);
+        assert_int_equal(base, ++added);
+        for (size_t pos = 0; pos < len; pos++) {
+            char saved = text[pos];
+            text[pos] = (char)(saved ^ 0x01);
+            assert_int_equal(tb_catalog_class(cat, tier, text, len, &id), 0);
+            assert_int_equal(id, ++added);
+            assert_int_equal(tb_catalog_class(cat, tier, text, len, &id2), 0);
+            assert_int_equal(id2, id);
+            text[pos] = saved;
+            assert_int_equal(tb_catalog_class(cat, tier, text, len, &id), 0);
+            assert_int_equal(id, base);
+        }
+    }
+    assert_int_equal(tb_catalog_class_count(cat), added);
+    tb_catalog_free(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiers),     cmocka_unit_test(test_servers_hosts),
         cmocka_unit_test(test_classes),   cmocka_unit_test(test_class_cap),
         cmocka_unit_test(test_many),      cmocka_unit_test(test_marks),
-        cmocka_unit_test(test_random_vs_model),
+        cmocka_unit_test(test_random_vs_model), cmocka_unit_test(test_memo_near_misses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
