@@ -205,7 +205,7 @@ static bool is_word(unsigned char c) { return sql_cc[c] & CC_WORD; }
 /* A word byte lowered, or 0 for a byte that ends a word (NUL is not a word
  * byte, so 0 is free): one load both tests and lowers. */
 #define WL_(c)                                                                  \
-    (CC_WS_(c) || ((c) >= '0' && (c) <= '9') ? ((c) >= 'A' && (c) <= 'Z' ? (c) + 32 : (c)) \
+    (CC_WS_(c) || ((c) >= '0' && (c) <= '9') ? (c) + ((c) >= 'A' && (c) <= 'Z' ? 32 : 0) \
                                               : 0)
 #define WL4_(b) WL_(b), WL_((b) + 1), WL_((b) + 2), WL_((b) + 3)
 #define WL16_(b) WL4_(b), WL4_((b) + 4), WL4_((b) + 8), WL4_((b) + 12)
