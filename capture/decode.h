@@ -80,20 +80,56 @@ static inline void tb__decode_addr_v4(struct tb_addr *a, const uint8_t ip4[4], u
     a->pad_ = 0;
 }
 
-/* The frame nearly every capture is made of: untagged Ethernet, IPv4 that is
- * not a fragment (header options or not), and a TCP header present in full.
- * Its fields are read in place after a few length checks instead of through a
- * checked read each; it is inline so that the engine keeps the packet in
- * registers. For any other frame, including every one the checked path calls
- * malformed or truncated, it returns false having written nothing, and the
- * checked path decides: the two paths may differ in speed only (the tests hold
- * them to that at every cut length). */
+/* Where the IPv4 header starts in a frame of the common kind for its link
+ * type: untagged or single-tagged (802.1Q) Ethernet, Linux cooked SLL and
+ * SLL2 (what `tcpdump -i any` writes), raw IP; false for anything else. */
+static inline bool tb__decode_fast_l3(int linktype, const uint8_t *data, uint32_t caplen,
+                                      uint32_t *off)
+{
+    switch (linktype) {
+    case TB_DLT_EN10MB:
+        if (caplen < 18)
+            return false;
+        if (tb_load_be16(data + 12) == 0x0800)
+            *off = 14;
+        else if (tb_load_be16(data + 12) == 0x8100 && tb_load_be16(data + 16) == 0x0800)
+            *off = 18;
+        else
+            return false;
+        return true;
+    case TB_DLT_LINUX_SLL:
+        *off = 16;
+        return caplen >= 16 && tb_load_be16(data + 14) == 0x0800;
+    case TB_DLT_LINUX_SLL2:
+        *off = 20;
+        return caplen >= 20 && tb_load_be16(data) == 0x0800;
+    case TB_DLT_RAW12:
+    case TB_DLT_RAW14:
+    case TB_DLT_LINKTYPE_RAW:
+    case TB_DLT_IPV4:
+        *off = 0; /* the version is checked with the header length */
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The frame nearly every capture is made of: IPv4 that is not a fragment
+ * (header options or not) carrying a TCP header present in full, behind one
+ * of the link headers above. Its fields are read in place after a few length
+ * checks instead of through a checked read each; it is inline so that the
+ * engine keeps the packet in registers. For any other frame, including every
+ * one the checked path calls malformed or truncated, it returns false having
+ * written nothing, and the checked path decides: the two paths may differ in
+ * speed only (the tests hold them to that at every cut length, for every link
+ * type). */
 static inline bool tb__decode_fast(int linktype, const uint8_t *data, uint32_t caplen,
                                    uint32_t wirelen, struct tb_pkt *pk)
 {
-    if (linktype != TB_DLT_EN10MB || caplen < 14 + 20 + 20 || tb_load_be16(data + 12) != 0x0800)
+    uint32_t off;
+    if (!tb__decode_fast_l3(linktype, data, caplen, &off) || caplen < off + 20 + 20)
         return false;
-    const uint8_t *ip = data + 14;
+    const uint8_t *ip = data + off;
     /* Version 4 with a header of 20 bytes or more: 0x45 to 0x4f. */
     if ((uint32_t)ip[0] - 0x45 > 0x0a)
         return false;
@@ -102,14 +138,14 @@ static inline bool tb__decode_fast(int linktype, const uint8_t *data, uint32_t c
      * offset (a whole packet), and TCP. */
     if ((tb_load_be32(ip + 6) & 0x3fff00ffu) != 6)
         return false;
-    uint32_t wire = TB_MAX(wirelen, caplen) - 14;
+    uint32_t wire = TB_MAX(wirelen, caplen) - off;
     /* A total length of 0 is what TCP segmentation offload leaves in frames
      * captured on the sending host: the frame's own length is the truth. */
     uint32_t total = tb_load_be16(ip + 2);
     if (total == 0)
         total = wire;
     /* Ethernet pads short frames: the IP length bounds the segment. */
-    uint32_t cap = TB_MIN(caplen - 14, total);
+    uint32_t cap = TB_MIN(caplen - off, total);
     /* cap <= total, so this also puts the whole TCP header inside the IP
      * length; total <= wire makes sure the length field does not lie. */
     if (total > wire || cap < ihl + 20)

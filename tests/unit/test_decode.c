@@ -246,6 +246,7 @@ static void test_snaplen(void **state)
 /* ---- the fast path against the checked path ------------------------------ */
 
 static unsigned fast_hits;
+static int agree_lt = TB_DLT_EN10MB; /* the link type agree() decodes frames as */
 
 /* Decodes the frame both ways and holds them to the same result: the same
  * verdict and, for TCP, the same packet to the byte. The fast path on its own
@@ -257,14 +258,14 @@ static void agree(const uint8_t *fr, uint32_t caplen, uint32_t wirelen)
     memset(&b, 0xa5, sizeof b);
     memset(&c, 0xa5, sizeof c);
     memset(&untouched, 0xa5, sizeof untouched);
-    enum tb_dec da = tb_decode(TB_DLT_EN10MB, fr, caplen, wirelen, &a);
-    enum tb_dec db = tb__decode_checked(TB_DLT_EN10MB, fr, caplen, wirelen, &b);
+    enum tb_dec da = tb_decode(agree_lt, fr, caplen, wirelen, &a);
+    enum tb_dec db = tb__decode_checked(agree_lt, fr, caplen, wirelen, &b);
     if (da != db)
-        print_error("caplen %u wirelen %u\n", caplen, wirelen);
+        print_error("link type %d caplen %u wirelen %u\n", agree_lt, caplen, wirelen);
     assert_int_equal(da, db);
     if (da == TB_DEC_TCP)
         assert_memory_equal(&a, &b, sizeof a);
-    if (tb__decode_fast(TB_DLT_EN10MB, fr, caplen, wirelen, &c)) {
+    if (tb__decode_fast(agree_lt, fr, caplen, wirelen, &c)) {
         fast_hits++;
         assert_int_equal(db, TB_DEC_TCP);
         assert_memory_equal(&c, &b, sizeof c);
@@ -333,19 +334,91 @@ static void test_fast_path_common_frames(void **state)
     memset(frame + len, 0, 10);
     assert_true(tb__decode_fast(TB_DLT_EN10MB, frame, (uint32_t)len + 10, (uint32_t)len + 10, &pk));
     expect_v4("xy");
-    /* Left to the checked path: a VLAN tag, IPv6, other link types. */
-    static const uint16_t q[] = {0x8100};
+    /* One 802.1Q tag, SLL, SLL2 and raw IPv4: the fast path too. */
+    static const uint16_t q[] = {0x8100}, qq[] = {0x88a8, 0x8100};
     n = v4_segment("abc");
     len = tp_eth(frame, q, 1, ip, n);
+    memset(&pk, 0, sizeof pk);
+    assert_true(tb__decode_fast(TB_DLT_EN10MB, frame, (uint32_t)len, (uint32_t)len, &pk));
+    expect_v4("abc");
+    for (size_t k = 0; k < 5; k++) {
+        static const int lts[] = {TB_DLT_LINUX_SLL, TB_DLT_LINUX_SLL2, TB_DLT_RAW12,
+                                  TB_DLT_LINKTYPE_RAW, TB_DLT_IPV4};
+        size_t hl = lts[k] == TB_DLT_LINUX_SLL ? 16 : lts[k] == TB_DLT_LINUX_SLL2 ? 20 : 0;
+        memset(frame, 0, hl);
+        if (lts[k] == TB_DLT_LINUX_SLL)
+            frame[14] = 0x08;
+        if (lts[k] == TB_DLT_LINUX_SLL2)
+            frame[0] = 0x08;
+        memcpy(frame + hl, ip, n);
+        memset(&pk, 0, sizeof pk);
+        assert_true(tb__decode_fast(lts[k], frame, (uint32_t)(hl + n), (uint32_t)(hl + n), &pk));
+        expect_v4("abc");
+        assert_ptr_equal(pk.payload, frame + hl + 20 + 32);
+    }
+    /* Left to the checked path: two tags, IPv6, NULL/LOOP. */
+    len = tp_eth(frame, qq, 2, ip, n);
     assert_false(tb__decode_fast(TB_DLT_EN10MB, frame, (uint32_t)len, (uint32_t)len, &pk));
     assert_int_equal(dec(TB_DLT_EN10MB, len), TB_DEC_TCP);
     expect_v4("abc");
     n = v6_segment("abc");
     len = tp_eth(frame, NULL, 0, ip, n);
     assert_false(tb__decode_fast(TB_DLT_EN10MB, frame, (uint32_t)len, (uint32_t)len, &pk));
-    n = v4_segment("abc");
     memcpy(frame, ip, n);
     assert_false(tb__decode_fast(TB_DLT_RAW12, frame, (uint32_t)n, (uint32_t)n, &pk));
+    n = v4_segment("abc");
+    memset(frame, 0, 4);
+    frame[0] = 2;
+    memcpy(frame + 4, ip, n);
+    assert_false(tb__decode_fast(TB_DLT_NULL, frame, (uint32_t)n + 4, (uint32_t)n + 4, &pk));
+}
+
+/* The link framings agree() runs through besides plain Ethernet: the IP
+ * packet in ip[] (length n) framed in frame[] for link kind k; sets agree_lt
+ * and returns the frame's length. */
+enum { LK_VLAN, LK_QINQ, LK_SLL, LK_SLL2, LK_RAW12, LK_RAW101, LK_IPV4, LK_NULL, LK_COUNT };
+static size_t link_frame(int k, size_t n)
+{
+    static const uint16_t q[] = {0x8100}, qq[] = {0x88a8, 0x8100};
+    size_t hl = 0;
+    agree_lt = TB_DLT_EN10MB;
+    switch (k) {
+    case LK_VLAN:
+        return tp_eth(frame, q, 1, ip, n);
+    case LK_QINQ:
+        return tp_eth(frame, qq, 2, ip, n);
+    case LK_SLL:
+        agree_lt = TB_DLT_LINUX_SLL;
+        hl = 16;
+        memset(frame, 0, hl);
+        frame[14] = ip[0] >> 4 == 6 ? 0x86 : 0x08;
+        frame[15] = ip[0] >> 4 == 6 ? 0xdd : 0x00;
+        break;
+    case LK_SLL2:
+        agree_lt = TB_DLT_LINUX_SLL2;
+        hl = 20;
+        memset(frame, 0, hl);
+        frame[0] = ip[0] >> 4 == 6 ? 0x86 : 0x08;
+        frame[1] = ip[0] >> 4 == 6 ? 0xdd : 0x00;
+        break;
+    case LK_RAW12:
+        agree_lt = TB_DLT_RAW12;
+        break;
+    case LK_RAW101:
+        agree_lt = TB_DLT_LINKTYPE_RAW;
+        break;
+    case LK_IPV4:
+        agree_lt = TB_DLT_IPV4;
+        break;
+    default:
+        agree_lt = TB_DLT_NULL;
+        hl = 4;
+        memset(frame, 0, hl);
+        frame[0] = ip[0] >> 4 == 6 ? 10 : 2;
+        break;
+    }
+    memcpy(frame + hl, ip, n);
+    return hl + n;
 }
 
 static void test_fast_path_agrees_at_every_cut(void **state)
@@ -389,6 +462,28 @@ static void test_fast_path_agrees_at_every_cut(void **state)
     len = tp_eth(frame, NULL, 0, ip, n);
     memset(frame + len, 0xee, 20);
     agree_at_every_cut(frame, len + 20);
+    /* The same packets behind every other link framing. */
+    for (int k = 0; k < LK_COUNT; k++) {
+        unsigned before = fast_hits;
+        n = v4_segment("0123456789abcdef");
+        agree_at_every_cut(frame, link_frame(k, n));
+        n = add_ip_options(v4_segment("0123456789"), 40);
+        agree_at_every_cut(frame, link_frame(k, n));
+        n = v4_segment("0123456789012345678901234567890123456789");
+        ip[32] = 15 << 4;
+        agree_at_every_cut(frame, link_frame(k, n));
+        n = v4_segment("");
+        tp_put16(ip + 2, 0);
+        agree_at_every_cut(frame, link_frame(k, n));
+        n = v6_segment("abc");
+        agree_at_every_cut(frame, link_frame(k, n));
+        /* The fast path takes IPv4 behind every framing but two tags and NULL. */
+        if (k == LK_QINQ || k == LK_NULL)
+            assert_int_equal(fast_hits, before);
+        else
+            assert_true(fast_hits > before + 40);
+    }
+    agree_lt = TB_DLT_EN10MB;
 }
 
 /* Every header byte set to values at the edges of what the two paths check
@@ -416,6 +511,22 @@ static void test_fast_path_agrees_on_mutations(void **state)
     }
     /* Most mutations leave a frame the fast path takes. */
     assert_true(fast_hits > 1000);
+    /* The same behind the other framings, link header bytes included. */
+    for (int k = 0; k < LK_COUNT; k++) {
+        n = add_ip_options(v4_segment("0123456789012345678901234567890123456789"), 8);
+        len = link_frame(k, n);
+        memcpy(base, frame, len);
+        for (size_t at = 0; at < len - 40; at++) {
+            for (size_t v = 0; v < sizeof vals; v++) {
+                memcpy(frame, base, len);
+                frame[at] = vals[v];
+                agree(frame, (uint32_t)len, (uint32_t)len);
+                agree(frame, (uint32_t)len - 7, (uint32_t)len);
+                agree(frame, (uint32_t)len - 45, (uint32_t)len);
+            }
+        }
+    }
+    agree_lt = TB_DLT_EN10MB;
 }
 
 int main(void)
