@@ -336,7 +336,7 @@ static bool detect(struct tb_engine *e, struct tb_flow *f, int side, const uint8
 /* The protocol decision for feed(), while it is pending. Returns whether the
  * bytes go on to the parser (if one was chosen) now. Out of line, so that
  * feed() stays small for the bytes of every other packet. */
-__attribute__((noinline)) static bool decide(struct tb_engine *e, struct tb_flow *f, int side,
+TB_NOINLINE static bool decide(struct tb_engine *e, struct tb_flow *f, int side,
                                              const uint8_t *p, size_t n, int64_t ts)
 {
     bool consumed;
@@ -538,7 +538,7 @@ static bool monitored(const struct tb_engine *e, const struct tb_pkt *pk)
 /* The first packet of a connection on a flow struct that is new or closed:
  * who serves, where each direction starts. Returns whether the packet is done
  * with (a SYN or SYN-ACK carries nothing more to handle). */
-__attribute__((noinline)) static bool open_conn(struct tb_engine *e, struct tb_flow *f,
+TB_NOINLINE static bool open_conn(struct tb_engine *e, struct tb_flow *f,
                                                 const struct tb_pkt *pk, int side)
 {
     bool syn = pk->flags & TB_TCP_SYN, ack = pk->flags & TB_TCP_ACK;
@@ -572,7 +572,7 @@ __attribute__((noinline)) static bool open_conn(struct tb_engine *e, struct tb_f
  * key, or added (*added) for the first packet of a connection worth following.
  * NULL, with *rc 0 or TB_E_NOMEM, when there is none. Out of line: most
  * packets belong to the previous packet's flow. */
-__attribute__((noinline)) static struct tb_flow *find_or_add(struct tb_engine *e,
+TB_NOINLINE static struct tb_flow *find_or_add(struct tb_engine *e,
                                                              const struct tb_pkt *pk, int64_t ts,
                                                              int *side, bool *added, int *rc)
 {

@@ -45,12 +45,15 @@ enum { TB_EXIT_OK = 0, TB_EXIT_FAIL = 1, TB_EXIT_USAGE = 2 };
 #if defined(__GNUC__)
 #define TB_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define TB_NODISCARD __attribute__((warn_unused_result))
+/* Rare work kept out of a hot caller, so that the caller stays small. */
+#define TB_NOINLINE __attribute__((noinline))
 /* A case that falls into the next one on purpose (gcc and clang both check). */
 #define TB_FALLTHROUGH __attribute__((fallthrough))
 #else
 #define TB_FALLTHROUGH ((void)0)
 #define TB_PRINTF(f, a)
 #define TB_NODISCARD
+#define TB_NOINLINE
 #endif
 
 /* The capture time of bytes that were never seen (a parser's gap()). */
