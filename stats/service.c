@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* service.c — per-class service times from isolated requests (with downstream
- * calls subtracted), re-estimated per period; the units lookup table. */
+ * calls subtracted), weighted by the inverse of their chance of isolation,
+ * re-estimated per period; the units lookup table. */
 #include "stats.h"
 
 #include <limits.h>
@@ -22,13 +23,22 @@ void tb_svc_opts_default(struct tb_svc_opts *o)
 
 /* ------------------------------------------------------------ reservoir --- */
 
-/* Up to `cap` samples; beyond, classic reservoir sampling (Vitter's R) keeps
- * a uniform sample, driven by the estimator's own PRNG so results are
- * reproducible. */
+/* Up to `cap` samples of `size` bytes each; beyond, classic reservoir
+ * sampling (Vitter's R) keeps a uniform sample, driven by the estimator's own
+ * PRNG so results are reproducible. */
 struct reservoir {
-    int64_t *v;
+    void *v;
     uint32_t n, cap_alloc;
     uint64_t seen;
+};
+
+/* An isolated sample: its service time (life minus downstream time), its
+ * whole life D and its server. Isolation depended on D, so its weight
+ * (service_weight) needs D and the server's arrival hazard of its period,
+ * which is only known once that period is over. */
+struct isample {
+    int64_t v, d;
+    uint32_t server;
 };
 
 static uint64_t xorshift(uint64_t *s)
@@ -40,24 +50,24 @@ static uint64_t xorshift(uint64_t *s)
     return *s = x;
 }
 
-static int res_add(struct reservoir *r, int64_t v, uint32_t cap, uint64_t *rng)
+static int res_add(struct reservoir *r, const void *x, size_t size, uint32_t cap, uint64_t *rng)
 {
     r->seen++;
     if (r->n < cap) {
         if (r->n == r->cap_alloc) {
             uint32_t c = r->cap_alloc ? TB_MIN(r->cap_alloc * 2, cap) : TB_MIN(8u, cap);
-            int64_t *nv = realloc(r->v, c * sizeof *nv);
+            void *nv = realloc(r->v, (size_t)c * size);
             if (!nv)
                 return TB_E_NOMEM;
             r->v = nv;
             r->cap_alloc = c;
         }
-        r->v[r->n++] = v;
+        memcpy((char *)r->v + (size_t)r->n++ * size, x, size);
         return 0;
     }
     uint64_t j = xorshift(rng) % r->seen;
     if (j < cap)
-        r->v[j] = v;
+        memcpy((char *)r->v + (size_t)j * size, x, size);
     return 0;
 }
 
@@ -67,12 +77,16 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Median of sorted values: the mean of the two middle ones for an even count. */
-static int64_t median_sorted(const int64_t *v, size_t n)
+/* Total order on isolated samples, so that the weighted sums are added in
+ * the same order whichever path settled them first (identical results). */
+static int cmp_isample(const void *a, const void *b)
 {
-    if (n % 2)
-        return v[n / 2];
-    return v[n / 2 - 1] + (v[n / 2] - v[n / 2 - 1]) / 2;
+    const struct isample *x = a, *y = b;
+    if (x->v != y->v)
+        return x->v < y->v ? -1 : 1;
+    if (x->d != y->d)
+        return x->d < y->d ? -1 : 1;
+    return (x->server > y->server) - (x->server < y->server);
 }
 
 /* Nearest-rank quantile of sorted values. */
@@ -112,6 +126,45 @@ struct srv {
     bool seen;
     bool has_direct;   /* without hosts: its latest request, not yet settled */
     struct pending direct;
+    /* The survival of isolation (see service_weight): its latest arrival,
+     * waiting for the next one, and the counts of the period of its
+     * arrivals, moved to the table when its arrivals reach the next period. */
+    bool prev_open, prev_idle;
+    int64_t prev_a, prev_d;
+    bool hz_open;
+    int64_t hz_period;
+    uint32_t *hz_cnt; /* SVC_NB events, then SVC_NB censored */
+};
+
+/* Time since an arrival, in bins: [0, 1 us), then 4 per octave up to 2^38 ns
+ * (275 s), the last one open. */
+enum { SVC_OCT0 = 10, SVC_NOCT = 28, SVC_NB = 1 + SVC_NOCT * 4 };
+
+static int svc_bin(int64_t x)
+{
+    if (x < (INT64_C(1) << SVC_OCT0))
+        return 0;
+    int o = 63 - __builtin_clzll((unsigned long long)x);
+    if (o >= SVC_OCT0 + SVC_NOCT)
+        return SVC_NB - 1;
+    return 1 + (o - SVC_OCT0) * 4 + (int)((x >> (o - 2)) & 3);
+}
+
+static int64_t svc_bin_lo(int k)
+{
+    if (k == 0)
+        return 0;
+    int o = SVC_OCT0 + (k - 1) / 4, sub = (k - 1) % 4;
+    return (INT64_C(1) << o) + (int64_t)sub * (INT64_C(1) << (o - 2));
+}
+
+/* Survival of isolation of one (server, period): the counts, then at finish
+ * the cumulative hazard at each bin's upper edge. */
+struct hazard {
+    uint32_t server; /* id + 1; 0 = empty slot */
+    int64_t period;
+    uint32_t *cnt;   /* SVC_NB events, then SVC_NB censored */
+    double *cum;     /* SVC_NB, computed by hz_finish */
 };
 
 /* Union of the calls made from one machine group, in start order. */
@@ -131,6 +184,9 @@ struct tb_svcest {
     /* cells: open addressing on (class, period) */
     struct cell *cells;
     size_t ncells, cap;
+    /* hazards: open addressing on (server, period) */
+    struct hazard *hz;
+    size_t nhz, hzcap;
     /* servers by id (dense ids) */
     struct srv *srv;
     size_t nsrv;
@@ -190,6 +246,105 @@ static int cell_get(struct tb_svcest *e, uint32_t class_id, int64_t period, stru
         e->ncells++;
     }
     *out = &e->cells[j];
+    return 0;
+}
+
+/* Server 0 is a valid id for the estimator (it only indexes servers), so the
+ * table keys servers as id + 1 and keeps 0 for an empty slot. */
+static int hz_slot(struct tb_svcest *e, uint32_t server, int64_t period, bool create,
+                   struct hazard **out)
+{
+    *out = NULL;
+    uint32_t key = server + 1;
+    if (create && (e->nhz + 1) * 2 > e->hzcap) {
+        size_t cap = e->hzcap ? e->hzcap * 2 : 64;
+        struct hazard *nh = calloc(cap, sizeof *nh);
+        if (!nh)
+            return TB_E_NOMEM;
+        for (size_t i = 0; i < e->hzcap; i++) {
+            if (!e->hz[i].server)
+                continue;
+            size_t j = cell_hash(e->hz[i].server, e->hz[i].period) & (cap - 1);
+            while (nh[j].server)
+                j = (j + 1) & (cap - 1);
+            nh[j] = e->hz[i];
+        }
+        free(e->hz);
+        e->hz = nh;
+        e->hzcap = cap;
+    }
+    if (!e->hzcap)
+        return 0;
+    size_t j = cell_hash(key, period) & (e->hzcap - 1);
+    while (e->hz[j].server && (e->hz[j].server != key || e->hz[j].period != period))
+        j = (j + 1) & (e->hzcap - 1);
+    if (!e->hz[j].server) {
+        if (!create)
+            return 0;
+        e->hz[j].server = key;
+        e->hz[j].period = period;
+        e->nhz++;
+    }
+    *out = &e->hz[j];
+    return 0;
+}
+
+/* Moves a server's running counts into the table. */
+static int hz_flush(struct tb_svcest *e, struct srv *s)
+{
+    if (!s->hz_open)
+        return 0;
+    struct hazard *h;
+    int rc = hz_slot(e, s->id, s->hz_period, true, &h);
+    if (rc)
+        return rc;
+    if (!h->cnt) {
+        h->cnt = calloc(2 * SVC_NB, sizeof *h->cnt);
+        if (!h->cnt)
+            return TB_E_NOMEM;
+    }
+    for (int k = 0; k < 2 * SVC_NB; k++)
+        h->cnt[k] += s->hz_cnt[k];
+    memset(s->hz_cnt, 0, 2 * SVC_NB * sizeof *s->hz_cnt);
+    s->hz_open = false;
+    return 0;
+}
+
+/* Counts the fate of a server's previous arrival when it was alone at
+ * arrival: cut at G by the next arrival (an event), or still alone at its
+ * departure D (censored there: it is an isolated sample). `next` =
+ * INT64_MAX at the end of the stream. */
+static void hz_observe(struct srv *s, int64_t next)
+{
+    if (!s->prev_open)
+        return;
+    s->prev_open = false;
+    if (!s->prev_idle)
+        return;
+    int64_t life = s->prev_d - s->prev_a;
+    if (next < s->prev_d)
+        s->hz_cnt[svc_bin(next - s->prev_a)]++;
+    else
+        s->hz_cnt[SVC_NB + svc_bin(life)]++;
+}
+
+/* Life-table (actuarial Kaplan-Meier) estimate of the cumulative hazard of
+ * being cut: in bin k, q = events / (at risk - censored / 2). */
+static int hz_finish(struct hazard *h)
+{
+    h->cum = malloc(SVC_NB * sizeof *h->cum);
+    if (!h->cum)
+        return TB_E_NOMEM;
+    double risk = 0, cum = 0;
+    for (int k = 0; k < 2 * SVC_NB; k++)
+        risk += h->cnt[k];
+    for (int k = 0; k < SVC_NB; k++) {
+        double d = h->cnt[k], c = h->cnt[SVC_NB + k], n = risk - c / 2;
+        if (d > 0)
+            cum += d >= n ? INFINITY : -log1p(-d / n);
+        h->cum[k] = cum;
+        risk -= d + c;
+    }
     return 0;
 }
 
@@ -453,9 +608,11 @@ static int settle(struct tb_svcest *e, struct pending *p)
      * own cost: no sample. */
     if (sample <= 0)
         return 0;
-    rc = res_add(&c->all, sample, e->o.reservoir, &e->rng);
-    if (!rc && !p->overlapped)
-        rc = res_add(&c->iso, sample, e->o.reservoir, &e->rng);
+    rc = res_add(&c->all, &sample, sizeof sample, e->o.reservoir, &e->rng);
+    if (!rc && !p->overlapped) {
+        struct isample is = {.v = sample, .d = p->d - p->a, .server = p->server};
+        rc = res_add(&c->iso, &is, sizeof is, e->o.reservoir, &e->rng);
+    }
     return rc;
 }
 
@@ -518,6 +675,21 @@ int tb_svcest_add(struct tb_svcest *e, const struct tb_request *r)
     struct srv *s;
     if ((rc = srv_get(e, r->server, &s)))
         return rc;
+    /* The survival of isolation: this arrival settles the fate of the
+     * previous one, counted in the period of that one's arrival (the
+     * server's running period until this arrival moves it on). */
+    if (!s->hz_cnt && !(s->hz_cnt = calloc(2 * SVC_NB, sizeof *s->hz_cnt)))
+        return TB_E_NOMEM;
+    hz_observe(s, r->arrival_ns);
+    int64_t per = period_of(e, r->arrival_ns);
+    if (s->hz_open && s->hz_period != per && (rc = hz_flush(e, s)))
+        return rc;
+    s->hz_open = true;
+    s->hz_period = per;
+    s->prev_open = true;
+    s->prev_idle = s->maxdep <= r->arrival_ns;
+    s->prev_a = r->arrival_ns;
+    s->prev_d = r->departure_ns;
     if (!e->nhosts)
         return add_direct(e, s, r);
     if (!e->nfree) {
@@ -599,7 +771,14 @@ void tb_svcest_free(struct tb_svcest *e)
         free(e->iv[g].s);
         free(e->iv[g].e);
     }
+    for (size_t i = 0; i < e->hzcap; i++) {
+        free(e->hz[i].cnt);
+        free(e->hz[i].cum);
+    }
+    for (size_t i = 0; i < e->nsrv; i++)
+        free(e->srv[i].hz_cnt);
     free(e->cells);
+    free(e->hz);
     free(e->iv);
     free(e->srv);
     free(e->pool);
@@ -656,18 +835,101 @@ static int64_t class_overall(const struct tb_class_service *rows, size_t n, int6
     return tmp_s[n - 1];
 }
 
-/* Per class, the median of its isolated samples over every period, for the
- * classes with at least min_isolated of them (sorted by class). */
+/* ------------------------------------------- weighted isolated samples --- */
+
+/* A request of life D is isolated when nothing was in flight at its arrival
+ * and nothing arrived during D, so long requests are under-represented among
+ * the isolated ones (with Poisson arrivals at rate λ, in proportion to
+ * exp(-λ·D)), and their median is below the mean demand that work units
+ * need. The estimate is therefore the mean of the isolated samples weighted
+ * by the inverse of their chance of isolation (Horvitz-Thompson, as a ratio
+ * so that the common factors cancel).
+ *
+ * Chance of isolation of a request of life D = P(alone at arrival) ·
+ * P(no arrival within D | alone at arrival). The first does not depend on
+ * the request's own demand. The second, F(D), is measured rather than
+ * assumed: every request alone at its arrival is followed until the next
+ * arrival at its server (an event at G, when G < D) or its departure
+ * (censored at D: exactly the isolated samples). A life-table Kaplan-Meier
+ * estimate over those gives F per (server, period), in 4 bins per octave,
+ * linear in between. F needs no model of the arrivals: for Poisson ones it
+ * is exp(-λ·D); when the rate varies (bursts, pauses upstream) it is the
+ * mixture the alone-at-arrival requests saw, where one average λ would
+ * over-weight the long samples (+30% on sim/examples/gc.conf); when a
+ * client waits for an answer before it sends again (one connection, a closed
+ * loop) its next request never cuts one short and is censored, not counted.
+ * The assumption left is that, while a request is in flight, when the next
+ * one arrives does not depend on how long this one will still take.
+ *
+ * The cumulative hazard -ln F(D) is capped at SVC_MAX_LD (a weight of at most
+ * e^3 ≈ 20): beyond it a few long samples would carry most of the estimate
+ * and the tail of F is measured on few requests. The cost is an
+ * underestimate from requests whose chance of isolation is below 5%, a
+ * small share of the mean below ~60% utilization (exponential demand with
+ * Poisson arrivals at λ·s = 0.5: about 1.5%). Equal lives get equal weights,
+ * so a deterministic demand is estimated exactly as before. */
+#define SVC_MAX_LD 3.0
+
+static double service_weight(struct tb_svcest *e, const struct isample *x, int64_t period)
+{
+    struct hazard *h;
+    hz_slot(e, x->server, period, false, &h); /* a lookup: never allocates */
+    if (!h || !h->cum || x->d <= 0)
+        return 1.0;
+    int k = svc_bin(x->d);
+    double before = k ? h->cum[k - 1] : 0, in = h->cum[k] - before, frac = 1;
+    if (k < SVC_NB - 1) {
+        int64_t lo = svc_bin_lo(k), hi = svc_bin_lo(k + 1);
+        frac = (double)(x->d - lo) / (double)(hi - lo);
+    }
+    double ld = before + (in > 0 && frac > 0 ? in * frac : 0);
+    return exp(ld < SVC_MAX_LD ? ld : SVC_MAX_LD);
+}
+
+/* Weighted mean as ref + Σw(v - ref)/Σw: samples that are all equal give
+ * exactly that value (deterministic demand stays exact), and large
+ * nanosecond values do not lose precision to the sums. */
+struct wmean {
+    double sw, swd;
+    int64_t ref;
+    bool any;
+};
+
+/* Adds a cell's isolated samples (sorted), each standing for `scale` samples
+ * (seen / kept, when the reservoir had to drop some). */
+static void wmean_add(struct tb_svcest *e, const struct cell *c, double scale, struct wmean *m)
+{
+    const struct isample *v = c->iso.v;
+    for (uint32_t i = 0; i < c->iso.n; i++) {
+        if (!m->any) {
+            m->ref = v[i].v;
+            m->any = true;
+        }
+        double w = scale * service_weight(e, &v[i], c->period);
+        m->sw += w;
+        m->swd += w * (double)(v[i].v - m->ref);
+    }
+}
+
+static int64_t wmean_get(const struct wmean *m)
+{
+    return m->ref + (int64_t)llround(m->swd / m->sw);
+}
+
+/* Per class, the weighted mean of its isolated samples over every period,
+ * for the classes with at least min_isolated of them (sorted by class). */
 struct pooled {
     uint32_t class_id;
-    int64_t median;
+    int64_t mean;
     uint64_t seen;
 };
 
 static int cmp_cellp(const void *a, const void *b)
 {
     const struct cell *x = *(const struct cell *const *)a, *y = *(const struct cell *const *)b;
-    return (x->class_id > y->class_id) - (x->class_id < y->class_id);
+    if (x->class_id != y->class_id)
+        return x->class_id < y->class_id ? -1 : 1;
+    return (x->period > y->period) - (x->period < y->period);
 }
 
 static int cmp_pooled(const void *a, const void *b)
@@ -682,7 +944,8 @@ static const struct pooled *find_pooled(const struct pooled *p, size_t n, uint32
     return n ? bsearch(&key, p, n, sizeof *p, cmp_pooled) : NULL;
 }
 
-static int pool_isolated(const struct tb_svcest *e, struct pooled **out, size_t *nout)
+/* Expects every cell's isolated samples sorted. */
+static int pool_isolated(struct tb_svcest *e, struct pooled **out, size_t *nout)
 {
     *out = NULL;
     *nout = 0;
@@ -701,8 +964,7 @@ static int pool_isolated(const struct tb_svcest *e, struct pooled **out, size_t 
             cp[k++] = &e->cells[i];
     qsort(cp, k, sizeof *cp, cmp_cellp);
     size_t np = 0;
-    int rc = 0;
-    for (size_t i = 0; i < k && !rc;) {
+    for (size_t i = 0; i < k;) {
         size_t j = i, stored = 0;
         uint64_t seen = 0;
         for (; j < k && cp[j]->class_id == cp[i]->class_id; j++) {
@@ -710,29 +972,15 @@ static int pool_isolated(const struct tb_svcest *e, struct pooled **out, size_t 
             stored += cp[j]->iso.n;
         }
         if (seen >= e->o.min_isolated && stored) {
-            int64_t *v = malloc(stored * sizeof *v);
-            if (!v) {
-                rc = TB_E_NOMEM;
-                break;
-            }
-            size_t m = 0;
-            for (size_t x = i; x < j; x++) {
-                if (!cp[x]->iso.n)
-                    continue;
-                memcpy(v + m, cp[x]->iso.v, cp[x]->iso.n * sizeof *v);
-                m += cp[x]->iso.n;
-            }
-            qsort(v, m, sizeof *v, cmp_i64);
-            p[np++] = (struct pooled){cp[i]->class_id, median_sorted(v, m), seen};
-            free(v);
+            struct wmean m = {0};
+            for (size_t x = i; x < j; x++)
+                if (cp[x]->iso.n)
+                    wmean_add(e, cp[x], (double)cp[x]->iso.seen / (double)cp[x]->iso.n, &m);
+            p[np++] = (struct pooled){cp[i]->class_id, wmean_get(&m), seen};
         }
         i = j;
     }
     free(cp);
-    if (rc) {
-        free(p);
-        return rc;
-    }
     *out = p;
     *nout = np;
     return 0;
@@ -750,8 +998,20 @@ int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size
             rc = settle(e, &e->srv[i].direct);
         }
     }
+    for (size_t i = 0; !rc && i < e->nsrv; i++) {
+        if (!e->srv[i].seen)
+            continue;
+        hz_observe(&e->srv[i], INT64_MAX);
+        rc = hz_flush(e, &e->srv[i]);
+    }
+    for (size_t i = 0; !rc && i < e->hzcap; i++)
+        if (e->hz[i].server && !e->hz[i].cum)
+            rc = hz_finish(&e->hz[i]);
     if (rc)
         return rc;
+    for (size_t i = 0; i < e->cap; i++)
+        if (e->cells[i].class_id && e->cells[i].iso.n)
+            qsort(e->cells[i].iso.v, e->cells[i].iso.n, sizeof(struct isample), cmp_isample);
     struct pooled *pool = NULL;
     size_t npool = 0;
     struct tb_class_service *rows = calloc(e->ncells ? e->ncells : 1, sizeof *rows);
@@ -782,20 +1042,21 @@ int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size
             s->method = o->method == TB_SVC_CALIBRATED ? TB_SVC_CALIBRATED : TB_SVC_OVERRIDE;
             s->samples = 0;
         } else if (c->iso.seen >= e->o.min_isolated && c->iso.n) {
-            qsort(c->iso.v, c->iso.n, sizeof *c->iso.v, cmp_i64);
-            s->service_ns = median_sorted(c->iso.v, c->iso.n);
+            struct wmean m = {0};
+            wmean_add(e, c, 1.0, &m);
+            s->service_ns = wmean_get(&m);
             s->method = TB_SVC_ISOLATED;
             s->samples = (uint32_t)TB_MIN(c->iso.seen, (uint64_t)UINT32_MAX);
         } else if (pc) {
             /* Too few isolated requests in this period — typically one of
              * sustained overload, where nothing runs alone — but enough over
-             * the whole range: their median. The low quantile of this
+             * the whole range: their weighted mean. The low quantile of this
              * period's samples would be all queueing. */
-            s->service_ns = pc->median;
+            s->service_ns = pc->mean;
             s->method = TB_SVC_ISOLATED;
             s->samples = (uint32_t)TB_MIN(pc->seen, (uint64_t)UINT32_MAX);
         } else if (c->all.n) {
-            qsort(c->all.v, c->all.n, sizeof *c->all.v, cmp_i64);
+            qsort(c->all.v, c->all.n, sizeof(int64_t), cmp_i64);
             s->service_ns = quantile_sorted(c->all.v, c->all.n, e->o.fallback_q);
             s->method = TB_SVC_QUANTILE;
             s->samples = (uint32_t)TB_MIN(c->all.seen, (uint64_t)UINT32_MAX);

@@ -26,7 +26,7 @@ struct tb_window {
 
 /* How a class's service time was obtained. */
 enum tb_svc_method {
-    TB_SVC_ISOLATED = 0, /* median of isolated requests */
+    TB_SVC_ISOLATED = 0, /* weighted mean of isolated requests */
     TB_SVC_QUANTILE = 1, /* fallback: low quantile of all samples */
     TB_SVC_OVERRIDE = 2, /* --service-times FILE */
     TB_SVC_CALIBRATED = 3, /* --calibrate CAPTURE */
@@ -129,7 +129,7 @@ struct tb_svc_host {
 
 struct tb_svc_opts {
     int64_t period_ns;       /* re-estimation period; 0 = one period for everything */
-    uint32_t min_isolated;   /* isolated samples needed for the median (default 20) */
+    uint32_t min_isolated;   /* isolated samples needed for their mean (default 20) */
     double fallback_q;       /* quantile of all samples otherwise (default 0.10) */
     uint32_t reservoir;      /* samples kept per (class, period) and kind (default 4096) */
     double wu_tolerance;     /* work unit: |s/u - round(s/u)| allowed (default 0.12) */
@@ -147,13 +147,15 @@ void tb_svc_opts_default(struct tb_svc_opts *o);
  * other request in flight during its whole life (DESIGN.md "Service time");
  * its sample is its duration minus the time during which calls from its
  * server's machine (hosts with that server, or server 0) were in flight
- * (union of the calls, clipped to its life). Per (class, period): the median
- * of the isolated samples when there are at least min_isolated; otherwise the
- * median of the class's isolated samples over all periods when those are
- * enough (a period of sustained overload has no request alone, and its low
- * quantile would be queueing); otherwise the fallback_q quantile of all its
- * samples (non-isolated ones minus their calls' time likewise). An override
- * replaces all of these in every period.
+ * (union of the calls, clipped to its life). Per (class, period): the mean
+ * of the isolated samples, each weighted by the inverse of its life's chance
+ * of staying alone on its server (measured per server and period, capped at
+ * 20; stats/service.c "weighted isolated samples"), when there are at least
+ * min_isolated; otherwise that weighted mean of the class's isolated samples
+ * over all periods when those are enough (a period of sustained overload has
+ * no request alone, and its low quantile would be queueing); otherwise the
+ * fallback_q quantile of all its samples (non-isolated ones minus their
+ * calls' time likewise). An override replaces all of these in every period.
  *
  * The work unit is computed once over all periods (so normalized throughput
  * stays comparable across periods) from per-class service times over the
@@ -168,7 +170,8 @@ int tb_service_estimate(const struct tb_request *req, size_t nreq, const struct 
 /* Streaming form of the same, for inputs too large to hold: feed the tier's
  * requests (tb_svcest_add) and the downstream calls (tb_svcest_add_down)
  * merged in non-decreasing arrival order; memory is bounded by the
- * reservoirs. Results are identical to tb_service_estimate while no
+ * reservoirs (and under 1 KB per server and period for the chances of
+ * isolation). Results are identical to tb_service_estimate while no
  * (class, period) exceeds the reservoir size. */
 struct tb_svcest;
 int tb_svcest_new(struct tb_svcest **out, const struct tb_svc_host *hosts, size_t nhosts,
