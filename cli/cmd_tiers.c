@@ -12,11 +12,6 @@
 #include "cli.h"
 #include "store.h"
 
-/* Requests are counted per server from the records themselves, a slice of
- * time at a time so that memory stays bounded on a large database. */
-#define SLICE_NS (60 * TB_NS_PER_SEC)
-#define MAX_SLICES 1000
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: tbneck tiers [--db FILE]\n\n"
@@ -24,37 +19,6 @@ static void usage(FILE *f)
                "servers and the number of requests recorded at each.\n\n"
                "  --db FILE   database (default " TB_DEFAULT_DB ")\n\n"
                "Exit status: 0 success, 1 the database cannot be read, 2 usage error.\n");
-}
-
-/* Adds each request of `tier` to per_server[server id]; a request is counted
- * in the slice holding its arrival. */
-static int count_servers(struct tb_store *st, uint32_t tier, uint64_t *per_server, size_t nsrv)
-{
-    int64_t first, last;
-    int rc = tb_store_time_span(st, tier, &first, &last);
-    if (rc == TB_E_NOTFOUND)
-        return 0;
-    if (rc)
-        return rc;
-    /* At most MAX_SLICES queries, however far apart stray timestamps lie. */
-    int64_t slice = SLICE_NS;
-    uint64_t span = (uint64_t)last - (uint64_t)first;
-    if (span > (uint64_t)slice * MAX_SLICES)
-        slice = (int64_t)(span / MAX_SLICES + 1);
-    for (int64_t from = first; from <= last; from += slice) {
-        struct tb_request *r = NULL;
-        size_t n = 0;
-        int64_t to = from > INT64_MAX - slice ? INT64_MAX : from + slice;
-        if ((rc = tb_store_requests(st, tier, from, to, &r, &n)))
-            return rc;
-        for (size_t i = 0; i < n; i++)
-            if (r[i].arrival_ns >= from && r[i].arrival_ns < to && r[i].server < nsrv)
-                per_server[r[i].server]++;
-        free(r);
-        if (to == INT64_MAX)
-            break;
-    }
-    return 0;
 }
 
 static int list(struct tb_store *st, const struct tb_catalog *cat, const char *db)
@@ -75,8 +39,8 @@ static int list(struct tb_store *st, const struct tb_catalog *cat, const char *d
         uint32_t servers = 0;
         if (!ti)
             continue;
-        if ((rc = tb_store_request_count(st, t, &n)) || (rc = count_servers(st, t, per_server,
-                                                                            (size_t)nsrv + 1)))
+        if ((rc = tb_store_request_count(st, t, &n)) ||
+            (rc = tb_store_server_counts(st, t, per_server, (size_t)nsrv + 1)))
             goto out;
         for (uint32_t s = 1; s <= nsrv; s++)
             if (tb_catalog_server_get(cat, s)->tier == t)

@@ -474,6 +474,29 @@ int tb_store_request_count(struct tb_store *st, uint32_t tier, uint64_t *n)
     return rc;
 }
 
+int tb_store_server_counts(struct tb_store *st, uint32_t tier, uint64_t *per_server,
+                           size_t nsrv)
+{
+    sqlite3_stmt *s;
+    int rc, step;
+    if ((rc = ensure_index(st, false)) ||
+        (rc = tb__db_prep(&st->d,
+                          "SELECT server_id, count(*) FROM requests WHERE tier_id = ?1 "
+                          "GROUP BY server_id",
+                          &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, tier);
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        sqlite3_int64 id = sqlite3_column_int64(s, 0);
+        if (id >= 0 && (uint64_t)id < nsrv)
+            per_server[id] += (uint64_t)sqlite3_column_int64(s, 1);
+    }
+    if (step != SQLITE_DONE)
+        rc = tb__db_fail(&st->d, "counting requests per server");
+    sqlite3_reset(s);
+    return rc;
+}
+
 int tb_store_time_span(struct tb_store *st, uint32_t tier, int64_t *first_ns, int64_t *last_ns)
 {
     sqlite3_stmt *s;

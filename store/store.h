@@ -110,6 +110,10 @@ void tb_writer_stats(struct tb_writer *w, struct tb_writer_stats *s);
 int tb_store_requests(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
                       struct tb_request **out, size_t *n);
 int tb_store_request_count(struct tb_store *st, uint32_t tier, uint64_t *n);
+/* Requests of one tier per server: per_server[server id] += count, for the
+ * server ids below nsrv (others are skipped). */
+int tb_store_server_counts(struct tb_store *st, uint32_t tier, uint64_t *per_server,
+                           size_t nsrv);
 /* Time span of the stored requests of a tier (0 = all). */
 int tb_store_time_span(struct tb_store *st, uint32_t tier, int64_t *first_ns, int64_t *last_ns);
 

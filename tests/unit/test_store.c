@@ -615,6 +615,18 @@ static void test_requests_export(void **state)
     assert_int_equal(count, 2);
     assert_int_equal(tb_store_request_count(st, 99, &count), 0);
     assert_int_equal(count, 0);
+    /* Per server: the two web requests on server 2, the two database ones on
+     * server 1; ids past the array are skipped, counts are added. */
+    uint64_t per[3] = {0, 0, 5};
+    assert_int_equal(tb_store_server_counts(st, 2, per, 3), 0);
+    assert_int_equal(per[0], 0);
+    assert_int_equal(per[1], 0);
+    assert_int_equal(per[2], 7);
+    assert_int_equal(tb_store_server_counts(st, 1, per, 2), 0);
+    assert_int_equal(per[1], 2);
+    assert_int_equal(per[2], 7);
+    assert_int_equal(tb_store_server_counts(st, 99, per, 3), 0);
+    assert_int_equal(per[0] + per[1] + per[2], 9);
     int64_t first, last;
     assert_int_equal(tb_store_time_span(st, 0, &first, &last), 0);
     assert_int_equal(first, 900);
