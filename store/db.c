@@ -31,6 +31,11 @@ static const char *const stmt_sql[TB__SQ_COUNT] = {
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     [TB__SQ_HEALTH_INS] = "INSERT OR REPLACE INTO health(capture_id, ts_ns, packets, "
                           "kernel_drops, if_drops) VALUES (?1, ?2, ?3, ?4, ?5)",
+    /* A running capture's row follows its health, so that a reader (the
+     * dashboard's captures table) sees counters that move; the end of the
+     * capture writes the final figures. */
+    [TB__SQ_CAPTURE_RUNNING] = "UPDATE captures SET packets = ?2, kernel_drops = ?3, "
+                               "if_drops = ?4, requests = ?5 WHERE id = ?1 AND ended_ns IS NULL",
 };
 
 int tb__grow(void *p, size_t *cap, size_t need, size_t elem)
@@ -366,6 +371,21 @@ int tb__put_windows(struct tb__db *d, const struct tb_window *w, size_t n)
 out:
     free(g);
     return rc;
+}
+
+int tb__put_capture_running(struct tb__db *d, int64_t capture_id, const struct tb_health_row *h,
+                            uint64_t requests)
+{
+    sqlite3_stmt *s;
+    int rc = tb__db_stmt(d, TB__SQ_CAPTURE_RUNNING, &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, capture_id);
+    sqlite3_bind_int64(s, 2, (int64_t)h->packets);
+    sqlite3_bind_int64(s, 3, (int64_t)h->kernel_drops);
+    sqlite3_bind_int64(s, 4, (int64_t)h->if_drops);
+    sqlite3_bind_int64(s, 5, (int64_t)requests);
+    return tb__db_step_done(d, s, "updating the running capture");
 }
 
 int tb__put_health(struct tb__db *d, int64_t capture_id, const struct tb_health_row *h,

@@ -22,6 +22,7 @@ enum tb__stmt_id {
     TB__SQ_WINDOW_DEL,
     TB__SQ_WINDOW_INS,
     TB__SQ_HEALTH_INS,
+    TB__SQ_CAPTURE_RUNNING,
     TB__SQ_COUNT
 };
 
@@ -95,6 +96,10 @@ bool tb__cat_delta_empty(const struct tb__cat_delta *dl);
 int tb__put_catalog(struct tb__db *d, const struct tb__cat_delta *dl);
 /* Replaces windows per (tier, server, width) over the range the input covers. */
 int tb__put_windows(struct tb__db *d, const struct tb_window *w, size_t n);
+/* The counters of a running capture (its row before the end): the last
+ * health row's packets and drops, and the requests stored so far. */
+int tb__put_capture_running(struct tb__db *d, int64_t capture_id, const struct tb_health_row *h,
+                            uint64_t requests);
 int tb__put_health(struct tb__db *d, int64_t capture_id, const struct tb_health_row *h,
                    size_t n);
 

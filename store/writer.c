@@ -328,6 +328,9 @@ static int write_batch(struct tb_writer *w, const struct batch *b)
     if ((rc = tb__put_catalog(&w->d, &b->cat)) ||
         (rc = write_requests(w, b->req, b->nreq)) ||
         (rc = tb__put_health(&w->d, w->capture_id, b->health, b->nhealth)) ||
+        (b->nhealth &&
+         (rc = tb__put_capture_running(&w->d, w->capture_id, &b->health[b->nhealth - 1],
+                                       atomic_load(&w->rows) + b->nreq))) ||
         (b->nwin && (rc = tb__put_windows(&w->d, b->win, b->nwin))))
         goto out;
 out:

@@ -880,12 +880,47 @@ static void test_health_events(void **state)
     assert_int_equal(h[1].kernel_drops, 12);
     assert_int_equal(h[1].if_drops, 1);
     free(h);
+    /* The running capture's row carries the latest counters, and the requests
+     * stored so far. */
+    struct tb_request rq = {.arrival_ns = 2500000000, .departure_ns = 2600000000, .conn = 1,
+                            .client = addr("10.0.0.9:5000"), .tier = 1, .server = 1,
+                            .class_id = 1};
+    struct tb_catalog *cat;
+    uint32_t tier, srv, cls;
+    struct tb_addr sa = addr("10.0.0.1:80");
+    assert_int_equal(tb_catalog_new(&cat), 0);
+    assert_int_equal(tb_catalog_tier(cat, "http", "http", &tier), 0);
+    assert_int_equal(tb_catalog_server(cat, tier, &sa, &srv), 0);
+    assert_int_equal(tb_catalog_class(cat, tier, "GET /", 5, &cls), 0);
+    assert_int_equal(tb_writer_catalog(w, cat), 0);
+    assert_int_equal(tb_writer_request(w, &rq), 0);
+    assert_int_equal(tb_writer_request(w, &rq), 0);
+    assert_int_equal(tb_writer_health(w, 3500 * TB_NS_PER_SEC / 1000, 3300, 13, 1), 0);
+    assert_int_equal(tb_writer_flush(w), 0);
+    struct tb_capture_row *cr;
+    assert_int_equal(tb_store_captures(st, &cr, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(cr[0].ended_ns, 0);
+    assert_int_equal(cr[0].packets, 3300);
+    assert_int_equal(cr[0].kernel_drops, 13);
+    assert_int_equal(cr[0].if_drops, 1);
+    assert_int_equal(cr[0].requests, 2);
+    free(cr);
     assert_int_equal(tb_writer_health(w, 4 * TB_NS_PER_SEC, 4000, 12, 1), 0);
     assert_int_equal(tb_writer_finish(w), 0);
+    /* The end writes the final figures, and a finished row stays as it is. */
+    struct tb_capture_stats cs = {.packets = 4100, .kernel_drops = 12, .requests = 2};
+    assert_int_equal(tb_store_capture_end(st, cap, &cs), 0);
+    assert_int_equal(tb_store_captures(st, &cr, &n), 0);
+    assert_int_equal(cr[0].packets, 4100);
+    assert_true(cr[0].ended_ns != 0);
+    free(cr);
+    tb_catalog_free(cat);
     assert_int_equal(tb_store_get_health(st, 3 * TB_NS_PER_SEC, INT64_MAX, &h, &n), 0);
-    assert_int_equal(n, 2);
+    assert_int_equal(n, 3);
     assert_int_equal(h[0].packets, 3100);
-    assert_int_equal(h[1].packets, 4000);
+    assert_int_equal(h[1].packets, 3300);
+    assert_int_equal(h[2].packets, 4000);
     free(h);
 
     struct tb_event ev[3] = {
