@@ -322,8 +322,6 @@ static void tiers_free_local(struct tb_tiers *t)
     free(t->tiers);
 }
 
-static int svc_hosts(const struct tb_catalog *cat, uint32_t tier, struct tb_svc_host **out,
-                     size_t *n);
 static int downstream(const struct tb_request *all, size_t nall, uint32_t tier,
                       const struct tb_svc_host *hosts, size_t nhosts, struct tb_request **out,
                       size_t *n);
@@ -389,7 +387,7 @@ static int overrides_from_capture(const struct pipe *p, struct tb_svc_override *
     for (size_t i = 0; i < cal.n; i++)
         if (cal.rq[i].tier == ctier)
             mine[k++] = cal.rq[i];
-    if ((rc = svc_hosts(cc, ctier, &hosts, &nhosts)) == 0 &&
+    if ((rc = tb_cli_svc_hosts(cc, ctier, &hosts, &nhosts)) == 0 &&
         (rc = downstream(cal.rq, cal.n, ctier, hosts, nhosts, &down, &ndown)) == 0) {
         struct tb_svc_opts so;
         tb_svc_opts_default(&so);
@@ -451,9 +449,7 @@ out:
 
 /* ---- service times ------------------------------------------------------------ */
 
-/* The addresses the tier's servers call downstream from: each server's own
- * IP (its machine) and the tier's configured hosts. */
-static int svc_hosts(const struct tb_catalog *cat, uint32_t tier, struct tb_svc_host **out,
+int tb_cli_svc_hosts(const struct tb_catalog *cat, uint32_t tier, struct tb_svc_host **out,
                      size_t *n)
 {
     uint32_t ns = tb_catalog_server_count(cat);
@@ -486,6 +482,14 @@ static int svc_hosts(const struct tb_catalog *cat, uint32_t tier, struct tb_svc_
     return 0;
 }
 
+bool tb_cli_called_from(const struct tb_request *r, const struct tb_svc_host *hosts, size_t n)
+{
+    for (size_t h = 0; h < n; h++)
+        if (tb_addr_ip_eq(&r->client, &hosts[h].addr))
+            return true;
+    return false;
+}
+
 /* Requests of other tiers called from the tier's machines. */
 static int downstream(const struct tb_request *all, size_t nall, uint32_t tier,
                       const struct tb_svc_host *hosts, size_t nhosts, struct tb_request **out,
@@ -498,10 +502,7 @@ static int downstream(const struct tb_request *all, size_t nall, uint32_t tier,
         for (size_t i = 0; i < nall; i++) {
             if (all[i].tier == tier)
                 continue;
-            bool from_us = false;
-            for (size_t h = 0; h < nhosts && !from_us; h++)
-                from_us = tb_addr_ip_eq(&all[i].client, &hosts[h].addr);
-            if (!from_us)
+            if (!tb_cli_called_from(&all[i], hosts, nhosts))
                 continue;
             if (pass)
                 d[k] = all[i];
@@ -534,7 +535,7 @@ static int estimate_services(struct pipe *p, struct tb_class_service **svc, size
         rc = overrides_from_capture(p, &ov, &nov);
     if (rc)
         return rc;
-    rc = svc_hosts(p->cat, p->tier, &hosts, &nhosts);
+    rc = tb_cli_svc_hosts(p->cat, p->tier, &hosts, &nhosts);
     if (rc)
         goto out;
     /* The downstream calls only matter while a request of this tier is in

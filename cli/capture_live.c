@@ -291,36 +291,49 @@ out:
 /* Service times (hence work units) and N* from the recent past. */
 static void reestimate(struct live *L, uint32_t tier, struct live_tier *t)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < L->rn; i++)
-        n += L->ring[(L->rhead + i) % RING_CAP].tier == tier;
-    if (n >= MIN_REQ_FOR_SVC) {
-        struct tb_request *req = malloc(n * sizeof *req);
-        if (req) {
-            size_t k = 0;
-            for (size_t i = 0; i < L->rn; i++) {
-                const struct tb_request *r = &L->ring[(L->rhead + i) % RING_CAP];
-                if (r->tier == tier)
-                    req[k++] = *r;
-            }
-            struct tb_svc_opts so;
-            tb_svc_opts_default(&so);
-            struct tb_class_service *svc = NULL;
-            size_t nsvc = 0;
-            int64_t wu = 0;
-            struct tb_units *u = NULL;
-            if (tb_service_estimate(req, n, NULL, 0, NULL, 0, NULL, 0, &so, &svc, &nsvc, &wu) ==
-                    0 &&
-                tb_units_new(&u, svc, nsvc, 1.0) == 0) {
-                if (t->units)
-                    tb_units_free(t->units);
-                t->units = u;
-                t->work_unit_ns = wu;
-            }
-            free(svc);
-            free(req);
-        }
+    /* The tier's own recent requests, and the calls its machines made to
+     * other tiers meanwhile: subtracted from the callers' times as the
+     * offline analysis does (tb_cli_svc_hosts, tb_cli_called_from). */
+    struct tb_svc_host *hosts = NULL;
+    size_t nhosts = 0, n = 0, ndown = 0;
+    if (tb_cli_svc_hosts(L->cat, tier, &hosts, &nhosts))
+        nhosts = 0;
+    for (size_t i = 0; i < L->rn; i++) {
+        const struct tb_request *r = &L->ring[(L->rhead + i) % RING_CAP];
+        if (r->tier == tier)
+            n++;
+        else if (tb_cli_called_from(r, hosts, nhosts))
+            ndown++;
     }
+    struct tb_request *req = n >= MIN_REQ_FOR_SVC ? malloc((n + ndown) * sizeof *req) : NULL;
+    if (req) {
+        struct tb_request *down = req + n;
+        size_t k = 0, kd = 0;
+        for (size_t i = 0; i < L->rn; i++) {
+            const struct tb_request *r = &L->ring[(L->rhead + i) % RING_CAP];
+            if (r->tier == tier)
+                req[k++] = *r;
+            else if (tb_cli_called_from(r, hosts, nhosts))
+                down[kd++] = *r;
+        }
+        struct tb_svc_opts so;
+        tb_svc_opts_default(&so);
+        struct tb_class_service *svc = NULL;
+        size_t nsvc = 0;
+        int64_t wu = 0;
+        struct tb_units *u = NULL;
+        if (tb_service_estimate(req, n, down, ndown, hosts, nhosts, NULL, 0, &so, &svc, &nsvc,
+                                &wu) == 0 &&
+            tb_units_new(&u, svc, nsvc, 1.0) == 0) {
+            if (t->units)
+                tb_units_free(t->units);
+            t->units = u;
+            t->work_unit_ns = wu;
+        }
+        free(svc);
+        free(req);
+    }
+    free(hosts);
     if (t->nrecent < 20)
         return;
     struct tb_analysis a = {
