@@ -102,10 +102,16 @@ static int64_t quantile_sorted(const int64_t *v, size_t n, double q)
 
 /* ------------------------------------------------ (class, period) table --- */
 
-struct cell {
-    uint32_t class_id; /* 0 = empty slot */
-    uint32_t tier;
+/* The key of an entry of a (key, period) table (below), its first member;
+ * key 0 marks an empty slot. */
+struct kp {
+    uint32_t key;
     int64_t period;
+};
+
+struct cell {
+    struct kp k;       /* class id, period */
+    uint32_t tier;
     uint32_t requests;
     struct reservoir iso, all;
 };
@@ -161,8 +167,7 @@ static int64_t svc_bin_lo(int k)
 /* Survival of isolation of one (server, period): the counts, then at finish
  * the cumulative hazard at each bin's upper edge. */
 struct hazard {
-    uint32_t server; /* id + 1; 0 = empty slot */
-    int64_t period;
+    struct kp k;     /* server id + 1 (ids start at 0), period */
     uint32_t *cnt;   /* SVC_NB events, then SVC_NB censored */
     double *cum;     /* SVC_NB, computed by hz_finish */
 };
@@ -173,6 +178,13 @@ struct ivlist {
     size_t head, n, cap;
 };
 
+/* Open addressing on (key, period), doubling at half full, for entries of
+ * `elem` bytes that begin with their struct kp. */
+struct kptab {
+    char *v;
+    size_t elem, n, cap;
+};
+
 struct tb_svcest {
     struct tb_svc_opts o;
     struct tb_svc_host *hosts;
@@ -181,12 +193,8 @@ struct tb_svcest {
     bool started;
     int64_t first;
     uint64_t rng;
-    /* cells: open addressing on (class, period) */
-    struct cell *cells;
-    size_t ncells, cap;
-    /* hazards: open addressing on (server, period) */
-    struct hazard *hz;
-    size_t nhz, hzcap;
+    struct kptab cells; /* struct cell by (class, period) */
+    struct kptab hz;    /* struct hazard by (server + 1, period) */
     /* servers by id (dense ids) */
     struct srv *srv;
     size_t nsrv;
@@ -209,84 +217,78 @@ static size_t cell_hash(uint32_t c, int64_t p)
     return (size_t)h;
 }
 
-static int cells_grow(struct tb_svcest *e)
+static struct kp *kp_at(const struct kptab *t, size_t i)
 {
-    size_t cap = e->cap ? e->cap * 2 : 64;
-    struct cell *nc = calloc(cap, sizeof *nc);
-    if (!nc)
+    return (struct kp *)(t->v + i * t->elem);
+}
+
+static int kp_grow(struct kptab *t)
+{
+    size_t cap = t->cap ? t->cap * 2 : 64;
+    char *nv = calloc(cap, t->elem);
+    if (!nv)
         return TB_E_NOMEM;
-    for (size_t i = 0; i < e->cap; i++) {
-        if (!e->cells[i].class_id)
+    for (size_t i = 0; i < t->cap; i++) {
+        const struct kp *k = kp_at(t, i);
+        if (!k->key)
             continue;
-        size_t j = cell_hash(e->cells[i].class_id, e->cells[i].period) & (cap - 1);
-        while (nc[j].class_id)
+        size_t j = cell_hash(k->key, k->period) & (cap - 1);
+        while (((const struct kp *)(nv + j * t->elem))->key)
             j = (j + 1) & (cap - 1);
-        nc[j] = e->cells[i];
+        memcpy(nv + j * t->elem, k, t->elem);
     }
-    free(e->cells);
-    e->cells = nc;
-    e->cap = cap;
+    free(t->v);
+    t->v = nv;
+    t->cap = cap;
     return 0;
 }
 
-static int cell_get(struct tb_svcest *e, uint32_t class_id, int64_t period, struct cell **out)
+/* The entry of (key, period), key > 0: added (zeroed but for its key) when
+ * absent and `create`, else *out = NULL. */
+static int kp_get(struct kptab *t, uint32_t key, int64_t period, bool create, void **out)
 {
-    if ((e->ncells + 1) * 2 > e->cap) {
-        int rc = cells_grow(e);
+    *out = NULL;
+    if (create && (t->n + 1) * 2 > t->cap) {
+        int rc = kp_grow(t);
         if (rc)
             return rc;
     }
-    size_t j = cell_hash(class_id, period) & (e->cap - 1);
-    while (e->cells[j].class_id &&
-           (e->cells[j].class_id != class_id || e->cells[j].period != period))
-        j = (j + 1) & (e->cap - 1);
-    if (!e->cells[j].class_id) {
-        e->cells[j].class_id = class_id;
-        e->cells[j].period = period;
-        e->ncells++;
+    if (!t->cap)
+        return 0;
+    size_t j = cell_hash(key, period) & (t->cap - 1);
+    struct kp *k;
+    while ((k = kp_at(t, j))->key && (k->key != key || k->period != period))
+        j = (j + 1) & (t->cap - 1);
+    if (!k->key) {
+        if (!create)
+            return 0;
+        k->key = key;
+        k->period = period;
+        t->n++;
     }
-    *out = &e->cells[j];
+    *out = k;
     return 0;
 }
 
+static struct cell *cell_at(const struct tb_svcest *e, size_t i)
+{
+    return (struct cell *)(void *)kp_at(&e->cells, i);
+}
+
+static struct hazard *hz_at(const struct tb_svcest *e, size_t i)
+{
+    return (struct hazard *)(void *)kp_at(&e->hz, i);
+}
+
 /* Server 0 is a valid id for the estimator (it only indexes servers), so the
- * table keys servers as id + 1 and keeps 0 for an empty slot. */
+ * hazard table keys servers as id + 1. */
 static int hz_slot(struct tb_svcest *e, uint32_t server, int64_t period, bool create,
                    struct hazard **out)
 {
-    *out = NULL;
-    uint32_t key = server + 1;
-    if (create && (e->nhz + 1) * 2 > e->hzcap) {
-        size_t cap = e->hzcap ? e->hzcap * 2 : 64;
-        struct hazard *nh = calloc(cap, sizeof *nh);
-        if (!nh)
-            return TB_E_NOMEM;
-        for (size_t i = 0; i < e->hzcap; i++) {
-            if (!e->hz[i].server)
-                continue;
-            size_t j = cell_hash(e->hz[i].server, e->hz[i].period) & (cap - 1);
-            while (nh[j].server)
-                j = (j + 1) & (cap - 1);
-            nh[j] = e->hz[i];
-        }
-        free(e->hz);
-        e->hz = nh;
-        e->hzcap = cap;
-    }
-    if (!e->hzcap)
-        return 0;
-    size_t j = cell_hash(key, period) & (e->hzcap - 1);
-    while (e->hz[j].server && (e->hz[j].server != key || e->hz[j].period != period))
-        j = (j + 1) & (e->hzcap - 1);
-    if (!e->hz[j].server) {
-        if (!create)
-            return 0;
-        e->hz[j].server = key;
-        e->hz[j].period = period;
-        e->nhz++;
-    }
-    *out = &e->hz[j];
-    return 0;
+    void *v;
+    int rc = kp_get(&e->hz, server + 1, period, create, &v);
+    *out = v;
+    return rc;
 }
 
 /* Moves a server's running counts into the table. */
@@ -550,6 +552,8 @@ int tb_svcest_new(struct tb_svcest **out, const struct tb_svc_host *hosts, size_
         e->o = *o;
     else
         tb_svc_opts_default(&e->o);
+    e->cells.elem = sizeof(struct cell);
+    e->hz.elem = sizeof(struct hazard);
     if (e->o.period_ns < 0 || e->o.fallback_q < 0 || e->o.fallback_q > 1 || !e->o.reservoir) {
         free(e);
         return TB_E_INVAL;
@@ -599,7 +603,9 @@ static int settle(struct tb_svcest *e, struct pending *p)
         own = &e->iv[p->server + 1];
     int64_t sample = (p->d - p->a) - iv_busy(own, shared, p->a, p->d);
     struct cell *c;
-    int rc = cell_get(e, p->class_id, period_of(e, p->a), &c);
+    void *v;
+    int rc = kp_get(&e->cells, p->class_id, period_of(e, p->a), true, &v);
+    c = v;
     if (rc)
         return rc;
     c->requests++;
@@ -763,22 +769,22 @@ void tb_svcest_free(struct tb_svcest *e)
 {
     if (!e)
         return;
-    for (size_t i = 0; i < e->cap; i++) {
-        free(e->cells[i].iso.v);
-        free(e->cells[i].all.v);
+    for (size_t i = 0; i < e->cells.cap; i++) {
+        free(cell_at(e, i)->iso.v);
+        free(cell_at(e, i)->all.v);
     }
     for (size_t g = 0; g < e->niv; g++) {
         free(e->iv[g].s);
         free(e->iv[g].e);
     }
-    for (size_t i = 0; i < e->hzcap; i++) {
-        free(e->hz[i].cnt);
-        free(e->hz[i].cum);
+    for (size_t i = 0; i < e->hz.cap; i++) {
+        free(hz_at(e, i)->cnt);
+        free(hz_at(e, i)->cum);
     }
     for (size_t i = 0; i < e->nsrv; i++)
         free(e->srv[i].hz_cnt);
-    free(e->cells);
-    free(e->hz);
+    free(e->cells.v);
+    free(e->hz.v);
     free(e->iv);
     free(e->srv);
     free(e->pool);
@@ -905,7 +911,7 @@ static void wmean_add(struct tb_svcest *e, const struct cell *c, double scale, s
             m->ref = v[i].v;
             m->any = true;
         }
-        double w = scale * service_weight(e, &v[i], c->period);
+        double w = scale * service_weight(e, &v[i], c->k.period);
         m->sw += w;
         m->swd += w * (double)(v[i].v - m->ref);
     }
@@ -927,9 +933,9 @@ struct pooled {
 static int cmp_cellp(const void *a, const void *b)
 {
     const struct cell *x = *(const struct cell *const *)a, *y = *(const struct cell *const *)b;
-    if (x->class_id != y->class_id)
-        return x->class_id < y->class_id ? -1 : 1;
-    return (x->period > y->period) - (x->period < y->period);
+    if (x->k.key != y->k.key)
+        return x->k.key < y->k.key ? -1 : 1;
+    return (x->k.period > y->k.period) - (x->k.period < y->k.period);
 }
 
 static int cmp_pooled(const void *a, const void *b)
@@ -949,25 +955,25 @@ static int pool_isolated(struct tb_svcest *e, struct pooled **out, size_t *nout)
 {
     *out = NULL;
     *nout = 0;
-    if (!e->ncells)
+    if (!e->cells.n)
         return 0;
-    const struct cell **cp = malloc(e->ncells * sizeof *cp);
-    struct pooled *p = malloc(e->ncells * sizeof *p);
+    const struct cell **cp = malloc(e->cells.n * sizeof *cp);
+    struct pooled *p = malloc(e->cells.n * sizeof *p);
     if (!cp || !p) {
         free(cp);
         free(p);
         return TB_E_NOMEM;
     }
     size_t k = 0;
-    for (size_t i = 0; i < e->cap; i++)
-        if (e->cells[i].class_id)
-            cp[k++] = &e->cells[i];
+    for (size_t i = 0; i < e->cells.cap; i++)
+        if (cell_at(e, i)->k.key)
+            cp[k++] = cell_at(e, i);
     qsort(cp, k, sizeof *cp, cmp_cellp);
     size_t np = 0;
     for (size_t i = 0; i < k;) {
         size_t j = i, stored = 0;
         uint64_t seen = 0;
-        for (; j < k && cp[j]->class_id == cp[i]->class_id; j++) {
+        for (; j < k && cp[j]->k.key == cp[i]->k.key; j++) {
             seen += cp[j]->iso.seen;
             stored += cp[j]->iso.n;
         }
@@ -976,7 +982,7 @@ static int pool_isolated(struct tb_svcest *e, struct pooled **out, size_t *nout)
             for (size_t x = i; x < j; x++)
                 if (cp[x]->iso.n)
                     wmean_add(e, cp[x], (double)cp[x]->iso.seen / (double)cp[x]->iso.n, &m);
-            p[np++] = (struct pooled){cp[i]->class_id, wmean_get(&m), seen};
+            p[np++] = (struct pooled){cp[i]->k.key, wmean_get(&m), seen};
         }
         i = j;
     }
@@ -1004,21 +1010,21 @@ int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size
         hz_observe(&e->srv[i], INT64_MAX);
         rc = hz_flush(e, &e->srv[i]);
     }
-    for (size_t i = 0; !rc && i < e->hzcap; i++)
-        if (e->hz[i].server && !e->hz[i].cum)
-            rc = hz_finish(&e->hz[i]);
+    for (size_t i = 0; !rc && i < e->hz.cap; i++)
+        if (hz_at(e, i)->k.key && !hz_at(e, i)->cum)
+            rc = hz_finish(hz_at(e, i));
     if (rc)
         return rc;
-    for (size_t i = 0; i < e->cap; i++)
-        if (e->cells[i].class_id && e->cells[i].iso.n)
-            qsort(e->cells[i].iso.v, e->cells[i].iso.n, sizeof(struct isample), cmp_isample);
+    for (size_t i = 0; i < e->cells.cap; i++)
+        if (cell_at(e, i)->k.key && cell_at(e, i)->iso.n)
+            qsort(cell_at(e, i)->iso.v, cell_at(e, i)->iso.n, sizeof(struct isample), cmp_isample);
     struct pooled *pool = NULL;
     size_t npool = 0;
-    struct tb_class_service *rows = calloc(e->ncells ? e->ncells : 1, sizeof *rows);
-    int64_t *cls_s = calloc(e->ncells ? e->ncells : 1, sizeof *cls_s);
-    double *cls_w = calloc(e->ncells ? e->ncells : 1, sizeof *cls_w);
-    int64_t *tmp_s = calloc(e->ncells ? e->ncells : 1, sizeof *tmp_s);
-    double *tmp_w = calloc(e->ncells ? e->ncells : 1, sizeof *tmp_w);
+    struct tb_class_service *rows = calloc(e->cells.n ? e->cells.n : 1, sizeof *rows);
+    int64_t *cls_s = calloc(e->cells.n ? e->cells.n : 1, sizeof *cls_s);
+    double *cls_w = calloc(e->cells.n ? e->cells.n : 1, sizeof *cls_w);
+    int64_t *tmp_s = calloc(e->cells.n ? e->cells.n : 1, sizeof *tmp_s);
+    double *tmp_w = calloc(e->cells.n ? e->cells.n : 1, sizeof *tmp_w);
     if (!rows || !cls_s || !cls_w || !tmp_s || !tmp_w) {
         rc = TB_E_NOMEM;
         goto out;
@@ -1026,17 +1032,17 @@ int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size
     if ((rc = pool_isolated(e, &pool, &npool)))
         goto out;
     size_t n = 0;
-    for (size_t i = 0; i < e->cap; i++) {
-        struct cell *c = &e->cells[i];
-        if (!c->class_id)
+    for (size_t i = 0; i < e->cells.cap; i++) {
+        struct cell *c = cell_at(e, i);
+        if (!c->k.key)
             continue;
         struct tb_class_service *s = &rows[n];
-        const struct pooled *pc = find_pooled(pool, npool, c->class_id);
-        s->class_id = c->class_id;
+        const struct pooled *pc = find_pooled(pool, npool, c->k.key);
+        s->class_id = c->k.key;
         s->tier = c->tier;
-        s->period_start_ns = c->period;
+        s->period_start_ns = c->k.period;
         s->requests = c->requests;
-        const struct tb_svc_override *o = find_ov(ov, nov, c->class_id);
+        const struct tb_svc_override *o = find_ov(ov, nov, c->k.key);
         if (o) {
             s->service_ns = o->service_ns;
             s->method = o->method == TB_SVC_CALIBRATED ? TB_SVC_CALIBRATED : TB_SVC_OVERRIDE;
