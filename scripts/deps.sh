@@ -32,11 +32,11 @@ sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
 echo "deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 echo "wireshark-common wireshark-common/install-setuid boolean false" | $sudo debconf-set-selections || true
-$sudo apt-get update -q >/dev/null
+$sudo apt-get -o DPkg::Lock::Timeout=900 update -q >/dev/null
 # Services must not start on install (tests start private instances).
 if [ ! -e /usr/sbin/policy-rc.d ]; then
   printf '#!/bin/sh\nexit 101\n' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
   $sudo chmod +x /usr/sbin/policy-rc.d
   trap '$sudo rm -f /usr/sbin/policy-rc.d' EXIT
 fi
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+$sudo apt-get -o DPkg::Lock::Timeout=900 install -y -q --no-install-recommends "${missing[@]}" >/dev/null

@@ -35,12 +35,12 @@ build() { # build DIR [meson options...]
 }
 
 suites=(--suite unit --suite pcap --suite fuzz --suite e2e)
-if build build; then
+if build build -Dwerror=true; then
   meson test -C build "${suites[@]}" --print-errorlogs --num-processes 2 || true
   count build plain
 else failed=$((failed+1)); failures+=("plain build"); fi
 
-if build build-asan -Db_sanitize=address,undefined -Db_lundef=false; then
+if build build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false; then
   ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --suite unit --suite pcap --suite fuzz \
     --suite e2e-asan --print-errorlogs --num-processes 2 || true
   count build-asan asan
@@ -48,7 +48,7 @@ else failed=$((failed+1)); failures+=("asan build"); fi
 
 # libFuzzer smoke: each target for a few seconds on its corpus (clang is
 # installed by deps.sh, so a failed clang build is a failure, not a skip).
-if CC=clang build build-fuzz -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false; then
+if CC=clang build build-fuzz -Dwerror=true -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false; then
   for f in build-fuzz/tests/fuzz/fuzz_*; do
     [ -f "$f" ] && [ -x "$f" ] || continue
     name=${f##*/fuzz_}; corpus=$(mktemp -d)
