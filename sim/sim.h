@@ -112,12 +112,14 @@ void *sim_ps_pop_done(struct sim_ps *ps);
 #define SIM_MAX_SPEEDS 8
 #define SIM_MAX_COLUMNS 16
 
-enum sim_proto { SIM_PROTO_HTTP, SIM_PROTO_MYSQL };
+#define SIM_MAX_WIRES 8
+
+struct sim_wire; /* a protocol's operations (wire.h) */
 
 struct sim_tier_conf {
     char name[32];      /* name in the configuration ("app") */
     char wire_name[40]; /* name tbneck discovers ("http-8080"); derived unless set */
-    enum sim_proto proto;
+    const struct sim_wire *wire; /* the protocol its clients speak to it */
     uint16_t port;
     int servers;
     int cores;
