@@ -360,6 +360,19 @@ static int set_class(struct pstate *ps, const char *k, const char *v)
                 return fail(ps, "%s: spaces and control characters are not allowed", k);
         return 0;
     }
+    if ((rc = key_tier(ps, k, "class", &tier)) <= 0) {
+        /* The expected class, literally: the truth's independent oracle. */
+        if (rc < 0)
+            return rc;
+        for (const char *p = v; *p; p++)
+            if ((unsigned char)*p < ' ' || *p == 0x7f)
+                return fail(ps, "%s: control characters are not allowed", k);
+        for (int i = 0; i < c->ntiers; i++)
+            if ((tier < 0 || tier == i) &&
+                get_str(ps, k, v, cl->expect[i], sizeof cl->expect[i]) < 0)
+                return TB_E_BADFMT;
+        return 0;
+    }
     return fail(ps, "unknown key '%s' in [class %s]", k, cl->name);
 }
 
@@ -727,6 +740,22 @@ int sim_conf_finish(struct sim_conf *c, char *err, size_t errlen)
         else
             snprintf(t->wire_name, sizeof t->wire_name, "%s-%u", base, t->port);
     }
+    /* Expected classes the configuration does not state follow each
+     * protocol's literal template rule. */
+    for (int k = 0; k < c->nclasses; k++) {
+        struct sim_class_conf *cl = &c->classes[k];
+        for (int i = 0; i < c->ntiers; i++) {
+            char why[256];
+            if (cl->expect[i][0])
+                continue;
+            if (c->tiers[i].wire->expect(c, k, i, cl->expect[i], sizeof cl->expect[i], why,
+                                         sizeof why) < 0) {
+                snprintf(err, errlen, "class '%s' at tier '%s': %s; state it with class.%s",
+                         cl->name, c->tiers[i].name, why, c->tiers[i].name);
+                return TB_E_INVAL;
+            }
+        }
+    }
     for (int i = 0; i < c->nfreezes; i++) {
         struct sim_freeze_conf *f = &c->freezes[i];
         if (f->server >= c->tiers[f->tier].servers) {
@@ -787,6 +816,8 @@ int sim_conf_write(const struct sim_conf *c, FILE *f)
         write_dists(f, "resp_bytes", cl->resp_bytes, c->ntiers, c);
         fprintf(f, "sql = %s\nrows = %s\nrow_bytes = %d\nerror_rate = %g\n", cl->sql,
                 cl->rows.text, cl->row_bytes, cl->error_rate);
+        for (int t = 0; t < c->ntiers; t++)
+            fprintf(f, "class.%s = %s\n", c->tiers[t].name, cl->expect[t]);
     }
     for (int i = 0; i < c->nfreezes; i++) {
         const struct sim_freeze_conf *fr = &c->freezes[i];

@@ -26,7 +26,6 @@ enum ev_kind {
 
 enum { TH_FIN = 0x01, TH_SYN = 0x02, TH_RST = 0x04, TH_PSH = 0x08, TH_ACK = 0x10 };
 
-#define FP_CAP 512
 #define WIN_SCALE 7
 #define WINDOW 502 /* x 2^7 = 64256 bytes */
 
@@ -112,7 +111,6 @@ struct job {
     int64_t arrival;
     struct job *next_free;
     struct sim_wire_req w; /* what its protocol knows of it */
-    char fp[FP_CAP];
 };
 
 struct freeze_inst {
@@ -468,16 +466,13 @@ static struct job *job_new(struct model *m, struct server *srv, struct conn *in,
         m->err = TB_E_NOMEM;
         return NULL;
     }
-    memset(j, 0, offsetof(struct job, fp));
-    j->fp[0] = 0;
+    memset(j, 0, sizeof *j);
     j->srv = srv;
     j->in = in;
     j->cls = cls;
     j->w.tier = srv->tier;
     j->w.cls = cls;
     j->w.conn_id = in->id;
-    j->w.fp = j->fp;
-    j->w.fpcap = sizeof j->fp;
     return j;
 }
 
@@ -578,17 +573,18 @@ static void write_truth(struct model *m, struct job *j, int64_t departure)
     sim_buf_put(b, ",", 1);
     sim_buf_str(b, m->c->classes[j->cls].name);
     sim_buf_put(b, ",", 1);
-    if (strpbrk(j->fp, ",\"\r\n")) {
+    const char *expect = m->c->classes[j->cls].expect[j->srv->tier];
+    if (strpbrk(expect, ",\"\r\n")) {
         /* RFC 4180: quoted, with quotes doubled. */
         sim_buf_put(b, "\"", 1);
-        for (const char *p = j->fp; *p; p++) {
+        for (const char *p = expect; *p; p++) {
             if (*p == '"')
                 sim_buf_put(b, "\"", 1);
             sim_buf_put(b, p, 1);
         }
         sim_buf_put(b, "\"", 1);
     } else
-        sim_buf_str(b, j->fp);
+        sim_buf_str(b, expect);
     sim_buf_put(b, ",", 1);
     sim_buf_i64(b, j->arrival);
     sim_buf_put(b, ",", 1);

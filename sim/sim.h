@@ -111,6 +111,7 @@ void *sim_ps_pop_done(struct sim_ps *ps);
 #define SIM_MAX_FREEZE_AT 256
 #define SIM_MAX_SPEEDS 8
 #define SIM_MAX_COLUMNS 16
+#define SIM_CLASS_CAP 512 /* bytes of an expected class, NUL included */
 
 #define SIM_MAX_WIRES 8
 
@@ -146,6 +147,11 @@ struct sim_class_conf {
     int req_body;                              /* bytes of a POST body */
     int status;                                /* HTTP status the front tier returns */
     char sql[512];                             /* SQL template */
+    /* The class tbneck must report at each tier, stated literally by
+     * `class.TIER` or, when not, given by the protocol's template rule at
+     * sim_conf_finish (docs/sim.md). Never computed by tbneck's own
+     * fingerprint code: the truth is an independent oracle. */
+    char expect[SIM_MAX_TIERS][SIM_CLASS_CAP];
     struct sim_dist rows;
     int row_bytes;                             /* size of each text column value */
     double error_rate;                         /* fraction of queries answered by ERR */

@@ -158,6 +158,33 @@ void sim_buf_free(struct sim_buf *b)
 
 /* ---------------------------------------------------------- templates --- */
 
+int sim_wire_expect_sql(const struct sim_conf *c, int cls, int tier, char *out, size_t cap,
+                        char *why, size_t whylen)
+{
+    TB_UNUSED(tier), TB_UNUSED(why), TB_UNUSED(whylen);
+    static const struct {
+        const char *ph, *cls;
+    } rule[] = {{"'{word}'", "?"}, {"{word}", "?"}, {"{ids}", "?+"}, {"{id}", "?"}, {"{n}", "?"}};
+    size_t o = 0;
+    for (const char *p = c->classes[cls].sql; *p && o + 1 < cap;) {
+        size_t i = 0;
+        while (i < TB_ARRAY_SIZE(rule) && strncmp(p, rule[i].ph, strlen(rule[i].ph)))
+            i++;
+        if (i == TB_ARRAY_SIZE(rule)) {
+            out[o++] = *p++;
+            continue;
+        }
+        size_t n = strlen(rule[i].cls);
+        if (o + n >= cap)
+            break;
+        memcpy(out + o, rule[i].cls, n);
+        o += n;
+        p += strlen(rule[i].ph);
+    }
+    out[o] = 0;
+    return 0;
+}
+
 static const char *const words[] = {"kernel", "cache", "tier", "latency", "queue", "thread",
                                     "garbage", "collector", "speedstep", "bottleneck"};
 

@@ -74,8 +74,6 @@ struct sim_wire_req {
     uint64_t conn_id; /* the connection's id (MySQL puts it in the greeting) */
     int status;       /* set by response(): the truth's status column */
     uint32_t scratch; /* kept from request() to response() for the protocol */
-    char *fp;         /* request() writes the expected class here */
-    size_t fpcap;
 };
 
 /* ------------------------------------------------------------- table --- */
@@ -100,11 +98,24 @@ struct sim_wire {
      * its first request. Optional. */
     int64_t (*login)(struct sim_wire_ctx *w, void *state, void *conn, const struct sim_wire_req *r,
                      int64_t t);
-    /* Builds r's request into w->msg and writes its expected class. */
+    /* Builds r's request into w->msg. */
     void (*request)(struct sim_wire_ctx *w, void *state, struct sim_wire_req *r);
     /* Builds r's response, as the server sends it at `now`, and sets r->status. */
     void (*response)(struct sim_wire_ctx *w, void *state, struct sim_wire_req *r, int64_t now);
+    /* The protocol's literal template rule: the class tbneck must report for
+     * class `cls` at tier `tier` when the configuration does not state it
+     * with class.TIER. Works on the configured template only, never on
+     * generated text. Returns 0, or TB_E_INVAL with a reason in why when the
+     * template gives no class by the rule (class.TIER is then required). */
+    int (*expect)(const struct sim_conf *c, int cls, int tier, char *out, size_t cap, char *why,
+                  size_t whylen);
 };
+
+/* Expected class by the SQL template rule, shared by the SQL protocols:
+ * the template with {id} and {n} as ?, {ids} as ?+ and {word} as ? (quotes
+ * around it included); every other byte as written. */
+int sim_wire_expect_sql(const struct sim_conf *c, int cls, int tier, char *out, size_t cap,
+                        char *why, size_t whylen);
 
 /* Every protocol the simulator speaks, in table order, and their number. */
 extern const struct sim_wire *const sim_wires[];

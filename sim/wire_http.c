@@ -15,7 +15,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "proto.h"
 #include "wire.h"
 
 /* The Date header changes once a second: formatted once per second. */
@@ -72,7 +71,6 @@ static void http_request(struct sim_wire_ctx *w, void *state, struct sim_wire_re
     const struct sim_tier_conf *t = &w->c->tiers[r->tier];
     char target[512];
     sim_wire_fill(w, cl->path[r->tier], target, sizeof target);
-    tb_fp_http(cl->method, strlen(cl->method), target, strlen(target), r->fp, r->fpcap);
     struct sim_buf *b = w->msg;
     sim_buf_str(b, cl->method);
     sim_buf_put(b, " ", 1);
@@ -153,6 +151,41 @@ static void http_response(struct sim_wire_ctx *w, void *state, struct sim_wire_r
     r->status = cl->status;
 }
 
+/* The rule: METHOD, a space and the path template up to its query ('?') or
+ * fragment ('#'), with {id} and {n} written {id}, as tbneck folds numbers in
+ * a path. {ids} and {word} in the path give no fixed class. */
+static int http_expect(const struct sim_conf *c, int cls, int tier, char *out, size_t cap,
+                       char *why, size_t whylen)
+{
+    const struct sim_class_conf *cl = &c->classes[cls];
+    size_t o = (size_t)snprintf(out, cap, "%s ", cl->method);
+    for (const char *p = cl->path[tier]; *p && *p != '?' && *p != '#' && o + 1 < cap;) {
+        const char *rep = NULL;
+        size_t skip = 0;
+        if (!strncmp(p, "{id}", 4))
+            rep = "{id}", skip = 4;
+        else if (!strncmp(p, "{n}", 3))
+            rep = "{id}", skip = 3;
+        else if (!strncmp(p, "{ids}", 5) || !strncmp(p, "{word}", 6)) {
+            snprintf(why, whylen, "path '%s' has %.*s before its query, which gives no fixed "
+                     "class", cl->path[tier], p[1] == 'i' ? 5 : 6, p);
+            return TB_E_INVAL;
+        }
+        if (!rep) {
+            out[o++] = *p++;
+            continue;
+        }
+        size_t n = strlen(rep);
+        if (o + n >= cap)
+            break;
+        memcpy(out + o, rep, n);
+        o += n;
+        p += skip;
+    }
+    out[TB_MIN(o, cap - 1)] = 0;
+    return 0;
+}
+
 const struct sim_wire sim_wire_http = {
     .name = "http",
     .port = 80,
@@ -160,4 +193,5 @@ const struct sim_wire sim_wire_http = {
     .setup = http_setup,
     .request = http_request,
     .response = http_response,
+    .expect = http_expect,
 };

@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto.h"
 #include "wire.h"
 
 #define MYSQL_ERR_LOCK 1205
@@ -126,7 +125,6 @@ static void mysql_request(struct sim_wire_ctx *w, void *state, struct sim_wire_r
     const struct sim_class_conf *cl = &w->c->classes[r->cls];
     char sql[1024];
     sim_wire_fill(w, cl->sql, sql, sizeof sql);
-    tb_fp_sql(sql, strlen(sql), r->fp, r->fpcap);
     r->scratch = !strncmp(sql, "SELECT", 6); /* a result set, else OK */
     struct sim_buf *b = w->msg;
     size_t mk;
@@ -300,4 +298,5 @@ const struct sim_wire sim_wire_mysql = {
     .login = mysql_login,
     .request = mysql_request,
     .response = mysql_response,
+    .expect = sim_wire_expect_sql,
 };
