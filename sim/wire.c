@@ -158,30 +158,42 @@ void sim_buf_free(struct sim_buf *b)
 
 /* ---------------------------------------------------------- templates --- */
 
-int sim_wire_expect_sql(const struct sim_conf *c, int cls, int tier, char *out, size_t cap,
-                        char *why, size_t whylen)
+const struct sim_subst *sim_wire_subst(const char *tpl, const char *stop,
+                                       const struct sim_subst *rule, size_t nrule, char *out,
+                                       size_t cap)
 {
-    TB_UNUSED(tier), TB_UNUSED(why), TB_UNUSED(whylen);
-    static const struct {
-        const char *ph, *cls;
-    } rule[] = {{"'{word}'", "?"}, {"{word}", "?"}, {"{ids}", "?+"}, {"{id}", "?"}, {"{n}", "?"}};
-    size_t o = 0;
-    for (const char *p = c->classes[cls].sql; *p && o + 1 < cap;) {
+    size_t o = strlen(out);
+    for (const char *p = tpl; *p && !strchr(stop, *p) && o + 1 < cap;) {
         size_t i = 0;
-        while (i < TB_ARRAY_SIZE(rule) && strncmp(p, rule[i].ph, strlen(rule[i].ph)))
+        while (i < nrule && strncmp(p, rule[i].ph, strlen(rule[i].ph)))
             i++;
-        if (i == TB_ARRAY_SIZE(rule)) {
+        if (i == nrule) {
             out[o++] = *p++;
             continue;
         }
-        size_t n = strlen(rule[i].cls);
+        if (!rule[i].rep) {
+            out[o] = 0;
+            return &rule[i];
+        }
+        size_t n = strlen(rule[i].rep);
         if (o + n >= cap)
             break;
-        memcpy(out + o, rule[i].cls, n);
+        memcpy(out + o, rule[i].rep, n);
         o += n;
         p += strlen(rule[i].ph);
     }
     out[o] = 0;
+    return NULL;
+}
+
+int sim_wire_expect_sql(const struct sim_conf *c, int cls, int tier, char *out, size_t cap,
+                        char *why, size_t whylen)
+{
+    TB_UNUSED(tier), TB_UNUSED(why), TB_UNUSED(whylen);
+    static const struct sim_subst rule[] = {
+        {"'{word}'", "?"}, {"{word}", "?"}, {"{ids}", "?+"}, {"{id}", "?"}, {"{n}", "?"}};
+    out[0] = 0;
+    sim_wire_subst(c->classes[cls].sql, "", rule, TB_ARRAY_SIZE(rule), out, cap);
     return 0;
 }
 

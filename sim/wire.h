@@ -111,6 +111,20 @@ struct sim_wire {
                   size_t whylen);
 };
 
+/* A placeholder and what a template rule writes for it (NULL: the rule gives
+ * no class for a template holding it). */
+struct sim_subst {
+    const char *ph, *rep;
+};
+
+/* Appends tpl to the string in out (cap bytes, NUL-terminated), up to the
+ * first byte found in `stop`, with every placeholder of `rule` replaced
+ * (the first listed wins at a position). Returns NULL, or the rule of a
+ * placeholder that has no replacement (out then ends before it). */
+const struct sim_subst *sim_wire_subst(const char *tpl, const char *stop,
+                                       const struct sim_subst *rule, size_t nrule, char *out,
+                                       size_t cap);
+
 /* Expected class by the SQL template rule, shared by the SQL protocols:
  * the template with {id} and {n} as ?, {ids} as ?+ and {word} as ? (quotes
  * around it included); every other byte as written. */

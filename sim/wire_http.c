@@ -157,32 +157,17 @@ static void http_response(struct sim_wire_ctx *w, void *state, struct sim_wire_r
 static int http_expect(const struct sim_conf *c, int cls, int tier, char *out, size_t cap,
                        char *why, size_t whylen)
 {
+    static const struct sim_subst rule[] = {
+        {"{id}", "{id}"}, {"{n}", "{id}"}, {"{ids}", NULL}, {"{word}", NULL}};
     const struct sim_class_conf *cl = &c->classes[cls];
-    size_t o = (size_t)snprintf(out, cap, "%s ", cl->method);
-    for (const char *p = cl->path[tier]; *p && *p != '?' && *p != '#' && o + 1 < cap;) {
-        const char *rep = NULL;
-        size_t skip = 0;
-        if (!strncmp(p, "{id}", 4))
-            rep = "{id}", skip = 4;
-        else if (!strncmp(p, "{n}", 3))
-            rep = "{id}", skip = 3;
-        else if (!strncmp(p, "{ids}", 5) || !strncmp(p, "{word}", 6)) {
-            snprintf(why, whylen, "path '%s' has %.*s before its query, which gives no fixed "
-                     "class", cl->path[tier], p[1] == 'i' ? 5 : 6, p);
-            return TB_E_INVAL;
-        }
-        if (!rep) {
-            out[o++] = *p++;
-            continue;
-        }
-        size_t n = strlen(rep);
-        if (o + n >= cap)
-            break;
-        memcpy(out + o, rep, n);
-        o += n;
-        p += skip;
+    snprintf(out, cap, "%s ", cl->method);
+    const struct sim_subst *bad =
+        sim_wire_subst(cl->path[tier], "?#", rule, TB_ARRAY_SIZE(rule), out, cap);
+    if (bad) {
+        snprintf(why, whylen, "path '%s' has %s before its query, which gives no fixed class",
+                 cl->path[tier], bad->ph);
+        return TB_E_INVAL;
     }
-    out[TB_MIN(o, cap - 1)] = 0;
     return 0;
 }
 
