@@ -293,16 +293,16 @@ static void reestimate(struct live *L, uint32_t tier, struct live_tier *t)
 {
     /* The tier's own recent requests, and the calls its machines made to
      * other tiers meanwhile: subtracted from the callers' times as the
-     * offline analysis does (tb_cli_svc_hosts, tb_cli_called_from). */
+     * offline analysis does (tb_analysis_svc_hosts, tb_analysis_called_from). */
     struct tb_svc_host *hosts = NULL;
     size_t nhosts = 0, n = 0, ndown = 0;
-    if (tb_cli_svc_hosts(L->cat, tier, &hosts, &nhosts))
+    if (tb_analysis_svc_hosts(L->cat, tier, &hosts, &nhosts))
         nhosts = 0;
     for (size_t i = 0; i < L->rn; i++) {
         const struct tb_request *r = &L->ring[(L->rhead + i) % RING_CAP];
         if (r->tier == tier)
             n++;
-        else if (tb_cli_called_from(r, hosts, nhosts))
+        else if (tb_analysis_called_from(r, hosts, nhosts))
             ndown++;
     }
     struct tb_request *req = n >= MIN_REQ_FOR_SVC ? malloc((n + ndown) * sizeof *req) : NULL;
@@ -313,7 +313,7 @@ static void reestimate(struct live *L, uint32_t tier, struct live_tier *t)
             const struct tb_request *r = &L->ring[(L->rhead + i) % RING_CAP];
             if (r->tier == tier)
                 req[k++] = *r;
-            else if (tb_cli_called_from(r, hosts, nhosts))
+            else if (tb_analysis_called_from(r, hosts, nhosts))
                 down[kd++] = *r;
         }
         struct tb_svc_opts so;
