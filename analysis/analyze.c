@@ -625,10 +625,13 @@ static void store_result(struct pipe *p, const struct tb_analysis_result *res)
 {
     if (p->o->service_file || p->o->calibrate || !res->nwin)
         return;
+    /* The analysis first, then its windows: a reader that polls the windows
+     * and then the analysis (web.c, poll_tier) never sees windows without
+     * the analysis that says which of them are congested. */
     int64_t id;
-    int rc = tb_store_put_windows(p->st, res->win, res->nwin);
+    int rc = tb_store_put_analysis(p->st, &res->a, res->ep, res->nep, &id);
     if (!rc)
-        rc = tb_store_put_analysis(p->st, &res->a, res->ep, res->nep, &id);
+        rc = tb_store_put_windows(p->st, res->win, res->nwin);
     /* The analysis stands without its stored copy; say so and go on. */
     if (rc)
         tb_log_warn("could not store the analysis of tier '%s': %s", p->tier_name,

@@ -187,6 +187,13 @@ static void poll_tier(struct tb_web *w, uint32_t tier, bool emit)
     const struct tb_tier_info *ti = tb_catalog_tier_get(w->cat, tier);
     if (!ti || tier >= TB_WEB_MAX_TIERS)
         return;
+    /* Windows first, then the analysis: analyze.c stores an analysis before
+     * its windows, so windows read here always have theirs. */
+    struct tb_window *win = NULL;
+    size_t nwin = 0;
+    int64_t from = w->win_seen[tier] == INT64_MIN ? INT64_MIN : w->win_seen[tier] + 1;
+    bool have_w =
+        tb_store_get_windows(w->st, tier, 0, w->stream_width_ns, from, INT64_MAX, &win, &nwin) == 0;
     struct tb_analysis a;
     struct tb_episode *ep = NULL;
     size_t nep = 0;
@@ -196,20 +203,14 @@ static void poll_tier(struct tb_web *w, uint32_t tier, bool emit)
     struct tb_congestion rule = {.threshold = NAN};
     if (have_a)
         tb_congestion_from_analysis(&rule, &a, NULL, 0);
-    struct tb_window *win = NULL;
-    size_t nwin = 0;
-    int64_t from = w->win_seen[tier] == INT64_MIN ? INT64_MIN : w->win_seen[tier] + 1;
-    if (tb_store_get_windows(w->st, tier, 0, w->stream_width_ns, from, INT64_MAX, &win, &nwin) ==
-        0) {
-        for (size_t i = 0; i < nwin; i++) {
-            if (win[i].start_ns <= w->win_seen[tier] && w->win_seen[tier] != INT64_MIN)
-                continue;
-            if (emit)
-                tb_web_publish_window(w, ti->name, &win[i],
-                                      tb_congestion_congested(&rule, win[i].load));
-            if (win[i].start_ns > w->win_seen[tier] || w->win_seen[tier] == INT64_MIN)
-                w->win_seen[tier] = win[i].start_ns;
-        }
+    for (size_t i = 0; have_w && i < nwin; i++) {
+        if (win[i].start_ns <= w->win_seen[tier] && w->win_seen[tier] != INT64_MIN)
+            continue;
+        if (emit)
+            tb_web_publish_window(w, ti->name, &win[i],
+                                  tb_congestion_congested(&rule, win[i].load));
+        if (win[i].start_ns > w->win_seen[tier] || w->win_seen[tier] == INT64_MIN)
+            w->win_seen[tier] = win[i].start_ns;
     }
     free(win);
     if (have_a) {
