@@ -314,6 +314,12 @@ static void summary(const struct tb_capture_args *a, const struct tb_capture_sta
             ", retransmitted bytes %" PRIu64 "\n",
             s->gaps, s->gap_bytes, s->parse_errors, s->truncated, s->evicted_flows,
             s->ip_fragments, s->decode_errors, s->retransmitted_bytes);
+    if (s->encrypted_flows || s->compressed_flows || s->streams || s->unanswered)
+        fprintf(stderr,
+                "  encrypted flows %" PRIu64 ", compressed flows %" PRIu64
+                ", push streams %" PRIu64 " (not paired), unanswered requests %" PRIu64
+                " (noreply, quiet: not recorded)\n",
+                s->encrypted_flows, s->compressed_flows, s->streams, s->unanswered);
     if (!a->no_store)
         fprintf(stderr, "  stored in %s\n", a->db);
     tb_log_info("capture: flow state %zu bytes per flow, plus %zu of parser state once a flow "
