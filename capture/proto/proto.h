@@ -101,6 +101,9 @@ const struct tb_proto *tb_proto_find(const char *name);
 extern const struct tb_proto tb_proto_http1;
 extern const struct tb_proto tb_proto_mysql;
 extern const struct tb_proto tb_proto_generic;
+extern const struct tb_proto tb_proto_ajp;
+extern const struct tb_proto tb_proto_fastcgi;
+extern const struct tb_proto tb_proto_tls;
 
 /* Fingerprinting (capture/proto/fingerprint.c). Both write a NUL-terminated
  * string of at most cap-1 bytes into out and return its length. */
