@@ -264,6 +264,20 @@ static void on_request(void *ud, const struct tb_request *r)
     }
 }
 
+static void on_conn(void *ud, const struct tb_conn *c)
+{
+    struct run *run = ud;
+    /* Offline, a connection's opening record would be replaced before anyone
+     * reads it: only the final one is stored. */
+    if (c->closed == TB_CONN_OPEN)
+        return;
+    if (run->w && !run->werr) {
+        int rc = tb_writer_conn(run->w, c);
+        if (rc)
+            run->werr = rc;
+    }
+}
+
 /* Peak resident memory of this process image (VmHWM: unlike getrusage's
  * maxrss it does not count what the parent held before exec). -1 unknown. */
 static long peak_rss_kib(void)
@@ -300,6 +314,12 @@ static void summary(const struct tb_capture_args *a, const struct tb_capture_sta
             ", retransmitted bytes %" PRIu64 "\n",
             s->gaps, s->gap_bytes, s->parse_errors, s->truncated, s->evicted_flows,
             s->ip_fragments, s->decode_errors, s->retransmitted_bytes);
+    if (s->encrypted_flows || s->compressed_flows || s->streams || s->unanswered)
+        fprintf(stderr,
+                "  encrypted flows %" PRIu64 ", compressed flows %" PRIu64
+                ", push streams %" PRIu64 " (not paired), unanswered requests %" PRIu64
+                " (noreply, quiet: not recorded)\n",
+                s->encrypted_flows, s->compressed_flows, s->streams, s->unanswered);
     if (!a->no_store)
         fprintf(stderr, "  stored in %s\n", a->db);
     tb_log_info("capture: flow state %zu bytes per flow, plus %zu of parser state once a flow "
@@ -385,6 +405,7 @@ static int run_offline(const struct tb_capture_args *a)
         tb_log_error("capture: cannot start the engine: %s", tb_strerror(rc));
         goto out;
     }
+    tb_engine_set_conn_cb(e, on_conn, &run);
 
     rc = tb_offline_run(e, &oo, err, sizeof err);
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* tb.c — error strings, logging and duration/time parsing. */
+/* tb.c — error strings, logging, duration/time parsing, connection record names. */
 #include "tb.h"
+#include "conn.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -160,4 +161,18 @@ const char *tb_fmt_duration(int64_t ns, char *buf, size_t len)
     else
         snprintf(buf, len, "%" PRId64 "ns", ns);
     return buf;
+}
+
+/* ---- connection records (conn.h) ---------------------------------------------- */
+
+const char *tb_conn_open_name(unsigned v)
+{
+    static const char *const names[] = {"syn", "synack", "midstream"};
+    return v < TB_ARRAY_SIZE(names) ? names[v] : "?";
+}
+
+const char *tb_conn_close_name(unsigned v)
+{
+    static const char *const names[] = {"open", "fin", "rst", "idle", "evicted", "end"};
+    return v < TB_ARRAY_SIZE(names) ? names[v] : "?";
 }
