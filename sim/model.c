@@ -61,7 +61,8 @@ struct conn {
     bool open;
     /* What the tap saw of it, for connections.csv. */
     int64_t seen_first, seen_last; /* INT64_MAX, INT64_MIN until a packet is captured */
-    bool seen_syn, seen_fin;
+    int64_t seen_fin;              /* the last FIN captured; INT64_MIN for none */
+    bool seen_syn;
     uint32_t nreq_truth; /* its requests listed in requests.csv */
     struct conn *next_free;
 };
@@ -307,7 +308,8 @@ static void emit(struct model *m, struct conn *c, int dir, int64_t ts, uint8_t f
         c->seen_first = ts < c->seen_first ? ts : c->seen_first;
         c->seen_last = ts > c->seen_last ? ts : c->seen_last;
         c->seen_syn |= (flags & (TH_SYN | TH_ACK)) == TH_SYN;
-        c->seen_fin |= (flags & TH_FIN) != 0;
+        if ((flags & TH_FIN) && ts > c->seen_fin)
+            c->seen_fin = ts;
     }
     if (plen)
         memcpy(t + tcplen, payload, plen);
@@ -431,6 +433,7 @@ static struct conn *conn_new(struct model *m, const uint8_t cip[4], uint16_t cpo
     c->open = true;
     c->seen_first = INT64_MAX;
     c->seen_last = INT64_MIN;
+    c->seen_fin = INT64_MIN;
     for (int i = 0; i < 2; i++) {
         uint64_t r = sim_rng_next(&m->rng);
         c->d[i].nxt = (uint32_t)r;
@@ -445,12 +448,14 @@ static void write_conn(struct model *m, const struct conn *c)
 {
     if (c->seen_first == INT64_MAX)
         return;
-    char saddr[48];
+    char saddr[48], fin[24] = "";
     sim_fmt_addr(saddr, sizeof saddr, c->ip[1], c->port[1], m->c->ipv6);
-    fprintf(m->out->conns, "%" PRIu64 ",%s,%s,%s,%s,%" PRId64 ",%" PRId64 ",%d,%d,%" PRIu32 "\n",
+    if (c->seen_fin != INT64_MIN)
+        snprintf(fin, sizeof fin, "%" PRId64, c->seen_fin);
+    fprintf(m->out->conns, "%" PRIu64 ",%s,%s,%s,%s,%" PRId64 ",%" PRId64 ",%d,%s,%" PRIu32 "\n",
             c->id, c->caddr, saddr, c->ctier < 0 ? "" : m->c->tiers[c->ctier].wire_name,
-            m->c->tiers[c->srv->tier].wire_name, c->seen_first, c->seen_last, c->seen_syn,
-            c->seen_fin, c->nreq_truth);
+            m->c->tiers[c->srv->tier].wire_name, c->seen_first, c->seen_last, c->seen_syn, fin,
+            c->nreq_truth);
 }
 
 static int conn_cmp_id(const void *a, const void *b)

@@ -57,7 +57,7 @@ int sim_out_open(struct sim_out *o, const char *prefix, const struct sim_impair 
         {".truth.conf", offsetof(struct sim_out, conf), NULL},
         {".dropped.csv", offsetof(struct sim_out, dropped), "t_ns,src,dst,seq,len,flags\n"},
         {".connections.csv", offsetof(struct sim_out, conns),
-         "conn,client,server,client_tier,server_tier,first_ns,last_ns,syn,fin,requests\n"},
+         "conn,client,server,client_tier,server_tier,first_ns,last_ns,syn,fin_ns,requests\n"},
         {".causes.csv", offsetof(struct sim_out, causes), "server,tier,start_ns,end_ns,cause\n"},
         {".verdict.csv", offsetof(struct sim_out, verdict), "tier,server,cause\n"},
     };

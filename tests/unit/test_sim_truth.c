@@ -91,14 +91,16 @@ struct cn {
     char client[32], server[32], ctier[16], stier[16];
     uint64_t id;
     int64_t first, last;
-    int syn, fin, nreq;
+    int syn, nreq;
+    int64_t fin; /* -1: none */
     bool matched;
 };
 
 struct pk { /* one connection as the pcap shows it */
     char client[32], server[32];
     int64_t first, last;
-    int syn, fin;
+    int syn;
+    int64_t fin; /* the last FIN, -1: none */
 };
 
 struct iv {
@@ -153,7 +155,7 @@ static void load(const char *prefix)
     }
     fclose(in);
     in = open_out(prefix, "connections.csv",
-                  "conn,client,server,client_tier,server_tier,first_ns,last_ns,syn,fin,requests\n");
+                  "conn,client,server,client_tier,server_tier,first_ns,last_ns,syn,fin_ns,requests\n");
     ncns = 0;
     while (fgets(line, sizeof line, in)) {
         assert_int_equal(split(line, f), 10);
@@ -163,7 +165,7 @@ static void load(const char *prefix)
                          .first = strtoll(f[5], NULL, 10),
                          .last = strtoll(f[6], NULL, 10),
                          .syn = atoi(f[7]),
-                         .fin = atoi(f[8]),
+                         .fin = f[8][0] ? strtoll(f[8], NULL, 10) : -1,
                          .nreq = atoi(f[9])};
         snprintf(c->client, sizeof c->client, "%s", f[1]);
         snprintf(c->server, sizeof c->server, "%s", f[2]);
@@ -214,7 +216,7 @@ static void read_pcap(const char *prefix)
         if (!k) {
             assert_true(npks < TB_ARRAY_SIZE(pks));
             k = &pks[npks++];
-            *k = (struct pk){.first = ts};
+            *k = (struct pk){.first = ts, .fin = -1};
             snprintf(k->client, sizeof k->client, "%s", cl);
             snprintf(k->server, sizeof k->server, "%s", sv);
         }
@@ -222,7 +224,7 @@ static void read_pcap(const char *prefix)
         if ((tcp[13] & 0x12) == 0x02)
             k->syn = 1;
         if (tcp[13] & 0x01)
-            k->fin = 1;
+            k->fin = ts;
     }
     fclose(f);
 }
