@@ -51,7 +51,10 @@ TB_PRINTF(2, 3) static int fail(struct pstate *ps, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    snprintf(ps->err, ps->errlen, "%s:%d: %s", ps->name, ps->line, msg);
+    if (ps->line > 0)
+        snprintf(ps->err, ps->errlen, "%s:%d: %s", ps->name, ps->line, msg);
+    else /* --set: the name is the assignment */
+        snprintf(ps->err, ps->errlen, "%s: %s", ps->name, msg);
     return TB_E_BADFMT;
 }
 
@@ -185,6 +188,12 @@ static int set_sim(struct pstate *ps, const char *k, const char *v)
         return get_int(ps, k, v, 536, 8960, &c->mss);
     if (!strcmp(k, "ipv6"))
         return get_bool(ps, k, v, &c->ipv6);
+    if (!strcmp(k, "streams")) {
+        if (strcmp(v, "shared") && strcmp(v, "per-user"))
+            return fail(ps, "streams: '%s' is not shared or per-user", v);
+        c->per_user = !strcmp(v, "per-user");
+        return 0;
+    }
     if (!strcmp(k, "vlan")) {
         int id = 0;
         if (get_int(ps, k, v, 0, 4094, &id) < 0)
@@ -254,6 +263,8 @@ static int set_tier(struct pstate *ps, const char *k, const char *v)
     }
     if (!strcmp(k, "speed_init"))
         return get_int(ps, k, v, 0, SIM_MAX_SPEEDS - 1, &t->speed_init);
+    if (!strcmp(k, "speedup"))
+        return get_double(ps, k, v, 0.01, 100, &t->speedup);
     if (!strcmp(k, "governor"))
         return get_duration(ps, k, v, &t->governor_ns);
     if (!strcmp(k, "governor_up"))
@@ -517,6 +528,7 @@ static int begin_section(struct pstate *ps, char *hdr)
         t->keepalive = 100;
         t->speeds[0] = 1.0;
         t->nspeeds = 1;
+        t->speedup = 1.0;
         t->governor_up = 0.8;
         t->governor_down = 0.3;
         return 0;
@@ -586,6 +598,75 @@ int sim_conf_set_servers(struct sim_conf *c, const char *spec, char *err, size_t
     for (int i = 0; i < k; i++)
         c->tiers[i].servers = n[i];
     return 0;
+}
+
+int sim_conf_set(struct sim_conf *c, const char *assignment, char *err, size_t errlen)
+{
+    char name[600], buf[512];
+    snprintf(name, sizeof name, "--set %s", assignment);
+    struct pstate ps = {.c = c, .name = name, .err = err, .errlen = errlen};
+    if (strlen(assignment) >= sizeof buf)
+        return fail(&ps, "longer than %zu characters", sizeof buf - 1);
+    strcpy(buf, assignment);
+    char *eq = strchr(buf, '=');
+    if (!eq)
+        return fail(&ps, "expected SECTION.KEY=VALUE (e.g. tier.db.cores=4)");
+    *eq = 0;
+    char *lhs = trim(buf), *v = trim(eq + 1), *k = NULL;
+    if (!*v)
+        return fail(&ps, "missing value");
+    char *dot = strchr(lhs, '.');
+    if (!dot)
+        return fail(&ps, "expected SECTION.KEY=VALUE (e.g. tier.db.cores=4)");
+    *dot = 0;
+    const char *sec = lhs;
+    if (!strcmp(sec, "sim") || !strcmp(sec, "expect")) {
+        k = dot + 1;
+        if (!strcmp(sec, "expect") && !c->expect.set)
+            return fail(&ps, "the configuration has no [expect] section");
+        ps.sec = !strcmp(sec, "sim") ? SEC_SIM : SEC_EXPECT;
+    } else if (!strcmp(sec, "tier") || !strcmp(sec, "class") || !strcmp(sec, "freeze")) {
+        /* tier.NAME.KEY, class.NAME.KEY, freeze.N.KEY (N 1-based, in file order) */
+        char *obj = dot + 1, *d2 = strchr(obj, '.');
+        if (!d2 || !d2[1])
+            return fail(&ps, "expected %s.%s.KEY=VALUE", sec, *sec == 'f' ? "N" : "NAME");
+        *d2 = 0;
+        k = d2 + 1;
+        ps.idx = -1;
+        if (*sec == 't') {
+            ps.sec = SEC_TIER;
+            ps.idx = sim_conf_tier_index(c, obj);
+        } else if (*sec == 'c') {
+            ps.sec = SEC_CLASS;
+            for (int i = 0; i < c->nclasses; i++)
+                if (!strcmp(c->classes[i].name, obj))
+                    ps.idx = i;
+        } else {
+            ps.sec = SEC_FREEZE;
+            char *end;
+            long n = strtol(obj, &end, 10);
+            if (!*end && n >= 1 && n <= c->nfreezes)
+                ps.idx = (int)n - 1;
+        }
+        if (ps.idx < 0)
+            return fail(&ps, "the configuration has no %s '%s'", sec, obj);
+    } else
+        return fail(&ps, "unknown section '%s' (sim, tier, class, freeze, expect)", sec);
+    int rc;
+    switch (ps.sec) {
+    case SEC_SIM:
+        rc = set_sim(&ps, k, v);
+        if (rc == 0 && ps.servers_spec[0]) {
+            char why[200];
+            if (sim_conf_set_servers(c, ps.servers_spec, why, sizeof why) < 0)
+                return fail(&ps, "%s", why);
+        }
+        return rc;
+    case SEC_TIER: return set_tier(&ps, k, v);
+    case SEC_CLASS: return set_class(&ps, k, v);
+    case SEC_FREEZE: return set_freeze(&ps, k, v);
+    default: return set_expect(&ps, k, v);
+    }
 }
 
 int sim_conf_parse(struct sim_conf *c, const char *text, const char *name, char *err,
@@ -840,7 +921,8 @@ int sim_conf_write(const struct sim_conf *c, FILE *f)
             c->burst ? "true" : "false", c->burst_on.text, c->burst_off.text, c->burst_factor);
     fprintf(f, "link = %g\nack_delay = %" PRId64 "ns\nrtt = %" PRId64 "ns\nmss = %d\n",
             c->link_gbps, c->ack_delay_ns, c->rtt_ns, c->mss);
-    fprintf(f, "ipv6 = %s\nvlan = %u\n", c->ipv6 ? "true" : "false", c->vlan);
+    fprintf(f, "ipv6 = %s\nvlan = %u\nstreams = %s\n", c->ipv6 ? "true" : "false", c->vlan,
+            c->per_user ? "per-user" : "shared");
     for (int i = 0; i < c->ntiers; i++) {
         const struct sim_tier_conf *t = &c->tiers[i];
         fprintf(f, "\n[tier %s]\nname = %s\nproto = %s\nport = %u\nservers = %d\ncores = %d\n",
@@ -851,7 +933,7 @@ int sim_conf_write(const struct sim_conf *c, FILE *f)
         fprintf(f, "speeds = ");
         for (int s = 0; s < t->nspeeds; s++)
             fprintf(f, "%s%g", s ? ", " : "", t->speeds[s]);
-        fprintf(f, "\nspeed_init = %d\n", t->speed_init);
+        fprintf(f, "\nspeed_init = %d\nspeedup = %.15g\n", t->speed_init, t->speedup);
         if (t->governor_ns)
             fprintf(f, "governor = %" PRId64 "ns\ngovernor_up = %g\ngovernor_down = %g\n",
                     t->governor_ns, t->governor_up, t->governor_down);

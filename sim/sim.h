@@ -130,6 +130,7 @@ struct sim_tier_conf {
     double speeds[SIM_MAX_SPEEDS]; /* relative CPU speeds, ascending */
     int nspeeds;
     int speed_init;            /* index into speeds of the starting level */
+    double speedup;            /* every speed level times this (what-if: a faster CPU) */
     int64_t governor_ns;       /* sampling period of the governor; 0 = none */
     double governor_up, governor_down;
     struct sim_dist speed_every; /* random level switching: time between switches;
@@ -192,6 +193,7 @@ struct sim_conf {
     int64_t ack_delay_ns;
     int64_t rtt_ns;
     int mss;
+    bool per_user; /* streams = per-user: each user's pages draw from its own stream */
     bool ipv6;     /* hosts get fd00::T:N instead of 10.0.T.N */
     uint16_t vlan; /* 802.1Q tag on every frame; 0 = untagged */
     struct sim_tier_conf tiers[SIM_MAX_TIERS];
@@ -209,6 +211,11 @@ void sim_conf_defaults(struct sim_conf *c);
 int sim_conf_parse(struct sim_conf *c, const char *text, const char *name, char *err,
                    size_t errlen);
 int sim_conf_load(struct sim_conf *c, const char *path, char *err, size_t errlen);
+/* One override "SECTION.KEY=VALUE" (tbneck-sim --set), applied after the
+ * file and before sim_conf_finish: sim.KEY, tier.NAME.KEY, class.NAME.KEY,
+ * freeze.N.KEY (N 1-based) or expect.KEY, with the file's keys and checks.
+ * On error returns a negative TB_E_* and writes "--set ASSIGNMENT: why". */
+int sim_conf_set(struct sim_conf *c, const char *assignment, char *err, size_t errlen);
 /* "1/2/1": servers per tier in order. */
 int sim_conf_set_servers(struct sim_conf *c, const char *spec, char *err, size_t errlen);
 /* Checks cross-references and fills derived fields (wire names). */
