@@ -150,7 +150,7 @@ def talk(data, timeout=5):
 r = talk(b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03garbage\xff\xfe\r\n\r\n")
 assert r.startswith(b"HTTP/1.1 400"), r[:80]
 print("ok: garbage bytes -> 400")
-r = talk(b"GET /api/tiers HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n")
+r = talk(b"GET /api/tiers HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 99999999\r\n\r\n")
 assert r.startswith(b"HTTP/1.1 413"), r[:80]
 print("ok: announced oversized body -> 413")
 # 300 idle connections (cap 256): a real request must still be answered.
@@ -158,7 +158,7 @@ idle = []
 for i in range(300):
     idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
 time.sleep(0.5)
-r = talk(b"GET /api/tiers HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+r = talk(b"GET /api/tiers HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
 assert r.startswith(b"HTTP/1.1 200"), r[:80]
 # The oldest idle ones were closed to make room.
 closed = 0
@@ -177,7 +177,7 @@ assert closed > 0, "no idle connection was evicted"
 print("ok: 300 idle connections, a request still answered; %d of the oldest 40 evicted" % closed)
 # Keep-alive: two requests on one connection.
 s = socket.create_connection(("127.0.0.1", port), timeout=5)
-s.sendall(b"GET /api/health HTTP/1.1\r\nHost: x\r\n\r\nGET /api/tiers HTTP/1.1\r\nHost: x\r\n\r\n")
+s.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /api/tiers HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 data = b""
 t0 = time.time()
 while data.count(b"HTTP/1.1 200") < 2 and time.time() - t0 < 5:
