@@ -190,7 +190,25 @@ assert data.count(b"HTTP/1.1 200") == 2, data[:200]
 print("ok: pipelined keep-alive requests")
 PY
 
+# DNS rebinding: a page of another site reaching this loopback server under
+# its own name is refused; addresses and localhost are not.
+expect 403 "foreign Host name" -H "Host: rebind.attacker.example" "$base/api/tiers"
+expect 200 "Host localhost" -H "Host: localhost:$port" "$base/api/tiers"
+expect 200 "Host [::1]" -H "Host: [::1]:$port" "$base/api/tiers"
+grep -q "frame-ancestors 'none'" <(curl -sI "$base/") || fail "no CSP frame-ancestors on the page"
+ok "CSP frame-ancestors 'none' on the page"
+
 kill -0 "$serve_pid" || fail "serve died during the error cases"
+stop_serve
+"$TBNECK" serve --db "$work/web.db" --listen 127.0.0.1:0 --allow-host 'bad name!' >/dev/null \
+  2>"$work/host.err"
+rc=$?
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$work/host.err")" -eq 1 ] && grep -q 'bad name!' "$work/host.err" ||
+  { cat "$work/host.err"; fail "bad --allow-host: exit $rc, want 2 with one line naming it"; }
+ok "bad --allow-host: exit 2"
+start_serve "$work/web.db" "$work" --allow-host dash.example.org,mon
+expect 200 "--allow-host name" -H "Host: Dash.Example.org:$port" "http://127.0.0.1:$port/api/tiers"
+expect 403 "name not in --allow-host" -H "Host: other.example.org" "http://127.0.0.1:$port/api/tiers"
 stop_serve
 grep -qi 'sanitizer\|runtime error' "$work/serve.err" && { cat "$work/serve.err"; fail "sanitizer report"; }
 [ "$serve_rc" = 0 ] || { cat "$work/serve.err"; fail "serve exit status $serve_rc after SIGTERM, want 0"; }
