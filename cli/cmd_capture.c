@@ -181,8 +181,9 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
                 return usage_error("bad duration '%s' (e.g. 60s, 5m)", optarg);
             break;
         case OPT_WINDOW:
-            if (tb_parse_duration(optarg, TB_NS_PER_MS, &a->window_ns) || a->window_ns <= 0)
-                return usage_error("bad window '%s' (e.g. 50ms, 1s)", optarg);
+            if (tb_parse_window(optarg, &a->window_ns))
+                return usage_error("bad window '%s' (a duration from 1ms to 1h, e.g. 50ms)",
+                                   optarg);
             break;
         case OPT_IMMEDIATE:
             a->immediate = true;

@@ -60,8 +60,9 @@ int tb_cmd_serve(int argc, char **argv)
     if (rc)
         return rc;
     int64_t width_ns = 50 * TB_NS_PER_MS;
-    if (window && (tb_parse_duration(window, TB_NS_PER_MS, &width_ns) < 0 || width_ns <= 0)) {
-        tb_log_error("serve: bad --window '%s' (expected a duration such as 50ms)", window);
+    if (window && tb_parse_window(window, &width_ns) != 0) {
+        tb_log_error("serve: bad --window '%s' (expected a duration from 1ms to 1h, such as 50ms)",
+                     window);
         return TB_EXIT_USAGE;
     }
 
