@@ -585,7 +585,8 @@ static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns)
 /* ---- stored results ----------------------------------------------------------- */
 
 /* A stored analysis is reused when it covers the same windows over the same
- * requests: same (tier, server, width), same range, same request count. Runs
+ * requests: same (tier, server, width), same range, same request count, same
+ * method version (TB_ANALYSIS_VERSION). Runs
  * with overridden service times are never stored-over nor reused, since the
  * stored rows do not say which service times made them. */
 static bool load_stored(struct pipe *p, uint32_t server, uint64_t count,
@@ -600,7 +601,9 @@ static bool load_stored(struct pipe *p, uint32_t server, uint64_t count,
     if (tb_store_get_analysis(p->st, p->tier, server, o->width_ns, &a, &ep, &nep) != 0)
         return false;
     int64_t to = p->w0 + (int64_t)p->nwin * o->width_ns;
-    if (a.from_ns != p->w0 || a.to_ns != to || a.requests != count) {
+    /* An analysis made by another version of the method is stale. */
+    if (a.from_ns != p->w0 || a.to_ns != to || a.requests != count ||
+        a.method_version != TB_ANALYSIS_VERSION) {
         free(ep);
         return false;
     }

@@ -346,6 +346,9 @@ int tb_correlate_analyze(const struct tb_window *w, size_t n, int64_t work_unit_
     a->tp_max = ns.tp_max;
     a->slope = ns.slope;
     a->disagree = ns.disagree;
+    a->n_star_why = ns.why;
+    a->method_version = TB_ANALYSIS_VERSION;
+    tb_nstar_reason(&ns, a->n_star_reason, sizeof a->n_star_reason);
     double thr = tb_nstar_threshold(&ns);
     a->n_star_used = thr;
     struct tb_episode *e = NULL;

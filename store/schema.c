@@ -32,6 +32,7 @@
  *            kind 'freeze'|'saturated')                                             [1]
  *   health(capture_id, ts_ns, packets, kernel_drops, if_drops)  WITHOUT ROWID       [2]
  *   events(id, kind, host, start_ns, end_ns, detail)                                [2]
+ *   analyses += method_version, n_star_why (enum tb_nstar_why), n_star_reason       [3]
  * Raw payloads are never stored: a class is a fingerprint with literals removed. */
 #include "store_int.h"
 
@@ -120,6 +121,13 @@ static const struct migration migrations[] = {
         "  start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,\n"
         "  detail TEXT NOT NULL DEFAULT '');\n"
         "CREATE INDEX events_kind_start ON events(kind, start_ns);\n"},
+    /* Version 3: whether and why a knee was shown (correlate.h "the knee
+     * test"), and the analysis method's version, so that an analysis made by
+     * an older method is recomputed instead of reused (the rows before it
+     * have version 0). */
+    {3, "ALTER TABLE analyses ADD COLUMN method_version INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE analyses ADD COLUMN n_star_why INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE analyses ADD COLUMN n_star_reason TEXT NOT NULL DEFAULT '';\n"},
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == TB_STORE_SCHEMA_VERSION,

@@ -16,7 +16,7 @@ struct tb_capture_stats; /* capture/capture.h */
 
 /* Version 1: catalog, captures, requests, windows, service times, analyses,
  * episodes. Version 2: health and events. (store/schema.c, docs/storage.md) */
-#define TB_STORE_SCHEMA_VERSION 2
+#define TB_STORE_SCHEMA_VERSION 3
 
 enum tb_store_flags {
     TB_STORE_CREATE = 1u << 0,   /* create the file when absent */
