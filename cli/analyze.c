@@ -56,6 +56,7 @@ struct pipe {
     uint32_t *servers;   /* rows 1..nservers */
     size_t nservers;
     uint64_t *count;     /* requests per row (row 0 = the tier) */
+    bool calls;          /* the tier's machines called other tiers (N* without slope hint) */
     char *err;
     size_t errlen;
 };
@@ -546,6 +547,7 @@ static int estimate_services(struct pipe *p, struct tb_class_service **svc, size
         rc = downstream(p->all, p->nall, p->tier, hosts, nhosts, &down, &ndown);
         if (rc)
             goto out;
+        p->calls = ndown > 0;
     }
     struct tb_svc_opts so;
     tb_svc_opts_default(&so);
@@ -567,10 +569,13 @@ out:
 /* N*, TPmax, congestion, episodes and levels of one row. The identity and the
  * request count are the pipeline's: correlate only sees windows, so it would
  * count completions and take the range from the (possibly empty) windows. */
-static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns)
+static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns, bool calls)
 {
     struct tb_analysis keep = res->a;
-    int rc = tb_correlate_analyze(res->win, res->nwin, work_unit_ns, NULL, &res->a, &res->ep,
+    struct tb_nstar_opts no;
+    tb_nstar_opts_default(&no);
+    no.waits_downstream = calls;
+    int rc = tb_correlate_analyze(res->win, res->nwin, work_unit_ns, &no, &res->a, &res->ep,
                                   &res->nep);
     res->a.tier = keep.tier;
     res->a.server = keep.server;
@@ -726,7 +731,7 @@ static int run(struct pipe *p, struct tb_analysis_result *total,
                 memcpy(res->win, w + src * p->nwin, p->nwin * sizeof *w);
                 res->nwin = p->nwin;
             }
-            rc = analyze_row(res, wu);
+            rc = analyze_row(res, wu, p->calls);
             if (rc)
                 seterr(p->err, p->errlen, "analysing tier '%s': %s", p->tier_name,
                        tb_strerror(rc));

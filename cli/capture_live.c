@@ -59,6 +59,7 @@ struct live_tier {
     struct tb_analysis a;
     bool have_a;
     double threshold;         /* congestion threshold: N*, else the fit's knee (NAN: none) */
+    bool calls;               /* its machines called other tiers at the last re-estimate */
     /* The episode in progress, if any. */
     bool in_ep;
     struct tb_episode ep;
@@ -305,6 +306,7 @@ static void reestimate(struct live *L, uint32_t tier, struct live_tier *t)
         else if (tb_cli_called_from(r, hosts, nhosts))
             ndown++;
     }
+    t->calls = ndown > 0;
     struct tb_request *req = n >= MIN_REQ_FOR_SVC ? malloc((n + ndown) * sizeof *req) : NULL;
     if (req) {
         struct tb_request *down = req + n;
@@ -345,7 +347,10 @@ static void reestimate(struct live *L, uint32_t tier, struct live_tier *t)
     };
     struct tb_episode *ep = NULL;
     size_t nep = 0;
-    if (tb_correlate_analyze(t->recent, t->nrecent, t->work_unit_ns, NULL, &a, &ep, &nep) == 0) {
+    struct tb_nstar_opts no;
+    tb_nstar_opts_default(&no);
+    no.waits_downstream = t->calls;
+    if (tb_correlate_analyze(t->recent, t->nrecent, t->work_unit_ns, &no, &a, &ep, &nep) == 0) {
         t->a = a;
         t->have_a = true;
         t->threshold = tb_analysis_threshold(&a);

@@ -123,7 +123,12 @@ struct tb_nstar_opts {
     double disagree_frac; /* default 0.2 */
     double slope_hint;    /* expected slope of the linear part, units/s per unit of load
                            * (1e9 / work unit for a tier that waits on nothing); 0 = none.
-                           * tb_correlate_analyze sets it from the work unit when 0. */
+                           * tb_correlate_analyze sets it from the work unit when 0 and
+                           * the series does not wait downstream. */
+    bool waits_downstream; /* the series' requests call another tier and wait for it: a
+                            * request alone in it completes service/u units in its whole
+                            * life, which is longer than its service time, so 1/u is not
+                            * the slope of the linear part (no hint is derived). */
     bool assume_knee;     /* skip the knee test and the sanity bound below (the estimates
                            * as found, before v0.3; for comparisons). Default false. */
 };

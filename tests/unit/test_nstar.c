@@ -415,6 +415,49 @@ static void test_disagree_needs_both(void **state)
     free(t);
 }
 
+/* The slope of the linear part for a tier that waits downstream (no work-
+ * unit hint): an M/G/inf tier (no queueing: each request lives R = 5.5 ms
+ * on average, exponential, and is worth 1 unit) seen through 50 ms windows
+ * in time order, arrivals at a rate that drifts between 20 and 200 per
+ * second. By Little's law the slope is 1/R = 181.8 units/s per unit of load.
+ * The lowest-load tenth of the windows overstates it (their load came out
+ * low against completions that belong to requests of the window before);
+ * chunks of consecutive windows do not. */
+static void test_waits_slope(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    const double w = 0.05, R = 0.0055;
+    double *l = calloc(N, sizeof *l), *t = calloc(N, sizeof *t);
+    rs = 53;
+    double now = 0, rate = 100;
+    while (now < N * w) {
+        rate = fmin(200, fmax(20, rate * exp(0.05 * gauss())));
+        now += -log(unif()) / rate;
+        double end = now + -log(unif()) * R;
+        for (size_t k = (size_t)(now / w); k < N && k * w < end; k++) {
+            double lo = fmax(now, k * w), hi = fmin(end, (k + 1) * w);
+            l[k] += (hi - lo) / w;
+        }
+        if (end < N * w)
+            t[(size_t)(end / w)] += 1 / w;
+    }
+    struct tb_nstar_opts o;
+    tb_nstar_opts_default(&o);
+    struct tb_nstar plain, waits;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &plain), 0);
+    o.waits_downstream = true;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &waits), 0);
+    print_message("M/G/inf: lowest windows %.1f, chunks %.1f, 1/R %.1f\n", plain.delta0,
+                  waits.delta0, 1 / R);
+    assert_true(plain.delta0 > 1.1 / R);
+    assert_near(waits.delta0, 1 / R, 0.05 / R);
+    /* And no congestion either way. */
+    assert_true(isnan(tb_nstar_threshold(&waits)));
+    free(l);
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -429,6 +472,7 @@ int main(void)
         cmocka_unit_test(test_few_windows),
         cmocka_unit_test(test_one_burst),
         cmocka_unit_test(test_disagree_needs_both),
+        cmocka_unit_test(test_waits_slope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
