@@ -225,16 +225,17 @@ static double linear_slope(const double *ld, const double *tp, size_t nlow, doub
  * order, time for a series), each ranked by the mean load of the chunks
  * before and after it (the arrival rate carries over, the sizes of its own
  * requests do not), and the slope is Σtp / Σload over the lowest-ranked
- * tenth of the chunks (at least 5): +3% there, and on a simulated app
+ * tenth of the chunks (at least 5), freezes left out: +3% there, and on a simulated app
  * tier (R/D = 1.375) 179 against the true 180 units/s per unit of load,
  * where the lowest-load tenth of the windows gave 221-237 (N* 17% low).
  * NAN with fewer than 5 chunks. */
-static double chunk_slope(const struct pt *p, size_t m, double *scratch)
+static double chunk_slope(const struct pt *p, size_t m, double freeze_frac, double *scratch)
 {
     size_t nc = m / KNEE_CHUNK;
     if (nc < 5)
         return NAN;
     double *own = scratch, *rank = scratch + nc, *sorted = scratch + 2 * nc;
+    double *ratio = scratch + 3 * nc;
     for (size_t c = 0; c < nc; c++) {
         double sl = 0;
         for (size_t i = c * KNEE_CHUNK; i < (c + 1) * KNEE_CHUNK; i++)
@@ -256,17 +257,32 @@ static double chunk_slope(const struct pt *p, size_t m, double *scratch)
     }
     size_t k = TB_MAX((size_t)5, nc / 10);
     double cut = quantile(sorted, nc, (double)k / (double)nc);
-    double sl = 0, st = 0;
+    /* The chosen chunks, and each one's own slope. */
     size_t taken = 0;
     for (size_t c = 0; c < nc && taken < k; c++) {
         if (rank[c] > cut)
             continue;
+        double sl = 0, st = 0;
         for (size_t i = c * KNEE_CHUNK; i < (c + 1) * KNEE_CHUNK; i++) {
             sl += p[i].l;
             st += p[i].t;
         }
+        own[taken] = sl;
+        ratio[taken] = sorted[taken] = st / sl;
         taken++;
     }
+    /* A stop-the-world pause can fall between two quiet neighbours: its
+     * load piles up with next to no output and would rule the sums (one
+     * such chunk took a GC-pausing app server's slope from 2300 to 640).
+     * As everywhere else, below freeze_frac x the typical value is a
+     * freeze and left out. */
+    double med = quantile(sorted, taken, 0.5);
+    double sl = 0, st = 0;
+    for (size_t c = 0; c < taken; c++)
+        if (!(ratio[c] < freeze_frac * med)) {
+            sl += own[c];
+            st += ratio[c] * own[c];
+        }
     return sl > 0 ? st / sl : NAN;
 }
 
@@ -945,7 +961,7 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
         }
     res->samples = m;
     /* Before sorting: the points are still in time order. */
-    double d0_chunks = o.waits_downstream ? chunk_slope(p, m, scratch) : NAN;
+    double d0_chunks = o.waits_downstream ? chunk_slope(p, m, o.freeze_frac, scratch) : NAN;
     qsort(p, m, sizeof *p, cmp_pt);
     if (m >= 3) {
         /* δ_0 from the lowest-load tenth of the windows (at least 5), not

@@ -207,6 +207,7 @@ static void test_json_disagree(void **state)
 {
     struct fixture *fx = *state;
     fx->rep.total.a.n_star_fit = 4.0; /* 60% more than 2.5 */
+    fx->rep.total.a.disagree = true;  /* as correlate decides (the formats re-derive nothing) */
     char *out = capture_output(tb_report_write_json, fx);
     assert_non_null(strstr(out, "\"n_star\":2.5,\"n_star_fit\":4,\"n_star_disagree\":true,"));
     free(out);
@@ -322,7 +323,7 @@ static void test_text_no_threshold(void **state)
     fx->rep.total.a.n_star_why = TB_NSTAR_LINEAR;
     snprintf(fx->rep.total.a.n_star_reason, sizeof fx->rep.total.a.n_star_reason,
              "no congestion: throughput still rises with load up to 4.00");
-    assert_true(isnan(tb_report_threshold(&fx->rep.total.a)));
+    assert_true(isnan(tb_analysis_threshold(&fx->rep.total.a)));
     char *out = capture_output(tb_report_write_text, fx);
     assert_non_null(
         strstr(out, "note: tier mysql: no congestion: throughput still rises with load up to "
@@ -337,7 +338,7 @@ static void test_text_no_threshold(void **state)
                                 "\"threshold\":null,"));
     free(out);
     fx->rep.total.a.n_star_fit = 1.5;
-    assert_true(tb_report_threshold(&fx->rep.total.a) == 1.5);
+    assert_true(tb_analysis_threshold(&fx->rep.total.a) == 1.5);
     out = capture_output(tb_report_write_text, fx);
     assert_non_null(strstr(out, "congested (load >= 1.50, the fit's N*): 50.0% of windows"));
     free(out);
