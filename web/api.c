@@ -309,6 +309,9 @@ static void analysis_fields(struct tb_buf *b, const struct tb_analysis *a)
     }
     tb_buf_trim_comma(b);
     tb_buf_printf(b, "],\"disagree\":%s", a->disagree ? "true" : "false");
+    tb_buf_printf(b, ",\"n_star_status\":\"%s\",\"n_star_reason\":",
+                  tb_nstar_why_status(a->n_star_why));
+    tb_buf_json_str(b, a->n_star_reason);
 }
 
 static void api_scatter(struct tb_web *w, struct reply *c, const struct params *p)
