@@ -36,6 +36,14 @@ int tb_analyze_tier(struct tb_store *st, const struct tb_catalog *cat, uint32_t 
                     const struct tb_analyze_opts *o, struct tb_analysis_result *res, char *errbuf,
                     size_t errlen);
 void tb_analysis_result_free(struct tb_analysis_result *res);
+/* The tier and each of its servers (o->server must be 0): *total as
+ * tb_analyze_tier gives it, *servers one result per server of the tier in
+ * catalog order (malloc'd; free each with tb_analysis_result_free, then the
+ * array). */
+int tb_analyze_tier_servers(struct tb_store *st, const struct tb_catalog *cat, uint32_t tier,
+                            const struct tb_analyze_opts *o, struct tb_analysis_result *total,
+                            struct tb_analysis_result **servers, size_t *nservers, char *errbuf,
+                            size_t errlen);
 
 /* ---- the report: one tier, each of its servers, cross-tier attribution ---- */
 
