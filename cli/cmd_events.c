@@ -18,7 +18,7 @@
 
 #include "analyze.h"
 #include "cli.h"
-#include "events_gc.h"
+#include "events.h"
 #include "report_util.h"
 
 static void usage(FILE *f)

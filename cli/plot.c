@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 /* Window states, as drawn. */
-enum { ST_NORMAL = 0, ST_CONGESTED = 1, ST_FREEZE = 2 };
 
 int tb_plot_format(const char *path)
 {
@@ -74,38 +73,6 @@ static const char *tier_name(const struct tb_catalog *cat, uint32_t id)
     return t ? t->name : "?";
 }
 
-/* Per-window state: congested when the load reaches N*; freeze when inside a
- * freeze episode and the window's own throughput is far below the
- * main-sequence curve (an episode also holds the drain after a pause, which
- * is not frozen). */
-static int *window_states(const struct tb_analysis_result *r)
-{
-    int *st = calloc(r->nwin ? r->nwin : 1, sizeof *st);
-    if (!st)
-        return NULL;
-    double ns = tb_report_threshold(&r->a);
-    for (size_t i = 0; i < r->nwin; i++)
-        if (isfinite(ns) && r->win[i].load >= ns && r->win[i].load > 0)
-            st[i] = ST_CONGESTED;
-    struct tb_nstar_opts no;
-    tb_nstar_opts_default(&no);
-    struct tb_nstar curve = {.slope = r->a.slope, .tp_max = r->a.tp_max};
-    size_t k = 0;
-    for (size_t e = 0; e < r->nep; e++) {
-        const struct tb_episode *ep = &r->ep[e];
-        while (k < r->nwin && r->win[k].start_ns < ep->start_ns)
-            k++;
-        for (size_t i = k; i < r->nwin && r->win[i].start_ns < ep->end_ns; i++) {
-            st[i] = TB_MAX(st[i], ST_CONGESTED);
-            double c = tb_nstar_curve(&curve, r->win[i].load);
-            if (ep->kind == TB_EP_FREEZE && isfinite(c) &&
-                r->win[i].norm_throughput < no.freeze_frac * c)
-                st[i] = ST_FREEZE;
-        }
-    }
-    return st;
-}
-
 /* The front tier's mean response time of the window starting at t, in ms;
  * NAN (drawn as a gap) when it has no completions there. */
 static double front_rt_ms(const struct tb_report *r, size_t *k, int64_t t)
@@ -130,9 +97,13 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
 {
     const struct tb_analysis_result *res = &r->total;
     const struct tb_analysis *a = &res->a;
-    int *st = window_states(res);
+    /* Window states by correlate's rule, as the dashboard shows them. */
+    uint8_t *st = malloc(res->nwin ? res->nwin : 1);
     if (!st)
         return TB_E_NOMEM;
+    struct tb_congestion rule;
+    tb_congestion_from_analysis(&rule, a, res->win, res->nwin);
+    tb_congestion_states(&rule, res->win, res->nwin, res->ep, res->nep, st);
     int64_t t0 = res->nwin ? res->win[0].start_ns : 0;
     double wsec = (double)r->width_ns / 1e9;
     bool have_front = r->front_tier && r->front_tier != r->tier && r->nfront;

@@ -95,11 +95,6 @@ void tb_dur_dist(const struct tb_episode *ep, size_t n, struct tb_dur_dist *d)
     free(v);
 }
 
-double tb_report_threshold(const struct tb_analysis *a)
-{
-    return tb_analysis_threshold(a);
-}
-
 const char *tb_episode_kind_name(enum tb_episode_kind k)
 {
     return k == TB_EP_FREEZE ? "freeze" : "saturated";
@@ -209,12 +204,6 @@ static double nstar_gap(const struct tb_analysis *a)
     return m > 0 ? fabs(a->n_star - a->n_star_fit) / m : INFINITY;
 }
 
-static bool disagree(const struct tb_analysis *a)
-{
-    double g = nstar_gap(a);
-    return a->disagree || (isfinite(a->n_star) && isfinite(a->n_star_fit) && g > 0.2);
-}
-
 static void text_row(FILE *f, const char *label, const struct tb_analysis_result *r)
 {
     char b[9][32];
@@ -234,7 +223,7 @@ static void text_warnings(FILE *f, const char *label, const struct tb_analysis_r
 {
     const struct tb_analysis *a = &r->a;
     bool ns = isfinite(a->n_star), nf = isfinite(a->n_star_fit);
-    if (ns && nf && disagree(a)) {
+    if (ns && nf && a->disagree) {
         fprintf(f,
                 "warning: %s: the two N* estimates disagree by %.0f%% (intervention %.2f, "
                 "fit %.2f); the load/throughput curve has no clear knee, read N* with care\n",
@@ -337,7 +326,7 @@ static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t o
     size_t nfreeze = 0;
     for (size_t i = 0; i < r->nep; i++)
         nfreeze += r->ep[i].kind == TB_EP_FREEZE;
-    double thr = tb_report_threshold(&r->a);
+    double thr = tb_analysis_threshold(&r->a);
     if (!isfinite(thr))
         fprintf(f, "\ncongested: no threshold, N* undetermined; no window counts as "
                    "congested\n");
@@ -534,8 +523,8 @@ static void json_analysis(FILE *f, const struct tb_analysis_result *r)
     tb_json_num(f, a->n_star);
     fputs(",\"n_star_fit\":", f);
     tb_json_num(f, a->n_star_fit);
-    fprintf(f, ",\"n_star_disagree\":%s,\"threshold\":", disagree(a) ? "true" : "false");
-    tb_json_num(f, tb_report_threshold(a));
+    fprintf(f, ",\"n_star_disagree\":%s,\"threshold\":", a->disagree ? "true" : "false");
+    tb_json_num(f, tb_analysis_threshold(a));
     fputs(",\"tp_max\":", f);
     tb_json_num(f, a->tp_max);
     fputs(",\"slope\":", f);

@@ -61,6 +61,10 @@ enum { TB_EXIT_OK = 0, TB_EXIT_FAIL = 1, TB_EXIT_USAGE = 2 };
 
 #define TB_NS_PER_SEC INT64_C(1000000000)
 #define TB_NS_PER_MS INT64_C(1000000)
+/* The window width when none is given (DESIGN.md "Window"): every default
+ * of every command, the API and the live stream. */
+#define TB_WINDOW_DEFAULT_NS (50 * TB_NS_PER_MS)
+#define TB_WINDOW_DEFAULT "50ms"
 
 /* One clear line on stderr, prefixed "tbneck: ". */
 void tb_log_error(const char *fmt, ...) TB_PRINTF(1, 2);

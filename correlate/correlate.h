@@ -133,20 +133,92 @@ double tb_nstar_threshold(const struct tb_nstar *ns);
  * congested windows are counted against (report, dashboard, live stream). */
 double tb_analysis_threshold(const struct tb_analysis *a);
 
+/* ---- the congestion rule -------------------------------------------------------
+ * DESIGN.md "Congested window", "Episode". The one definition of congested,
+ * frozen and episode that every view applies — the report and its plot, the
+ * dashboard API, the live stream and the stream of a polled database — so
+ * that they cannot disagree: a rule is made once from an analysis (or an N*
+ * estimate) and its series, then asked.
+ *
+ * Congested: load >= threshold (a NAN threshold: nothing is). Frozen (a
+ * window or a stretch): normalized throughput below freeze_frac x the
+ * main-sequence curve min(slope·load, tp_max) at its load. An episode is a
+ * maximal run of consecutive congested windows (consecutive: the next starts
+ * where the previous ends; a missing window breaks the run); its kind is
+ * TB_EP_FREEZE when its mean normalized throughput is frozen at its mean
+ * load, or when 2 consecutive windows of it are (a pause is followed, inside
+ * the same run, by the drain of what queued during it, which lifts the run's
+ * mean), else TB_EP_SATURATED. Frozen counts for the kind only where the
+ * curve promises at least 5 completions over the stretch (from ubar, the
+ * series' mean work units per completion): with long requests in short
+ * windows, one completion instead of three is chance, not a pause. */
+struct tb_congestion {
+    double threshold;   /* congested at load >= threshold; NAN: never */
+    double slope;       /* the main-sequence curve: min(slope·load, tp_max) */
+    double tp_max;
+    double freeze_frac; /* frozen below freeze_frac x the curve (default 0.3) */
+    double ubar;        /* mean work units per completion of the series (1 when unknown) */
+};
+/* From an N* estimate: threshold tb_nstar_threshold(ns), its curve, and ubar
+ * over the series w[0..n). */
+void tb_congestion_from_nstar(struct tb_congestion *c, const struct tb_nstar *ns,
+                              double freeze_frac, const struct tb_window *w, size_t n);
+/* From an analysis (stored, re-estimated live, or just computed): threshold
+ * tb_analysis_threshold(a), its slope and tp_max, the default freeze_frac,
+ * ubar over w[0..n) (the series the analysis was made from). */
+void tb_congestion_from_analysis(struct tb_congestion *c, const struct tb_analysis *a,
+                                 const struct tb_window *w, size_t n);
+/* Mean work units per completion over w[0..n); 1 when there is none. */
+double tb_congestion_ubar(const struct tb_window *w, size_t n);
+bool tb_congestion_congested(const struct tb_congestion *c, double load);
+/* Throughput tp at load `load` is below freeze_frac x the curve (the curve
+ * known). */
+bool tb_congestion_frozen(const struct tb_congestion *c, double load, double tp);
+
+/* Per-window state for plots and the dashboard's scatter. */
+enum tb_win_state { TB_WIN_NORMAL = 0, TB_WIN_CONGESTED = 1, TB_WIN_FROZEN = 2 };
+/* st[i] for w[i]: FROZEN inside a freeze episode of ep[0..nep) (sorted) when
+ * the window itself is frozen (an episode also holds the drain after a
+ * pause, which is not), else CONGESTED when congested or inside an episode,
+ * else NORMAL. */
+void tb_congestion_states(const struct tb_congestion *c, const struct tb_window *w, size_t n,
+                          const struct tb_episode *ep, size_t nep, uint8_t *st);
+
+/* The streaming form: windows of one series pushed one at a time, in time
+ * order, as a live capture closes them; tb_episodes_find is this over an
+ * array, so offline and live episodes are the same for the same windows and
+ * rule. The rule may be replaced between windows (a live re-estimate); an
+ * episode in progress is judged by the rule in force when it closes. */
+struct tb_episode_track {
+    struct tb_congestion rule;
+    bool open;
+    struct tb_episode ep; /* the episode in progress (start, end, peak) */
+    size_t n, run, longest;
+    double sum_load, sum_tp;
+};
+/* What pushing a window did (bits). */
+enum {
+    TB_TRACK_CONGESTED = 1, /* the window is congested */
+    TB_TRACK_OPENED = 2,    /* it opened an episode */
+    TB_TRACK_CLOSED = 4,    /* the episode before it ended; *closed holds it */
+};
+void tb_episode_track_init(struct tb_episode_track *t, const struct tb_congestion *rule);
+void tb_episode_track_rule(struct tb_episode_track *t, const struct tb_congestion *rule);
+unsigned tb_episode_track_push(struct tb_episode_track *t, const struct tb_window *w,
+                               struct tb_episode *closed);
+/* The episode in progress as it stands (mean so far, kind if it closed now);
+ * false when none. */
+bool tb_episode_track_current(const struct tb_episode_track *t, struct tb_episode *cur);
+/* Ends the series: closes the episode in progress into *closed; false when
+ * none was open. */
+bool tb_episode_track_end(struct tb_episode_track *t, struct tb_episode *closed);
+
 /* ---- episodes -------------------------------------------------------------------
- * DESIGN.md "Congested window", "Episode". w: one series (one tier or one
- * server, one width) in time order; windows are consecutive when the next
- * starts where the previous ends. Congested: load >= threshold. An episode is
- * a maximal run of consecutive congested windows; kind TB_EP_FREEZE when its
- * mean normalized throughput is below freeze_frac x tb_nstar_curve(mean load)
- * (high load, next to no output: a stop-the-world pause), or when 2
- * consecutive windows of it are (a pause is followed, inside the same run, by
- * the drain of what queued during it, which lifts the run's mean), else
- * TB_EP_SATURATED. "Below" counts only where the curve promises at least 5
- * completions over the stretch (from the series' mean units per completion):
- * with long requests in short windows, one completion instead of three is
- * chance, not a pause. A NAN threshold gives no episode. *out is malloc'd (NULL
- * when none) and owned by the caller. */
+ * w: one series (one tier or one server, one width) in time order. The
+ * episodes of the rule tb_congestion_from_nstar(threshold, ns, freeze_frac,
+ * w, n) (ns supplies the curve; its own N* is not read). A NAN threshold
+ * gives no episode. *out is malloc'd (NULL when none) and owned by the
+ * caller. */
 int tb_episodes_find(const struct tb_window *w, size_t n, double threshold,
                      const struct tb_nstar *ns, double freeze_frac, struct tb_episode **out,
                      size_t *nout);

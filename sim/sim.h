@@ -111,13 +111,16 @@ void *sim_ps_pop_done(struct sim_ps *ps);
 #define SIM_MAX_FREEZE_AT 256
 #define SIM_MAX_SPEEDS 8
 #define SIM_MAX_COLUMNS 16
+#define SIM_CLASS_CAP 512 /* bytes of an expected class, NUL included */
 
-enum sim_proto { SIM_PROTO_HTTP, SIM_PROTO_MYSQL };
+#define SIM_MAX_WIRES 8
+
+struct sim_wire; /* a protocol's operations (wire.h) */
 
 struct sim_tier_conf {
     char name[32];      /* name in the configuration ("app") */
     char wire_name[40]; /* name tbneck discovers ("http-8080"); derived unless set */
-    enum sim_proto proto;
+    const struct sim_wire *wire; /* the protocol its clients speak to it */
     uint16_t port;
     int servers;
     int cores;
@@ -144,6 +147,11 @@ struct sim_class_conf {
     int req_body;                              /* bytes of a POST body */
     int status;                                /* HTTP status the front tier returns */
     char sql[512];                             /* SQL template */
+    /* The class tbneck must report at each tier, stated literally by
+     * `class.TIER` or, when not, given by the protocol's template rule at
+     * sim_conf_finish (docs/sim.md). Never computed by tbneck's own
+     * fingerprint code: the truth is an independent oracle. */
+    char expect[SIM_MAX_TIERS][SIM_CLASS_CAP];
     struct sim_dist rows;
     int row_bytes;                             /* size of each text column value */
     double error_rate;                         /* fraction of queries answered by ERR */

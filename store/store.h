@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include "tb.h"
 #include "request.h"
+#include "event.h"
 #include "conn.h"
 #include "catalog.h"
 #include "stats.h"
@@ -164,12 +165,6 @@ int tb_store_get_health(struct tb_store *st, int64_t from_ns, int64_t to_ns,
                         struct tb_health_row **out, size_t *n);
 
 /* External events (e.g. JVM GC pauses) imported from logs. */
-struct tb_event {
-    int64_t start_ns, end_ns;
-    char kind[16];    /* "gc" */
-    char host[64];    /* the tier or host it belongs to ("tomcat") */
-    char detail[128];
-};
 int tb_store_put_events(struct tb_store *st, const struct tb_event *ev, size_t n);
 int tb_store_get_events(struct tb_store *st, const char *kind, int64_t from_ns, int64_t to_ns,
                         struct tb_event **out, size_t *n);

@@ -7,6 +7,7 @@
 #include "web.h"
 #include "http.h"
 #include "buf.h"
+#include "json.h"
 #include "catalog.h"
 #include "store.h"
 

@@ -43,7 +43,11 @@ void tb_web_publish_window(struct tb_web *w, const char *tier, const struct tb_w
                            bool congested);
 void tb_web_publish_episode(struct tb_web *w, const char *tier, const struct tb_episode *ep,
                             bool ongoing);
-void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb_analysis *a);
+/* An analysis and the congestion rule it gives (threshold, curve, freeze
+ * fraction, units per completion): a client can check every window's
+ * congested flag and every episode against it. */
+void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb_analysis *a,
+                             const struct tb_congestion *rule);
 void tb_web_publish_health(struct tb_web *w, int64_t ts_ns, uint64_t packets,
                            uint64_t kernel_drops, uint64_t if_drops);
 

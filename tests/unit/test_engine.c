@@ -2,7 +2,8 @@
 /* test_engine.c — the capture engine end to end on hand-built frames: one
  * HTTP exchange over every link type, reordering, retransmission, a lost
  * segment, sequence wraparound, FIN/RST, idle close, mid-stream pickup,
- * fragments, snaplen cuts, eviction, port reuse and a tiers file. */
+ * fragments, snaplen cuts, eviction, port reuse and a tiers file; hundreds of
+ * interleaved keep-alive exchanges, every one of them reported. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -27,7 +28,7 @@ struct h {
     struct tb_catalog *cat;
     struct tb_engine *e;
     struct tb_tiers *tiers;
-    struct tb_request req[64];
+    struct tb_request req[512];
     size_t n;
     int dlt;         /* link type frames are built for */
     uint32_t snap;   /* 0 = whole frames */
@@ -208,6 +209,59 @@ static void conversation(struct h *h, struct conn *k, uint32_t cisn, uint32_t si
 }
 
 /* ---- tests ---------------------------------------------------------------- */
+
+/* Three keep-alive connections, 150 exchanges each, interleaved in time: every
+ * exchange is reported once, in completion order, with its own times, bytes
+ * and connection (no count is "about right": each is checked). */
+static void test_many_exchanges(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, NULL);
+    enum { NCONN = 3, PER = 150 };
+    struct conn k[NCONN] = {conn4("10.0.0.9:51000", "10.0.0.1:80"),
+                            conn4("10.0.0.9:51001", "10.0.0.1:80"),
+                            conn4("10.0.0.8:40000", "10.0.0.1:80")};
+    for (int c = 0; c < NCONN; c++)
+        handshake(&h, &k[c], 1000u + (uint32_t)c * 7919u, 5000u + (uint32_t)c * 104729u, T0 + c);
+    char req[96], resp[128];
+    for (int i = 0; i < PER; i++) {
+        for (int c = 0; c < NCONN; c++) {
+            int64_t t = T0 + MS + (int64_t)(i * NCONN + c) * MS;
+            snprintf(req, sizeof req, "GET /item/%d HTTP/1.1\r\nHost: shop\r\n\r\n", i);
+            int body = 1 + (i * 7 + c) % 40;
+            int hl = snprintf(resp, sizeof resp, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n",
+                              body);
+            memset(resp + hl, 'x', (size_t)body);
+            resp[hl + body] = '\0';
+            xmit(&h, &k[c], true, req, t);
+            xmit(&h, &k[c], false, resp, t + 300 * 1000);
+        }
+    }
+    assert_int_equal(h.n, NCONN * PER);
+    for (int i = 0; i < PER; i++) {
+        for (int c = 0; c < NCONN; c++) {
+            const struct tb_request *r = &h.req[i * NCONN + c];
+            int64_t t = T0 + MS + (int64_t)(i * NCONN + c) * MS;
+            int body = 1 + (i * 7 + c) % 40;
+            snprintf(req, sizeof req, "GET /item/%d HTTP/1.1\r\nHost: shop\r\n\r\n", i);
+            int hl = snprintf(resp, sizeof resp, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n",
+                              body);
+            assert_int_equal(r->arrival_ns, t);
+            assert_int_equal(r->departure_ns, t + 300 * 1000);
+            assert_int_equal(r->req_bytes, strlen(req));
+            assert_int_equal(r->resp_bytes, (uint64_t)(hl + body));
+            assert_int_equal(r->status, 200);
+            assert_int_equal(r->flags, 0);
+            assert_int_equal(r->conn, h.req[c].conn);
+            assert_string_equal(class_text(&h, r->class_id), "GET /item/{id}");
+            assert_true(tb_addr_eq(&r->client, &k[c].c));
+        }
+    }
+    assert_true(h.req[0].conn != h.req[1].conn && h.req[1].conn != h.req[2].conn &&
+                h.req[0].conn != h.req[2].conn);
+    h_fini(&h);
+}
 
 static void test_http_every_link_type(void **state)
 {
@@ -846,6 +900,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_http_every_link_type),
+        cmocka_unit_test(test_many_exchanges),
         cmocka_unit_test(test_reorder_and_retransmit),
         cmocka_unit_test(test_lost_segment_gap),
         cmocka_unit_test(test_ack_before_data),

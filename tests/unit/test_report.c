@@ -203,6 +203,7 @@ static void test_json_disagree(void **state)
 {
     struct fixture *fx = *state;
     fx->rep.total.a.n_star_fit = 4.0; /* 60% more than 2.5 */
+    fx->rep.total.a.disagree = true;  /* as correlate decides (the formats re-derive nothing) */
     char *out = capture_output(tb_report_write_json, fx);
     assert_non_null(strstr(out, "\"n_star\":2.5,\"n_star_fit\":4,\"n_star_disagree\":true,"));
     free(out);
@@ -314,14 +315,14 @@ static void test_text_no_threshold(void **state)
     struct fixture *fx = *state;
     fx->rep.total.a.n_star = NAN;
     fx->rep.total.a.n_star_fit = NAN;
-    assert_true(isnan(tb_report_threshold(&fx->rep.total.a)));
+    assert_true(isnan(tb_analysis_threshold(&fx->rep.total.a)));
     char *out = capture_output(tb_report_write_text, fx);
     assert_non_null(strstr(out, "note: tier mysql: N* undetermined"));
     assert_non_null(
         strstr(out, "congested: no threshold, N* undetermined; no window counts as congested\n"));
     free(out);
     fx->rep.total.a.n_star_fit = 1.5;
-    assert_true(tb_report_threshold(&fx->rep.total.a) == 1.5);
+    assert_true(tb_analysis_threshold(&fx->rep.total.a) == 1.5);
     out = capture_output(tb_report_write_text, fx);
     assert_non_null(strstr(out, "congested (load >= 1.50, the fit's N*): 50.0% of windows"));
     free(out);

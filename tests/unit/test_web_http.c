@@ -549,19 +549,6 @@ static void test_helpers(void **state)
     assert_int_equal(tb_http_query_get("flag&x=1", "flag", out, sizeof out), 1);
     assert_string_equal(out, "");
 
-    struct tb_buf b;
-    tb_buf_init(&b);
-    tb_buf_json_str(&b, "a\"b\\c\n\x01\xff\xc3\xa9");
-    tb_buf_add(&b, " ", 1);
-    tb_buf_json_num(&b, NAN);
-    tb_buf_add(&b, " ", 1);
-    tb_buf_json_num(&b, 2.5);
-    tb_buf_add(&b, " ", 1);
-    tb_buf_json_num(&b, 42);
-    assert_true(tb_buf_ok(&b));
-    assert_string_equal(b.p, "\"a\\\"b\\\\c\\u000a\\u0001\\ufffd\xc3\xa9\" null 2.5 42");
-    tb_buf_free(&b);
-
     struct sockaddr_in s4 = {.sin_family = AF_INET};
     inet_pton(AF_INET, "127.1.2.3", &s4.sin_addr);
     assert_true(tb_http_addr_is_loopback((struct sockaddr *)&s4));

@@ -78,10 +78,11 @@ void tb_report_free(struct tb_report *rep);
 /* The addresses a tier's servers call downstream from, for the service-time
  * estimate: each server's own IP (its machine) and the tier's configured
  * hosts. *out is malloc'd (possibly with *n = 0). */
-int tb_cli_svc_hosts(const struct tb_catalog *cat, uint32_t tier, struct tb_svc_host **out,
-                     size_t *n);
+int tb_analysis_svc_hosts(const struct tb_catalog *cat, uint32_t tier,
+                          struct tb_svc_host **out, size_t *n);
 /* Whether request r (of another tier) was sent from one of those addresses:
  * a call made downstream, whose time is subtracted from the caller's. */
-bool tb_cli_called_from(const struct tb_request *r, const struct tb_svc_host *hosts, size_t n);
+bool tb_analysis_called_from(const struct tb_request *r, const struct tb_svc_host *hosts,
+                             size_t n);
 
 #endif

@@ -387,7 +387,7 @@ static int overrides_from_capture(const struct pipe *p, struct tb_svc_override *
     for (size_t i = 0; i < cal.n; i++)
         if (cal.rq[i].tier == ctier)
             mine[k++] = cal.rq[i];
-    if ((rc = tb_cli_svc_hosts(cc, ctier, &hosts, &nhosts)) == 0 &&
+    if ((rc = tb_analysis_svc_hosts(cc, ctier, &hosts, &nhosts)) == 0 &&
         (rc = downstream(cal.rq, cal.n, ctier, hosts, nhosts, &down, &ndown)) == 0) {
         struct tb_svc_opts so;
         tb_svc_opts_default(&so);
@@ -449,8 +449,8 @@ out:
 
 /* ---- service times ------------------------------------------------------------ */
 
-int tb_cli_svc_hosts(const struct tb_catalog *cat, uint32_t tier, struct tb_svc_host **out,
-                     size_t *n)
+int tb_analysis_svc_hosts(const struct tb_catalog *cat, uint32_t tier,
+                          struct tb_svc_host **out, size_t *n)
 {
     uint32_t ns = tb_catalog_server_count(cat);
     size_t nh = tb_catalog_tier_hosts(cat, tier, NULL, 0);
@@ -482,7 +482,8 @@ int tb_cli_svc_hosts(const struct tb_catalog *cat, uint32_t tier, struct tb_svc_
     return 0;
 }
 
-bool tb_cli_called_from(const struct tb_request *r, const struct tb_svc_host *hosts, size_t n)
+bool tb_analysis_called_from(const struct tb_request *r, const struct tb_svc_host *hosts,
+                             size_t n)
 {
     for (size_t h = 0; h < n; h++)
         if (tb_addr_ip_eq(&r->client, &hosts[h].addr))
@@ -502,7 +503,7 @@ static int downstream(const struct tb_request *all, size_t nall, uint32_t tier,
         for (size_t i = 0; i < nall; i++) {
             if (all[i].tier == tier)
                 continue;
-            if (!tb_cli_called_from(&all[i], hosts, nhosts))
+            if (!tb_analysis_called_from(&all[i], hosts, nhosts))
                 continue;
             if (pass)
                 d[k] = all[i];
@@ -535,7 +536,7 @@ static int estimate_services(struct pipe *p, struct tb_class_service **svc, size
         rc = overrides_from_capture(p, &ov, &nov);
     if (rc)
         return rc;
-    rc = tb_cli_svc_hosts(p->cat, p->tier, &hosts, &nhosts);
+    rc = tb_analysis_svc_hosts(p->cat, p->tier, &hosts, &nhosts);
     if (rc)
         goto out;
     /* The downstream calls only matter while a request of this tier is in
@@ -624,10 +625,13 @@ static void store_result(struct pipe *p, const struct tb_analysis_result *res)
 {
     if (p->o->service_file || p->o->calibrate || !res->nwin)
         return;
+    /* The analysis first, then its windows: a reader that polls the windows
+     * and then the analysis (web.c, poll_tier) never sees windows without
+     * the analysis that says which of them are congested. */
     int64_t id;
-    int rc = tb_store_put_windows(p->st, res->win, res->nwin);
+    int rc = tb_store_put_analysis(p->st, &res->a, res->ep, res->nep, &id);
     if (!rc)
-        rc = tb_store_put_analysis(p->st, &res->a, res->ep, res->nep, &id);
+        rc = tb_store_put_windows(p->st, res->win, res->nwin);
     /* The analysis stands without its stored copy; say so and go on. */
     if (rc)
         tb_log_warn("could not store the analysis of tier '%s': %s", p->tier_name,
