@@ -10,6 +10,7 @@
 #include "store.h"
 #include "stats.h"
 #include "correlate.h"
+#include "diagnose.h"
 
 struct tb_analyze_opts {
     int64_t width_ns;          /* window width (default 50 ms) */
@@ -66,6 +67,10 @@ struct tb_report {
     size_t nfront;
     struct tb_tier_corr *corr;          /* every tier with requests, strongest first */
     size_t ncorr;
+    /* The root cause over the same range (tb_diagnose), when the caller ran
+     * it: the formats print it instead of the correlation's "explains". */
+    bool have_verdict;
+    struct tb_diag_verdict verdict;
 };
 
 /* Runs the analysis of the tier (or o->server), of each of its servers, and

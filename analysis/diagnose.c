@@ -649,6 +649,9 @@ static enum tb_cause busy_cause(struct ctx *c, struct server *R)
     if (n && m >= 1 && (!any_pool || m < conns) && act / (double)n >= 0.8 * m &&
         wait / (double)n >= 0.5 * m)
         cause = TB_CAUSE_THREADS;
+    /* While saturated a server completes work at the rate its CPUs allow:
+     * one plateau; a CPU changing frequency gives one per speed. The report's
+     * levels (correlate/, over the server's congested windows) say which. */
     else if (R->res && R->res->a.n_levels >= 2)
         cause = TB_CAUSE_SPEED;
     R->busy_cause = cause;
@@ -813,7 +816,7 @@ static const char *saddr(const struct ctx *c, uint32_t s, char *buf, size_t len)
  * root of each is the (server, cause) holding most of its windows. An
  * episode in which no server's own time is stretched anywhere below it is
  * not a bottleneck (load above N* with no queue anywhere) and is dropped. */
-static int build_episodes(struct ctx *c, size_t *dismissed)
+static int build_episodes(struct ctx *c, bool no_roots, size_t *dismissed)
 {
     struct tb_diagnosis *d = c->d;
     uint32_t *from = malloc(((size_t)c->nservers_cat + 1) * sizeof *from);
@@ -841,8 +844,9 @@ static int build_episodes(struct ctx *c, size_t *dismissed)
                         continue;
                     uint32_t top;
                     enum tb_cause tc;
-                    rc = roots_of_window(c, series ? &from[series - 1] : from,
-                                         series ? 1 : nsrv, (size_t)k, 1.0, &ts, &top, &tc);
+                    if (!no_roots)
+                        rc = roots_of_window(c, series ? &from[series - 1] : from,
+                                             series ? 1 : nsrv, (size_t)k, 1.0, &ts, &top, &tc);
                 }
                 size_t best = SIZE_MAX;
                 for (size_t i = 0; i < ts.n; i++)
@@ -855,7 +859,7 @@ static int build_episodes(struct ctx *c, size_t *dismissed)
                 for (size_t i = 0; best != SIZE_MAX && i < ts.n; i++)
                     if (ts.v[i].cause == TB_CAUSE_FREEZE && ts.v[i].server == ts.v[best].server)
                         best = i;
-                if (!rc && best != SIZE_MAX) {
+                if (!rc && (best != SIZE_MAX || no_roots)) {
                     if (d->nepisodes == cap) {
                         size_t nc = cap ? cap * 2 : 16;
                         struct tb_diag_episode *ne = realloc(d->episodes, nc * sizeof *ne);
@@ -868,15 +872,19 @@ static int build_episodes(struct ctx *c, size_t *dismissed)
                     }
                     if (!rc) {
                         struct tb_diag_episode *x = &d->episodes[d->nepisodes++];
-                        const struct server *R = &c->servers[ts.v[best].server];
                         x->start_ns = ep->start_ns;
                         x->end_ns = ep->end_ns;
                         x->tier = t;
                         x->server = series ? from[series - 1] : 0;
                         x->kind = ep->kind;
-                        x->root_tier = R->tier;
-                        x->root_server = R->id;
-                        x->cause = ts.v[best].cause;
+                        x->root_tier = x->root_server = 0;
+                        x->cause = TB_CAUSE_NONE;
+                        if (best != SIZE_MAX) {
+                            const struct server *R = &c->servers[ts.v[best].server];
+                            x->root_tier = R->tier;
+                            x->root_server = R->id;
+                            x->cause = ts.v[best].cause;
+                        }
                     }
                 } else if (!rc) {
                     (*dismissed)++;
@@ -1281,9 +1289,10 @@ static void verdict_none(struct ctx *c, const char *fmt, ...)
     va_end(ap);
 }
 
-static int build_verdict(struct ctx *c, size_t nfcong)
+/* A capture the layered method cannot judge: nothing, one tier, no calls.
+ * Sets the verdict `none` with its reason and returns true. */
+static bool structural_none(struct ctx *c)
 {
-    struct tb_diagnosis *d = c->d;
     uint32_t front = c->g.front;
     uint32_t tiers_with_requests = 0;
     bool any_call = false;
@@ -1294,19 +1303,26 @@ static int build_verdict(struct ctx *c, size_t nfcong)
     }
     if (!front) {
         verdict_none(c, "no requests in the range: nothing to diagnose");
-        return 0;
+        return true;
     }
     if (tiers_with_requests < 2) {
         verdict_none(c, "only one tier (%s) has requests: a bottleneck is told from waiting "
                         "only between tiers that call each other",
                      tname(c, front));
-        return 0;
+        return true;
     }
     if (!any_call) {
         verdict_none(c, "no tier calls another: no client of a tier is another tier's machine "
                         "(give the tiers' machines with hosts= in a tiers file)");
-        return 0;
+        return true;
     }
+    return false;
+}
+
+static int build_verdict(struct ctx *c, size_t nfcong)
+{
+    struct tb_diagnosis *d = c->d;
+    uint32_t front = c->g.front;
     if (!nfcong) {
         double ns = tb_analysis_threshold(&c->tiers[front].total.a);
         if (isfinite(ns))
@@ -1379,6 +1395,7 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
     size_t nfcong = 0, dismissed = 0;
     int rc = load_inputs(&c);
     d->front = c.g.front;
+    bool structural = !rc && structural_none(&c);
     if (!rc && d->nwin) {
         if (!rc)
             rc = analyse_tiers(&c);
@@ -1393,7 +1410,7 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
         if (!rc)
             rc = build_pools(&c);
         if (!rc)
-            rc = build_episodes(&c, &dismissed);
+            rc = build_episodes(&c, structural, &dismissed);
         if (!rc)
             qsort(d->episodes, d->nepisodes, sizeof *d->episodes, cmp_episode);
         if (!rc)
@@ -1402,7 +1419,7 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
             rc = fill_layers(&c);
     }
     d->dismissed = dismissed;
-    if (!rc)
+    if (!rc && !structural)
         rc = build_verdict(&c, nfcong);
     ctx_free(&c);
     if (rc) {

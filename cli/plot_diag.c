@@ -75,8 +75,17 @@ int tb_plot_diag_script(FILE *f, const struct tb_diagnosis *d, const struct tb_c
     fputs("set output ", f);
     gp_str(f, path);
     fputc('\n', f);
-    char title[700];
-    snprintf(title, sizeof title, "diagnose: %s", d->verdict.evidence);
+    char title[400], sb[TB_ADDR_STRLEN] = "every server";
+    const struct tb_diag_verdict *v = &d->verdict;
+    const struct tb_server_info *vs = v->server ? tb_catalog_server_get(cat, v->server) : NULL;
+    if (vs)
+        tb_addr_fmt(&vs->addr, sb, sizeof sb);
+    if (v->cause == TB_CAUSE_NONE)
+        snprintf(title, sizeof title, "diagnose: no root cause (%s)", v->resource);
+    else
+        snprintf(title, sizeof title, "diagnose: %s at %s %s, %.0f%% of %s's congested time",
+                 tb_cause_name(v->cause), tier_name(cat, v->tier), sb, 100 * v->share,
+                 tier_name(cat, d->front));
     fputs("set multiplot title ", f);
     gp_str(f, title);
     fputs(" font ',13'\n", f);
@@ -139,11 +148,13 @@ static void dot_str(FILE *f, const char *s)
 int tb_plot_diag_dot(FILE *f, const struct tb_diagnosis *d, const struct tb_catalog *cat)
 {
     char b[TB_ADDR_STRLEN], lab[640];
-    fputs("digraph waitfor {\n  rankdir=TB; compound=true; newrank=true;\n"
+    fputs("digraph waitfor {\n  rankdir=LR; compound=true; newrank=true; nodesep=0.3;\n"
           "  node [shape=box, style=\"rounded,filled\", fillcolor=\"#ffffff\", "
           "fontname=\"Sans\", fontsize=11];\n  edge [fontname=\"Sans\", fontsize=10];\n",
           f);
-    snprintf(lab, sizeof lab, "wait-for graph: %s", d->verdict.evidence);
+    snprintf(lab, sizeof lab, "wait-for graph (edges: calls waited on in the front tier's "
+                              "congested windows)\n%s",
+             d->verdict.evidence);
     fputs("  labelloc=t; label=", f);
     dot_str(f, lab);
     fputs(";\n", f);
