@@ -827,6 +827,26 @@ int tb_analyze_tier(struct tb_store *st, const struct tb_catalog *cat, uint32_t 
     return rc;
 }
 
+int tb_analyze_tier_servers(struct tb_store *st, const struct tb_catalog *cat, uint32_t tier,
+                            const struct tb_analyze_opts *o, struct tb_analysis_result *total,
+                            struct tb_analysis_result **servers, size_t *nservers, char *errbuf,
+                            size_t errlen)
+{
+    memset(total, 0, sizeof *total);
+    *servers = NULL;
+    *nservers = 0;
+    struct pipe p;
+    int rc = pipe_init(&p, st, cat, tier, o, errbuf, errlen);
+    if (!rc && o->server) {
+        seterr(errbuf, errlen, "every server of a tier is analysed, not one");
+        rc = TB_E_INVAL;
+    }
+    if (!rc)
+        rc = run(&p, total, servers, nservers);
+    pipe_free(&p);
+    return rc;
+}
+
 void tb_analysis_result_free(struct tb_analysis_result *res)
 {
     free(res->win);

@@ -12,6 +12,7 @@ int tb_cmd_report(int argc, char **argv);
 int tb_cmd_export(int argc, char **argv);
 int tb_cmd_serve(int argc, char **argv);
 int tb_cmd_events(int argc, char **argv);
+int tb_cmd_diagnose(int argc, char **argv);
 
 /* Default database path when --db is not given. */
 #define TB_DEFAULT_DB "tbneck.db"

@@ -112,6 +112,20 @@ int tb_cmd_report(int argc, char **argv)
         rc = TB_EXIT_FAIL;
         goto out;
     }
+    if (fmt != F_CSV) {
+        /* The cross-tier line is the diagnosis of the same range. */
+        struct tb_diag_opts dopt = {.width_ns = o.width_ns, .from_ns = o.from_ns,
+                                    .to_ns = o.to_ns, .recompute = recompute};
+        struct tb_diagnosis dg;
+        char derr[512] = "";
+        if (tb_diagnose(db.st, db.cat, &dopt, &dg, derr, sizeof derr) == 0) {
+            rep.have_verdict = true;
+            rep.verdict = dg.verdict;
+            tb_diagnosis_free(&dg);
+        } else {
+            tb_log_warn("report: no root cause: %s", derr);
+        }
+    }
     if (plot && !rep.total.nwin) {
         /* Say so before printing anything: the command fails as a whole. */
         tb_log_error("--plot %s: nothing to draw, tier '%s' has no requests in the range", plot,

@@ -429,7 +429,11 @@ static void text_corr(FILE *f, const struct tb_report *r, const struct tb_catalo
                 fmt_num(r->corr[i].r, 2, b[2], 32));
     fprintf(f, "\n");
     const struct tb_tier_corr *best = tb_report_explains(r);
-    if (best)
+    /* A tier's load also holds the time it waits on the tiers it calls, so
+     * the correlation favours callers; the diagnosis walks the waits down. */
+    if (r->have_verdict)
+        fprintf(f, "-> root cause (tbneck diagnose): %s\n", r->verdict.evidence);
+    else if (best)
         fprintf(f, "-> %s's load explains the response-time spikes best (r=%.2f)\n",
                 tier_name(cat, best->tier), best->r);
     else if (r->ncorr > 1)
@@ -618,7 +622,23 @@ int tb_report_write_json(FILE *f, const struct tb_report *r, const struct tb_cat
         tb_json_num(f, r->corr[i].r);
         fprintf(f, ",\"requests\":%llu}", (unsigned long long)r->corr[i].requests);
     }
-    fputs("]}}\n", f);
+    fputs("]}", f);
+    if (r->have_verdict) {
+        const struct tb_diag_verdict *v = &r->verdict;
+        char sb[TB_ADDR_STRLEN];
+        fputs(",\"root_cause\":{\"tier\":", f);
+        tb_json_str(f, v->tier ? tier_name(cat, v->tier) : "");
+        fputs(",\"server\":", f);
+        tb_json_str(f, v->server ? server_name(cat, v->server, sb, sizeof sb) : "*");
+        fputs(",\"cause\":", f);
+        tb_json_str(f, tb_cause_name(v->cause));
+        fputs(",\"resource\":", f);
+        tb_json_str(f, v->resource);
+        fputs(",\"evidence\":", f);
+        tb_json_str(f, v->evidence);
+        fputs("}", f);
+    }
+    fputs("}\n", f);
     return ferror(f) ? TB_E_IO : 0;
 }
 

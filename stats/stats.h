@@ -147,6 +147,8 @@ struct tb_layer_win {
     uint32_t completions;  /* departures in the window (not TB_REQ_NORESP) */
     uint32_t arrivals;
     uint32_t max_n;        /* largest N held for a positive time in the window */
+    uint32_t max_c;        /* largest C (calls outstanding, all callees) held for a
+                            * positive time while N > 0 */
 };
 struct tb_layer_edge_win {
     int64_t calls_ns;      /* ∫ C_edge, call-ns */
