@@ -454,7 +454,7 @@ static bool s_text_line(struct mc *m, const struct tb_proto_ctx *ctx, const char
 }
 
 /* A meta VA's data block is over: so is its answer. */
-static void va_end(struct mc *m, const struct tb_proto_ctx *ctx)
+static void meta_va_end(struct mc *m, const struct tb_proto_ctx *ctx)
 {
     if (m->va_pending) {
         m->va_pending = false;
@@ -477,7 +477,7 @@ static enum tb_pstate s_text(struct mc *m, const struct tb_proto_ctx *ctx, const
             if (d->left > 0)
                 break;
             d->in_data = false;
-            va_end(m, ctx);
+            meta_va_end(m, ctx);
             continue;
         }
         const char *l;
@@ -863,7 +863,7 @@ static enum tb_pstate mc_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_d
         } else if (di == TB_DIR_C2S) {
             c_text_done(m, ctx);
         } else {
-            va_end(m, ctx);
+            meta_va_end(m, ctx);
         }
         return m->stopped ? TB_PS_STOP : TB_PS_OK;
     }
