@@ -38,22 +38,6 @@ static const char *const stmt_sql[TB__SQ_COUNT] = {
                                "if_drops = ?4, requests = ?5 WHERE id = ?1 AND ended_ns IS NULL",
 };
 
-int tb__grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-    void **pp = p;
-    if (need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 16;
-    while (ncap < need)
-        ncap *= 2;
-    void *np = realloc(*pp, ncap * elem);
-    if (!np)
-        return TB_E_NOMEM;
-    *pp = np;
-    *cap = ncap;
-    return 0;
-}
-
 const char *tb__ip_fmt(const struct tb_addr *a, char *buf, size_t len)
 {
     struct tb_addr ip = *a;
@@ -187,12 +171,12 @@ int tb__cat_delta_take(struct tb__cat_delta *dl, struct tb_catalog *cat)
         now.hosts == p->hosts)
         return 0;
     for (uint32_t id = p->tiers + 1; id <= now.tiers; id++) {
-        if ((rc = tb__grow(&dl->tiers, &dl->cap_tiers, dl->ntiers + 1, sizeof *dl->tiers)))
+        if ((rc = tb_grow(&dl->tiers, &dl->cap_tiers, dl->ntiers + 1, sizeof *dl->tiers)))
             return rc;
         dl->tiers[dl->ntiers++] = *tb_catalog_tier_get(cat, id);
     }
     for (uint32_t id = p->servers + 1; id <= now.servers; id++) {
-        if ((rc = tb__grow(&dl->servers, &dl->cap_servers, dl->nservers + 1,
+        if ((rc = tb_grow(&dl->servers, &dl->cap_servers, dl->nservers + 1,
                            sizeof *dl->servers)))
             return rc;
         dl->servers[dl->nservers++] = *tb_catalog_server_get(cat, id);
@@ -200,9 +184,9 @@ int tb__cat_delta_take(struct tb__cat_delta *dl, struct tb_catalog *cat)
     for (uint32_t id = p->classes + 1; id <= now.classes; id++) {
         const struct tb_class_info *c = tb_catalog_class_get(cat, id);
         size_t len = strlen(c->text);
-        if ((rc = tb__grow(&dl->classes, &dl->cap_classes, dl->nclasses + 1,
+        if ((rc = tb_grow(&dl->classes, &dl->cap_classes, dl->nclasses + 1,
                            sizeof *dl->classes)) ||
-            (rc = tb__grow(&dl->text, &dl->cap_text, dl->ntext + len, 1)))
+            (rc = tb_grow(&dl->text, &dl->cap_text, dl->ntext + len, 1)))
             return rc;
         if (len)
             memcpy(dl->text + dl->ntext, c->text, len);
@@ -212,7 +196,7 @@ int tb__cat_delta_take(struct tb__cat_delta *dl, struct tb_catalog *cat)
     }
     for (uint32_t i = p->hosts; i < now.hosts; i++) {
         struct tb__cat_host h = {.index = i};
-        if ((rc = tb__grow(&dl->hosts, &dl->cap_hosts, dl->nhosts + 1, sizeof *dl->hosts)))
+        if ((rc = tb_grow(&dl->hosts, &dl->cap_hosts, dl->nhosts + 1, sizeof *dl->hosts)))
             return rc;
         if ((rc = tb_catalog_host_at(cat, i, &h.tier, &h.addr)))
             return rc;
@@ -330,7 +314,7 @@ int tb__put_windows(struct tb__db *d, const struct tb_window *w, size_t n)
                     g[j].width_ns == w[i].width_ns)
                     break;
             if (j == ng) {
-                if ((rc = tb__grow(&g, &capg, ng + 1, sizeof *g)))
+                if ((rc = tb_grow(&g, &capg, ng + 1, sizeof *g)))
                     goto out;
                 g[ng++] = (struct win_group){w[i].tier, w[i].server, w[i].width_ns,
                                              w[i].start_ns, w[i].start_ns};

@@ -508,7 +508,7 @@ int tb_writer_health(struct tb_writer *w, int64_t ts_ns, uint64_t packets, uint6
     struct batch *b = w->cur;
     if (!b)
         return TB_E_NOMEM;
-    int rc = tb__grow(&b->health, &b->cap_health, b->nhealth + 1, sizeof *b->health);
+    int rc = tb_grow(&b->health, &b->cap_health, b->nhealth + 1, sizeof *b->health);
     if (rc) {
         set_err(w, rc);
         return rc;
@@ -524,7 +524,7 @@ int tb_writer_windows(struct tb_writer *w, const struct tb_window *win, size_t n
     struct batch *b = w->cur;
     if (!b)
         return TB_E_NOMEM;
-    int rc = tb__grow(&b->win, &b->cap_win, b->nwin + n, sizeof *b->win);
+    int rc = tb_grow(&b->win, &b->cap_win, b->nwin + n, sizeof *b->win);
     if (rc) {
         set_err(w, rc);
         return rc;
