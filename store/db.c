@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* db.c — one SQLite connection: pragmas, cached statements, and the writes shared by the store
  * and the writer thread (catalog entries, windows, health rows). */
-#include "store_int.h"
+#include "store-int.h"
 
 #include <stdlib.h>
 #include <string.h>

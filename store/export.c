@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* export.c — the request records as CSV (DESIGN.md "Interfaces"), fields quoted per RFC 4180. */
-#include "store_int.h"
+#include "store-int.h"
 
 #include <stdlib.h>
 #include <string.h>

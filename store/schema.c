@@ -33,7 +33,7 @@
  *   health(capture_id, ts_ns, packets, kernel_drops, if_drops)  WITHOUT ROWID       [2]
  *   events(id, kind, host, start_ns, end_ns, detail)                                [2]
  * Raw payloads are never stored: a class is a fingerprint with literals removed. */
-#include "store_int.h"
+#include "store-int.h"
 
 #include <stdio.h>
 #include <string.h>

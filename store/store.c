@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* store.c — opening the database, the catalog, capture sessions, and every read and
  * synchronous write the CLI and the web server use. */
-#include "store_int.h"
+#include "store-int.h"
 
 #include <errno.h>
 #include <math.h>

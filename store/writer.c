@@ -9,7 +9,7 @@
  * first, so every request row finds its tier, server and class already
  * stored. When SQLite falls behind, at most queue_cap batches wait in memory
  * and then the caller blocks: requests are never dropped. */
-#include "store_int.h"
+#include "store-int.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

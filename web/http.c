@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* http.c — HTTP/1.1 server on libuv with http_parser: keep-alive, limits,
  * connection cap with LRU eviction, idle timeouts and Server-Sent Events. */
-#include "http.h"
+#include "http-int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

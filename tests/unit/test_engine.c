@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "capture.h"
-#include "decode.h"
+#include "decode-int.h"
 #include "tiers.h"
 #include "test_pkt.h"
 

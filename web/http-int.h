@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* http.h — a small HTTP/1.1 server on a libuv loop: http_parser for requests,
- * keep-alive, bounded heads and bodies, a connection cap with eviction of the
- * least recently active connection, idle timeouts, and long-lived event streams
- * (Server-Sent Events). It knows nothing of tbneck; routes come from a handler. */
+/* http-int.h — private to web/: a small HTTP/1.1 server on a libuv loop:
+ * http_parser for requests, keep-alive, bounded heads and bodies, a connection
+ * cap with eviction of the least recently active connection, idle timeouts, and
+ * long-lived event streams (Server-Sent Events). It knows nothing of tbneck;
+ * routes come from a handler. */
 #ifndef TB_HTTP_H
 #define TB_HTTP_H
 

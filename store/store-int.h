@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* store_int.h — private to store/: one SQLite connection with its cached statements, and the
+/* store-int.h — private to store/: one SQLite connection with its cached statements, and the
  * writes the store and the writer thread share. */
 #ifndef TB_STORE_INT_H
 #define TB_STORE_INT_H
