@@ -16,11 +16,15 @@ static const struct {
     {"report", tb_cmd_report,
      "report --tier NAME [--window " TB_WINDOW_DEFAULT "] [--server ADDR:PORT] [--from T --to T]\n"
      "                 [--plot FILE.png|svg] [--format text|json|csv] [--db FILE]"},
+    {"diagnose", tb_cmd_diagnose,
+     "diagnose [--window " TB_WINDOW_DEFAULT "] [--from T --to T] [--format text|json|csv]\n"
+     "                 [--plot FILE.png|svg] [--db FILE]"},
     {"tiers", tb_cmd_tiers, "tiers [--db FILE]"},
     {"export", tb_cmd_export,
      "export requests [--tier NAME] [--db FILE]\n"
      "       export windows --tier NAME --window " TB_WINDOW_DEFAULT
-     " [--server ADDR:PORT] [--db FILE]"},
+     " [--server ADDR:PORT] [--db FILE]\n"
+     "       export connections [--tier NAME] [--from T --to T] [--db FILE]"},
     {"serve", tb_cmd_serve, "serve [--db FILE] [--listen 127.0.0.1:8080] [--allow-remote]"},
     {"events", tb_cmd_events, "events import --gc FILE --tier NAME [--db FILE] | events list"},
 };
