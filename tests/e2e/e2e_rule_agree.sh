@@ -4,13 +4,14 @@
 # report, the dashboard's API, the dashboard's stream of a database and the
 # live stream of a capture agree with each other and with the rule written
 # out independently in tests/e2e/lib/rule_agree.py.
-#  1. Offline: 8 s of the simulator's GC scenario (app servers pause; the
-#     database's intervention N* is undetermined, so its threshold is the
-#     fit's knee). `serve` streams while `report` stores each tier's
-#     analysis; then export windows, /api/scatter and /api/episodes. The
-#     threshold, the congested windows and the episodes (bounds, loads,
-#     kinds) must be the rule's in every one of them.
-#  2. Live (root: a network namespace and a veth pair): the quick scenario
+#  1. Offline: 10 s of the simulator's quick scenario (an app server pauses
+#     twice; the front and app tiers' intervention N* is undetermined, so
+#     their threshold is the fit's knee, the case the dashboard's stream once
+#     missed). `serve` streams while `report` stores each tier's analysis;
+#     then export windows, /api/scatter and /api/episodes. The threshold,
+#     the congested windows and the episodes (bounds, loads, kinds) must be
+#     the rule's in every one of them.
+#  2. Live (root: a network namespace and a veth pair): the same capture
 #     replayed at its own pace into `capture -i --serve`; every window on
 #     the stream is congested exactly when it reaches the threshold of the
 #     analysis last announced, and every closed episode is a run of those
@@ -31,23 +32,22 @@ cleanup() {
 trap cleanup EXIT
 
 # ---- 1. report, API and the stream of a database --------------------------------
-"$TBNECK_SIM" "$TB_SRCDIR/sim/examples/gc.conf" --duration 8s --out "$work/gc" -q ||
+"$TBNECK_SIM" "$TB_SRCDIR/sim/examples/quick.conf" --duration 10s --out "$work/q" -q ||
   fail "simulator"
-"$TBNECK" capture -r "$work/gc.pcap" --db "$work/gc.db" >"$work/capture.out" 2>&1 ||
+"$TBNECK" capture -r "$work/q.pcap" --db "$work/q.db" >"$work/capture.out" 2>&1 ||
   { cat "$work/capture.out"; fail "capture"; }
-rm -f "$work/gc.pcap"
 tiers="http http-8080 mysql"
-start_serve "$work/gc.db" "$work"
+start_serve "$work/q.db" "$work"
 base="http://127.0.0.1:$port"
 curl -sN --max-time 60 "$base/api/stream" >"$work/sse.txt" 2>/dev/null &
 sse_pid=$!
 sleep 0.5
 for t in $tiers; do
-  "$TBNECK" report --tier "$t" --format json --db "$work/gc.db" >"$work/report-$t.json" ||
+  "$TBNECK" report --tier "$t" --format json --db "$work/q.db" >"$work/report-$t.json" ||
     fail "report --tier $t"
 done
 for t in $tiers; do
-  "$TBNECK" export windows --tier "$t" --db "$work/gc.db" >"$work/windows-$t.csv" ||
+  "$TBNECK" export windows --tier "$t" --db "$work/q.db" >"$work/windows-$t.csv" ||
     fail "export windows --tier $t"
   curl -sf "$base/api/scatter?tier=$t" >"$work/scatter-$t.json" || fail "/api/scatter $t"
   curl -sf "$base/api/episodes?tier=$t" >"$work/episodes-$t.json" || fail "/api/episodes $t"
@@ -69,8 +69,7 @@ ip netns add "$ns" || fail "ip netns add"
 ip -n "$ns" link add tbra type veth peer name tbrb || fail "veth pair"
 for l in lo tbra tbrb; do ip -n "$ns" link set "$l" up || fail "link up $l"; done
 ip -n "$ns" link set tbra mtu 65535 && ip -n "$ns" link set tbrb mtu 65535 || fail "mtu"
-"$TBNECK_SIM" "$TB_SRCDIR/sim/examples/quick.conf" --out "$work/q" -q || fail "simulator"
-ip netns exec "$ns" "$TBNECK" capture -i tbrb --duration 10s --db "$work/live.db" \
+ip netns exec "$ns" "$TBNECK" capture -i tbrb --duration 16s --db "$work/live.db" \
   --serve 127.0.0.1:0 >"$work/live.out" 2>"$work/live.err" &
 cap_pid=$!
 for _ in $(seq 1 100); do
@@ -80,7 +79,7 @@ for _ in $(seq 1 100); do
 done
 lport=$(sed -n 's#.*dashboard at http://127\.0\.0\.1:\([0-9]*\)/.*#\1#p' "$work/live.err")
 [ -n "$lport" ] || { cat "$work/live.err"; fail "no dashboard address printed"; }
-nsx curl -sN --max-time 12 "http://127.0.0.1:$lport/api/stream" >"$work/live-sse.txt" \
+nsx curl -sN --max-time 18 "http://127.0.0.1:$lport/api/stream" >"$work/live-sse.txt" \
   2>/dev/null &
 sse_pid=$!
 sleep 0.3
