@@ -6,7 +6,8 @@
 #  1. window loads and completions from `tbneck export windows` equal the
 #     exact ones computed from the truth requests (relative error < 1e-9), for
 #     every tier, one server, and two window widths; stored results are reused
-#     and give the same bytes;
+#     and give the same bytes; a stored analysis tampered in SQLite is what
+#     the next report serves, and --recompute restores the true figures;
 #  2. N* within ±10% of the configured cores for a CPU-bound database, over
 #     3 configurations (1, 2, 4 cores) x 5 seeds, by both estimates: the
 #     least-squares knee and the intervention analysis; when the two differ
@@ -60,6 +61,37 @@ rep = json.load(open(sys.argv[1]))
 n = sum(1 for r in csv.DictReader(open(sys.argv[2])) if r["tier"] == "mysql")
 ok = rep["requests"] == n and rep["window_ns"] == 50000000 and rep["tier"] == "mysql"
 print("report: mysql %d requests (truth %d), window %d" % (rep["requests"], n, rep["window_ns"]))
+sys.exit(0 if ok else 1)
+EOF
+# The stored analysis is what a second report serves: tampered in the
+# database, the tampered figures come back; --recompute gives the true ones
+# (and stores them again).
+python3 - "$q.db" "$work/q.json" "$TBNECK" <<'EOF' || failed=1
+import json, sqlite3, subprocess, sys
+db, first, tbneck = sys.argv[1:]
+true = json.load(open(first))
+con = sqlite3.connect(db)
+n = con.execute("UPDATE analyses SET n_star = 123.25, n_star_fit = 77.5, tp_max = 4321.5, "
+                "congested_fraction = 0.625 "
+                "WHERE width_ns = 50000000 AND tier_id = (SELECT id FROM tiers WHERE name = "
+                "'mysql')").rowcount
+con.commit()
+con.close()
+def report(*extra):
+    out = subprocess.run([tbneck, "report", "--tier", "mysql", "--db", db, "--format", "json",
+                          *extra], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+served = report()
+recomputed = report("--recompute")
+again = report()
+print("stored analysis: %d rows tampered; served n_star %s tp_max %s congested %s; recomputed "
+      "n_star %s (first report %s); served after --recompute %s"
+      % (n, served["n_star"], served["tp_max"], served["congested_fraction"],
+         recomputed["n_star"], true["n_star"], again["n_star"]))
+keys = ("n_star", "n_star_fit", "tp_max", "congested_fraction")
+ok = n >= 1 and [served[k] for k in keys] == [123.25, 77.5, 4321.5, 0.625] and \
+    all(recomputed[k] == true[k] and again[k] == true[k] for k in keys) and \
+    true["n_star_fit"] is not None and true["tp_max"] is not None
 sys.exit(0 if ok else 1)
 EOF
 

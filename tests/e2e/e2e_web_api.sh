@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # e2e_web_api.sh — `tbneck serve` against a simulated database: the JSON API's
-# answers and its error cases (unknown tier 404, bad width 400, POST 405, path
+# answers (the frozen server's episodes against the simulator's freezes) and
+# its error cases (unknown tier 404, bad width 400, POST 405, path
 # traversal raw and encoded, oversized head 431, garbage 400, 300 idle
 # connections then a normal request still answered), the event stream while a
 # report writes new windows, and the listen-address policy.
@@ -74,6 +75,32 @@ for t in $tiers; do
   json_ok 'assert d["requests"] > 0 and d["width_ns"] == 50000000 and "n_star_fit" in d and "tp_max" in d' \
     "analysis of $t"
 done
+# Episodes against the simulator's truth: quick.conf freezes the first
+# application server twice (120 ms, 200 ms); that server's episodes must hold
+# one freeze episode for each, starting within one 50 ms window of it, and no
+# freeze episode where the simulator froze nothing. (At tier level one frozen
+# server of two halves the throughput, so the freezes show per server.)
+fsrv=$(python3 -c 'import csv,sys; print(next(csv.DictReader(open(sys.argv[1])))["server"])' \
+  "$work/sim.freezes.csv")
+expect 200 "episodes of the frozen server $fsrv" \
+  "$base/api/episodes?tier=http-8080&width=50ms&server=$fsrv"
+python3 - "$work/body" "$work/sim.freezes.csv" <<'PY' || fail "episodes do not match the simulator's freezes"
+import csv, json, sys
+d = json.load(open(sys.argv[1]))
+W = 50_000_000
+freezes = [(int(r["start_ns"]), int(r["end_ns"])) for r in csv.DictReader(open(sys.argv[2]))]
+fz = [(e["start_ns"], e["end_ns"]) for e in d["episodes"] if e["kind"] == "freeze"]
+print("freezes %s; freeze episodes %s; %d episodes in all" % (freezes, fz, d["count"]))
+ok = d["count"] == len(d["episodes"]) > 0 and len(freezes) == 2
+for a, b in freezes:
+    hit = [e for e in fz if e[0] < b and a < e[1]]
+    ok = ok and len(hit) == 1 and abs(hit[0][0] - a) <= W
+for a, b in fz:
+    ok = ok and any(a < fb and fa < b for fa, fb in freezes)
+sys.exit(0 if ok else 1)
+PY
+ok "episodes of $fsrv: one freeze episode at each simulated freeze, none elsewhere"
+
 # The API agrees with `tbneck report --format json` on the same database.
 "$TBNECK" report --tier "$tier" --window 50ms --db "$work/web.db" --format json >"$work/rep.json" ||
   fail "report json"
