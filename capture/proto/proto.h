@@ -112,6 +112,9 @@ extern const struct tb_proto tb_proto_generic;
 extern const struct tb_proto tb_proto_postgres;
 extern const struct tb_proto tb_proto_redis;
 extern const struct tb_proto tb_proto_memcached;
+extern const struct tb_proto tb_proto_ajp;
+extern const struct tb_proto tb_proto_fastcgi;
+extern const struct tb_proto tb_proto_tls;
 
 /* Fingerprinting (capture/proto/fingerprint.c). Both write a NUL-terminated
  * string of at most cap-1 bytes into out and return its length. */
