@@ -15,8 +15,10 @@
 #     through libpcap's stdio path as the bare loop reads it (what tbneck does
 #     for pcapng, pipes and standard input), so the engine's own cost over the
 #     bare read shows on equal terms beside the fast reader's gain.
-#     Per protocol (TB_BENCH_PROTOS, default "postgres redis memcached"): each
-#     parser on a capture of its own protocol (mkpcap.py dbbench,
+#     Per protocol (TB_BENCH_PROTOS, default "postgres redis redis-p16
+#     memcached"; redis-p16: every exchange a pipeline of 16 commands, 16
+#     requests per packet): each parser on a capture of its own protocol
+#     (mkpcap.py dbbench,
 #     TB_BENCH_PROTO_FLOWS x TB_BENCH_PROTO_EXCHANGES, default 200 x 1000),
 #     --no-store against that capture's bare read, by CPU time (target >= 50%).
 #  2. Memory: peak RSS of `capture --no-store` over captures of N half-open
@@ -114,7 +116,7 @@ echo
 echo "per protocol: 'capture --no-store' on a capture of one protocol, against its bare read"
 printf '%-12s %10s %10s %12s %12s %10s %10s\n' "protocol" "packets" "requests" "pkt/s CPU" \
     "bare pkt/s" "of bare" "target"
-for proto in ${TB_BENCH_PROTOS:-postgres redis memcached}; do
+for proto in ${TB_BENCH_PROTOS:-postgres redis redis-p16 memcached}; do
     $mk dbbench "$work/p.pcap" "$proto" "${TB_BENCH_PROTO_FLOWS:-200}" \
         "${TB_BENCH_PROTO_EXCHANGES:-1000}" || exit 1
     cat "$work/p.pcap" >/dev/null

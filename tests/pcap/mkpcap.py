@@ -229,12 +229,12 @@ def dbbench(path, proto, flows=100, exchanges=1000, seed=7):
     """One protocol for its benchmark figure, on its well-known port, every
     connection with its handshake. postgres: pgbench-like extended batches
     (Parse/Bind/Describe/Execute/Sync, answered 1/2/T/D/C/Z) alternating with
-    simple queries; redis: pipelines of 16 SET/GET (redis-benchmark -P 16)
-    alternating with single GETs; memcached: a get hit, a set with its data
-    block, a multi-get of 4 keys."""
+    simple queries; redis: SET and GET one at a time (redis-benchmark);
+    redis-p16: pipelines of 16 SET/GET (redis-benchmark -P 16); memcached: a
+    get hit, a set with its data block, a multi-get of 4 keys."""
     rnd = random.Random(seed)
     w = Writer(path)
-    port = {"postgres": 5432, "redis": 6379, "memcached": 11211}[proto]
+    port = {"postgres": 5432, "redis": 6379, "redis-p16": 6379, "memcached": 11211}[proto]
     conns = []
     for i in range(flows):
         cli = ip4("10.2.%d.%d" % (i // 250, i % 250 + 1))
@@ -273,15 +273,19 @@ def dbbench(path, proto, flows=100, exchanges=1000, seed=7):
                        pg_msg(b"D", b"P\0") + pg_msg(b"E", b"\0\0\0\0\0") + pg_msg(b"S"))
                 c.send(t + 300_000, False, pg_msg(b"1") + pg_msg(b"2") + pg_msg(b"n") +
                        pg_msg(b"C", b"UPDATE 1\0") + pg_msg(b"Z", b"T"))
+        elif proto == "redis-p16":
+            key = b"key:%012d" % (j * 7919 % 100000)
+            c.send(t, True, b"".join(redis_cmd(b"SET", key, b"xxx") if k % 2 else
+                                     redis_cmd(b"GET", key) for k in range(16)))
+            c.send(t + 300_000, False, b"".join(b"+OK\r\n" if k % 2 else b"$3\r\nxxx\r\n"
+                                                for k in range(16)))
         elif proto == "redis":
+            key = b"key:%012d" % (j * 7919 % 100000)
             if j % 2:
-                key = b"key:%012d" % (j * 7919 % 100000)
-                c.send(t, True, b"".join(redis_cmd(b"SET", key, b"xxx") if k % 2 else
-                                         redis_cmd(b"GET", key) for k in range(16)))
-                c.send(t + 300_000, False, b"".join(b"+OK\r\n" if k % 2 else b"$3\r\nxxx\r\n"
-                                                    for k in range(16)))
+                c.send(t, True, redis_cmd(b"SET", key, b"xxx"))
+                c.send(t + 300_000, False, b"+OK\r\n")
             else:
-                c.send(t, True, redis_cmd(b"GET", b"key:%012d" % j))
+                c.send(t, True, redis_cmd(b"GET", key))
                 c.send(t + 300_000, False, b"$3\r\nxxx\r\n")
         else:
             k = j % 3
