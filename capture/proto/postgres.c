@@ -673,11 +673,7 @@ static bool keep_lost(struct pg *g, const struct tb_proto_ctx *ctx, uint64_t len
         return false;
     e->flags |= TB_REQ_GAP;
     bool mid = d->in_msg || d->hdr_have;
-    e->resp_bytes += (mid ? d->msg_bytes : 0) + d->hdr_have + len;
-    if (ts != TB__NO_TS) {
-        e->last_ns = TB_MAX(e->last_ns, ts);
-        e->resp_seen = true;
-    }
+    tb__pend_answer(e, (mid ? d->msg_bytes : 0) + d->hdr_have + len, ts);
     dir_reset(d);
     d->synced = false;
     g->s2c_armed = false;
@@ -689,13 +685,8 @@ static bool keep_lost(struct pg *g, const struct tb_proto_ctx *ctx, uint64_t len
 static void lost_more(struct pg *g, uint64_t len, int64_t ts)
 {
     struct tb__pend *e = tb__pq_head(&g->pq);
-    if (e) {
-        e->resp_bytes += len;
-        if (ts != TB__NO_TS) {
-            e->last_ns = TB_MAX(e->last_ns, ts);
-            e->resp_seen = true;
-        }
-    }
+    if (e)
+        tb__pend_answer(e, len, ts);
 }
 
 /* The client speaks again: the lost answer is over. */

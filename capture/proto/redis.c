@@ -325,13 +325,8 @@ static void s_acct(struct rs *r, uint64_t n, int64_t ts)
     if (r->s.push || n == 0)
         return;
     struct tb__pend *e = tb__pq_head(&r->pq);
-    if (e) {
-        e->resp_bytes += n;
-        if (ts != TB__NO_TS) {
-            e->resp_seen = true;
-            e->last_ns = TB_MAX(e->last_ns, ts);
-        }
-    }
+    if (e)
+        tb__pend_answer(e, n, ts);
 }
 
 /* One value's header line. Returns false when it is not RESP. */
@@ -770,11 +765,7 @@ static bool keep_lost(struct rs *r, const struct tb_proto_ctx *ctx, uint64_t len
     if (!e || r->pq.len != 1 || r->pq.untracked || r->c.started || !r->c.synced || r->s.push)
         return false;
     e->flags |= TB_REQ_GAP;
-    e->resp_bytes += len;
-    if (ts != TB__NO_TS) {
-        e->last_ns = TB_MAX(e->last_ns, ts);
-        e->resp_seen = true;
-    }
+    tb__pend_answer(e, len, ts);
     srv_reset(&r->s);
     r->s.synced = false;
     r->s2c_armed = false;
@@ -786,13 +777,8 @@ static bool keep_lost(struct rs *r, const struct tb_proto_ctx *ctx, uint64_t len
 static void lost_more(struct rs *r, uint64_t len, int64_t ts)
 {
     struct tb__pend *e = tb__pq_head(&r->pq);
-    if (e) {
-        e->resp_bytes += len;
-        if (ts != TB__NO_TS) {
-            e->last_ns = TB_MAX(e->last_ns, ts);
-            e->resp_seen = true;
-        }
-    }
+    if (e)
+        tb__pend_answer(e, len, ts);
 }
 
 static void lost_done(struct rs *r, const struct tb_proto_ctx *ctx)

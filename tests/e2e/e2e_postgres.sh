@@ -63,6 +63,8 @@ for _ in $(seq 100); do "${psql[@]}" -c 'select 1' >/dev/null 2>&1 && break; sle
 "$pgbin/pgbench" -h 127.0.0.1 -p "$port" -U postgres -i -s 1 -q postgres >"$work/init.log" 2>&1 ||
     { cat "$work/init.log"; exit 1; }
 
+# shellcheck source=lib/tcpdump.sh
+source "$lib/tcpdump.sh"
 # capture NAME CMD...: runs CMD inside a tcpdump capture of the server port
 # (repeated, at most 3 times, while tcpdump reports drops), pg_stat_statements
 # reset before it and read after it.
@@ -71,18 +73,10 @@ capture() {
     shift
     while :; do
         "${psql[@]}" -c 'select pg_stat_statements_reset()' >/dev/null
-        tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/$name.pcap" \
-            "tcp port $port" 2>"$work/$name.tcpdump" &
-        local tp=$!
-        pids+=($tp)
-        for _ in $(seq 50); do grep -q listening "$work/$name.tcpdump" && break; sleep 0.1; done
-        sleep 0.2
+        tcpdump_start "$work/$name.pcap" "tcp port $port"
         "$@"
-        sleep 1.2 # tcpdump hands over its buffer at least once a second
-        kill -INT "$tp"
-        wait "$tp" 2>/dev/null || true
-        grep -q "^0 packets dropped by kernel" "$work/$name.tcpdump" && break
-        echo "tcpdump dropped packets (attempt $attempt):"; cat "$work/$name.tcpdump"
+        tcpdump_stop "$work/$name.pcap" && break
+        echo "tcpdump dropped packets (attempt $attempt):"; cat "$work/$name.pcap.err"
         [ "$attempt" -lt 3 ] || { echo "FAIL: tcpdump dropped packets in 3 attempts"; exit 1; }
         attempt=$((attempt + 1))
     done
