@@ -575,7 +575,10 @@ static void cmd_done(struct rs *r, const struct tb_proto_ctx *ctx)
             e->kind = (uint8_t)k;
             if (c->gap)
                 e->flags |= TB_REQ_GAP;
-            char cls[2 * RS_WORD + 1];
+            /* Straight into the entry: at most 2 * RS_WORD + 1 bytes, well
+             * within its class buffer. */
+            _Static_assert(2 * RS_WORD + 1 <= TB__CLASS_MAX, "a Redis class fits an entry");
+            char *cls = e->cls;
             size_t n = 0;
             if (c->w[0].bad || c->w[0].len == 0) {
                 memcpy(cls, "unknown", 7);
@@ -593,7 +596,7 @@ static void cmd_done(struct rs *r, const struct tb_proto_ctx *ctx)
                     }
                 }
             }
-            tb__pend_set_class(e, cls, n);
+            e->class_len = (uint16_t)n;
         }
     }
     cli_reset(c);
