@@ -14,6 +14,7 @@
 #include "capture.h"
 #include "proto.h"
 #include "tiers.h"
+#include "util.h"
 
 /* Beyond this many windows a run is almost certainly a mistake (a 1 ms window
  * over a day of traffic); refuse it rather than exhaust memory. */
@@ -56,6 +57,7 @@ struct pipe {
     uint32_t *servers;   /* rows 1..nservers */
     size_t nservers;
     uint64_t *count;     /* requests per row (row 0 = the tier) */
+    bool calls;          /* the tier's machines called other tiers (N* without slope hint) */
     char *err;
     size_t errlen;
 };
@@ -168,10 +170,10 @@ static int read_file(const char *path, char **text, size_t *len, char *err, size
         seterr(err, errlen, "%s: %s", path, strerror(errno));
         return TB_E_IO;
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
     int rc = 0;
-    while (buf) {
+    for (;;) {
         if (n == cap) {
             if (cap >= SVC_FILE_MAX) {
                 seterr(err, errlen, "%s: larger than %u MiB, not a service-times file", path,
@@ -179,14 +181,11 @@ static int read_file(const char *path, char **text, size_t *len, char *err, size
                 rc = TB_E_FULL;
                 break;
             }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
+            if (tb_grow(&buf, &cap, n + 4096, 1)) {
+                seterr(err, errlen, "%s: out of memory", path);
+                rc = TB_E_NOMEM;
                 break;
             }
-            buf = nb;
-            cap *= 2;
         }
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
@@ -199,10 +198,6 @@ static int read_file(const char *path, char **text, size_t *len, char *err, size
         }
     }
     fclose(f);
-    if (!buf) {
-        seterr(err, errlen, "%s: out of memory", path);
-        return TB_E_NOMEM;
-    }
     if (rc) {
         free(buf);
         return rc;
@@ -269,15 +264,9 @@ static void calib_cb(void *ud, const struct tb_request *r)
     struct calib *c = ud;
     if (c->err)
         return;
-    if (c->n == c->cap) {
-        size_t nc = c->cap ? c->cap * 2 : 4096;
-        struct tb_request *nr = realloc(c->rq, nc * sizeof *nr);
-        if (!nr) {
-            c->err = TB_E_NOMEM;
-            return;
-        }
-        c->rq = nr;
-        c->cap = nc;
+    if (tb_grow(&c->rq, &c->cap, c->n + 1, sizeof *c->rq)) {
+        c->err = TB_E_NOMEM;
+        return;
     }
     c->rq[c->n++] = *r;
 }
@@ -547,6 +536,7 @@ static int estimate_services(struct pipe *p, struct tb_class_service **svc, size
         rc = downstream(p->all, p->nall, p->tier, hosts, nhosts, &down, &ndown);
         if (rc)
             goto out;
+        p->calls = ndown > 0;
     }
     struct tb_svc_opts so;
     tb_svc_opts_default(&so);
@@ -568,10 +558,13 @@ out:
 /* N*, TPmax, congestion, episodes and levels of one row. The identity and the
  * request count are the pipeline's: correlate only sees windows, so it would
  * count completions and take the range from the (possibly empty) windows. */
-static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns)
+static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns, bool calls)
 {
     struct tb_analysis keep = res->a;
-    int rc = tb_correlate_analyze(res->win, res->nwin, work_unit_ns, NULL, &res->a, &res->ep,
+    struct tb_nstar_opts no;
+    tb_nstar_opts_default(&no);
+    no.waits_downstream = calls;
+    int rc = tb_correlate_analyze(res->win, res->nwin, work_unit_ns, &no, &res->a, &res->ep,
                                   &res->nep);
     res->a.tier = keep.tier;
     res->a.server = keep.server;
@@ -586,7 +579,8 @@ static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns)
 /* ---- stored results ----------------------------------------------------------- */
 
 /* A stored analysis is reused when it covers the same windows over the same
- * requests: same (tier, server, width), same range, same request count. Runs
+ * requests: same (tier, server, width), same range, same request count, same
+ * method version (TB_ANALYSIS_VERSION). Runs
  * with overridden service times are never stored-over nor reused, since the
  * stored rows do not say which service times made them. */
 static bool load_stored(struct pipe *p, uint32_t server, uint64_t count,
@@ -601,7 +595,9 @@ static bool load_stored(struct pipe *p, uint32_t server, uint64_t count,
     if (tb_store_get_analysis(p->st, p->tier, server, o->width_ns, &a, &ep, &nep) != 0)
         return false;
     int64_t to = p->w0 + (int64_t)p->nwin * o->width_ns;
-    if (a.from_ns != p->w0 || a.to_ns != to || a.requests != count) {
+    /* An analysis made by another version of the method is stale. */
+    if (a.from_ns != p->w0 || a.to_ns != to || a.requests != count ||
+        a.method_version != TB_ANALYSIS_VERSION) {
         free(ep);
         return false;
     }
@@ -727,7 +723,7 @@ static int run(struct pipe *p, struct tb_analysis_result *total,
                 memcpy(res->win, w + src * p->nwin, p->nwin * sizeof *w);
                 res->nwin = p->nwin;
             }
-            rc = analyze_row(res, wu);
+            rc = analyze_row(res, wu, p->calls);
             if (rc)
                 seterr(p->err, p->errlen, "analysing tier '%s': %s", p->tier_name,
                        tb_strerror(rc));
@@ -819,6 +815,26 @@ int tb_analyze_tier(struct tb_store *st, const struct tb_catalog *cat, uint32_t 
     return rc;
 }
 
+int tb_analyze_tier_servers(struct tb_store *st, const struct tb_catalog *cat, uint32_t tier,
+                            const struct tb_analyze_opts *o, struct tb_analysis_result *total,
+                            struct tb_analysis_result **servers, size_t *nservers, char *errbuf,
+                            size_t errlen)
+{
+    memset(total, 0, sizeof *total);
+    *servers = NULL;
+    *nservers = 0;
+    struct pipe p;
+    int rc = pipe_init(&p, st, cat, tier, o, errbuf, errlen);
+    if (!rc && o->server) {
+        seterr(errbuf, errlen, "every server of a tier is analysed, not one");
+        rc = TB_E_INVAL;
+    }
+    if (!rc)
+        rc = run(&p, total, servers, nservers);
+    pipe_free(&p);
+    return rc;
+}
+
 void tb_analysis_result_free(struct tb_analysis_result *res)
 {
     free(res->win);
@@ -847,7 +863,7 @@ static double called_by_tiers_share(const struct tb_catalog *cat, uint32_t tier,
                                     const struct tb_request *rq, size_t n)
 {
     uint32_t ns = tb_catalog_server_count(cat);
-    uint32_t nt = tb_catalog_tier_count(cat);
+    uint32_t nh = tb_catalog_host_count(cat);
     size_t hit = 0, tot = 0;
     for (size_t i = 0; i < n; i++) {
         if (rq[i].tier != tier)
@@ -859,13 +875,13 @@ static double called_by_tiers_share(const struct tb_catalog *cat, uint32_t tier,
             m = si && si->tier != tier && si->addr.family &&
                 tb_addr_ip_eq(&si->addr, &rq[i].client);
         }
-        for (uint32_t t = 1; t <= nt && !m; t++) {
-            if (t == tier)
-                continue;
-            struct tb_addr h[16];
-            size_t nh = tb_catalog_tier_hosts(cat, t, h, TB_ARRAY_SIZE(h));
-            for (size_t k = 0; k < nh && k < TB_ARRAY_SIZE(h) && !m; k++)
-                m = tb_addr_ip_eq(&h[k], &rq[i].client);
+        /* Every configured host of every other tier (no cap: the same
+         * hosts tb_analysis_svc_hosts hands the service-time estimate). */
+        for (uint32_t h = 0; h < nh && !m; h++) {
+            uint32_t ht;
+            struct tb_addr ha;
+            m = tb_catalog_host_at(cat, h, &ht, &ha) == 0 && ht != tier &&
+                tb_addr_ip_eq(&ha, &rq[i].client);
         }
         hit += m;
     }

@@ -17,6 +17,7 @@
 #include "proto.h"
 #include "store.h"
 #include "tiers.h"
+#include "util.h"
 
 #define MAX_SNAPLEN 262144
 
@@ -36,9 +37,10 @@ static void usage(FILE *f)
             "  -f EXPR          BPF filter (or give it after the options, as in tcpdump)\n"
             "  --proto NAME     parse every connection as NAME (http, mysql, generic)\n"
             "  --duration D     stop after D of capture time (e.g. 60s)\n"
-            "  --window D       streaming analysis window, live (default 50ms)\n"
+            "  --window D       streaming analysis window, live (default " TB_WINDOW_DEFAULT ")\n"
             "  --serve ADDR     live: serve the dashboard on ADDR while capturing\n"
             "  --allow-remote   let --serve listen on a non-loopback address\n"
+            "  --allow-host N   host names the dashboard answers to (comma-separated)\n"
             "  -Z USER          live: drop privileges to USER after opening the interface\n"
             "  -s SNAPLEN       live: bytes kept per packet (default %d)\n"
             "  -B MIB           live: kernel buffer size in MiB (default 64)\n"
@@ -67,7 +69,7 @@ static int usage_error(const char *fmt, ...)
 
 enum {
     OPT_TIERS = 256, OPT_DB, OPT_SERVE, OPT_ALLOW_REMOTE, OPT_PROTO, OPT_DURATION, OPT_WINDOW,
-    OPT_IMMEDIATE, OPT_NO_STORE,
+    OPT_IMMEDIATE, OPT_NO_STORE, OPT_ALLOW_HOST,
 };
 
 static const struct option long_opts[] = {
@@ -75,6 +77,7 @@ static const struct option long_opts[] = {
     {"db", required_argument, NULL, OPT_DB},
     {"serve", required_argument, NULL, OPT_SERVE},
     {"allow-remote", no_argument, NULL, OPT_ALLOW_REMOTE},
+    {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
     {"proto", required_argument, NULL, OPT_PROTO},
     {"duration", required_argument, NULL, OPT_DURATION},
     {"window", required_argument, NULL, OPT_WINDOW},
@@ -107,7 +110,7 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
 {
     memset(a, 0, sizeof *a);
     a->db = TB_DEFAULT_DB;
-    a->window_ns = 50 * TB_NS_PER_MS;
+    a->window_ns = TB_WINDOW_DEFAULT_NS;
     a->snaplen = MAX_SNAPLEN;
     a->bufsize_mib = 64;
     *bpf_owned = NULL;
@@ -166,6 +169,9 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
         case OPT_ALLOW_REMOTE:
             a->allow_remote = true;
             break;
+        case OPT_ALLOW_HOST:
+            a->allow_host = optarg;
+            break;
         case OPT_PROTO:
             if (!tb_proto_find(optarg))
                 return usage_error("unknown protocol '%s' (http, mysql, generic)", optarg);
@@ -176,8 +182,9 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
                 return usage_error("bad duration '%s' (e.g. 60s, 5m)", optarg);
             break;
         case OPT_WINDOW:
-            if (tb_parse_duration(optarg, TB_NS_PER_MS, &a->window_ns) || a->window_ns <= 0)
-                return usage_error("bad window '%s' (e.g. 50ms, 1s)", optarg);
+            if (tb_parse_window(optarg, &a->window_ns))
+                return usage_error("bad window '%s' (a duration from 1ms to 1h, e.g. 50ms)",
+                                   optarg);
             break;
         case OPT_IMMEDIATE:
             a->immediate = true;
@@ -246,16 +253,9 @@ struct run {
 static void on_request(void *ud, const struct tb_request *r)
 {
     struct run *run = ud;
-    if (r->tier >= run->ntier) {
-        size_t n = TB_MAX((size_t)r->tier + 1, run->ntier * 2);
-        uint64_t *p = realloc(run->per_tier, n * sizeof *p);
-        if (p) {
-            memset(p + run->ntier, 0, (n - run->ntier) * sizeof *p);
-            run->per_tier = p;
-            run->ntier = n;
-        }
-    }
-    if (r->tier < run->ntier)
+    /* Out of memory, the count is lost; the requests are not. */
+    if (tb_grow_zero(&run->per_tier, &run->ntier, (size_t)r->tier + 1, sizeof *run->per_tier) ==
+        0)
         run->per_tier[r->tier]++;
     if (run->w && !run->werr) {
         int rc = tb_writer_request(run->w, r);

@@ -14,7 +14,8 @@
 
 static const char export_usage[] =
     "usage: tbneck export requests [--tier NAME] [--db FILE]\n"
-    "       tbneck export windows --tier NAME [--window 50ms] [--server ADDR:PORT]\n"
+    "       tbneck export windows --tier NAME [--window " TB_WINDOW_DEFAULT "]"
+    " [--server ADDR:PORT]\n"
     "                             [--from T --to T] [--service-times FILE] [--db FILE]\n"
     "       tbneck export connections [--tier NAME] [--from T --to T] [--db FILE]\n"
     "\n"
@@ -81,7 +82,7 @@ static void print_windows(FILE *f, const char *tier, const char *server,
 
 static int export_windows(int argc, char **argv)
 {
-    const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *window = "50ms", *server = NULL;
+    const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *window = TB_WINDOW_DEFAULT, *server = NULL;
     const char *from = NULL, *to = NULL, *svcfile = NULL;
     bool recompute = false;
     const struct tb_cli_opt opts[] = {
@@ -101,8 +102,8 @@ static int export_windows(int argc, char **argv)
         return TB_EXIT_USAGE;
     }
     struct tb_analyze_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX};
-    if (tb_parse_duration(window, TB_NS_PER_MS, &o.width_ns) != 0 || o.width_ns <= 0) {
-        tb_log_error("--window '%s': expected a positive duration such as 50ms or 1s", window);
+    if (tb_parse_window(window, &o.width_ns) != 0) {
+        tb_log_error("--window '%s': expected a duration from 1ms to 1h, such as 50ms", window);
         return TB_EXIT_USAGE;
     }
     o.service_file = svcfile;

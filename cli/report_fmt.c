@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "report_util.h"
+#include "util.h"
 
 #define TOP_CLASSES 10
 
@@ -50,23 +51,6 @@ struct tb_range tb_win_range(const struct tb_window *w, size_t n, enum tb_win_co
     return r;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank quantile of a sorted array. */
-static int64_t quantile_i64(const int64_t *v, size_t n, double q)
-{
-    size_t k = (size_t)ceil(q * (double)n);
-    if (k < 1)
-        k = 1;
-    if (k > n)
-        k = n;
-    return v[k - 1];
-}
-
 void tb_dur_dist(const struct tb_episode *ep, size_t n, struct tb_dur_dist *d)
 {
     memset(d, 0, sizeof *d);
@@ -87,11 +71,11 @@ void tb_dur_dist(const struct tb_episode *ep, size_t n, struct tb_dur_dist *d)
             b++;
         d->bins[b]++;
     }
-    qsort(v, n, sizeof *v, cmp_i64);
+    qsort(v, n, sizeof *v, tb_cmp_i64);
     d->min = v[0];
     d->max = v[n - 1];
-    d->p50 = quantile_i64(v, n, 0.5);
-    d->p90 = quantile_i64(v, n, 0.9);
+    d->p50 = tb_quantile_i64(v, n, 0.5);
+    d->p90 = tb_quantile_i64(v, n, 0.9);
     free(v);
 }
 
@@ -229,10 +213,9 @@ static void text_warnings(FILE *f, const char *label, const struct tb_analysis_r
                 "fit %.2f); the load/throughput curve has no clear knee, read N* with care\n",
                 label, 100.0 * nstar_gap(a), a->n_star, a->n_star_fit);
     } else if (!ns && !nf && r->nwin > 0) {
-        fprintf(f,
-                "note: %s: N* undetermined (the load never reached the point where throughput "
-                "flattens, or too few windows)\n",
-                label);
+        /* Why there is no congestion point: correlate's knee test. */
+        fprintf(f, "note: %s: %s\n", label,
+                a->n_star_reason[0] ? a->n_star_reason : "N* undetermined");
     } else if (ns != nf) {
         fprintf(f, "note: %s: only one N* estimate (%s) could be made\n", label,
                 ns ? "intervention" : "fit");
@@ -328,8 +311,8 @@ static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t o
         nfreeze += r->ep[i].kind == TB_EP_FREEZE;
     double thr = tb_analysis_threshold(&r->a);
     if (!isfinite(thr))
-        fprintf(f, "\ncongested: no threshold, N* undetermined; no window counts as "
-                   "congested\n");
+        fprintf(f, "\ncongested: none; %s\n",
+                r->a.n_star_reason[0] ? r->a.n_star_reason : "N* undetermined");
     else
         fprintf(f, "\ncongested (load >= %s%s): %.1f%% of windows; %zu episodes (%zu freeze, "
                    "%zu saturated), %.1f per minute\n",
@@ -430,7 +413,11 @@ static void text_corr(FILE *f, const struct tb_report *r, const struct tb_catalo
                 fmt_num(r->corr[i].r, 2, b[2], 32));
     fprintf(f, "\n");
     const struct tb_tier_corr *best = tb_report_explains(r);
-    if (best)
+    /* A tier's load also holds the time it waits on the tiers it calls, so
+     * the correlation favours callers; the diagnosis walks the waits down. */
+    if (r->have_verdict)
+        fprintf(f, "-> root cause (tbneck diagnose): %s\n", r->verdict.evidence);
+    else if (best)
         fprintf(f, "-> %s's load explains the response-time spikes best (r=%.2f)\n",
                 tier_name(cat, best->tier), best->r);
     else if (r->ncorr > 1)
@@ -523,7 +510,10 @@ static void json_analysis(FILE *f, const struct tb_analysis_result *r)
     tb_json_num(f, a->n_star);
     fputs(",\"n_star_fit\":", f);
     tb_json_num(f, a->n_star_fit);
-    fprintf(f, ",\"n_star_disagree\":%s,\"threshold\":", a->disagree ? "true" : "false");
+    fprintf(f, ",\"n_star_disagree\":%s,\"n_star_status\":\"%s\",\"n_star_reason\":",
+            a->disagree ? "true" : "false", tb_nstar_why_status(a->n_star_why));
+    tb_json_str(f, a->n_star_reason);
+    fputs(",\"threshold\":", f);
     tb_json_num(f, tb_analysis_threshold(a));
     fputs(",\"tp_max\":", f);
     tb_json_num(f, a->tp_max);
@@ -616,7 +606,23 @@ int tb_report_write_json(FILE *f, const struct tb_report *r, const struct tb_cat
         tb_json_num(f, r->corr[i].r);
         fprintf(f, ",\"requests\":%llu}", (unsigned long long)r->corr[i].requests);
     }
-    fputs("]}}\n", f);
+    fputs("]}", f);
+    if (r->have_verdict) {
+        const struct tb_diag_verdict *v = &r->verdict;
+        char sb[TB_ADDR_STRLEN];
+        fputs(",\"root_cause\":{\"tier\":", f);
+        tb_json_str(f, v->tier ? tier_name(cat, v->tier) : "");
+        fputs(",\"server\":", f);
+        tb_json_str(f, v->server ? server_name(cat, v->server, sb, sizeof sb) : "*");
+        fputs(",\"cause\":", f);
+        tb_json_str(f, tb_cause_name(v->cause));
+        fputs(",\"resource\":", f);
+        tb_json_str(f, v->resource);
+        fputs(",\"evidence\":", f);
+        tb_json_str(f, v->evidence);
+        fputs("}", f);
+    }
+    fputs("}\n", f);
     return ferror(f) ? TB_E_IO : 0;
 }
 

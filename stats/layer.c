@@ -136,6 +136,8 @@ static void row_to(struct tb_layer *L, uint32_t r, int64_t t)
         w[k].wait_ns += ov * (int64_t)m;
         if (n > w[k].max_n)
             w[k].max_n = n;
+        if (L->c[r] > w[k].max_c)
+            w[k].max_c = L->c[r];
     });
 }
 

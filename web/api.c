@@ -11,8 +11,6 @@
 
 #include "analyze.h"
 
-#define WIDTH_MIN_NS TB_NS_PER_MS
-#define WIDTH_MAX_NS (3600 * TB_NS_PER_SEC)
 #define API_MAX_WINDOWS 2000000 /* ~100 MB of JSON: a range that large is a mistake */
 
 /* Parameters shared by the per-tier endpoints. */
@@ -53,7 +51,7 @@ static bool get_params(struct tb_web *w, struct reply *c, const char *q, struct 
 {
     char tier[TB_NAME_MAX + 1], width[64], server[TB_ADDR_STRLEN], from[64], to[64], msg[256];
     memset(p, 0, sizeof *p);
-    p->width_ns = 50 * TB_NS_PER_MS;
+    p->width_ns = TB_WINDOW_DEFAULT_NS;
     p->from_ns = INT64_MIN;
     p->to_ns = INT64_MAX;
     int rt = tb_http_query_get(q, "tier", tier, sizeof tier);
@@ -67,8 +65,7 @@ static bool get_params(struct tb_web *w, struct reply *c, const char *q, struct 
     }
     if (rw == 1) {
         int64_t ns;
-        if (tb_parse_duration(width, TB_NS_PER_MS, &ns) < 0 || ns < WIDTH_MIN_NS ||
-            ns > WIDTH_MAX_NS) {
+        if (tb_parse_window(width, &ns) < 0) {
             snprintf(msg, sizeof msg, "bad width '%.40s': expected a duration from 1ms to 1h", width);
             reply_error(c, 400, msg);
             return false;
@@ -312,6 +309,9 @@ static void analysis_fields(struct tb_buf *b, const struct tb_analysis *a)
     }
     tb_buf_trim_comma(b);
     tb_buf_printf(b, "],\"disagree\":%s", a->disagree ? "true" : "false");
+    tb_buf_printf(b, ",\"n_star_status\":\"%s\",\"n_star_reason\":",
+                  tb_nstar_why_status(a->n_star_why));
+    tb_buf_json_str(b, a->n_star_reason);
 }
 
 static void api_scatter(struct tb_web *w, struct reply *c, const struct params *p)

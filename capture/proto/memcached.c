@@ -287,13 +287,8 @@ static bool try_sync(struct mc *m, int dir, const uint8_t *p, size_t n)
 static void s_acct(struct mc *m, uint64_t n, int64_t ts)
 {
     struct tb__pend *e = tb__pq_head(&m->pq);
-    if (e && n) {
-        e->resp_bytes += n;
-        if (ts != TB__NO_TS) {
-            e->resp_seen = true;
-            e->last_ns = TB_MAX(e->last_ns, ts);
-        }
-    }
+    if (e && n)
+        tb__pend_answer(e, n, ts);
 }
 
 static void done(struct mc *m, const struct tb_proto_ctx *ctx, int32_t status)
@@ -454,7 +449,7 @@ static bool s_text_line(struct mc *m, const struct tb_proto_ctx *ctx, const char
 }
 
 /* A meta VA's data block is over: so is its answer. */
-static void va_end(struct mc *m, const struct tb_proto_ctx *ctx)
+static void meta_va_end(struct mc *m, const struct tb_proto_ctx *ctx)
 {
     if (m->va_pending) {
         m->va_pending = false;
@@ -477,7 +472,7 @@ static enum tb_pstate s_text(struct mc *m, const struct tb_proto_ctx *ctx, const
             if (d->left > 0)
                 break;
             d->in_data = false;
-            va_end(m, ctx);
+            meta_va_end(m, ctx);
             continue;
         }
         const char *l;
@@ -772,11 +767,7 @@ static bool keep_lost(struct mc *m, const struct tb_proto_ctx *ctx, uint64_t len
         !m->d[TB_DIR_C2S].synced)
         return false;
     e->flags |= TB_REQ_GAP;
-    e->resp_bytes += len;
-    if (ts != TB__NO_TS) {
-        e->last_ns = TB_MAX(e->last_ns, ts);
-        e->resp_seen = true;
-    }
+    tb__pend_answer(e, len, ts);
     dir_reset(&m->d[TB_DIR_S2C]);
     m->d[TB_DIR_S2C].synced = false;
     m->r_listing = false;
@@ -863,7 +854,7 @@ static enum tb_pstate mc_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_d
         } else if (di == TB_DIR_C2S) {
             c_text_done(m, ctx);
         } else {
-            va_end(m, ctx);
+            meta_va_end(m, ctx);
         }
         return m->stopped ? TB_PS_STOP : TB_PS_OK;
     }

@@ -42,6 +42,13 @@ expect 2 "unknown option '--bogus'" "$TBNECK" report --tier "$tier" --db "$db" -
 expect 2 "needs a value" "$TBNECK" report --tier "$tier" --db "$db" --window
 expect 2 "--window 'abc'" "$TBNECK" report --tier "$tier" --db "$db" --window abc
 expect 2 "--window '0ms'" "$TBNECK" report --tier "$tier" --db "$db" --window 0ms
+# Issue 13, finding 9: every command's window lies in 1 ms..1 h, as the API's.
+expect 2 "--window '999999h'.*1ms to 1h" "$TBNECK" report --tier "$tier" --db "$db" --window 999999h
+expect 2 "--window '500us'.*1ms to 1h" "$TBNECK" report --tier "$tier" --db "$db" --window 500us
+expect 2 "--window '61m'.*1ms to 1h" "$TBNECK" export windows --tier "$tier" --db "$db" --window 61m
+expect 2 "--window '2h'.*1ms to 1h" "$TBNECK" events report --tier "$tier" --db "$db" --window 2h
+expect 2 "--window '0.5ms'.*1ms to 1h" "$TBNECK" serve --db "$db" --window 0.5ms
+expect 2 "window '999999h'.*1ms to 1h" "$TBNECK" capture -r "$work/q.pcap" --db "$work/w.db" --window 999999h
 expect 2 "--format 'xml'.*text, json or csv" "$TBNECK" report --tier "$tier" --db "$db" \
     --format xml
 expect 2 "--plot out.gif.*png or .svg" "$TBNECK" report --tier "$tier" --db "$db" \
@@ -54,7 +61,7 @@ expect 2 "--server 'nonsense'.*ADDR:PORT" "$TBNECK" report --tier "$tier" --db "
 expect 2 "exclude each other" "$TBNECK" report --tier "$tier" --db "$db" \
     --service-times a.txt --calibrate b.pcap
 expect 2 "unexpected argument 'extra'" "$TBNECK" report --tier "$tier" --db "$db" extra
-expect 2 "requests' or 'windows'" "$TBNECK" export
+expect 2 "'requests', 'windows' or 'connections'" "$TBNECK" export
 expect 2 "unknown kind 'rows'" "$TBNECK" export rows --db "$db"
 expect 2 "--tier NAME is required" "$TBNECK" export windows --db "$db"
 expect 2 "unknown option '--width'" "$TBNECK" export windows --tier "$tier" --width 50ms

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # e2e_web_api.sh — `tbneck serve` against a simulated database: the JSON API's
-# answers and its error cases (unknown tier 404, bad width 400, POST 405, path
+# answers (each server's episodes against the simulator's freezes) and its
+# error cases (unknown tier 404, bad width 400, POST 405, path
 # traversal raw and encoded, oversized head 431, garbage 400, 300 idle
 # connections then a normal request still answered), the event stream while a
 # report writes new windows, and the listen-address policy.
@@ -150,7 +151,7 @@ def talk(data, timeout=5):
 r = talk(b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03garbage\xff\xfe\r\n\r\n")
 assert r.startswith(b"HTTP/1.1 400"), r[:80]
 print("ok: garbage bytes -> 400")
-r = talk(b"GET /api/tiers HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n")
+r = talk(b"GET /api/tiers HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 99999999\r\n\r\n")
 assert r.startswith(b"HTTP/1.1 413"), r[:80]
 print("ok: announced oversized body -> 413")
 # 300 idle connections (cap 256): a real request must still be answered.
@@ -158,7 +159,7 @@ idle = []
 for i in range(300):
     idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
 time.sleep(0.5)
-r = talk(b"GET /api/tiers HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+r = talk(b"GET /api/tiers HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
 assert r.startswith(b"HTTP/1.1 200"), r[:80]
 # The oldest idle ones were closed to make room.
 closed = 0
@@ -177,7 +178,7 @@ assert closed > 0, "no idle connection was evicted"
 print("ok: 300 idle connections, a request still answered; %d of the oldest 40 evicted" % closed)
 # Keep-alive: two requests on one connection.
 s = socket.create_connection(("127.0.0.1", port), timeout=5)
-s.sendall(b"GET /api/health HTTP/1.1\r\nHost: x\r\n\r\nGET /api/tiers HTTP/1.1\r\nHost: x\r\n\r\n")
+s.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /api/tiers HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 data = b""
 t0 = time.time()
 while data.count(b"HTTP/1.1 200") < 2 and time.time() - t0 < 5:
@@ -190,9 +191,60 @@ assert data.count(b"HTTP/1.1 200") == 2, data[:200]
 print("ok: pipelined keep-alive requests")
 PY
 
+# DNS rebinding: a page of another site reaching this loopback server under
+# its own name is refused; addresses and localhost are not.
+expect 403 "foreign Host name" -H "Host: rebind.attacker.example" "$base/api/tiers"
+expect 200 "Host localhost" -H "Host: localhost:$port" "$base/api/tiers"
+expect 200 "Host [::1]" -H "Host: [::1]:$port" "$base/api/tiers"
+grep -q "frame-ancestors 'none'" <(curl -sI "$base/") || fail "no CSP frame-ancestors on the page"
+ok "CSP frame-ancestors 'none' on the page"
+
 kill -0 "$serve_pid" || fail "serve died during the error cases"
+stop_serve
+"$TBNECK" serve --db "$work/web.db" --listen 127.0.0.1:0 --allow-host 'bad name!' >/dev/null \
+  2>"$work/host.err"
+rc=$?
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$work/host.err")" -eq 1 ] && grep -q 'bad name!' "$work/host.err" ||
+  { cat "$work/host.err"; fail "bad --allow-host: exit $rc, want 2 with one line naming it"; }
+ok "bad --allow-host: exit 2"
+start_serve "$work/web.db" "$work" --allow-host dash.example.org,mon
+expect 200 "--allow-host name" -H "Host: Dash.Example.org:$port" "http://127.0.0.1:$port/api/tiers"
+expect 403 "name not in --allow-host" -H "Host: other.example.org" "http://127.0.0.1:$port/api/tiers"
 stop_serve
 grep -qi 'sanitizer\|runtime error' "$work/serve.err" && { cat "$work/serve.err"; fail "sanitizer report"; }
 [ "$serve_rc" = 0 ] || { cat "$work/serve.err"; fail "serve exit status $serve_rc after SIGTERM, want 0"; }
 ok "serve stopped cleanly on SIGTERM"
+
+# Episodes against the simulator's truth, on report_gc.conf (application
+# servers that stop the world for 100-300 ms every 1-3 s; quick.conf's two
+# short pauses on a lightly loaded server give it no congestion point, so no
+# episode at all): each server's /api/episodes must hold a freeze episode at
+# every one of its freezes of 100 ms or more, and no freeze episode where that
+# server did not freeze (what e2e_report_sim measures on the report: 26/26).
+"$TBNECK_SIM" "$TB_SRCDIR/tests/e2e/lib/report_gc.conf" --out "$work/gc" -q || fail "simulator (gc)"
+"$TBNECK" capture -r "$work/gc.pcap" --db "$work/gc.db" >"$work/gc.out" 2>&1 ||
+  { cat "$work/gc.out"; fail "offline capture (gc)"; }
+start_serve "$work/gc.db" "$work"
+base="http://127.0.0.1:$port"
+for srv in 10.0.3.1:8080 10.0.3.2:8080; do
+  expect 200 "episodes of $srv" "$base/api/episodes?tier=http-8080&width=50ms&server=$srv"
+  python3 - "$work/body" "$work/gc.freezes.csv" "$srv" <<'PY' ||
+import csv, json, sys
+d = json.load(open(sys.argv[1]))
+srv = sys.argv[3]
+freezes = [(int(r["start_ns"]), int(r["end_ns"])) for r in csv.DictReader(open(sys.argv[2]))
+           if r["server"] == srv]
+fz = [(e["start_ns"], e["end_ns"]) for e in d["episodes"] if e["kind"] == "freeze"]
+big = [f for f in freezes if f[1] - f[0] >= 100_000_000]
+missed = [f for f in big if not any(a < f[1] and f[0] < b for a, b in fz)]
+false = [e for e in fz if not any(a < e[1] and e[0] < b for a, b in freezes)]
+print("%s: %d freezes (%d of 100 ms or more), %d freeze episodes of %d; missed %d, false %d"
+      % (srv, len(freezes), len(big), len(fz), d["count"], len(missed), len(false)))
+sys.exit(0 if d["count"] == len(d["episodes"]) and big and fz and not missed and not false else 1)
+PY
+    fail "episodes of $srv do not match the simulator's freezes"
+done
+ok "episodes: a freeze episode at every simulated freeze of each server, none elsewhere"
+stop_serve
+[ "$serve_rc" = 0 ] || { cat "$work/serve.err"; fail "serve (gc) exit status $serve_rc"; }
 echo "PASS e2e_web_api"

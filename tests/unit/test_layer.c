@@ -46,7 +46,7 @@ static int cmp_i64(const void *a, const void *b)
 
 /* The oracle: per row and window, ∫N and ∫min(C, N) from scratch. */
 static void oracle(const struct rq *q, size_t n, uint32_t nrows, int64_t t0, size_t nwin,
-                   int64_t *load, int64_t *wait, uint32_t *maxn)
+                   int64_t *load, int64_t *wait, uint32_t *maxn, uint32_t *maxc)
 {
     size_t ne = 2 * n + nwin + 1, k = 0;
     int64_t *ev = malloc(ne * sizeof *ev);
@@ -60,6 +60,7 @@ static void oracle(const struct rq *q, size_t n, uint32_t nrows, int64_t t0, siz
     memset(load, 0, nrows * nwin * sizeof *load);
     memset(wait, 0, nrows * nwin * sizeof *wait);
     memset(maxn, 0, nrows * nwin * sizeof *maxn);
+    memset(maxc, 0, nrows * nwin * sizeof *maxc);
     for (size_t e = 0; e + 1 < k; e++) {
         int64_t a = ev[e], b = ev[e + 1];
         if (a == b || a < t0 || b > t0 + (int64_t)nwin * W)
@@ -78,6 +79,8 @@ static void oracle(const struct rq *q, size_t n, uint32_t nrows, int64_t t0, siz
             wait[row * nwin + win] += (b - a) * (cc < nn ? cc : nn);
             if ((uint32_t)nn > maxn[row * nwin + win])
                 maxn[row * nwin + win] = (uint32_t)nn;
+            if (nn && (uint32_t)cc > maxc[row * nwin + win])
+                maxc[row * nwin + win] = (uint32_t)cc;
         }
     }
     free(ev);
@@ -121,14 +124,15 @@ static void test_random_against_oracle(void **state)
         assert_int_equal(nwin, 18);
         assert_int_equal(tb_layer_start(L), 0);
         int64_t *load = calloc(4 * nwin, sizeof *load), *wait = calloc(4 * nwin, sizeof *wait);
-        uint32_t *maxn = calloc(4 * nwin, sizeof *maxn);
-        oracle(q, n, 4, 0, nwin, load, wait, maxn);
+        uint32_t *maxn = calloc(4 * nwin, sizeof *maxn), *maxc = calloc(4 * nwin, sizeof *maxc);
+        oracle(q, n, 4, 0, nwin, load, wait, maxn, maxc);
         for (uint32_t row = 1; row < 4; row++) {
             const struct tb_layer_win *w = tb_layer_row(L, row);
             for (size_t k = 0; k < nwin; k++) {
                 assert_int_equal(w[k].load_ns, load[row * nwin + k]);
                 assert_int_equal(w[k].wait_ns, wait[row * nwin + k]);
                 assert_int_equal(w[k].max_n, maxn[row * nwin + k]);
+                assert_int_equal(w[k].max_c, maxc[row * nwin + k]);
                 /* Completions and arrivals by direct count. */
                 uint32_t comp = 0, arr = 0;
                 double units = 0;
@@ -172,6 +176,7 @@ static void test_random_against_oracle(void **state)
         free(load);
         free(wait);
         free(maxn);
+        free(maxc);
         free(q);
         tb_layer_free(L);
     }
