@@ -238,6 +238,8 @@ static int set_tier(struct pstate *ps, const char *k, const char *v)
         return get_str(ps, k, v, t->host, sizeof t->host);
     if (!strcmp(k, "name"))
         return get_str(ps, k, v, t->wire_name, sizeof t->wire_name);
+    if (!strcmp(k, "mode"))
+        return get_str(ps, k, v, t->mode_name, sizeof t->mode_name);
     if (!strcmp(k, "deprecate_eof"))
         return get_bool(ps, k, v, &t->deprecate_eof);
     if (!strcmp(k, "speeds")) {
@@ -314,12 +316,6 @@ static int set_class(struct pstate *ps, const char *k, const char *v)
         return get_int(ps, k, v, 0, 1 << 24, &cl->req_body);
     if (!strcmp(k, "status"))
         return get_int(ps, k, v, 100, 599, &cl->status);
-    if (!strcmp(k, "sql")) {
-        if (strncmp(v, "SELECT", 6) && strncmp(v, "UPDATE", 6) && strncmp(v, "INSERT", 6) &&
-            strncmp(v, "DELETE", 6))
-            return fail(ps, "sql: template must start with SELECT, UPDATE, INSERT or DELETE");
-        return get_str(ps, k, v, cl->sql, sizeof cl->sql);
-    }
     if (!strcmp(k, "rows"))
         return get_dist(ps, k, v, false, &cl->rows);
     if (!strcmp(k, "row_bytes"))
@@ -360,17 +356,30 @@ static int set_class(struct pstate *ps, const char *k, const char *v)
                 return TB_E_BADFMT;
         return 0;
     }
-    if ((rc = key_tier(ps, k, "path", &tier)) <= 0) {
+    /* Request templates under their protocol's key: path, sql, cmd. */
+    for (size_t w = 0; w < sim_nwires; w++) {
+        const struct sim_wire *wire = sim_wires[w];
+        if ((rc = key_tier(ps, k, wire->tmpl_key, &tier)) > 0)
+            continue;
         if (rc < 0)
             return rc;
-        if (v[0] != '/')
-            return fail(ps, "%s: '%s' must start with '/'", k, v);
-        for (int i = 0; i < c->ntiers; i++)
-            if ((tier < 0 || tier == i) && get_str(ps, k, v, cl->path[i], sizeof cl->path[i]) < 0)
+        char why[160];
+        if (wire->tmpl_check(v, why, sizeof why) < 0)
+            return fail(ps, "%s: %s", k, why);
+        int n = 0;
+        for (int i = 0; i < c->ntiers; i++) {
+            if ((tier >= 0 && tier != i) || strcmp(c->tiers[i].wire->tmpl_key, wire->tmpl_key))
+                continue;
+            if (get_str(ps, k, v, cl->tmpl[i], sizeof cl->tmpl[i]) < 0)
                 return TB_E_BADFMT;
-        for (const char *p = v; *p; p++)
-            if ((unsigned char)*p <= ' ' || *p == 0x7f)
-                return fail(ps, "%s: spaces and control characters are not allowed", k);
+            n++;
+        }
+        if (n == 0 && tier >= 0)
+            return fail(ps, "%s: tier '%s' speaks %s, whose requests take '%s'", k,
+                        c->tiers[tier].name, c->tiers[tier].wire->name,
+                        c->tiers[tier].wire->tmpl_key);
+        if (n == 0)
+            return fail(ps, "%s: no tier takes '%s' templates", k, wire->tmpl_key);
         return 0;
     }
     if ((rc = key_tier(ps, k, "class", &tier)) <= 0) {
@@ -559,9 +568,16 @@ static int begin_section(struct pstate *ps, char *hdr)
             /* Every tier but the last calls the next one once unless told otherwise. */
             sim_dist_parse(i + 1 < c->ntiers ? "1" : "0", false, &cl->calls[i], e, sizeof e);
             sim_dist_parse("2048", false, &cl->resp_bytes[i], e, sizeof e);
-            snprintf(cl->path[i], sizeof cl->path[i], "/%s/{id}", arg);
+            if (i < c->ntiers) {
+                /* The protocol's default template, "{class}" the class name. */
+                const char *d = c->tiers[i].wire->tmpl_default, *at = strstr(d, "{class}");
+                if (at)
+                    snprintf(cl->tmpl[i], sizeof cl->tmpl[i], "%.*s%s%s", (int)(at - d), d, arg,
+                             at + 7);
+                else
+                    snprintf(cl->tmpl[i], sizeof cl->tmpl[i], "%s", d);
+            }
         }
-        strcpy(cl->sql, "SELECT id, title FROM stories WHERE id = {id}");
         return 0;
     }
     return fail(ps, "unknown section [%s%s%s] (sim, tier NAME, class NAME, freeze, expect)", hdr,
@@ -832,6 +848,22 @@ int sim_conf_finish(struct sim_conf *c, char *err, size_t errlen)
                      t->speed_init, t->nspeeds);
             return TB_E_INVAL;
         }
+        t->mode = 0;
+        if (t->mode_name[0]) {
+            const char *const *m = t->wire->modes;
+            while (m && *m && strcmp(*m, t->mode_name))
+                m++;
+            if (!m || !*m) {
+                char names[128] = "";
+                for (size_t o = 0, j = 0; t->wire->modes && t->wire->modes[j]; j++)
+                    o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", j ? ", " : "",
+                                          t->wire->modes[j]);
+                snprintf(err, errlen, "tier '%s': mode '%s' is not one of %s's (%s)", t->name,
+                         t->mode_name, t->wire->name, names[0] ? names : "it has none");
+                return TB_E_INVAL;
+            }
+            t->mode = (int)(m - t->wire->modes);
+        }
         if (t->speed_every.text[0] && (t->governor_ns || t->nspeeds < 2)) {
             snprintf(err, errlen, "tier '%s': speed_every needs two speeds or more and no governor",
                      t->name);
@@ -939,19 +971,20 @@ int sim_conf_write(const struct sim_conf *c, FILE *f)
                     t->governor_ns, t->governor_up, t->governor_down);
         if (t->speed_every.text[0])
             fprintf(f, "speed_every = %s\n", t->speed_every.text);
+        if (t->wire->modes)
+            fprintf(f, "mode = %s\n", t->wire->modes[t->mode]);
     }
     for (int i = 0; i < c->nclasses; i++) {
         const struct sim_class_conf *cl = &c->classes[i];
         fprintf(f, "\n[class %s]\nweight = %g\nmethod = %s\nreq_body = %d\nstatus = %d\n",
                 cl->name, cl->weight, cl->method, cl->req_body, cl->status);
         for (int t = 0; t < c->ntiers; t++)
-            if (c->tiers[t].wire->flags & SIM_WIRE_PATH)
-                fprintf(f, "path.%s = %s\n", c->tiers[t].name, cl->path[t]);
+            fprintf(f, "%s.%s = %s\n", c->tiers[t].wire->tmpl_key, c->tiers[t].name, cl->tmpl[t]);
         write_dists(f, "demand", cl->demand, c->ntiers, c);
         write_dists(f, "calls", cl->calls, c->ntiers, c);
         write_dists(f, "resp_bytes", cl->resp_bytes, c->ntiers, c);
-        fprintf(f, "sql = %s\nrows = %s\nrow_bytes = %d\nerror_rate = %g\n", cl->sql,
-                cl->rows.text, cl->row_bytes, cl->error_rate);
+        fprintf(f, "rows = %s\nrow_bytes = %d\nerror_rate = %g\n", cl->rows.text, cl->row_bytes,
+                cl->error_rate);
         for (int t = 0; t < c->ntiers; t++)
             fprintf(f, "class.%s = %s\n", c->tiers[t].name, cl->expect[t]);
     }

@@ -112,6 +112,7 @@ void *sim_ps_pop_done(struct sim_ps *ps);
 #define SIM_MAX_SPEEDS 8
 #define SIM_MAX_COLUMNS 16
 #define SIM_CLASS_CAP 512 /* bytes of an expected class, NUL included */
+#define SIM_TMPL_CAP 512  /* bytes of a request template, NUL included */
 
 #define SIM_MAX_WIRES 8
 
@@ -121,6 +122,8 @@ struct sim_tier_conf {
     char name[32];      /* name in the configuration ("app") */
     char wire_name[40]; /* name tbneck discovers ("http-8080"); derived unless set */
     const struct sim_wire *wire; /* the protocol its clients speak to it */
+    char mode_name[16];          /* `mode` as written; checked against the protocol at finish */
+    int mode;                    /* index into wire->modes (0 = the protocol's default) */
     uint16_t port;
     int servers;
     int cores;
@@ -145,11 +148,12 @@ struct sim_class_conf {
     struct sim_dist demand[SIM_MAX_TIERS]; /* CPU work per request at each tier */
     struct sim_dist calls[SIM_MAX_TIERS];  /* downstream calls made per request */
     struct sim_dist resp_bytes[SIM_MAX_TIERS]; /* HTTP response body sizes */
-    char path[SIM_MAX_TIERS][160];             /* HTTP target template per tier */
+    /* The request template at each tier, under its protocol's key (path,
+     * sql, cmd): an HTTP target, an SQL statement, a Redis command. */
+    char tmpl[SIM_MAX_TIERS][SIM_TMPL_CAP];
     char method[8];
     int req_body;                              /* bytes of a POST body */
     int status;                                /* HTTP status the front tier returns */
-    char sql[512];                             /* SQL template */
     /* The class tbneck must report at each tier, stated literally by
      * `class.TIER` or, when not, given by the protocol's template rule at
      * sim_conf_finish (docs/sim.md). Never computed by tbneck's own

@@ -77,7 +77,7 @@ static void test_good(void **state)
     const struct sim_class_conf *cl = &c.classes[0];
     assert_true(cl->weight == 3.0);
     /* '#' inside a value is not a comment. */
-    assert_string_equal(cl->path[0], "/story#top/{id}");
+    assert_string_equal(cl->tmpl[0], "/story#top/{id}");
     assert_true(cl->demand[1].kind == SIM_DIST_EXP && cl->demand[1].a == 2e6);
     assert_true(cl->demand[0].kind == SIM_DIST_CONST && cl->demand[0].a == 50000);
     assert_true(cl->calls[0].a == 1 && cl->calls[1].a == 3 && cl->calls[2].a == 0);
@@ -113,7 +113,8 @@ static void test_good(void **state)
     assert_string_equal(back.tiers[1].wire_name, "http-8080");
     assert_true(back.classes[0].calls[1].a == 3);
     assert_int_equal(back.freezes[0].at_ns[0], TB_NS_PER_SEC);
-    assert_string_equal(back.classes[0].sql, c.classes[0].sql);
+    for (int t = 0; t < 3; t++)
+        assert_string_equal(back.classes[0].tmpl[t], c.classes[0].tmpl[t]);
     for (int t = 0; t < 3; t++)
         assert_string_equal(back.classes[0].expect[t], c.classes[0].expect[t]);
     free(text);
