@@ -65,6 +65,7 @@
 #define PG_NAME_MAX 63u        /* statement and portal names (NAMEDATALEN - 1) */
 #define PG_STMT_MAX 128u       /* named statements remembered per connection */
 #define PG_PORTAL_MAX 8u       /* portals remembered per connection */
+#define PG_FPC 8u              /* statement texts whose fingerprints are kept */
 
 #define PG_CODE_SSL 80877103u
 #define PG_CODE_GSS 80877104u
@@ -110,6 +111,16 @@ struct pg_names {
     uint16_t n, cap, evict;
 };
 
+/* Fingerprints of recent statement texts, by a hash of the raw text: the
+ * extended protocol sends the same text with every execution (only the
+ * parameters change), and fingerprinting was most of the parser's cost. */
+struct pg_fpc {
+    uint64_t h;
+    uint32_t len;
+    uint16_t flen;
+    char fp[TB__CLASS_MAX];
+};
+
 struct pg {
     struct pg_dir d[2];
     struct tb__pq pq;
@@ -122,6 +133,8 @@ struct pg {
     uint8_t *cbuf;    /* client payload head when it straddles chunks (PG_QMAX) */
     uint8_t shead[PG_SHEAD];
     struct pg_names stmts, portals;
+    struct pg_fpc *fpc; /* PG_FPC entries, allocated with the first statement */
+    uint8_t fpc_next;
 };
 
 /* ---- names ------------------------------------------------------------- */
@@ -175,6 +188,50 @@ static void names_free(struct pg_names *t)
 {
     free(t->v);
     memset(t, 0, sizeof *t);
+}
+
+/* ---- fingerprints ------------------------------------------------------- */
+
+static uint64_t text_hash(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    size_t i = 0;
+    for (; n - i >= 8; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p + i, n - i);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 29);
+}
+
+/* The fingerprint of a statement's text, from the cache when it was seen
+ * lately (else written to `spare`, TB__CLASS_MAX bytes, when the cache cannot
+ * be allocated). The result stays valid until the next call. */
+static const char *fingerprint(struct pg *g, const uint8_t *p, size_t n, char *spare,
+                               size_t *flen)
+{
+    if (!g->fpc && !(g->fpc = calloc(PG_FPC, sizeof *g->fpc))) {
+        *flen = tb_fp_sql((const char *)p, n, spare, TB__CLASS_MAX);
+        return spare;
+    }
+    uint64_t h = text_hash(p, n);
+    for (unsigned i = 0; i < PG_FPC; i++) {
+        struct pg_fpc *c = &g->fpc[i];
+        if (c->h == h && c->len == n && (c->flen || n == 0)) {
+            *flen = c->flen;
+            return c->fp;
+        }
+    }
+    struct pg_fpc *c = &g->fpc[g->fpc_next++ % PG_FPC];
+    c->h = h;
+    c->len = (uint32_t)n;
+    c->flen = (uint16_t)tb_fp_sql((const char *)p, n, c->fp, sizeof c->fp);
+    *flen = c->flen;
+    return c->fp;
 }
 
 /* ---- message types ------------------------------------------------------ */
@@ -509,7 +566,7 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
                                  const uint8_t *h, size_t hl)
 {
     struct pg_dir *d = &g->d[TB_DIR_C2S];
-    char fp[TB__CLASS_MAX];
+    char fp[TB__CLASS_MAX], spare[TB__CLASS_MAX];
     const char *s, *s2;
     size_t n, n2, off = 0;
     struct tb__pend *e;
@@ -532,8 +589,8 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
     case 'Q':
         e = batch(g, ctx);
         if (e && e->kind < RANK_STMT) {
-            n = tb_fp_sql((const char *)h, hl && h[hl - 1] == 0 ? hl - 1 : hl, fp, sizeof fp);
-            set_class(e, RANK_STMT, n ? fp : "Query", n ? n : 5);
+            const char *q = fingerprint(g, h, hl && h[hl - 1] == 0 ? hl - 1 : hl, spare, &n);
+            set_class(e, RANK_STMT, n ? q : "Query", n ? n : 5);
         }
         g->batch_open = false;
         return TB_PS_OK;
@@ -541,14 +598,13 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
         e = batch(g, ctx);
         cstr(h, hl, &off, &s, &n);
         cstr(h, hl, &off, &s2, &n2);
-        n2 = tb_fp_sql(s2, n2, fp, sizeof fp);
-        names_put(&g->stmts, PG_STMT_MAX, s, n, fp, n2);
+        const char *q = fingerprint(g, (const uint8_t *)s2, n2, spare, &n2);
+        names_put(&g->stmts, PG_STMT_MAX, s, n, q, n2);
         if (e && e->kind < RANK_PREPARE) {
-            char buf[TB__CLASS_MAX];
-            memcpy(buf, "PREPARE ", 8);
-            size_t k = TB_MIN(n2, sizeof buf - 8);
-            memcpy(buf + 8, fp, k);
-            set_class(e, RANK_PREPARE, buf, 8 + k);
+            memcpy(fp, "PREPARE ", 8);
+            size_t k = TB_MIN(n2, sizeof fp - 8);
+            memcpy(fp + 8, q, k);
+            set_class(e, RANK_PREPARE, fp, 8 + k);
         }
         return TB_PS_OK;
     case 'B': {
@@ -617,11 +673,7 @@ static bool keep_lost(struct pg *g, const struct tb_proto_ctx *ctx, uint64_t len
         return false;
     e->flags |= TB_REQ_GAP;
     bool mid = d->in_msg || d->hdr_have;
-    e->resp_bytes += (mid ? d->msg_bytes : 0) + d->hdr_have + len;
-    if (ts != TB__NO_TS) {
-        e->last_ns = TB_MAX(e->last_ns, ts);
-        e->resp_seen = true;
-    }
+    tb__pend_answer(e, (mid ? d->msg_bytes : 0) + d->hdr_have + len, ts);
     dir_reset(d);
     d->synced = false;
     g->s2c_armed = false;
@@ -633,13 +685,8 @@ static bool keep_lost(struct pg *g, const struct tb_proto_ctx *ctx, uint64_t len
 static void lost_more(struct pg *g, uint64_t len, int64_t ts)
 {
     struct tb__pend *e = tb__pq_head(&g->pq);
-    if (e) {
-        e->resp_bytes += len;
-        if (ts != TB__NO_TS) {
-            e->last_ns = TB_MAX(e->last_ns, ts);
-            e->resp_seen = true;
-        }
-    }
+    if (e)
+        tb__pend_answer(e, len, ts);
 }
 
 /* The client speaks again: the lost answer is over. */
@@ -877,6 +924,8 @@ static void pg_fini(void *st)
     g->cbuf = NULL;
     names_free(&g->stmts);
     names_free(&g->portals);
+    free(g->fpc);
+    g->fpc = NULL;
 }
 
 static enum tb_detect pg_detect(const uint8_t *p, size_t n, enum tb_dir dir, bool *client_sent)

@@ -85,6 +85,18 @@ void tb__pend_emit(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int
 void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t status,
                       uint32_t extra_flags, const char *cls, size_t cls_len);
 
+/* Response bytes for e: counted always; their capture time, when they have
+ * one (TB__NO_TS for a hole found later), is the departure so far. */
+static inline void tb__pend_answer(struct tb__pend *e, uint64_t n, int64_t ts)
+{
+    e->resp_bytes += n;
+    if (ts != TB__NO_TS) {
+        e->resp_seen = true;
+        if (ts > e->last_ns)
+            e->last_ns = ts;
+    }
+}
+
 static inline void tb__pend_set_class(struct tb__pend *e, const char *s, size_t n)
 {
     if (n > TB__CLASS_MAX)
