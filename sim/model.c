@@ -112,10 +112,14 @@ struct user {
     uint32_t gen;
     bool thinking;
     int64_t think_end;
+    struct sim_rng rng;  /* streams = per-user: its pages' stream */
+    double think_left;   /* per-user: think still to do, in calm time, at think_mark */
+    int64_t think_mark;
 };
 
 struct job {
     uint64_t id; /* the truth's request id */
+    struct sim_rng *rng; /* its page's stream */
     struct server *srv;
     struct conn *in;
     struct job *parent;
@@ -140,7 +144,14 @@ struct model {
     const struct sim_conf *c;
     struct sim_out *out;
     struct sim_stats *st;
+    /* One stream for everything (streams = shared), or (per-user) this one for
+     * the environment (freezes, speeds, bursts), one per user for its pages
+     * (think times, classes, demands, calls, message contents) and one for
+     * the wire (sequence numbers, logins). Per-user streams keep a user's
+     * pages the same whatever the timing, so a run with one resource changed
+     * replays the same workload. */
     struct sim_rng rng;
+    struct sim_rng wire_rng;
     struct sim_heap ev, pk;
     struct server *srv[SIM_MAX_TIERS];
     int nsrv[SIM_MAX_TIERS];
@@ -437,7 +448,7 @@ static struct conn *conn_new(struct model *m, const uint8_t cip[4], uint16_t cpo
     c->seen_last = INT64_MIN;
     c->seen_fin = INT64_MIN;
     for (int i = 0; i < 2; i++) {
-        uint64_t r = sim_rng_next(&m->rng);
+        uint64_t r = sim_rng_next(m->c->per_user ? &m->wire_rng : &m->rng);
         c->d[i].nxt = (uint32_t)r;
         c->d[i].ip_id = (uint16_t)(r >> 32);
         c->d[i].tsval_off = (uint32_t)(r >> 40);
@@ -611,6 +622,7 @@ static void send_request(struct model *m, struct job *j, int64_t t)
 {
     const struct sim_wire *w = m->c->tiers[j->srv->tier].wire;
     m->msg.n = 0;
+    m->wc.rng = j->rng;
     w->request(&m->wc, m->wstate[sim_wire_index(w)], &j->w);
     if (m->msg.err)
         m->err = m->msg.err;
@@ -626,8 +638,8 @@ static void job_start(struct model *m, struct job *j, int64_t now)
     struct server *s = j->srv;
     const struct sim_class_conf *cl = &m->c->classes[j->cls];
     s->busy_threads++;
-    j->ncalls = s->tier + 1 < m->c->ntiers ? sample_count(&cl->calls[s->tier], &m->rng) : 0;
-    double demand = sim_dist_sample(&cl->demand[s->tier], &m->rng);
+    j->ncalls = s->tier + 1 < m->c->ntiers ? sample_count(&cl->calls[s->tier], j->rng) : 0;
+    double demand = sim_dist_sample(&cl->demand[s->tier], j->rng);
     /* The thread computes between its downstream calls: ncalls+1 equal bursts. */
     j->burst = demand / (j->ncalls + 1);
     if (sim_ps_add(&s->ps, now, j->burst, j) < 0)
@@ -641,6 +653,7 @@ static void issue_call(struct model *m, struct job *parent, struct conn *c, int6
     if (!child)
         return;
     child->parent = parent;
+    child->rng = parent->rng;
     send_request(m, child, now);
 }
 
@@ -698,6 +711,7 @@ static void respond(struct model *m, struct job *j, int64_t now)
     struct server *s = j->srv;
     const struct sim_wire *w = m->c->tiers[s->tier].wire;
     m->msg.n = 0;
+    m->wc.rng = j->rng;
     w->response(&m->wc, m->wstate[sim_wire_index(w)], &j->w, now);
     if (m->msg.err)
         m->err = m->msg.err;
@@ -740,9 +754,14 @@ static void burst_done(struct model *m, struct job *j, int64_t now)
     }
 }
 
-static int pick_class(struct model *m)
+static struct sim_rng *user_rng(struct model *m, struct user *u)
 {
-    double x = sim_rng_unit(&m->rng) * m->class_wsum;
+    return m->c->per_user ? &u->rng : &m->rng;
+}
+
+static int pick_class(struct model *m, struct user *u)
+{
+    double x = sim_rng_unit(user_rng(m, u)) * m->class_wsum;
     for (int i = 0; i < m->c->nclasses; i++) {
         x -= m->c->classes[i].weight;
         if (x < 0)
@@ -751,16 +770,20 @@ static int pick_class(struct model *m)
     return m->c->nclasses - 1;
 }
 
-static double think_ns(struct model *m)
+/* A think time drawn now, in calm time (bursts shorten it as it runs). */
+static double think_draw(struct model *m, struct user *u)
 {
-    double t = sim_dist_sample(&m->c->think, &m->rng);
-    return m->burst_on ? t * m->c->burst_factor : t;
+    return sim_dist_sample(&m->c->think, user_rng(m, u));
 }
 
+/* Starts a think of t ns of calm time; during a burst it takes burst_factor
+ * times as long in wall time. */
 static void start_think(struct model *m, struct user *u, int64_t now, double t)
 {
     u->thinking = true;
-    u->think_end = now + (int64_t)llround(t);
+    u->think_left = t;
+    u->think_mark = now;
+    u->think_end = now + (int64_t)llround(m->burst_on ? t * m->c->burst_factor : t);
     push_ev(m, u->think_end, EV_THINK, u, ++u->gen);
 }
 
@@ -781,10 +804,11 @@ static void start_page(struct model *m, struct user *u, int64_t now)
         u->conn[si] = c;
         t = tcp_open(m, c, now);
     }
-    struct job *j = job_new(m, s, c, pick_class(m));
+    struct job *j = job_new(m, s, c, pick_class(m, u));
     if (!j)
         return;
     j->user = u;
+    j->rng = user_rng(m, u);
     int ka = m->c->tiers[0].keepalive;
     j->w.close = ka > 0 && c->nreq + 1 >= ka;
     send_request(m, j, t);
@@ -798,7 +822,7 @@ static void on_resp_arrive(struct model *m, struct job *j, int64_t now)
         struct user *u = j->user;
         job_free(m, j);
         if (now < m->end_ns)
-            start_think(m, u, now, think_ns(m));
+            start_think(m, u, now, think_draw(m, u));
         return;
     }
     struct conn *c = j->in;
@@ -820,7 +844,7 @@ static void on_resp_arrive(struct model *m, struct job *j, int64_t now)
 static void log_speed(struct model *m, struct server *s, int64_t now)
 {
     fprintf(m->out->speed, "%s,%" PRId64 ",%g\n", s->addr, now,
-            m->c->tiers[s->tier].speeds[s->level]);
+            m->c->tiers[s->tier].speeds[s->level] * m->c->tiers[s->tier].speedup);
 }
 
 static void set_level(struct model *m, struct server *s, int level, int64_t now)
@@ -828,7 +852,8 @@ static void set_level(struct model *m, struct server *s, int level, int64_t now)
     if (level == s->level)
         return;
     s->level = level;
-    sim_ps_set_speed(&s->ps, now, m->c->tiers[s->tier].speeds[level]);
+    sim_ps_set_speed(&s->ps, now,
+                     m->c->tiers[s->tier].speeds[level] * m->c->tiers[s->tier].speedup);
     ps_resched(m, s, now);
     log_speed(m, s, now);
     m->st->speed_changes++;
@@ -924,12 +949,21 @@ static void on_freeze_end(struct model *m, struct freeze_inst *fi, int64_t now)
 static void on_burst(struct model *m, int64_t now)
 {
     m->burst_on = !m->burst_on;
-    /* Think times are memoryless, so redrawing the rest of every running
-     * think at the new rate is exact for exponential think times. */
     for (int i = 0; i < m->c->users; i++) {
         struct user *u = &m->users[i];
-        if (u->thinking && u->think_end > now)
-            start_think(m, u, now, think_ns(m));
+        if (!u->thinking || u->think_end <= now)
+            continue;
+        if (m->c->per_user) {
+            /* The rest of the think runs at the new rate: nothing drawn, so
+             * the user's stream does not depend on when it was thinking. */
+            double rate = m->burst_on ? 1 : m->c->burst_factor; /* the old one */
+            double done = (double)(now - u->think_mark) / rate;
+            start_think(m, u, now, u->think_left > done ? u->think_left - done : 0);
+        } else {
+            /* Think times are memoryless, so redrawing the rest of every
+             * running think at the new rate is exact for exponential ones. */
+            start_think(m, u, now, think_draw(m, u));
+        }
     }
     const struct sim_dist *d = m->burst_on ? &m->c->burst_on : &m->c->burst_off;
     int64_t next = now + (int64_t)llround(sim_dist_sample(d, &m->rng));
@@ -1002,6 +1036,7 @@ static int setup(struct model *m, char *err, size_t errlen)
 {
     const struct sim_conf *c = m->c;
     sim_rng_seed(&m->rng, c->seed);
+    sim_rng_seed(&m->wire_rng, c->seed ^ UINT64_C(0x77697265)); /* "wire" */
     sim_heap_init(&m->ev);
     sim_heap_init(&m->pk);
     m->pkt_size = 18 + 40 + 60 + (size_t)c->mss;
@@ -1041,7 +1076,7 @@ static int setup(struct model *m, char *err, size_t errlen)
             s->level = tc->speed_init;
             s->next_port = 40000;
             sim_fmt_addr(s->addr, sizeof s->addr, s->ip, s->port, c->ipv6);
-            sim_ps_init(&s->ps, tc->cores, tc->speeds[s->level], t0);
+            sim_ps_init(&s->ps, tc->cores, tc->speeds[s->level] * tc->speedup, t0);
             log_speed(m, s, t0);
         }
     }
@@ -1070,6 +1105,7 @@ static int setup(struct model *m, char *err, size_t errlen)
                     int64_t r = tcp_open(m, cn, open_at);
                     if (nc->wire->login) {
                         struct sim_wire_req wr = {.tier = t + 1, .conn_id = cn->id};
+                        m->wc.rng = c->per_user ? &m->wire_rng : &m->rng;
                         r = nc->wire->login(&m->wc, m->wstate[sim_wire_index(nc->wire)], cn, &wr,
                                             r);
                     }
@@ -1088,7 +1124,9 @@ static int setup(struct model *m, char *err, size_t errlen)
         u->id = i;
         /* 10.0.1.1 .. 10.0.1.250: users share addresses and differ by port. */
         u->ip[0] = 10, u->ip[1] = 0, u->ip[2] = 1, u->ip[3] = (uint8_t)(1 + i % 250);
-        double off = c->warmup_ns > 0 ? sim_rng_unit(&m->rng) * (double)c->warmup_ns : 0;
+        if (c->per_user)
+            sim_rng_seed(&u->rng, c->seed + UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(i + 1));
+        double off = c->warmup_ns > 0 ? sim_rng_unit(user_rng(m, u)) * (double)c->warmup_ns : 0;
         start_think(m, u, ustart, off);
     }
     for (int t = 0; t < c->ntiers; t++)
