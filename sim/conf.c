@@ -260,6 +260,8 @@ static int set_tier(struct pstate *ps, const char *k, const char *v)
         return get_double(ps, k, v, 0, 1, &t->governor_up);
     if (!strcmp(k, "governor_down"))
         return get_double(ps, k, v, 0, 1, &t->governor_down);
+    if (!strcmp(k, "speed_every"))
+        return get_dist(ps, k, v, true, &t->speed_every);
     return fail(ps, "unknown key '%s' in [tier %s]", k, t->name);
 }
 
@@ -749,6 +751,11 @@ int sim_conf_finish(struct sim_conf *c, char *err, size_t errlen)
                      t->speed_init, t->nspeeds);
             return TB_E_INVAL;
         }
+        if (t->speed_every.text[0] && (t->governor_ns || t->nspeeds < 2)) {
+            snprintf(err, errlen, "tier '%s': speed_every needs two speeds or more and no governor",
+                     t->name);
+            return TB_E_INVAL;
+        }
         if (t->governor_ns && t->governor_down >= t->governor_up) {
             snprintf(err, errlen, "tier '%s': governor_down must be below governor_up", t->name);
             return TB_E_INVAL;
@@ -848,6 +855,8 @@ int sim_conf_write(const struct sim_conf *c, FILE *f)
         if (t->governor_ns)
             fprintf(f, "governor = %" PRId64 "ns\ngovernor_up = %g\ngovernor_down = %g\n",
                     t->governor_ns, t->governor_up, t->governor_down);
+        if (t->speed_every.text[0])
+            fprintf(f, "speed_every = %s\n", t->speed_every.text);
     }
     for (int i = 0; i < c->nclasses; i++) {
         const struct sim_class_conf *cl = &c->classes[i];

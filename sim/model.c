@@ -19,6 +19,7 @@ enum ev_kind {
     EV_FREEZE_START,
     EV_FREEZE_END,
     EV_GOV,   /* the speed governor samples utilisation */
+    EV_SPEED, /* a random speed switch (speed_every) */
     EV_ACK0,  /* delayed ACK from the client side of a connection */
     EV_ACK1,  /* delayed ACK from the server side */
     EV_BURST, /* the arrival modulation toggles */
@@ -99,6 +100,7 @@ struct server {
     int frozen;
     uint16_t next_port;
     int pool_waiting;   /* its requests waiting for a downstream connection */
+    uint32_t speed_bag; /* speed_every: levels left in this round */
     enum cause cause;   /* current label and since when */
     int64_t cause_since;
 };
@@ -821,6 +823,17 @@ static void log_speed(struct model *m, struct server *s, int64_t now)
             m->c->tiers[s->tier].speeds[s->level]);
 }
 
+static void set_level(struct model *m, struct server *s, int level, int64_t now)
+{
+    if (level == s->level)
+        return;
+    s->level = level;
+    sim_ps_set_speed(&s->ps, now, m->c->tiers[s->tier].speeds[level]);
+    ps_resched(m, s, now);
+    log_speed(m, s, now);
+    m->st->speed_changes++;
+}
+
 static void on_gov(struct model *m, struct server *s, int64_t now)
 {
     const struct sim_tier_conf *t = &m->c->tiers[s->tier];
@@ -833,15 +846,37 @@ static void on_gov(struct model *m, struct server *s, int64_t now)
         level++;
     else if (util < t->governor_down && level > 0)
         level--;
-    if (level != s->level) {
-        s->level = level;
-        sim_ps_set_speed(&s->ps, now, t->speeds[level]);
-        ps_resched(m, s, now);
-        log_speed(m, s, now);
-        m->st->speed_changes++;
-    }
+    set_level(m, s, level, now);
     if (now + t->governor_ns <= m->end_ns)
         push_ev(m, now + t->governor_ns, EV_GOV, s, 0);
+}
+
+static void schedule_speed(struct model *m, struct server *s, int64_t after)
+{
+    const struct sim_tier_conf *t = &m->c->tiers[s->tier];
+    int64_t next = after + (int64_t)llround(sim_dist_sample(&t->speed_every, &m->rng));
+    if (next < m->end_ns)
+        push_ev(m, next, EV_SPEED, s, 0);
+}
+
+/* speed_every: the CPU moves to another of its levels whatever the load (a
+ * frequency set from outside, e.g. by a power cap). Levels are drawn in
+ * shuffled rounds: from the level a round starts at, its nspeeds-1 switches
+ * visit every other level once, so that a short run still sees them all. */
+static void on_speed(struct model *m, struct server *s, int64_t now)
+{
+    const struct sim_tier_conf *t = &m->c->tiers[s->tier];
+    uint32_t here = 1u << s->level;
+    if (!(s->speed_bag & ~here))
+        s->speed_bag = ((1u << t->nspeeds) - 1) & ~here;
+    uint32_t bag = s->speed_bag & ~here;
+    int k = (int)sim_rng_below(&m->rng, (uint64_t)__builtin_popcount(bag)), level = 0;
+    for (;; level++)
+        if ((bag >> level & 1) && k-- == 0)
+            break;
+    s->speed_bag &= ~(1u << level);
+    set_level(m, s, level, now);
+    schedule_speed(m, s, now);
 }
 
 static void schedule_freeze(struct model *m, struct freeze_inst *fi, int64_t after)
@@ -950,6 +985,9 @@ static void dispatch(struct model *m, const struct sim_event *e)
     case EV_GOV:
         on_gov(m, e->obj, now);
         return;
+    case EV_SPEED:
+        on_speed(m, e->obj, now);
+        return;
     case EV_ACK0:
     case EV_ACK1:
         on_ack(m, e->obj, e->kind == EV_ACK0 ? 0 : 1, e->gen, now);
@@ -1057,6 +1095,10 @@ static int setup(struct model *m, char *err, size_t errlen)
         if (c->tiers[t].governor_ns)
             for (int i = 0; i < m->nsrv[t]; i++)
                 push_ev(m, ustart + c->tiers[t].governor_ns, EV_GOV, &m->srv[t][i], 0);
+    for (int t = 0; t < c->ntiers; t++)
+        if (c->tiers[t].speed_every.text[0])
+            for (int i = 0; i < m->nsrv[t]; i++)
+                schedule_speed(m, &m->srv[t][i], ustart);
     int nfi = 0;
     for (int f = 0; f < c->nfreezes; f++)
         nfi += c->freezes[f].server < 0 ? m->nsrv[c->freezes[f].tier] : 1;

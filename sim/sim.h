@@ -132,6 +132,8 @@ struct sim_tier_conf {
     int speed_init;            /* index into speeds of the starting level */
     int64_t governor_ns;       /* sampling period of the governor; 0 = none */
     double governor_up, governor_down;
+    struct sim_dist speed_every; /* random level switching: time between switches;
+                                    text empty = none */
     char host[64];             /* HTTP Host header of requests to this tier */
     bool deprecate_eof;        /* MySQL CLIENT_DEPRECATE_EOF negotiated */
 };

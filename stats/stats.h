@@ -59,6 +59,8 @@ int tb_win_floor(int64_t t, int64_t width_ns, int64_t *start_ns);
  * arrived before every period of its class); a class without rows is worth
  * `default_units`. */
 struct tb_units;
+/* The order of service rows: by class, then period start (qsort). */
+int tb_class_service_cmp(const void *a, const void *b);
 int tb_units_new(struct tb_units **out, const struct tb_class_service *svc, size_t n,
                  double default_units);
 double tb_units_get(const struct tb_units *u, uint32_t class_id, int64_t arrival_ns);
@@ -266,21 +268,5 @@ void tb_svcest_free(struct tb_svcest *e);
  * tiny unit; their units are simply fractional. */
 int tb_work_unit(const int64_t *service_ns, const double *weight, size_t n, double tolerance,
                  int64_t floor_ns, double min_share, int64_t *unit_ns);
-
-/* ---- --service-times FILE ---------------------------------------------------
- * Lines "CLASS_FINGERPRINT<TAB>DURATION" (the last tab separates; duration as
- * "30ms", "250us", a bare number is milliseconds); blank lines and lines whose
- * first non-blank character is '#' are ignored; CRLF accepted. The text is
- * given in memory (the caller reads the file). *out is malloc'd; each entry's
- * class points into one allocation freed with tb_service_file_free(). On a
- * malformed line: TB_E_BADFMT and "line N: what" in errbuf. */
-struct tb_service_line {
-    const char *class_text;
-    int64_t service_ns;
-    uint32_t line;
-};
-int tb_service_file_parse(const char *text, size_t len, struct tb_service_line **out, size_t *n,
-                          char *errbuf, size_t errlen);
-void tb_service_file_free(struct tb_service_line *lines, size_t n);
 
 #endif

@@ -7,12 +7,13 @@
 #include "proto.h"
 #include <string.h>
 
+#include "catalog.h"
 #include "request.h"
 
 /* In-flight requests per connection. Pipelining clients rarely keep more than
  * a handful outstanding; a hostile or broken one could send thousands. */
 #define TB__PQ_MAX 64
-#define TB__CLASS_MAX 512
+#define TB__CLASS_MAX TB_CATALOG_CLASS_MAX /* class bytes a parser keeps */
 
 /* A hole whose bytes have no capture time of their own (see gap() in
  * proto.h): they count toward the sizes but never move a departure. */

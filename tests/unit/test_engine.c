@@ -15,7 +15,7 @@
 
 #include "capture.h"
 #include "conn.h"
-#include "decode.h"
+#include "decode-int.h"
 #include "tiers.h"
 #include "test_pkt.h"
 

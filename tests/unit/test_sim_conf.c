@@ -177,6 +177,13 @@ static void test_finish_errors(void **state)
                      0);
     assert_int_equal(sim_conf_finish(&c, err, sizeof err), TB_E_INVAL);
     assert_string_equal(err, "tiers 'a' and 'b' share port 80");
+    sim_conf_defaults(&c);
+    assert_int_equal(sim_conf_parse(&c, "[tier a]\nspeeds = 0.5, 1\ngovernor = 100ms\n"
+                                        "speed_every = 1s\n[class x]\n",
+                                    "x", err, sizeof err),
+                     0);
+    assert_int_equal(sim_conf_finish(&c, err, sizeof err), TB_E_INVAL);
+    assert_string_equal(err, "tier 'a': speed_every needs two speeds or more and no governor");
 }
 
 /* Expected classes: stated literally by class.TIER, or by each protocol's

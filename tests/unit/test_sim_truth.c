@@ -457,11 +457,61 @@ static void test_truth_late_tap(void **state)
     cleanup(dir, prefix);
 }
 
+/* speed_every: a switch after every interval, to another level, in shuffled
+ * rounds: from the level a round starts at, its switches visit every other
+ * level once. */
+static void test_speed_rounds(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_sim_truth.XXXXXX", prefix[256], err[256] = "", line[256], *f[MAXF];
+    assert_non_null(mkdtemp(dir));
+    snprintf(prefix, sizeof prefix, "%s/t", dir);
+    static struct sim_conf c;
+    sim_conf_defaults(&c);
+    assert_int_equal(sim_conf_parse(&c,
+                                    "[sim]\nduration = 2s\nusers = 5\n[tier web]\n"
+                                    "speeds = 0.45, 0.7, 1.0\nspeed_init = 2\n"
+                                    "speed_every = 100ms\n[class A]\n",
+                                    "speed", err, sizeof err),
+                     0);
+    assert_int_equal(sim_conf_finish(&c, err, sizeof err), 0);
+    struct sim_out out;
+    struct sim_impair imp = {0};
+    struct sim_stats st;
+    assert_int_equal(sim_out_open(&out, prefix, &imp, c.seed, err, sizeof err), 0);
+    assert_int_equal(sim_run(&c, &out, &st, err, sizeof err), 0);
+    assert_int_equal(sim_out_close(&out), 0);
+    FILE *in = open_out(prefix, "speed.csv", "server,t_ns,speed\n");
+    double lv[64];
+    int64_t t[64];
+    int n = 0;
+    while (fgets(line, sizeof line, in)) {
+        assert_int_equal(split(line, f), 3);
+        assert_true(n < 64);
+        t[n] = strtoll(f[1], NULL, 10);
+        lv[n++] = atof(f[2]);
+    }
+    fclose(in);
+    /* The start, then one switch per 100 ms from the users' start until 2 s. */
+    assert_true(n >= 18 && n <= 21);
+    assert_int_equal(st.speed_changes, n - 1);
+    for (int i = 2; i < n; i++)
+        assert_int_equal(t[i] - t[i - 1], 100 * TB_NS_PER_MS);
+    for (int i = 1; i < n; i++)
+        assert_true(lv[i] != lv[i - 1]);
+    /* Rounds: from the level a round starts at, its two switches visit the
+     * two other levels. */
+    for (int r = 0; r + 2 < n; r += 2)
+        assert_true(lv[r] != lv[r + 1] && lv[r] != lv[r + 2] && lv[r + 1] != lv[r + 2]);
+    cleanup(dir, prefix);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_truth_complete),
         cmocka_unit_test(test_truth_late_tap),
+        cmocka_unit_test(test_speed_rounds),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     free(reqs);
