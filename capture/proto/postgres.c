@@ -113,12 +113,14 @@ struct pg_names {
 
 /* Fingerprints of recent statement texts, by a hash of the raw text: the
  * extended protocol sends the same text with every execution (only the
- * parameters change), and fingerprinting was most of the parser's cost. */
+ * parameters change), and fingerprinting was most of the parser's cost. The
+ * keys are kept together, apart from the fingerprints, so that a lookup reads
+ * one cache line rather than one per entry. */
 struct pg_fpc {
-    uint64_t h;
-    uint32_t len;
-    uint16_t flen;
-    char fp[TB__CLASS_MAX];
+    uint64_t h[PG_FPC];
+    uint32_t len[PG_FPC];
+    uint16_t flen[PG_FPC];
+    char fp[PG_FPC][TB__CLASS_MAX];
 };
 
 struct pg {
@@ -133,7 +135,7 @@ struct pg {
     uint8_t *cbuf;    /* client payload head when it straddles chunks (PG_QMAX) */
     uint8_t shead[PG_SHEAD];
     struct pg_names stmts, portals;
-    struct pg_fpc *fpc; /* PG_FPC entries, allocated with the first statement */
+    struct pg_fpc *fpc; /* allocated with the first statement */
     uint8_t fpc_next;
 };
 
@@ -214,24 +216,24 @@ static uint64_t text_hash(const uint8_t *p, size_t n)
 static const char *fingerprint(struct pg *g, const uint8_t *p, size_t n, char *spare,
                                size_t *flen)
 {
-    if (!g->fpc && !(g->fpc = calloc(PG_FPC, sizeof *g->fpc))) {
+    struct pg_fpc *c = g->fpc;
+    if (!c && !(c = g->fpc = calloc(1, sizeof *g->fpc))) {
         *flen = tb_fp_sql((const char *)p, n, spare, TB__CLASS_MAX);
         return spare;
     }
     uint64_t h = text_hash(p, n);
     for (unsigned i = 0; i < PG_FPC; i++) {
-        struct pg_fpc *c = &g->fpc[i];
-        if (c->h == h && c->len == n && (c->flen || n == 0)) {
-            *flen = c->flen;
-            return c->fp;
+        if (c->h[i] == h && c->len[i] == n && c->flen[i]) {
+            *flen = c->flen[i];
+            return c->fp[i];
         }
     }
-    struct pg_fpc *c = &g->fpc[g->fpc_next++ % PG_FPC];
-    c->h = h;
-    c->len = (uint32_t)n;
-    c->flen = (uint16_t)tb_fp_sql((const char *)p, n, c->fp, sizeof c->fp);
-    *flen = c->flen;
-    return c->fp;
+    unsigned i = g->fpc_next++ % PG_FPC;
+    c->h[i] = h;
+    c->len[i] = (uint32_t)n;
+    c->flen[i] = (uint16_t)tb_fp_sql((const char *)p, n, c->fp[i], sizeof c->fp[i]);
+    *flen = c->flen[i];
+    return c->fp[i];
 }
 
 /* ---- message types ------------------------------------------------------ */
@@ -258,6 +260,24 @@ static bool be_type(uint8_t t)
     default:
         return false;
     }
+}
+
+/* The size of the run of whole backend messages at p that are plain parts of
+ * an answer (not ReadyForQuery, ErrorResponse, an asynchronous message or a
+ * CopyBothResponse, which server_msg looks at): the common case (ParseComplete,
+ * BindComplete, RowDescription, DataRow, CommandComplete …) in one tight loop. */
+static size_t plain_answers(const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *q = p;
+    while (end - q >= 5) {
+        uint8_t t = q[0];
+        uint32_t len = tb_load_be32(q + 1);
+        if (t == 'Z' || t == 'E' || t == 'N' || t == 'A' || t == 'S' || t == 'W' ||
+            !be_type(t) || len < 4 || (size_t)(end - q - 1) < len)
+            break;
+        q += 1 + (size_t)len;
+    }
+    return (size_t)(q - p);
 }
 
 /* Query text up to its NUL (or the first 32 bytes): no control bytes. */
@@ -770,6 +790,18 @@ static enum tb_pstate pg_consume(void *st, const struct tb_proto_ctx *ctx, enum 
     if (!d->synced && !try_sync(g, di, p, n))
         return TB_PS_OK;
     while (p < end && d->synced && !g->stopped) {
+        if (di == TB_DIR_S2C && !d->in_msg && d->hdr_have == 0 && g->phase == P_READY) {
+            size_t k = plain_answers(p, end);
+            if (k) {
+                /* Whole messages that only belong to the head's answer:
+                 * counted at once, as server_msg would one by one. */
+                struct tb__pend *e = tb__pq_head(&g->pq);
+                if (e)
+                    tb__pend_answer(e, k, ts);
+                p += k;
+                continue;
+            }
+        }
         if (!d->in_msg) {
             if (di == TB_DIR_S2C && g->phase == P_NEGOTIATE && d->hdr_have == 0) {
                 enum tb_pstate r = negotiate(g, ctx, *p++);
