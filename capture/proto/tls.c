@@ -345,6 +345,7 @@ static enum tb_pstate tls_consume(void *st, const struct tb_proto_ctx *ctx, enum
             d->hdr_have = 0;
             if (!hdr_plausible(d->hdr)) {
                 lose_sync(t, ctx, di, true);
+                turn(t, ctx, di, 5, di == TB_DIR_C2S ? d->ts0 : ts); /* bytes of the turn */
                 ret = TB_PS_ERROR;
                 continue;
             }
