@@ -22,6 +22,8 @@
 
 static void usage(FILE *f)
 {
+    char names[256];
+    tb_proto_names(names, sizeof names);
     fprintf(f,
             "usage: tbneck capture -r FILE.pcap[ng]... | -i IFACE [options] [BPF expression]\n"
             "\n"
@@ -34,7 +36,7 @@ static void usage(FILE *f)
             "                   (without it tiers are discovered: http, http-8080, mysql)\n"
             "  --db FILE        database (default " TB_DEFAULT_DB ")\n"
             "  -f EXPR          BPF filter (or give it after the options, as in tcpdump)\n"
-            "  --proto NAME     parse every connection as NAME (http, mysql, generic)\n"
+            "  --proto NAME     parse every connection as NAME (%s)\n"
             "  --duration D     stop after D of capture time (e.g. 60s)\n"
             "  --window D       streaming analysis window, live (default 50ms)\n"
             "  --serve ADDR     live: serve the dashboard on ADDR while capturing\n"
@@ -50,7 +52,7 @@ static void usage(FILE *f)
             "Exit status: 0 success (also when stopped by SIGINT/SIGTERM: everything read so\n"
             "far is kept), 1 runtime failure (unreadable or malformed file, database error),\n"
             "2 usage error.\n",
-            MAX_SNAPLEN);
+            names, MAX_SNAPLEN);
 }
 
 static int usage_error(const char *fmt, ...) TB_PRINTF(1, 2);
@@ -167,8 +169,11 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
             a->allow_remote = true;
             break;
         case OPT_PROTO:
-            if (!tb_proto_find(optarg))
-                return usage_error("unknown protocol '%s' (http, mysql, generic)", optarg);
+            if (!tb_proto_find(optarg)) {
+                char names[256];
+                tb_proto_names(names, sizeof names);
+                return usage_error("unknown protocol '%s' (%s)", optarg, names);
+            }
             a->force_proto = optarg;
             break;
         case OPT_DURATION:

@@ -97,6 +97,9 @@ struct tb_proto {
 /* The table: NULL-terminated, in detection priority order (generic last). */
 extern const struct tb_proto *const tb_protos[];
 const struct tb_proto *tb_proto_find(const char *name);
+/* The parsers' names in table order, ", "-separated, into out (NUL-terminated,
+ * cut after the last name that fits); returns the length. For help texts. */
+size_t tb_proto_names(char *out, size_t cap);
 
 extern const struct tb_proto tb_proto_http1;
 extern const struct tb_proto tb_proto_mysql;
