@@ -27,7 +27,8 @@
  * Class: REQUEST_METHOD and the fingerprint of REQUEST_URI (else SCRIPT_NAME),
  * as for HTTP/1.x, so a request has the same class here as at the web server.
  * Status: the CGI Status header of the STDOUT stream (RFC 3875 §6.3.3); else
- * 302 when a Location header was sent (§6.2.3, as nginx does); else 503 when
+ * -1 when a hole cut the header section; else 302 when a Location header was
+ * sent (§6.2.3, as nginx does); else 503 when
  * END_REQUEST's protocolStatus refused the request (1 CANT_MPX_CONN, 2
  * OVERLOADED, 3 UNKNOWN_ROLE); else 200. appStatus (the application's exit
  * code; php-fpm sends 0) is not reported.
@@ -70,6 +71,7 @@ struct fc_req {
     char method[FC_METHOD_MAX];
     /* STDOUT header section */
     bool hdr_done, location;
+    bool hdr_cut;     /* a hole in the header section: the status is unknown */
     uint8_t llen;     /* bytes of the current line kept (at most FC_LINE_KEEP) */
     uint32_t hbytes;
     int32_t status;   /* from Status:, or -1 */
@@ -162,6 +164,7 @@ static void req_emit(struct fc *f, const struct tb_proto_ctx *ctx, struct fc_req
                      uint32_t flags)
 {
     int32_t status = r->status >= 0 ? r->status
+                     : r->hdr_cut   ? -1
                      : r->location  ? 302
                      : r->refused   ? 503
                                     : 200;
@@ -466,8 +469,8 @@ static void lose_sync(struct fc *f, const struct tb_proto_ctx *ctx, int dir, boo
             r->lost = true;
         if (dir == TB_DIR_C2S && r->pv != PV_NLEN)
             r->pv = PV_BROKEN;
-        if (dir == TB_DIR_S2C)
-            r->hdr_done = true;
+        if (dir == TB_DIR_S2C && !r->hdr_done)
+            r->hdr_done = r->hdr_cut = true;
     }
     ctx->ctr->resyncs++;
     if (error)
@@ -552,8 +555,8 @@ static enum tb_pstate fc_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_d
             r->p.flags |= TB_REQ_GAP;
             if (d->cleft > 0 && d->type == R_PARAMS && di == TB_DIR_C2S)
                 r->pv = PV_BROKEN;
-            if (d->cleft > 0 && d->type == R_STDOUT && di == TB_DIR_S2C)
-                r->hdr_done = true; /* a Status line may have been in the hole */
+            if (d->cleft > 0 && d->type == R_STDOUT && di == TB_DIR_S2C && !r->hdr_done)
+                r->hdr_done = r->hdr_cut = true; /* a Status line may have been in the hole */
         }
         if (d->cleft > 0)
             d->body_cut = true;

@@ -266,6 +266,16 @@ static void test_gaps(void **state)
     check(&t->v[0], 50, 60, c->n, s->n, 200, 0, "GET /g");
     pt_free(t);
 
+    /* A hole in the header section: the status is unknown. */
+    t = pt_new(&tb_proto_fastcgi, false);
+    pt_feed(t, C2S, c->b, c->n, 10);
+    pt_feed(t, S2C, s->b, 12, 20);
+    pt_gap(t, S2C, 6, TB_TS_UNKNOWN);
+    pt_feed(t, S2C, s->b + 18, s->n - 18, 30);
+    assert_int_equal(t->n, 1);
+    check(&t->v[0], 10, 30, c->n, s->n, -1, TB_REQ_GAP, "GET /g");
+    pt_free(t);
+
     /* A hole in the PARAMS stream: the class keeps what was read whole. */
     t = pt_new(&tb_proto_fastcgi, false);
     struct mb *c2 = mb_new();
