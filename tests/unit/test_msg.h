@@ -27,6 +27,8 @@ static inline struct mb *mb_new(void)
 
 static inline void mb_put(struct mb *m, const void *p, size_t n)
 {
+    if (n == 0)
+        return; /* p may be NULL (an empty record's content) */
     if (n > sizeof m->b - m->n)
         abort();
     memcpy(m->b + m->n, p, n);
