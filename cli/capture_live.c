@@ -5,15 +5,12 @@
  * optional web dashboard on the same loop, and an offline-equivalent analysis
  * stored at the end.
  *
- * Streaming windows. The capture clock is the later of the newest packet
- * timestamp and the wall clock minus CLOCK_LAG (both are the kernel's
- * CLOCK_REALTIME; the lag covers packets still sitting in a ring block). A
- * window [s, s+w) closes once the clock passes s + w + grace, grace =
- * max(1 s, 2w): requests still in flight when it closes (the engine emits a
- * request when its response completes) are not in its load, so live windows
- * are provisional for exchanges longer than the grace; the analysis stored at
- * the end recomputes every window from the stored requests and replaces them,
- * so `tbneck report` afterwards matches an offline run. */
+ * The streaming analysis itself (windows, re-estimates, episodes) is
+ * analysis/stream.c; this file feeds it requests and the capture clock, and
+ * sends what it closes to the store writer and the dashboard. The capture
+ * clock is the later of the newest packet timestamp and the wall clock minus
+ * CLOCK_LAG (both are the kernel's CLOCK_REALTIME; the lag covers packets
+ * still sitting in a ring block). */
 #include <errno.h>
 #include <grp.h>
 #include <inttypes.h>
@@ -30,42 +27,14 @@
 #include "analyze.h"
 #include "capture.h"
 #include "cli.h"
-#include "correlate.h"
 #include "live.h"
-#include "stats.h"
 #include "store.h"
+#include "stream.h"
 #include "tiers.h"
 #include "web.h"
 
 #define TICK_MS 1000
 #define CLOCK_LAG_NS (200 * TB_NS_PER_MS)
-#define GRACE_MIN_NS TB_NS_PER_SEC
-#define RING_SPAN_NS (120 * TB_NS_PER_SEC)  /* requests kept for windows and service times */
-#define RING_CAP ((size_t)1 << 19)          /* ...and at most this many (~48 MB) */
-#define NSTAR_EVERY_NS (10 * TB_NS_PER_SEC) /* N* and service times re-estimated this often */
-#define NSTAR_SPAN_NS (300 * TB_NS_PER_SEC) /* ...from this much recent history */
-#define MAX_CLOSE_WINDOWS 200000            /* one tick never closes more (clock jumps) */
-#define MIN_REQ_FOR_SVC 50
-#define FREEZE_RATIO 0.3 /* as correlate's default: below 30% of the curve = freeze */
-
-/* Streaming state of one tier. */
-struct live_tier {
-    bool used;
-    int64_t next_start;       /* start of the next window to close; INT64_MIN before traffic */
-    struct tb_units *units;   /* work units from the last service-time estimate */
-    int64_t work_unit_ns;
-    struct tb_window *recent; /* closed tier windows for N*, oldest first */
-    size_t nrecent, caprecent;
-    struct tb_analysis a;
-    bool have_a;
-    double threshold;         /* congestion threshold: N*, else the fit's knee (NAN: none) */
-    /* The episode in progress, if any. */
-    bool in_ep;
-    struct tb_episode ep;
-    size_t ep_n;
-    double ep_load_sum, ep_tp_sum;
-    uint64_t episodes;
-};
 
 struct live {
     const struct tb_capture_args *args;
@@ -79,17 +48,13 @@ struct live {
     struct tb_store *st;
     struct tb_writer *wr;
     struct tb_web *web;
+    struct tb_stream *stream;
     int64_t capture_id;
-    int64_t width_ns, grace_ns;
-    int64_t last_pkt_ns, clock_ns, started_ns, last_nstar_ns;
+    int64_t width_ns;
+    int64_t last_pkt_ns, clock_ns, started_ns;
     int err;             /* first runtime error (stops the capture) */
     bool stopping, interrupted;
     struct tb_live_stats ls;
-    /* Recent requests of every tier, in completion order. */
-    struct tb_request *ring;
-    size_t rhead, rn;
-    struct live_tier *lt; /* indexed by tier id */
-    size_t nlt;
 };
 
 static int64_t wall_ns(void)
@@ -99,34 +64,21 @@ static int64_t wall_ns(void)
     return (int64_t)ts.tv_sec * TB_NS_PER_SEC + ts.tv_nsec;
 }
 
-static int64_t floor_to(int64_t t, int64_t w)
-{
-    int64_t s;
-    return tb_win_floor(t, w, &s) == 0 ? s : t;
-}
-
-static struct live_tier *tier_state(struct live *L, uint32_t tier)
-{
-    if (tier >= L->nlt) {
-        size_t n = L->nlt ? L->nlt : 8;
-        while (n <= tier)
-            n *= 2;
-        struct live_tier *p = realloc(L->lt, n * sizeof *p);
-        if (!p)
-            return NULL;
-        memset(p + L->nlt, 0, (n - L->nlt) * sizeof *p);
-        for (size_t i = L->nlt; i < n; i++)
-            p[i].next_start = INT64_MIN;
-        L->lt = p;
-        L->nlt = n;
-    }
-    L->lt[tier].used = true;
-    return &L->lt[tier];
-}
-
 static void fail(struct live *L, int rc);
 
 /* ---- requests in --------------------------------------------------------------- */
+
+/* Live, a connection is stored when it opens (so that pools show while the
+ * capture runs) and again when it ends. */
+static void on_conn(void *ud, const struct tb_conn *c)
+{
+    struct live *L = ud;
+    if (L->wr) {
+        int rc = tb_writer_conn(L->wr, c);
+        if (rc < 0)
+            fail(L, rc);
+    }
+}
 
 static void on_request(void *ud, const struct tb_request *r)
 {
@@ -136,15 +88,8 @@ static void on_request(void *ud, const struct tb_request *r)
         if (rc < 0)
             fail(L, rc);
     }
-    struct live_tier *t = tier_state(L, r->tier);
-    if (t && t->next_start == INT64_MIN)
-        t->next_start = floor_to(r->arrival_ns, L->width_ns);
-    if (L->rn == RING_CAP) {
-        L->rhead = (L->rhead + 1) % RING_CAP;
-        L->rn--;
-    }
-    L->ring[(L->rhead + L->rn) % RING_CAP] = *r;
-    L->rn++;
+    if (tb_stream_request(L->stream, r) < 0)
+        fail(L, TB_E_NOMEM);
 }
 
 static void on_packet(void *ud, int linktype, int64_t ts_ns, const uint8_t *data, uint32_t caplen,
@@ -157,7 +102,7 @@ static void on_packet(void *ud, int linktype, int64_t ts_ns, const uint8_t *data
         fail(L, TB_E_NOMEM);
 }
 
-/* ---- streaming analysis -------------------------------------------------------- */
+/* ---- what the streaming analysis closes ---------------------------------------- */
 
 static const char *tier_name(struct live *L, uint32_t tier)
 {
@@ -165,201 +110,33 @@ static const char *tier_name(struct live *L, uint32_t tier)
     return ti ? ti->name : "?";
 }
 
-static void episode_end(struct live *L, uint32_t tier, struct live_tier *t)
+static void on_windows(void *ud, const struct tb_window *w, size_t n)
 {
-    if (!t->in_ep)
-        return;
-    t->in_ep = false;
-    t->ep.mean_load = t->ep_load_sum / (double)t->ep_n;
-    t->ep.throughput = t->ep_tp_sum / (double)t->ep_n;
-    /* Far below the main-sequence curve at that load: the tier held work but
-     * did not complete it (a stop-the-world pause), DESIGN.md "Episode". */
-    double curve = t->a.slope > 0 ? fmin(t->a.slope * t->ep.mean_load, t->a.tp_max) : t->a.tp_max;
-    t->ep.kind = curve > 0 && t->ep.throughput < FREEZE_RATIO * curve ? TB_EP_FREEZE
-                                                                      : TB_EP_SATURATED;
-    t->episodes++;
-    tb_web_publish_episode(L->web, tier_name(L, tier), &t->ep, false);
-}
-
-static void track_episode(struct live *L, uint32_t tier, struct live_tier *t,
-                          const struct tb_window *w, bool congested)
-{
-    if (!congested) {
-        episode_end(L, tier, t);
-        return;
-    }
-    if (!t->in_ep) {
-        t->in_ep = true;
-        memset(&t->ep, 0, sizeof t->ep);
-        t->ep.start_ns = w->start_ns;
-        t->ep_n = 0;
-        t->ep_load_sum = t->ep_tp_sum = 0;
-    }
-    t->ep.end_ns = w->start_ns + w->width_ns;
-    t->ep.peak_load = fmax(t->ep.peak_load, w->load);
-    t->ep_n++;
-    t->ep_load_sum += w->load;
-    t->ep_tp_sum += w->norm_throughput;
-    if (t->ep_n == 1) {
-        t->ep.mean_load = w->load;
-        t->ep.throughput = w->norm_throughput;
-        tb_web_publish_episode(L->web, tier_name(L, tier), &t->ep, true);
-    }
-}
-
-static void remember_window(struct live_tier *t, const struct tb_window *w, int64_t span)
-{
-    /* Drop what fell out of the N* span, then append. */
-    size_t drop = 0;
-    while (drop < t->nrecent && t->recent[drop].start_ns < w->start_ns - span)
-        drop++;
-    if (drop) {
-        memmove(t->recent, t->recent + drop, (t->nrecent - drop) * sizeof *t->recent);
-        t->nrecent -= drop;
-    }
-    if (t->nrecent == t->caprecent) {
-        size_t cap = t->caprecent ? t->caprecent * 2 : 1024;
-        struct tb_window *p = realloc(t->recent, cap * sizeof *p);
-        if (!p)
-            return; /* N* then rests on fewer windows; nothing else depends on it */
-        t->recent = p;
-        t->caprecent = cap;
-    }
-    t->recent[t->nrecent++] = *w;
-}
-
-static uint32_t *tier_servers(struct live *L, uint32_t tier, size_t *n)
-{
-    uint32_t ns = tb_catalog_server_count(L->cat);
-    uint32_t *s = malloc((ns ? ns : 1) * sizeof *s);
-    *n = 0;
-    if (!s)
-        return NULL;
-    for (uint32_t i = 1; i <= ns; i++) {
-        const struct tb_server_info *si = tb_catalog_server_get(L->cat, i);
-        if (si && si->tier == tier)
-            s[(*n)++] = i;
-    }
-    return s;
-}
-
-/* Closes the tier's windows that ended before `until`. */
-static void close_windows(struct live *L, uint32_t tier, struct live_tier *t, int64_t until)
-{
-    if (t->next_start == INT64_MIN || until <= t->next_start)
-        return;
-    if ((until - t->next_start) / L->width_ns > MAX_CLOSE_WINDOWS)
-        t->next_start = until - MAX_CLOSE_WINDOWS * L->width_ns;
-    size_t nsv;
-    uint32_t *sv = tier_servers(L, tier, &nsv);
-    struct tb_winacc *acc = NULL;
-    struct tb_window *win = NULL;
-    size_t nwin = 0;
-    if (!sv || tb_winacc_new(&acc, tier, L->width_ns, t->next_start, until, sv, nsv) < 0)
-        goto out;
-    for (size_t i = 0; i < L->rn; i++) {
-        const struct tb_request *r = &L->ring[(L->rhead + i) % RING_CAP];
-        if (r->tier != tier || r->departure_ns < t->next_start || r->arrival_ns >= until)
-            continue;
-        double u = t->units ? tb_units_get(t->units, r->class_id, r->arrival_ns) : 1.0;
-        tb_winacc_add(acc, r, u);
-    }
-    if (tb_winacc_finish(acc, &win, &nwin) < 0)
-        goto out;
-    if (L->wr && nwin) {
-        int rc = tb_writer_windows(L->wr, win, nwin);
+    struct live *L = ud;
+    if (L->wr) {
+        int rc = tb_writer_windows(L->wr, w, n);
         if (rc < 0)
             fail(L, rc);
     }
-    /* Row 0 — the tier as a whole — drives the stream and the episodes. */
-    size_t per_row = tb_winacc_nwindows(acc);
-    for (size_t i = 0; i < per_row && i < nwin; i++) {
-        const struct tb_window *w = &win[i];
-        bool congested = t->have_a && isfinite(t->threshold) && w->load >= t->threshold;
-        remember_window(t, w, NSTAR_SPAN_NS);
-        tb_web_publish_window(L->web, tier_name(L, tier), w, congested);
-        track_episode(L, tier, t, w, congested);
-    }
-    t->next_start = until;
-out:
-    free(win);
-    if (acc)
-        tb_winacc_free(acc);
-    free(sv);
 }
 
-/* Service times (hence work units) and N* from the recent past. */
-static void reestimate(struct live *L, uint32_t tier, struct live_tier *t)
+static void on_window(void *ud, uint32_t tier, const struct tb_window *w, bool congested)
 {
-    /* The tier's own recent requests, and the calls its machines made to
-     * other tiers meanwhile: subtracted from the callers' times as the
-     * offline analysis does (tb_cli_svc_hosts, tb_cli_called_from). */
-    struct tb_svc_host *hosts = NULL;
-    size_t nhosts = 0, n = 0, ndown = 0;
-    if (tb_cli_svc_hosts(L->cat, tier, &hosts, &nhosts))
-        nhosts = 0;
-    for (size_t i = 0; i < L->rn; i++) {
-        const struct tb_request *r = &L->ring[(L->rhead + i) % RING_CAP];
-        if (r->tier == tier)
-            n++;
-        else if (tb_cli_called_from(r, hosts, nhosts))
-            ndown++;
-    }
-    struct tb_request *req = n >= MIN_REQ_FOR_SVC ? malloc((n + ndown) * sizeof *req) : NULL;
-    if (req) {
-        struct tb_request *down = req + n;
-        size_t k = 0, kd = 0;
-        for (size_t i = 0; i < L->rn; i++) {
-            const struct tb_request *r = &L->ring[(L->rhead + i) % RING_CAP];
-            if (r->tier == tier)
-                req[k++] = *r;
-            else if (tb_cli_called_from(r, hosts, nhosts))
-                down[kd++] = *r;
-        }
-        struct tb_svc_opts so;
-        tb_svc_opts_default(&so);
-        struct tb_class_service *svc = NULL;
-        size_t nsvc = 0;
-        int64_t wu = 0;
-        struct tb_units *u = NULL;
-        if (tb_service_estimate(req, n, down, ndown, hosts, nhosts, NULL, 0, &so, &svc, &nsvc,
-                                &wu) == 0 &&
-            tb_units_new(&u, svc, nsvc, 1.0) == 0) {
-            if (t->units)
-                tb_units_free(t->units);
-            t->units = u;
-            t->work_unit_ns = wu;
-        }
-        free(svc);
-        free(req);
-    }
-    free(hosts);
-    if (t->nrecent < 20)
-        return;
-    struct tb_analysis a = {
-        .tier = tier,
-        .width_ns = L->width_ns,
-        .from_ns = t->recent[0].start_ns,
-        .to_ns = t->recent[t->nrecent - 1].start_ns + L->width_ns,
-        .work_unit_ns = t->work_unit_ns,
-    };
-    struct tb_episode *ep = NULL;
-    size_t nep = 0;
-    if (tb_correlate_analyze(t->recent, t->nrecent, t->work_unit_ns, NULL, &a, &ep, &nep) == 0) {
-        t->a = a;
-        t->have_a = true;
-        t->threshold = tb_analysis_threshold(&a);
-        tb_web_publish_analysis(L->web, tier_name(L, tier), &a);
-    }
-    free(ep);
+    struct live *L = ud;
+    tb_web_publish_window(L->web, tier_name(L, tier), w, congested);
 }
 
-static void drop_old_requests(struct live *L)
+static void on_episode(void *ud, uint32_t tier, const struct tb_episode *ep, bool ongoing)
 {
-    while (L->rn && L->ring[L->rhead].departure_ns < L->clock_ns - RING_SPAN_NS) {
-        L->rhead = (L->rhead + 1) % RING_CAP;
-        L->rn--;
-    }
+    struct live *L = ud;
+    tb_web_publish_episode(L->web, tier_name(L, tier), ep, ongoing);
+}
+
+static void on_analysis(void *ud, uint32_t tier, const struct tb_analysis *a,
+                        const struct tb_congestion *rule)
+{
+    struct live *L = ud;
+    tb_web_publish_analysis(L->web, tier_name(L, tier), a, rule);
 }
 
 static void health(struct live *L, int64_t now)
@@ -381,23 +158,7 @@ static void on_tick(uv_timer_t *h)
     L->clock_ns = TB_MAX(L->last_pkt_ns, now - CLOCK_LAG_NS);
     tb_engine_expire(L->eng, L->clock_ns);
     health(L, now);
-    /* Early estimates rest on a few seconds of traffic: re-estimate every
-     * half of the time captured so far (1 s, 2 s, 4 s, ...) up to every 10 s,
-     * so the first rough work unit does not stay for long. */
-    int64_t every = TB_MIN(NSTAR_EVERY_NS, TB_MAX(TB_NS_PER_SEC, (now - L->started_ns) / 2));
-    bool nstar = L->clock_ns - L->last_nstar_ns >= every;
-    int64_t until = floor_to(L->clock_ns - L->grace_ns, L->width_ns);
-    for (size_t tier = 1; tier < L->nlt; tier++) {
-        struct live_tier *t = &L->lt[tier];
-        if (!t->used)
-            continue;
-        if (nstar || !t->units)
-            reestimate(L, (uint32_t)tier, t);
-        close_windows(L, (uint32_t)tier, t, until);
-    }
-    if (nstar)
-        L->last_nstar_ns = L->clock_ns;
-    drop_old_requests(L);
+    tb_stream_tick(L->stream, L->clock_ns);
 }
 
 /* ---- stopping ------------------------------------------------------------------ */
@@ -553,10 +314,16 @@ int tb_capture_live(const struct tb_capture_args *a)
     if (!L)
         return TB_EXIT_FAIL;
     L->args = a;
-    L->width_ns = a->window_ns > 0 ? a->window_ns : 50 * TB_NS_PER_MS;
-    L->grace_ns = TB_MAX(GRACE_MIN_NS, 2 * L->width_ns);
-    L->ring = malloc(RING_CAP * sizeof *L->ring);
-    if (!L->ring || tb_catalog_new(&L->cat) < 0) {
+    L->width_ns = a->window_ns > 0 ? a->window_ns : TB_WINDOW_DEFAULT_NS;
+    const struct tb_stream_opts so = {.width_ns = L->width_ns};
+    const struct tb_stream_sink sink = {
+        .ud = L,
+        .windows = on_windows,
+        .window = on_window,
+        .episode = on_episode,
+        .analysis = on_analysis,
+    };
+    if (tb_catalog_new(&L->cat) < 0 || tb_stream_new(&L->stream, L->cat, &so, &sink) < 0) {
         tb_log_error("capture: out of memory");
         goto out;
     }
@@ -630,6 +397,7 @@ int tb_capture_live(const struct tb_capture_args *a)
         tb_log_error("capture: cannot start the capture engine: %s", tb_strerror(rc));
         goto out;
     }
+    tb_engine_set_conn_cb(L->eng, on_conn, L);
     if (L->st && (rc = tb_writer_start(&L->wr, L->st, L->capture_id)) == 0)
         rc = tb_writer_catalog(L->wr, L->cat);
     if (L->st && rc < 0) {
@@ -640,6 +408,7 @@ int tb_capture_live(const struct tb_capture_args *a)
         struct tb_web_opts wo = {
             .listen = a->serve,
             .allow_remote = a->allow_remote,
+            .allow_hosts = a->allow_host,
             .db_path = db,
             .stream_width_ns = L->width_ns,
         };
@@ -667,7 +436,6 @@ int tb_capture_live(const struct tb_capture_args *a)
         uv_timer_start(&L->stop_timer, on_stop_timer, (uint64_t)(a->duration_ns / TB_NS_PER_MS),
                        0);
     L->started_ns = wall_ns();
-    L->last_nstar_ns = L->started_ns;
     if ((rc = tb_live_start(L->src)) < 0) {
         tb_log_error("capture: interface '%s': cannot watch it", a->iface);
         fail(L, rc);
@@ -720,15 +488,9 @@ out:
         tb_store_close(L->st);
     if (L->tiers)
         tb_tiers_free(L->tiers);
-    for (size_t i = 0; i < L->nlt; i++) {
-        if (L->lt[i].units)
-            tb_units_free(L->lt[i].units);
-        free(L->lt[i].recent);
-    }
-    free(L->lt);
+    tb_stream_free(L->stream);
     if (L->cat)
         tb_catalog_free(L->cat);
-    free(L->ring);
     free(L);
     return exit_code;
 }

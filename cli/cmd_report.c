@@ -74,8 +74,8 @@ int tb_cmd_report(int argc, char **argv)
         return TB_EXIT_USAGE;
     }
     struct tb_analyze_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX};
-    if (tb_parse_duration(window, TB_NS_PER_MS, &o.width_ns) != 0 || o.width_ns <= 0) {
-        tb_log_error("--window '%s': expected a positive duration such as 50ms or 1s", window);
+    if (tb_parse_window(window, &o.width_ns) != 0) {
+        tb_log_error("--window '%s': expected a duration from 1ms to 1h, such as 50ms", window);
         return TB_EXIT_USAGE;
     }
     if (svcfile && calibrate) {
@@ -111,6 +111,20 @@ int tb_cmd_report(int argc, char **argv)
         tb_log_error("report: %s", err[0] ? err : tb_strerror(e));
         rc = TB_EXIT_FAIL;
         goto out;
+    }
+    if (fmt != F_CSV) {
+        /* The cross-tier line is the diagnosis of the same range. */
+        struct tb_diag_opts dopt = {.width_ns = o.width_ns, .from_ns = o.from_ns,
+                                    .to_ns = o.to_ns, .recompute = recompute};
+        struct tb_diagnosis dg;
+        char derr[512] = "";
+        if (tb_diagnose(db.st, db.cat, &dopt, &dg, derr, sizeof derr) == 0) {
+            rep.have_verdict = true;
+            rep.verdict = dg.verdict;
+            tb_diagnosis_free(&dg);
+        } else {
+            tb_log_warn("report: no root cause: %s", derr);
+        }
     }
     if (plot && !rep.total.nwin) {
         /* Say so before printing anything: the command fails as a whole. */

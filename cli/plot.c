@@ -18,7 +18,6 @@
 #include <unistd.h>
 
 /* Window states, as drawn. */
-enum { ST_NORMAL = 0, ST_CONGESTED = 1, ST_FREEZE = 2 };
 
 int tb_plot_format(const char *path)
 {
@@ -74,38 +73,6 @@ static const char *tier_name(const struct tb_catalog *cat, uint32_t id)
     return t ? t->name : "?";
 }
 
-/* Per-window state: congested when the load reaches N*; freeze when inside a
- * freeze episode and the window's own throughput is far below the
- * main-sequence curve (an episode also holds the drain after a pause, which
- * is not frozen). */
-static int *window_states(const struct tb_analysis_result *r)
-{
-    int *st = calloc(r->nwin ? r->nwin : 1, sizeof *st);
-    if (!st)
-        return NULL;
-    double ns = tb_report_threshold(&r->a);
-    for (size_t i = 0; i < r->nwin; i++)
-        if (isfinite(ns) && r->win[i].load >= ns && r->win[i].load > 0)
-            st[i] = ST_CONGESTED;
-    struct tb_nstar_opts no;
-    tb_nstar_opts_default(&no);
-    struct tb_nstar curve = {.slope = r->a.slope, .tp_max = r->a.tp_max};
-    size_t k = 0;
-    for (size_t e = 0; e < r->nep; e++) {
-        const struct tb_episode *ep = &r->ep[e];
-        while (k < r->nwin && r->win[k].start_ns < ep->start_ns)
-            k++;
-        for (size_t i = k; i < r->nwin && r->win[i].start_ns < ep->end_ns; i++) {
-            st[i] = TB_MAX(st[i], ST_CONGESTED);
-            double c = tb_nstar_curve(&curve, r->win[i].load);
-            if (ep->kind == TB_EP_FREEZE && isfinite(c) &&
-                r->win[i].norm_throughput < no.freeze_frac * c)
-                st[i] = ST_FREEZE;
-        }
-    }
-    return st;
-}
-
 /* The front tier's mean response time of the window starting at t, in ms;
  * NAN (drawn as a gap) when it has no completions there. */
 static double front_rt_ms(const struct tb_report *r, size_t *k, int64_t t)
@@ -130,9 +97,13 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
 {
     const struct tb_analysis_result *res = &r->total;
     const struct tb_analysis *a = &res->a;
-    int *st = window_states(res);
+    /* Window states by correlate's rule, as the dashboard shows them. */
+    uint8_t *st = malloc(res->nwin ? res->nwin : 1);
     if (!st)
         return TB_E_NOMEM;
+    struct tb_congestion rule;
+    tb_congestion_from_analysis(&rule, a, res->win, res->nwin);
+    tb_congestion_states(&rule, res->win, res->nwin, res->ep, res->nep, st);
     int64_t t0 = res->nwin ? res->win[0].start_ns : 0;
     double wsec = (double)r->width_ns / 1e9;
     bool have_front = r->front_tier && r->front_tier != r->tier && r->nfront;
@@ -299,6 +270,87 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
     return ferror(f) ? TB_E_IO : 0;
 }
 
+/* Appends `s` single-quoted for the shell popen() runs commands through. */
+static size_t sh_quote(char *dst, size_t o, size_t len, const char *s)
+{
+    if (o + 2 >= len)
+        return o;
+    dst[o++] = '\'';
+    for (const char *p = s; *p && o < len - 6; p++) {
+        if (*p == '\'') {
+            memcpy(dst + o, "'\\''", 4);
+            o += 4;
+        } else {
+            dst[o++] = *p;
+        }
+    }
+    dst[o++] = '\'';
+    dst[o] = '\0';
+    return o;
+}
+
+int tb_plot_run(const char *prog, const char *const *args, size_t nargs,
+                int (*write)(FILE *f, void *ud), void *ud, const char *path, char *errbuf,
+                size_t errlen)
+{
+    char exe[4096];
+    if (tb_plot_find(prog, exe, sizeof exe) != 0) {
+        snprintf(errbuf, errlen, "%s not found: install the %s package", prog,
+                 !strcmp(prog, "gnuplot") ? "gnuplot-nox" : prog[0] == 'd' ? "graphviz" : prog);
+        return TB_E_NOTFOUND;
+    }
+    char cmd[8400];
+    size_t o = sh_quote(cmd, 0, sizeof cmd, exe);
+    for (size_t i = 0; i < nargs && o < sizeof cmd - 2; i++) {
+        cmd[o++] = ' ';
+        o = sh_quote(cmd, o, sizeof cmd, args[i]);
+    }
+    /* A stale file from an earlier run must not pass for this one's output. */
+    if (unlink(path) != 0 && errno != ENOENT) {
+        snprintf(errbuf, errlen, "%s: %s", path, strerror(errno));
+        return TB_E_IO;
+    }
+    fflush(NULL);
+    /* If the program dies early, a write to the pipe must fail, not kill us. */
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    FILE *f = popen(cmd, "w");
+    if (!f) {
+        signal(SIGPIPE, old);
+        snprintf(errbuf, errlen, "cannot run %s: %s", exe, strerror(errno));
+        return TB_E_IO;
+    }
+    int rc = write(f, ud);
+    int status = pclose(f);
+    signal(SIGPIPE, old);
+    if (rc) {
+        snprintf(errbuf, errlen, "writing to %s: %s", prog, tb_strerror(rc));
+        return rc;
+    }
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(errbuf, errlen, "%s failed drawing %s (its messages are above)", prog, path);
+        return TB_E_IO;
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || sb.st_size == 0) {
+        snprintf(errbuf, errlen, "%s did not write %s", prog, path);
+        return TB_E_IO;
+    }
+    return 0;
+}
+
+struct report_job {
+    const struct tb_report *r;
+    const struct tb_catalog *cat;
+    const char *path;
+    enum tb_plot_fmt fmt;
+};
+
+static int write_report(FILE *f, void *ud)
+{
+    const struct report_job *j = ud;
+    return tb_plot_script(f, j->r, j->cat, j->path, j->fmt);
+}
+
 int tb_plot_report(const struct tb_report *r, const struct tb_catalog *cat, const char *path,
                    char *errbuf, size_t errlen)
 {
@@ -313,54 +365,6 @@ int tb_plot_report(const struct tb_report *r, const struct tb_catalog *cat, cons
                  "range", path, t ? t->name : "?");
         return TB_E_NOTFOUND;
     }
-    char gp[4096];
-    if (tb_plot_find("gnuplot", gp, sizeof gp) != 0) {
-        snprintf(errbuf, errlen, "gnuplot not found: install the gnuplot-nox package");
-        return TB_E_NOTFOUND;
-    }
-    /* Quote the program for the shell popen runs it through. */
-    char cmd[4200];
-    size_t o = 0;
-    cmd[o++] = '\'';
-    for (const char *p = gp; *p && o < sizeof cmd - 8; p++) {
-        if (*p == '\'') {
-            memcpy(cmd + o, "'\\''", 4);
-            o += 4;
-        } else {
-            cmd[o++] = *p;
-        }
-    }
-    cmd[o++] = '\'';
-    cmd[o] = '\0';
-    /* A stale file from an earlier run must not pass for this one's output. */
-    if (unlink(path) != 0 && errno != ENOENT) {
-        snprintf(errbuf, errlen, "--plot %s: %s", path, strerror(errno));
-        return TB_E_IO;
-    }
-    fflush(NULL);
-    /* If gnuplot dies early, a write to the pipe must fail, not kill us. */
-    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
-    FILE *f = popen(cmd, "w");
-    if (!f) {
-        signal(SIGPIPE, old);
-        snprintf(errbuf, errlen, "cannot run %s: %s", gp, strerror(errno));
-        return TB_E_IO;
-    }
-    int rc = tb_plot_script(f, r, cat, path, (enum tb_plot_fmt)fmt);
-    int status = pclose(f);
-    signal(SIGPIPE, old);
-    if (rc) {
-        snprintf(errbuf, errlen, "writing to gnuplot: %s", tb_strerror(rc));
-        return rc;
-    }
-    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        snprintf(errbuf, errlen, "gnuplot failed drawing %s (its messages are above)", path);
-        return TB_E_IO;
-    }
-    struct stat sb;
-    if (stat(path, &sb) != 0 || sb.st_size == 0) {
-        snprintf(errbuf, errlen, "gnuplot did not write %s", path);
-        return TB_E_IO;
-    }
-    return 0;
+    struct report_job j = {r, cat, path, (enum tb_plot_fmt)fmt};
+    return tb_plot_run("gnuplot", NULL, 0, write_report, &j, path, errbuf, errlen);
 }

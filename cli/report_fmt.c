@@ -95,11 +95,6 @@ void tb_dur_dist(const struct tb_episode *ep, size_t n, struct tb_dur_dist *d)
     free(v);
 }
 
-double tb_report_threshold(const struct tb_analysis *a)
-{
-    return tb_analysis_threshold(a);
-}
-
 const char *tb_episode_kind_name(enum tb_episode_kind k)
 {
     return k == TB_EP_FREEZE ? "freeze" : "saturated";
@@ -209,12 +204,6 @@ static double nstar_gap(const struct tb_analysis *a)
     return m > 0 ? fabs(a->n_star - a->n_star_fit) / m : INFINITY;
 }
 
-static bool disagree(const struct tb_analysis *a)
-{
-    double g = nstar_gap(a);
-    return a->disagree || (isfinite(a->n_star) && isfinite(a->n_star_fit) && g > 0.2);
-}
-
 static void text_row(FILE *f, const char *label, const struct tb_analysis_result *r)
 {
     char b[9][32];
@@ -234,16 +223,15 @@ static void text_warnings(FILE *f, const char *label, const struct tb_analysis_r
 {
     const struct tb_analysis *a = &r->a;
     bool ns = isfinite(a->n_star), nf = isfinite(a->n_star_fit);
-    if (ns && nf && disagree(a)) {
+    if (ns && nf && a->disagree) {
         fprintf(f,
                 "warning: %s: the two N* estimates disagree by %.0f%% (intervention %.2f, "
                 "fit %.2f); the load/throughput curve has no clear knee, read N* with care\n",
                 label, 100.0 * nstar_gap(a), a->n_star, a->n_star_fit);
     } else if (!ns && !nf && r->nwin > 0) {
-        fprintf(f,
-                "note: %s: N* undetermined (the load never reached the point where throughput "
-                "flattens, or too few windows)\n",
-                label);
+        /* Why there is no congestion point: correlate's knee test. */
+        fprintf(f, "note: %s: %s\n", label,
+                a->n_star_reason[0] ? a->n_star_reason : "N* undetermined");
     } else if (ns != nf) {
         fprintf(f, "note: %s: only one N* estimate (%s) could be made\n", label,
                 ns ? "intervention" : "fit");
@@ -337,10 +325,10 @@ static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t o
     size_t nfreeze = 0;
     for (size_t i = 0; i < r->nep; i++)
         nfreeze += r->ep[i].kind == TB_EP_FREEZE;
-    double thr = tb_report_threshold(&r->a);
+    double thr = tb_analysis_threshold(&r->a);
     if (!isfinite(thr))
-        fprintf(f, "\ncongested: no threshold, N* undetermined; no window counts as "
-                   "congested\n");
+        fprintf(f, "\ncongested: none; %s\n",
+                r->a.n_star_reason[0] ? r->a.n_star_reason : "N* undetermined");
     else
         fprintf(f, "\ncongested (load >= %s%s): %.1f%% of windows; %zu episodes (%zu freeze, "
                    "%zu saturated), %.1f per minute\n",
@@ -441,7 +429,11 @@ static void text_corr(FILE *f, const struct tb_report *r, const struct tb_catalo
                 fmt_num(r->corr[i].r, 2, b[2], 32));
     fprintf(f, "\n");
     const struct tb_tier_corr *best = tb_report_explains(r);
-    if (best)
+    /* A tier's load also holds the time it waits on the tiers it calls, so
+     * the correlation favours callers; the diagnosis walks the waits down. */
+    if (r->have_verdict)
+        fprintf(f, "-> root cause (tbneck diagnose): %s\n", r->verdict.evidence);
+    else if (best)
         fprintf(f, "-> %s's load explains the response-time spikes best (r=%.2f)\n",
                 tier_name(cat, best->tier), best->r);
     else if (r->ncorr > 1)
@@ -534,8 +526,11 @@ static void json_analysis(FILE *f, const struct tb_analysis_result *r)
     tb_json_num(f, a->n_star);
     fputs(",\"n_star_fit\":", f);
     tb_json_num(f, a->n_star_fit);
-    fprintf(f, ",\"n_star_disagree\":%s,\"threshold\":", disagree(a) ? "true" : "false");
-    tb_json_num(f, tb_report_threshold(a));
+    fprintf(f, ",\"n_star_disagree\":%s,\"n_star_status\":\"%s\",\"n_star_reason\":",
+            a->disagree ? "true" : "false", tb_nstar_why_status(a->n_star_why));
+    tb_json_str(f, a->n_star_reason);
+    fputs(",\"threshold\":", f);
+    tb_json_num(f, tb_analysis_threshold(a));
     fputs(",\"tp_max\":", f);
     tb_json_num(f, a->tp_max);
     fputs(",\"slope\":", f);
@@ -627,7 +622,23 @@ int tb_report_write_json(FILE *f, const struct tb_report *r, const struct tb_cat
         tb_json_num(f, r->corr[i].r);
         fprintf(f, ",\"requests\":%llu}", (unsigned long long)r->corr[i].requests);
     }
-    fputs("]}}\n", f);
+    fputs("]}", f);
+    if (r->have_verdict) {
+        const struct tb_diag_verdict *v = &r->verdict;
+        char sb[TB_ADDR_STRLEN];
+        fputs(",\"root_cause\":{\"tier\":", f);
+        tb_json_str(f, v->tier ? tier_name(cat, v->tier) : "");
+        fputs(",\"server\":", f);
+        tb_json_str(f, v->server ? server_name(cat, v->server, sb, sizeof sb) : "*");
+        fputs(",\"cause\":", f);
+        tb_json_str(f, tb_cause_name(v->cause));
+        fputs(",\"resource\":", f);
+        tb_json_str(f, v->resource);
+        fputs(",\"evidence\":", f);
+        tb_json_str(f, v->evidence);
+        fputs("}", f);
+    }
+    fputs("}\n", f);
     return ferror(f) ? TB_E_IO : 0;
 }
 

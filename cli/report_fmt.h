@@ -27,10 +27,6 @@ extern const char *const tb_dur_bin_names[TB_DUR_BINS];
 void tb_dur_dist(const struct tb_episode *ep, size_t n, struct tb_dur_dist *d);
 
 const char *tb_episode_kind_name(enum tb_episode_kind k);
-/* The load that defines a congested window: the intervention N* when it was
- * determined, else the fit's (tb_nstar_threshold's rule, recomputed here
- * because a stored analysis does not keep n_star_used). NAN when neither. */
-double tb_report_threshold(const struct tb_analysis *a);
 /* The tier behind the front tier whose load correlates best (r >= 0.5) with
  * the front tier's response time; NULL when none does. */
 const struct tb_tier_corr *tb_report_explains(const struct tb_report *r);

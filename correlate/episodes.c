@@ -19,30 +19,167 @@ static int cmp_i64(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static bool is_freeze(const struct tb_nstar *ns, double load, double tp, double freeze_frac)
-{
-    double c = tb_nstar_curve(ns, load);
-    return isfinite(c) && tp < freeze_frac * c;
-}
+/* ------------------------------------------------------ congestion rule --- */
 
-/* -------------------------------------------------------------- episodes --- */
-
-/* Consecutive freeze windows that make an episode a freeze (2 x 50 ms). */
+/* Consecutive frozen windows that make an episode a freeze (2 x 50 ms). */
 #define FREEZE_RUN 2
 /* Completions the curve promises over a stretch before "next to none" can be
  * told from chance: with 5 expected, 0 or 1 happen 4% of the time. */
 #define FREEZE_MIN_EXPECTED 5.0
+/* correlate's default freeze_frac (tb_nstar_opts_default). */
+#define FREEZE_FRAC_DEFAULT 0.3
 
-/* A freeze over `dur_ns`: throughput below freeze_frac x the curve, and the
- * curve promising at least FREEZE_MIN_EXPECTED completions there (ubar = mean
- * work units per completion of the series). With 30 ms requests in 50 ms
- * windows, a window with a single completion is noise, not a pause. */
-static bool freeze_over(const struct tb_nstar *ns, double load, double tp, double freeze_frac,
-                        double ubar, int64_t dur_ns)
+static double curve(const struct tb_congestion *c, double load)
 {
-    double c = tb_nstar_curve(ns, load);
-    double expected = c * (double)dur_ns / (double)TB_NS_PER_SEC / ubar;
-    return is_freeze(ns, load, tp, freeze_frac) && expected >= FREEZE_MIN_EXPECTED;
+    if (!isfinite(c->slope) || !isfinite(c->tp_max))
+        return NAN;
+    return fmin(c->slope * load, c->tp_max);
+}
+
+double tb_congestion_ubar(const struct tb_window *w, size_t n)
+{
+    double units = 0, comps = 0;
+    for (size_t i = 0; i < n; i++) {
+        units += w[i].work_units;
+        comps += w[i].completions;
+    }
+    return comps > 0 && units > 0 ? units / comps : 1.0;
+}
+
+void tb_congestion_from_nstar(struct tb_congestion *c, const struct tb_nstar *ns,
+                              double freeze_frac, const struct tb_window *w, size_t n)
+{
+    c->threshold = tb_nstar_threshold(ns);
+    c->slope = ns->slope;
+    c->tp_max = ns->tp_max;
+    c->freeze_frac = freeze_frac;
+    c->ubar = tb_congestion_ubar(w, n);
+}
+
+void tb_congestion_from_analysis(struct tb_congestion *c, const struct tb_analysis *a,
+                                 const struct tb_window *w, size_t n)
+{
+    c->threshold = tb_analysis_threshold(a);
+    c->slope = a->slope;
+    c->tp_max = a->tp_max;
+    c->freeze_frac = FREEZE_FRAC_DEFAULT;
+    c->ubar = tb_congestion_ubar(w, n);
+}
+
+bool tb_congestion_congested(const struct tb_congestion *c, double load)
+{
+    return isfinite(c->threshold) && load >= c->threshold;
+}
+
+bool tb_congestion_frozen(const struct tb_congestion *c, double load, double tp)
+{
+    double cv = curve(c, load);
+    return isfinite(cv) && tp < c->freeze_frac * cv;
+}
+
+/* Frozen over `dur_ns`, and the curve promising at least FREEZE_MIN_EXPECTED
+ * completions there: with 30 ms requests in 50 ms windows, a window with a
+ * single completion is noise, not a pause. */
+static bool frozen_over(const struct tb_congestion *c, double load, double tp, int64_t dur_ns)
+{
+    double expected = curve(c, load) * (double)dur_ns / (double)TB_NS_PER_SEC / c->ubar;
+    return tb_congestion_frozen(c, load, tp) && expected >= FREEZE_MIN_EXPECTED;
+}
+
+void tb_congestion_states(const struct tb_congestion *c, const struct tb_window *w, size_t n,
+                          const struct tb_episode *ep, size_t nep, uint8_t *st)
+{
+    for (size_t i = 0; i < n; i++)
+        st[i] = tb_congestion_congested(c, w[i].load) ? TB_WIN_CONGESTED : TB_WIN_NORMAL;
+    size_t k = 0;
+    for (size_t e = 0; e < nep; e++) {
+        while (k < n && w[k].start_ns < ep[e].start_ns)
+            k++;
+        for (size_t i = k; i < n && w[i].start_ns < ep[e].end_ns; i++) {
+            st[i] = TB_MAX(st[i], (uint8_t)TB_WIN_CONGESTED);
+            if (ep[e].kind == TB_EP_FREEZE &&
+                tb_congestion_frozen(c, w[i].load, w[i].norm_throughput))
+                st[i] = TB_WIN_FROZEN;
+        }
+    }
+}
+
+/* -------------------------------------------------------------- episodes --- */
+
+void tb_episode_track_init(struct tb_episode_track *t, const struct tb_congestion *rule)
+{
+    memset(t, 0, sizeof *t);
+    t->rule = *rule;
+}
+
+void tb_episode_track_rule(struct tb_episode_track *t, const struct tb_congestion *rule)
+{
+    t->rule = *rule;
+}
+
+/* The episode in progress with its mean and kind as they stand. */
+static void track_fill(const struct tb_episode_track *t, struct tb_episode *e)
+{
+    *e = t->ep;
+    e->mean_load = t->sum_load / (double)t->n;
+    e->throughput = t->sum_tp / (double)t->n;
+    /* Freeze: the run's mean throughput is far below the curve, or it holds
+     * FREEZE_RUN consecutive windows that are: a stop-the-world pause is
+     * followed by the drain of what queued during it, at full speed and
+     * inside the same run of congested windows, so the run's mean alone
+     * would look saturated. */
+    e->kind = t->longest >= FREEZE_RUN ||
+                      frozen_over(&t->rule, e->mean_load, e->throughput, e->end_ns - e->start_ns)
+                  ? TB_EP_FREEZE
+                  : TB_EP_SATURATED;
+}
+
+bool tb_episode_track_current(const struct tb_episode_track *t, struct tb_episode *cur)
+{
+    if (!t->open)
+        return false;
+    track_fill(t, cur);
+    return true;
+}
+
+bool tb_episode_track_end(struct tb_episode_track *t, struct tb_episode *closed)
+{
+    if (!t->open)
+        return false;
+    track_fill(t, closed);
+    t->open = false;
+    return true;
+}
+
+unsigned tb_episode_track_push(struct tb_episode_track *t, const struct tb_window *w,
+                               struct tb_episode *closed)
+{
+    unsigned r = 0;
+    bool congested = tb_congestion_congested(&t->rule, w->load);
+    /* DESIGN.md "Episode": a maximal run of consecutive congested windows; a
+     * missing window breaks the run. */
+    if (t->open && (!congested || w->start_ns != t->ep.end_ns) &&
+        tb_episode_track_end(t, closed))
+        r |= TB_TRACK_CLOSED;
+    if (!congested)
+        return r;
+    r |= TB_TRACK_CONGESTED;
+    if (!t->open) {
+        r |= TB_TRACK_OPENED;
+        t->open = true;
+        memset(&t->ep, 0, sizeof t->ep);
+        t->ep.start_ns = w->start_ns;
+        t->n = t->run = t->longest = 0;
+        t->sum_load = t->sum_tp = 0;
+    }
+    t->ep.end_ns = w->start_ns + w->width_ns;
+    t->ep.peak_load = fmax(t->ep.peak_load, w->load);
+    t->sum_load += w->load;
+    t->sum_tp += w->norm_throughput;
+    t->n++;
+    t->run = frozen_over(&t->rule, w->load, w->norm_throughput, w->width_ns) ? t->run + 1 : 0;
+    t->longest = TB_MAX(t->longest, t->run);
+    return r;
 }
 
 int tb_episodes_find(const struct tb_window *w, size_t n, double threshold,
@@ -55,25 +192,19 @@ int tb_episodes_find(const struct tb_window *w, size_t n, double threshold,
     *nout = 0;
     if (!isfinite(threshold))
         return 0;
+    struct tb_congestion rule;
+    tb_congestion_from_nstar(&rule, ns, freeze_frac, w, n);
+    rule.threshold = threshold;
+    struct tb_episode_track t;
+    tb_episode_track_init(&t, &rule);
     struct tb_episode *ep = NULL;
     size_t nep = 0, cap = 0;
-    double units = 0, comps = 0;
-    for (size_t i = 0; i < n; i++) {
-        units += w[i].work_units;
-        comps += w[i].completions;
-    }
-    double ubar = comps > 0 && units > 0 ? units / comps : 1.0;
-    for (size_t i = 0; i < n;) {
-        if (!(w[i].load >= threshold)) {
-            i++;
+    for (size_t i = 0; i <= n; i++) {
+        struct tb_episode e;
+        bool closed = i < n ? (tb_episode_track_push(&t, &w[i], &e) & TB_TRACK_CLOSED) != 0
+                            : tb_episode_track_end(&t, &e);
+        if (!closed)
             continue;
-        }
-        /* DESIGN.md "Episode": a maximal run of consecutive congested
-         * windows; a missing window breaks the run. */
-        size_t j = i + 1;
-        while (j < n && w[j].load >= threshold &&
-               w[j].start_ns == w[j - 1].start_ns + w[j - 1].width_ns)
-            j++;
         if (nep == cap) {
             size_t nc = cap ? cap * 2 : 16;
             struct tb_episode *ne = realloc(ep, nc * sizeof *ne);
@@ -84,35 +215,7 @@ int tb_episodes_find(const struct tb_window *w, size_t n, double threshold,
             ep = ne;
             cap = nc;
         }
-        struct tb_episode *e = &ep[nep++];
-        double peak = 0, sl = 0, st = 0;
-        size_t run = 0, longest = 0;
-        for (size_t k = i; k < j; k++) {
-            peak = fmax(peak, w[k].load);
-            sl += w[k].load;
-            st += w[k].norm_throughput;
-            run = freeze_over(ns, w[k].load, w[k].norm_throughput, freeze_frac, ubar,
-                              w[k].width_ns)
-                      ? run + 1
-                      : 0;
-            longest = TB_MAX(longest, run);
-        }
-        e->start_ns = w[i].start_ns;
-        e->end_ns = w[j - 1].start_ns + w[j - 1].width_ns;
-        e->peak_load = peak;
-        e->mean_load = sl / (double)(j - i);
-        e->throughput = st / (double)(j - i);
-        /* Freeze: the run's mean throughput is far below the curve, or it
-         * holds FREEZE_RUN consecutive windows that are: a stop-the-world
-         * pause is followed by the drain of what queued during it, at full
-         * speed and inside the same run of congested windows, so the run's
-         * mean alone would look saturated. */
-        e->kind = longest >= FREEZE_RUN ||
-                          freeze_over(ns, e->mean_load, e->throughput, freeze_frac, ubar,
-                                      e->end_ns - e->start_ns)
-                      ? TB_EP_FREEZE
-                      : TB_EP_SATURATED;
-        i = j;
+        ep[nep++] = e;
     }
     *out = ep;
     *nout = nep;
@@ -128,8 +231,9 @@ int tb_episodes_summary(const struct tb_window *w, size_t n, double threshold,
     s->n = (uint32_t)nep;
     size_t congested = 0;
     int64_t lo = INT64_MAX, hi = INT64_MIN;
+    const struct tb_congestion rule = {.threshold = threshold};
     for (size_t i = 0; i < n; i++) {
-        congested += isfinite(threshold) && w[i].load >= threshold;
+        congested += tb_congestion_congested(&rule, w[i].load);
         lo = TB_MIN(lo, w[i].start_ns);
         hi = TB_MAX(hi, w[i].start_ns + w[i].width_ns);
     }
@@ -318,7 +422,11 @@ int tb_correlate_analyze(const struct tb_window *w, size_t n, int64_t work_unit_
         o = *opts;
     else
         tb_nstar_opts_default(&o);
-    if (!(o.slope_hint > 0) && work_unit_ns > 0)
+    /* The work unit's slope, 1/u, is the linear part of a tier that waits
+     * on nothing; one that waits on its calls completes the same units over
+     * a longer life (slope (1/u)·D/R): with the hint, app tiers came out at
+     * about c instead of c·R/D (-35...-50%). */
+    if (!(o.slope_hint > 0) && !o.waits_downstream && work_unit_ns > 0)
         o.slope_hint = (double)TB_NS_PER_SEC / (double)work_unit_ns;
     for (size_t i = 1; i < n; i++)
         if (w[i].start_ns <= w[i - 1].start_ns || w[i].tier != w[0].tier ||
@@ -346,6 +454,9 @@ int tb_correlate_analyze(const struct tb_window *w, size_t n, int64_t work_unit_
     a->tp_max = ns.tp_max;
     a->slope = ns.slope;
     a->disagree = ns.disagree;
+    a->n_star_why = ns.why;
+    a->method_version = TB_ANALYSIS_VERSION;
+    tb_nstar_reason(&ns, a->n_star_reason, sizeof a->n_star_reason);
     double thr = tb_nstar_threshold(&ns);
     a->n_star_used = thr;
     struct tb_episode *e = NULL;
@@ -372,11 +483,12 @@ int tb_correlate_analyze(const struct tb_window *w, size_t n, int64_t work_unit_
         return TB_E_NOMEM;
     }
     size_t nl = 0;
-    if (isfinite(thr))
-        for (size_t i = 0; i < n; i++)
-            if (w[i].load >= thr && !is_freeze(&ns, w[i].load, w[i].norm_throughput,
-                                               o.freeze_frac))
-                lv[nl++] = w[i].norm_throughput;
+    struct tb_congestion rule;
+    tb_congestion_from_nstar(&rule, &ns, o.freeze_frac, w, n);
+    for (size_t i = 0; i < n; i++)
+        if (tb_congestion_congested(&rule, w[i].load) &&
+            !tb_congestion_frozen(&rule, w[i].load, w[i].norm_throughput))
+            lv[nl++] = w[i].norm_throughput;
     rc = tb_levels_find(lv, nl, (uint32_t)TB_ARRAY_SIZE(a->levels), a->levels, &a->n_levels);
     free(lv);
     if (rc) {

@@ -1,32 +1,25 @@
 #!/usr/bin/env bash
 # test.sh — the one test command: installs dependencies, builds tbneck twice
 # (plain, and with ASan+UBSan), runs every suite, runs each libFuzzer target
-# briefly, and ends with the line "N passed, N failed".
+# briefly, and ends with the line "N passed, N failed"; exits non-zero on any
+# failure. Strict counting (scripts/testrun.sh, scripts/testlog.py): a skipped
+# test fails unless it is on the allow-list below; a missing, truncated or
+# stale test log fails; every test `meson test --list` names must have a result.
+# Tests that need root exit 77 without it, so run this as root (CI does).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 bash scripts/deps.sh || { echo "test: dependency install failed"; echo "0 passed, 1 failed"; exit 1; }
 
-passed=0; failed=0; failures=()
-count() { # count BUILD_DIR LABEL: adds up meson's testlog.json
-  local log="$1/meson-logs/testlog.json"
-  [ -f "$log" ] || { failed=$((failed+1)); failures+=("$2: no test log"); return; }
-  local p f
-  p=$(python3 - "$log" <<'PY'
-import json, sys
-ok = bad = 0; names = []
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r["result"] in ("OK", "EXPECTEDFAIL"): ok += 1
-    elif r["result"] == "SKIP": pass
-    else: bad += 1; names.append(r["name"])
-print(ok, bad, " ".join(names))
-PY
+passed=0; failed=0; failures=(); allowed_skipped=()
+TB_ROOT=$root
+source scripts/testrun.sh
+
+# Tests allowed to skip (exit 77, or cmocka's skip()) without failing the run,
+# one a line with the reason beside it. A skip is otherwise a failure: it is a
+# test that did not run. Keep this list empty; it is printed at the end.
+allow_skip=(
 )
-  read -r pp ff names <<<"$p"
-  passed=$((passed+pp)); failed=$((failed+ff))
-  [ "$ff" -eq 0 ] || failures+=("$2: $names")
-}
 
 build() { # build DIR [meson options...]
   local dir=$1; shift
@@ -36,22 +29,22 @@ build() { # build DIR [meson options...]
 
 suites=(--suite unit --suite pcap --suite fuzz --suite e2e)
 if build build -Dwerror=true; then
-  meson test -C build "${suites[@]}" --print-errorlogs --num-processes 2 || true
-  count build plain
+  tb_run_suites build plain "${suites[@]}" --num-processes 2
 else failed=$((failed+1)); failures+=("plain build"); fi
 
 if build build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false; then
-  ASAN_OPTIONS=detect_leaks=1 meson test -C build-asan --suite unit --suite pcap --suite fuzz \
-    --suite e2e-asan --print-errorlogs --num-processes 2 || true
-  count build-asan asan
+  ASAN_OPTIONS=detect_leaks=1 tb_run_suites build-asan asan --suite unit --suite pcap --suite fuzz \
+    --suite e2e-asan --num-processes 2
 else failed=$((failed+1)); failures+=("asan build"); fi
 
 # libFuzzer smoke: each target for a few seconds on its corpus (clang is
 # installed by deps.sh, so a failed clang build is a failure, not a skip).
 if CC=clang build build-fuzz -Dwerror=true -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false -Dtests=false; then
-  for f in build-fuzz/tests/fuzz/fuzz_*; do
-    [ -f "$f" ] && [ -x "$f" ] || continue
-    name=${f##*/fuzz_}; corpus=$(mktemp -d)
+  # One target per corpus folder; a folder without its target is a failure.
+  for c in tests/fuzz/corpus/*/; do
+    name=$(basename "$c"); f=build-fuzz/tests/fuzz/fuzz_$name
+    [ -x "$f" ] || { failed=$((failed+1)); failures+=("libfuzzer $name: no target $f"); continue; }
+    corpus=$(mktemp -d)
     cp -r tests/fuzz/corpus/"$name"/. "$corpus"/ 2>/dev/null || true
     if "$f" -max_total_time="${TB_FUZZ_SECONDS:-15}" -rss_limit_mb=2048 \
          -artifact_prefix="build-fuzz/$name-" "$corpus" >"build-fuzz/$name.log" 2>&1; then
@@ -61,6 +54,5 @@ if CC=clang build build-fuzz -Dwerror=true -Dfuzz=true -Db_sanitize=address,unde
   done
 else failed=$((failed+1)); failures+=("libfuzzer build (clang)"); fi
 
-for f in "${failures[@]}"; do echo "FAILED: $f"; done
-echo "$passed passed, $failed failed"
+tb_run_summary
 [ "$failed" -eq 0 ]

@@ -11,8 +11,6 @@
 
 #include "analyze.h"
 
-#define WIDTH_MIN_NS TB_NS_PER_MS
-#define WIDTH_MAX_NS (3600 * TB_NS_PER_SEC)
 #define API_MAX_WINDOWS 2000000 /* ~100 MB of JSON: a range that large is a mistake */
 
 /* Parameters shared by the per-tier endpoints. */
@@ -67,8 +65,7 @@ static bool get_params(struct tb_web *w, struct reply *c, const char *q, struct 
     }
     if (rw == 1) {
         int64_t ns;
-        if (tb_parse_duration(width, TB_NS_PER_MS, &ns) < 0 || ns < WIDTH_MIN_NS ||
-            ns > WIDTH_MAX_NS) {
+        if (tb_parse_window(width, &ns) < 0) {
             snprintf(msg, sizeof msg, "bad width '%.40s': expected a duration from 1ms to 1h", width);
             reply_error(c, 400, msg);
             return false;
@@ -285,16 +282,6 @@ static void api_windows(struct tb_web *w, struct reply *c, const struct params *
     reply_buf(c, &b);
 }
 
-/* True when the window lies inside one of the freeze episodes (sorted). */
-static bool in_freeze(const struct tb_analysis_result *res, const struct tb_window *win)
-{
-    for (size_t i = 0; i < res->nep; i++)
-        if (res->ep[i].kind == TB_EP_FREEZE && win->start_ns >= res->ep[i].start_ns &&
-            win->start_ns < res->ep[i].end_ns)
-            return true;
-    return false;
-}
-
 static void analysis_fields(struct tb_buf *b, const struct tb_analysis *a)
 {
     tb_buf_puts(b, ",\"from_ns\":");
@@ -322,6 +309,9 @@ static void analysis_fields(struct tb_buf *b, const struct tb_analysis *a)
     }
     tb_buf_trim_comma(b);
     tb_buf_printf(b, "],\"disagree\":%s", a->disagree ? "true" : "false");
+    tb_buf_printf(b, ",\"n_star_status\":\"%s\",\"n_star_reason\":",
+                  tb_nstar_why_status(a->n_star_why));
+    tb_buf_json_str(b, a->n_star_reason);
 }
 
 static void api_scatter(struct tb_web *w, struct reply *c, const struct params *p)
@@ -330,10 +320,16 @@ static void api_scatter(struct tb_web *w, struct reply *c, const struct params *
     if (!r)
         return;
     const struct tb_analysis *a = &r->a;
-    /* The same threshold the episodes were cut with (correlate.h,
-     * tb_nstar_threshold): the intervention N*, else the fit's knee. */
-    double thr = tb_analysis_threshold(a);
-    bool have_n = isfinite(thr);
+    /* Congested and frozen windows by the rule the episodes were cut with
+     * (correlate.h, struct tb_congestion), as the report and its plot. */
+    struct tb_congestion rule;
+    tb_congestion_from_analysis(&rule, a, r->win, r->nwin);
+    uint8_t *st = malloc(r->nwin ? r->nwin : 1);
+    if (!st) {
+        reply_error(c, 500, "out of memory");
+        return;
+    }
+    tb_congestion_states(&rule, r->win, r->nwin, r->ep, r->nep, st);
     struct tb_buf b;
     tb_buf_init(&b);
     head(&b, p);
@@ -346,15 +342,15 @@ static void api_scatter(struct tb_web *w, struct reply *c, const struct params *
     tb_buf_puts(&b, ",\"slope\":");
     tb_buf_json_num(&b, a->slope);
     tb_buf_puts(&b, ",\"threshold\":");
-    tb_buf_json_num(&b, thr);
+    tb_buf_json_num(&b, rule.threshold);
     tb_buf_printf(&b, ",\"count\":%zu", r->nwin);
     COLUMN(&b, "start_ns", r, tb_buf_json_i64(&b, win->start_ns));
     COLUMN(&b, "load", r, tb_buf_json_num(&b, win->load));
     COLUMN(&b, "throughput", r, tb_buf_json_num(&b, win->throughput));
     COLUMN(&b, "norm_throughput", r, tb_buf_json_num(&b, win->norm_throughput));
-    COLUMN(&b, "congested", r,
-           tb_buf_puts(&b, have_n && win->load >= thr ? "1" : "0"));
-    COLUMN(&b, "freeze", r, tb_buf_puts(&b, in_freeze(r, win) ? "1" : "0"));
+    COLUMN(&b, "congested", r, tb_buf_puts(&b, st[i_] != TB_WIN_NORMAL ? "1" : "0"));
+    COLUMN(&b, "freeze", r, tb_buf_puts(&b, st[i_] == TB_WIN_FROZEN ? "1" : "0"));
+    free(st);
     tb_buf_puts(&b, "}\n");
     reply_buf(c, &b);
 }

@@ -3,6 +3,7 @@
  * polling of the database for the event stream. */
 #include "web-int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,7 +129,8 @@ void tb_web_publish_episode(struct tb_web *w, const char *tier, const struct tb_
     publish(w, "episode", &b);
 }
 
-void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb_analysis *a)
+void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb_analysis *a,
+                             const struct tb_congestion *rule)
 {
     if (!listening(w))
         return;
@@ -150,6 +152,12 @@ void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb
     tb_buf_json_num(&b, a->tp_max);
     tb_buf_puts(&b, ",\"slope\":");
     tb_buf_json_num(&b, a->slope);
+    tb_buf_puts(&b, ",\"threshold\":");
+    tb_buf_json_num(&b, rule->threshold);
+    tb_buf_puts(&b, ",\"freeze_frac\":");
+    tb_buf_json_num(&b, rule->freeze_frac);
+    tb_buf_puts(&b, ",\"units_per_completion\":");
+    tb_buf_json_num(&b, rule->ubar);
     tb_buf_puts(&b, "}");
     publish(w, "analysis", &b);
 }
@@ -171,11 +179,6 @@ void tb_web_publish_health(struct tb_web *w, int64_t ts_ns, uint64_t packets,
 
 /* ---- polling a database written by someone else ------------------------------ */
 
-static bool analysis_congested(const struct tb_analysis *a, const struct tb_window *win)
-{
-    return a && a->n_star == a->n_star && win->load >= a->n_star;
-}
-
 /* Emits the tier's windows and episodes newer than the watermarks. With
  * `emit` false it only moves the watermarks (at start, so that clients get
  * what is new rather than the whole history, which the API already serves). */
@@ -184,24 +187,30 @@ static void poll_tier(struct tb_web *w, uint32_t tier, bool emit)
     const struct tb_tier_info *ti = tb_catalog_tier_get(w->cat, tier);
     if (!ti || tier >= TB_WEB_MAX_TIERS)
         return;
+    /* Windows first, then the analysis: analyze.c stores an analysis before
+     * its windows, so windows read here always have theirs. */
+    struct tb_window *win = NULL;
+    size_t nwin = 0;
+    int64_t from = w->win_seen[tier] == INT64_MIN ? INT64_MIN : w->win_seen[tier] + 1;
+    bool have_w =
+        tb_store_get_windows(w->st, tier, 0, w->stream_width_ns, from, INT64_MAX, &win, &nwin) == 0;
     struct tb_analysis a;
     struct tb_episode *ep = NULL;
     size_t nep = 0;
     bool have_a = tb_store_get_analysis(w->st, tier, 0, w->stream_width_ns, &a, &ep, &nep) == 0;
-    struct tb_window *win = NULL;
-    size_t nwin = 0;
-    int64_t from = w->win_seen[tier] == INT64_MIN ? INT64_MIN : w->win_seen[tier] + 1;
-    if (tb_store_get_windows(w->st, tier, 0, w->stream_width_ns, from, INT64_MAX, &win, &nwin) ==
-        0) {
-        for (size_t i = 0; i < nwin; i++) {
-            if (win[i].start_ns <= w->win_seen[tier] && w->win_seen[tier] != INT64_MIN)
-                continue;
-            if (emit)
-                tb_web_publish_window(w, ti->name, &win[i],
-                                      analysis_congested(have_a ? &a : NULL, &win[i]));
-            if (win[i].start_ns > w->win_seen[tier] || w->win_seen[tier] == INT64_MIN)
-                w->win_seen[tier] = win[i].start_ns;
-        }
+    /* Congested by the stored analysis' rule (correlate.h): its threshold is
+     * the intervention N*, else the fit's knee, as in the report. */
+    struct tb_congestion rule = {.threshold = NAN};
+    if (have_a)
+        tb_congestion_from_analysis(&rule, &a, NULL, 0);
+    for (size_t i = 0; have_w && i < nwin; i++) {
+        if (win[i].start_ns <= w->win_seen[tier] && w->win_seen[tier] != INT64_MIN)
+            continue;
+        if (emit)
+            tb_web_publish_window(w, ti->name, &win[i],
+                                  tb_congestion_congested(&rule, win[i].load));
+        if (win[i].start_ns > w->win_seen[tier] || w->win_seen[tier] == INT64_MIN)
+            w->win_seen[tier] = win[i].start_ns;
     }
     free(win);
     if (have_a) {
@@ -214,8 +223,16 @@ static void poll_tier(struct tb_web *w, uint32_t tier, bool emit)
             sent = true;
             w->ep_seen[tier] = ep[i].end_ns;
         }
-        if (emit && sent)
-            tb_web_publish_analysis(w, ti->name, &a);
+        if (emit && sent) {
+            /* The rule's units per completion come from the analysed series. */
+            struct tb_window *aw = NULL;
+            size_t naw = 0;
+            if (tb_store_get_windows(w->st, tier, 0, w->stream_width_ns, a.from_ns, a.to_ns, &aw,
+                                     &naw) == 0)
+                tb_congestion_from_analysis(&rule, &a, aw, naw);
+            free(aw);
+            tb_web_publish_analysis(w, ti->name, &a, &rule);
+        }
     }
     free(ep);
 }
@@ -285,6 +302,34 @@ static void on_poll_closed(uv_handle_t *h)
     tb__web_finish_close(w);
 }
 
+/* Splits "a,b,c" into w->hosts; a name with a byte no host name has is a
+ * usage error. */
+static int parse_hosts(struct tb_web *w, const char *list, char *errbuf, size_t errlen)
+{
+    if (!list)
+        return 0;
+    w->hosts_buf = strdup(list);
+    if (!w->hosts_buf)
+        return TB_E_NOMEM;
+    for (char *save = NULL, *t = strtok_r(w->hosts_buf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        bool okname = strcmp(t, "*") == 0;
+        if (!okname) {
+            okname = t[0] != '\0' && strlen(t) < 254;
+            for (const char *q = t; *q && okname; q++)
+                okname = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
+                         (*q >= '0' && *q <= '9') || *q == '-' || *q == '.' || *q == '_';
+        }
+        if (!okname || w->nhosts == TB_WEB_MAX_HOSTS) {
+            snprintf(errbuf, errlen, "--allow-host '%s': %s", t,
+                     okname ? "too many names (32 at most)" : "not a host name");
+            return TB_E_INVAL;
+        }
+        w->hosts[w->nhosts++] = t;
+    }
+    return 0;
+}
+
 void tb__web_finish_close(struct tb_web *w)
 {
     if (w->job_running || !w->poll_closed)
@@ -296,6 +341,7 @@ void tb__web_finish_close(struct tb_web *w)
     if (w->st)
         tb_store_close(w->st);
     w->st = NULL;
+    free(w->hosts_buf);
     free(w);
 }
 
@@ -309,11 +355,13 @@ int tb_web_new(struct tb_web **out, uv_loop_t *loop, const struct tb_web_opts *o
     }
     w->loop = loop;
     w->poll_db = o->poll_db;
-    w->stream_width_ns = o->stream_width_ns > 0 ? o->stream_width_ns : 50 * TB_NS_PER_MS;
+    w->stream_width_ns = o->stream_width_ns > 0 ? o->stream_width_ns : TB_WINDOW_DEFAULT_NS;
     for (size_t i = 0; i < TB_WEB_MAX_TIERS; i++)
         w->win_seen[i] = INT64_MIN;
     w->health_seen = INT64_MIN;
-    int rc = pick_static_root(w, o->static_dir, errbuf, errlen);
+    int rc = parse_hosts(w, o->allow_hosts, errbuf, errlen);
+    if (rc == 0)
+        rc = pick_static_root(w, o->static_dir, errbuf, errlen);
     if (rc < 0)
         goto fail;
     const char *db = o->db_path ? o->db_path : "tbneck.db";
@@ -332,6 +380,8 @@ int tb_web_new(struct tb_web **out, uv_loop_t *loop, const struct tb_web_opts *o
     struct tb_http_opts ho = {
         .listen = o->listen,
         .allow_remote = o->allow_remote,
+        .allow_hosts = w->hosts,
+        .nallow_hosts = w->nhosts,
         .max_conns = o->max_conns,
         .idle_ms = o->idle_ms,
     };
@@ -351,6 +401,7 @@ fail:
         tb_catalog_free(w->cat);
     if (w->st)
         tb_store_close(w->st);
+    free(w->hosts_buf);
     free(w);
     return rc;
 }

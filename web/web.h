@@ -13,6 +13,10 @@
 struct tb_web_opts {
     const char *listen;       /* default "127.0.0.1:8080" */
     bool allow_remote;        /* bind non-loopback addresses */
+    /* Host names the dashboard answers to besides IP literals and localhost,
+     * comma-separated ("dash.example.org,mon"), "*" for any; NULL for none.
+     * Others get 403 (DNS rebinding, tb_http_host_allowed). */
+    const char *allow_hosts;
     const char *static_dir;   /* NULL = installed folder, else the source tree's */
     const char *db_path;      /* database read by the API (must exist) */
     /* Serving a database that someone else writes (or a finished one): poll
@@ -43,7 +47,11 @@ void tb_web_publish_window(struct tb_web *w, const char *tier, const struct tb_w
                            bool congested);
 void tb_web_publish_episode(struct tb_web *w, const char *tier, const struct tb_episode *ep,
                             bool ongoing);
-void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb_analysis *a);
+/* An analysis and the congestion rule it gives (threshold, curve, freeze
+ * fraction, units per completion): a client can check every window's
+ * congested flag and every episode against it. */
+void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb_analysis *a,
+                             const struct tb_congestion *rule);
 void tb_web_publish_health(struct tb_web *w, int64_t ts_ns, uint64_t packets,
                            uint64_t kernel_drops, uint64_t if_drops);
 

@@ -207,6 +207,8 @@ static bool body_shaped(const uint8_t *h, size_t hl, uint16_t len)
 {
     if (len == 0)
         return true;
+    if (len == 1)
+        return false; /* a bare message code: CPing, Shutdown, … */
     if (hl < 2)
         return true; /* unknown (cut by a hole): taken as body while a request is open */
     return len >= 2 && ((uint16_t)(h[0] << 8 | h[1])) == len - 2;

@@ -710,4 +710,5 @@ const struct tb_proto tb_proto_fastcgi = {
     .gap = fc_gap,
     .close = fc_close,
     .fini = fc_fini,
+    .multiplexed = true,
 };

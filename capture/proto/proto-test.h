@@ -38,6 +38,8 @@ static inline void pt_emit(void *ud, const struct tb_exchange *ex)
     t->emitted++;
     if (ex->class_len > 0 && !ex->class_text)
         abort(); /* a parser bug the fuzzers should find */
+    if (ex->class_len > 0 && memchr(ex->class_text, '\0', ex->class_len))
+        abort(); /* a NUL inside the class would cut it in the catalog */
     if (t->n >= PT_MAX_EX)
         return;
     struct pt_ex *e = &t->v[t->n++];
@@ -110,10 +112,46 @@ static inline void pt_close(struct pt *t, int fin_dir, int64_t ts)
     t->pr->close(t->st, &t->ctx, fin_dir, ts);
 }
 
+/* Sorted (non-decreasing) times: is t among the first n? */
+static inline bool pt_has_time(const int64_t *v, size_t n, int64_t t)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && v[lo] == t;
+}
+
+/* Aborts with the broken promise named (the replay build prints it; libFuzzer
+ * keeps the input). */
+static inline void pt_broken(const char *what, size_t i, const struct pt_ex *e)
+{
+    fprintf(stderr, "pt_fuzz_drive: exchange %zu breaks \"%s\" (arrival %lld departure %lld "
+                    "req %llu resp %llu status %d flags %#x class \"%.80s\")\n",
+            i, what, (long long)e->arr, (long long)e->dep, (unsigned long long)e->rq,
+            (unsigned long long)e->rs, (int)e->status, (unsigned)e->flags, e->cls);
+    abort();
+}
+
 /* Fuzz driver. Input: seed(1) split(2, LE) client-bytes server-bytes. The
  * two streams are fed in interleaved chunks of pseudo-random sizes, with
  * occasional holes (bytes skipped and reported as a gap, of known or unknown
- * length), then closed. Checks what every parser must guarantee. */
+ * length, at a known capture time or TB_TS_UNKNOWN), then closed. Checks, in
+ * every build (the plain replay too), what proto.h promises of every parser:
+ *  - an arrival is the time of a client chunk (or of a client hole whose time
+ *    was given), a departure that of a server chunk or server hole with a
+ *    time: an unknown time never moves either, and close() invents none;
+ *  - arrival <= departure, and arrivals come in request order (unless the
+ *    protocol is multiplexed);
+ *  - the recorded exchanges' request bytes add up to at most the client
+ *    stream's length, their response bytes to at most the server's;
+ *  - flags are known bits; a status is -1 or more; a class is shorter than
+ *    the parsers' class cap, has no NUL inside and is never NULL with a
+ *    length (checked in pt_emit). */
 static inline void pt_fuzz_drive(const struct tb_proto *pr, const uint8_t *data, size_t size)
 {
     if (size < 3)
@@ -126,6 +164,13 @@ static inline void pt_fuzz_drive(const struct tb_proto *pr, const uint8_t *data,
         split = size;
     const uint8_t *st[2] = {data, data + split};
     size_t left[2] = {split, size - split};
+    const uint64_t total[2] = {split, size - split};
+    /* Times at which each direction delivered bytes (at most one per byte). */
+    int64_t *times[2] = {malloc((split + 1) * sizeof(int64_t)),
+                         malloc((size - split + 1) * sizeof(int64_t))};
+    size_t ntimes[2] = {0, 0};
+    if (!times[0] || !times[1])
+        abort();
     struct pt *t = pt_new(pr, (s & 0x100) != 0);
     int64_t ts = 1000;
     while (left[0] || left[1]) {
@@ -138,10 +183,15 @@ static inline void pt_fuzz_drive(const struct tb_proto *pr, const uint8_t *data,
             k = left[dir];
         ts += (int64_t)(s >> 28);
         if ((s & 0x70) == 0x70) {
-            /* a hole: the bytes are skipped, the length told or not */
-            pt_gap(t, dir, (s & 0x80) ? k : 0, ts);
+            /* a hole: the bytes are skipped, the length told or not, the
+             * time known (snaplen cut) or not (lost segment) */
+            bool known = (s & 0x200) != 0;
+            pt_gap(t, dir, (s & 0x80) ? k : 0, known ? ts : TB_TS_UNKNOWN);
+            if (known)
+                times[dir][ntimes[dir]++] = ts;
         } else {
             pt_feed(t, dir, st[dir], k, ts);
+            times[dir][ntimes[dir]++] = ts;
         }
         st[dir] += k;
         left[dir] -= k;
@@ -149,10 +199,34 @@ static inline void pt_fuzz_drive(const struct tb_proto *pr, const uint8_t *data,
             break;
     }
     pt_close(t, (int)(s & 1) - (int)((s >> 1) & 1), ts + 1);
+    const uint32_t known_flags = TB_REQ_GAP | TB_REQ_TRUNC | TB_REQ_MIDSTREAM | TB_REQ_NORESP |
+                                 TB_REQ_CLOSE_DELIM;
+    uint64_t rq = 0, rs = 0;
     for (size_t i = 0; i < t->n; i++) {
-        if (t->v[i].dep < t->v[i].arr || t->v[i].arr < 1000 || t->v[i].dep > ts)
-            abort();
+        const struct pt_ex *e = &t->v[i];
+        if (e->dep < e->arr)
+            pt_broken("arrival <= departure", i, e);
+        if (!pt_has_time(times[0], ntimes[0], e->arr))
+            pt_broken("arrival is the time of a client chunk", i, e);
+        if (!pt_has_time(times[1], ntimes[1], e->dep))
+            pt_broken("departure is the time of a server chunk", i, e);
+        if (i && e->arr < t->v[i - 1].arr && !pr->multiplexed)
+            pt_broken("arrivals in request order", i, e);
+        if (e->flags & ~known_flags)
+            pt_broken("known flags only", i, e);
+        if (e->status < -1)
+            pt_broken("status -1 or more", i, e);
+        if (strlen(e->cls) >= 512)
+            pt_broken("class shorter than the class cap", i, e);
+        rq += e->rq;
+        rs += e->rs;
+        if (rq > total[0])
+            pt_broken("request bytes within the client stream", i, e);
+        if (rs > total[1])
+            pt_broken("response bytes within the server stream", i, e);
     }
+    free(times[0]);
+    free(times[1]);
     pt_free(t);
 }
 

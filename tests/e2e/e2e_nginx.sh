@@ -14,6 +14,7 @@
 set -euo pipefail
 : "${TBNECK:?}" "${TB_SRCDIR:?}"
 lib="$TB_SRCDIR/tests/e2e/lib"
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: capturing on lo needs root"; exit 77; }
 for p in nginx tcpdump tshark editcap curl wrk python3; do
     command -v "$p" >/dev/null || { echo "SKIP: $p not installed"; exit 77; }
 done
@@ -156,7 +157,7 @@ kill -INT "$tpid"
 wait "$tpid" 2>/dev/null || true
 # A capture with holes would compare the two tools' gap handling instead.
 if ! grep -q "^0 packets dropped by kernel" "$work/tcpdump.err"; then
-    echo "SKIP: tcpdump dropped packets (machine too loaded)"; cat "$work/tcpdump.err"; exit 77
+    echo "FAIL: tcpdump dropped packets (machine too loaded)"; cat "$work/tcpdump.err"; exit 1
 fi
 
 db="$work/t.db"
@@ -182,5 +183,8 @@ editcap -s 200 "$work/cap.pcap" "$work/cut.pcap"
 "$TBNECK" capture -r "$work/cut.pcap" --db "$work/cut.db" >"$work/cut.out" 2>&1 ||
     { echo "FAIL: tbneck capture (snaplen)"; cat "$work/cut.out"; exit 1; }
 "$TBNECK" export requests --db "$work/cut.db" >"$work/cut.csv"
+# Tolerance: a pipelined request whose request line lies wholly past the cut
+# cannot be seen at all (1 of 1038 in a typical run: one of the raw
+# pipelined batch); nothing is ever invented or shifted (checked exactly).
 python3 "$lib/proto_snaplen_compare.py" "$work/requests.csv" "$work/cut.csv" 0.99
 echo "PASS"

@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 # e2e_stack.sh — tbneck on a real nginx → Tomcat → MariaDB stack (scripts/stack/run.sh,
 # tiers auto-discovered): the three tiers are found, every tier's request count matches
-# what the servers counted themselves, Tomcat's long GC pauses sit inside its congestion
-# episodes and its freeze episodes are GC pauses, and the plots are drawn.
+# what the servers counted themselves, Tomcat's long GC pauses (read here from its GC log)
+# sit inside its exported congestion episodes and its freeze episodes are GC pauses,
+# `tbneck events report` counts the same, and the plots are drawn.
 set -euo pipefail
 : "${TBNECK:?set by meson}" "${TB_SRCDIR:?set by meson}"
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (namespaces, capture)"; exit 77; }
@@ -17,8 +18,10 @@ bash "$TB_SRCDIR/scripts/stack/run.sh" --out "$out" --discover --duration "${TB_
     --tbneck "$TBNECK"
 
 "$TBNECK" tiers --db "$out/stack.db" >"$out/tiers-again.txt"
+app_tier=$(awk '$1 == "app" { print $2 }' "$out/tier-names.txt")
+"$TBNECK" export windows --tier "$app_tier" --window 50ms --db "$out/stack.db" >"$out/windows-app.csv"
 python3 - "$out" <<'PY'
-import json, os, sys
+import calendar, csv, json, os, re, sys
 out = sys.argv[1]
 failed = []
 def check(cond, what):
@@ -41,32 +44,103 @@ check(len(per_tier) == 3, f"exactly three tiers carry requests: {sorted(per_tier
 for t in ("http", "http-8080", "mysql"):
     check(t in tiers_out.split(), f"'tbneck tiers' lists {t}")
 
-def close(a, b, what):
-    check(b > 1000 and abs(a - b) <= 0.005 * b, f"{what}: tbneck {a} vs {b} (within 0.5%)")
+def same(a, b, what):
+    # The capture sees every request (no drop at this rate): equal, not "close".
+    check(b > 1000 and a == b, f"{what}: tbneck {a} vs {b} (equal)")
 
 check(counts["app_errors"] == 0, f"webapp errors: {counts['app_errors']}")
-close(per_tier.get(names["web"], 0), counts["nginx_requests"], "web tier vs nginx access log")
-close(per_tier.get(names["app"], 0), counts["nginx_requests"], "tomcat tier vs nginx access log")
-close(per_tier.get(names["app"], 0), counts["tomcat_requests"], "tomcat tier vs webapp's own count")
-close(per_tier.get(names["db"], 0), counts["jdbc_queries"], "mysql tier vs JDBC query count")
-close(per_tier.get(names["db"], 0), counts["mysql_questions"], "mysql tier vs MariaDB's Questions")
+same(per_tier.get(names["web"], 0), counts["nginx_requests"], "web tier vs nginx access log")
+same(per_tier.get(names["app"], 0), counts["nginx_requests"], "tomcat tier vs nginx access log")
+same(per_tier.get(names["app"], 0), counts["tomcat_requests"], "tomcat tier vs webapp's own count")
+same(per_tier.get(names["db"], 0), counts["mysql_questions"], "mysql tier vs MariaDB's Questions")
+# The webapp counts only its own queries; MariaDB Connector/J adds set-up
+# statements on each new connection (2 each with Debian 12's driver), which
+# the wire and MariaDB's Questions carry.
+extra = per_tier.get(names["db"], 0) - counts["jdbc_queries"]
+check(0 <= extra <= 3 * counts["jdbc_connections"],
+      f"mysql tier vs JDBC query count: tbneck {per_tier.get(names['db'], 0)} vs "
+      f"{counts['jdbc_queries']} + set-up statements of {counts['jdbc_connections']} connections")
 
-r = json.load(open(os.path.join(out, "events-report.json")))
-print("events report:", json.dumps(r))
-check(r["long_pauses"] >= 5, f"at least 5 GC pauses of 50 ms or more in the run: {r['long_pauses']}")
-f = r["long_pauses_in_episodes_fraction"]
-check(f is not None and f >= 0.9,
-      f"GC pauses >= 50 ms inside a Tomcat congestion episode: {r['long_pauses_in_episodes']}"
-      f"/{r['long_pauses']} >= 90%")
-check(r["freeze_episodes"] >= 3, f"Tomcat has freeze episodes: {r['freeze_episodes']}")
-f = r["freeze_with_pause_fraction"]
-check(f is not None and f >= 0.8,
-      f"Tomcat freeze episodes overlapping a GC pause: {r['freeze_with_pause']}"
-      f"/{r['freeze_episodes']} >= 80%")
+# The GC figures, computed here from Tomcat's own GC log and the episodes the
+# report exported (not by `tbneck events report`, which is then held to them).
+# A JDK 9+ unified log line "[2026-..T01:02:03.456+0000][12.3s][info][gc] GC(7)
+# Pause Young (...) 30M->10M(48M) 12.345ms" is stamped when the pause ends.
+app = names["app"]
+rep = json.load(open(os.path.join(out, f"report-{app}.json")))
+ev = json.load(open(os.path.join(out, "events-report.json")))
+print("events report:", json.dumps(ev))
+line_re = re.compile(r"^\[(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d+)([+-])(\d\d):?(\d\d)\]"
+                     r"\[[^\]]*\]\[\s*\w+\s*\]\[\s*gc\s*\]\s*GC\(\d+\) Pause .* (\d+)\.(\d+)ms\s*$")
+pauses = []
+for line in open(os.path.join(out, "gc.log")):
+    m = line_re.match(line)
+    if not m:
+        continue
+    y, mo, d, h, mi, se = (int(x) for x in m.groups()[:6])
+    frac, sign, oh, om, dms, dfrac = m.groups()[6:]
+    end = (calendar.timegm((y, mo, d, h, mi, se)) - (1 if sign == "+" else -1)
+           * (int(oh) * 3600 + int(om) * 60)) * 10**9 + int((frac + "000000000")[:9])
+    dur = int(dms) * 10**6 + int((dfrac + "000000")[:6])
+    pauses.append((end - dur, end))
+lo, hi = rep["from_ns"], rep["to_ns"]
+pauses = sorted(p for p in pauses if p[0] < hi and lo < p[1])
+eps = [(e["start_ns"], e["end_ns"], e["kind"]) for e in rep["episodes"]]
+def over(a, b):
+    return a[0] < b[1] and b[0] < a[1]
+long_ = [p for p in pauses if p[1] - p[0] >= 50 * 10**6]
+in_ep = [p for p in pauses if any(over(p, e) for e in eps)]
+long_in = [p for p in long_ if any(over(p, e) for e in eps)]
+freeze = [e for e in eps if e[2] == "freeze"]
+freeze_gc = [e for e in freeze if any(over(p, e) for p in pauses)]
+ep_gc = [e for e in eps if any(over(p, e) for p in pauses)]
+print(f"from the GC log: {len(pauses)} pauses in the capture, {len(long_)} of 50 ms or more, "
+      f"{len(long_in)} of those inside one of {len(eps)} episodes; {len(freeze_gc)} of "
+      f"{len(freeze)} freeze episodes overlap a pause")
+check(len(long_) >= 5, f"at least 5 GC pauses of 50 ms or more in the run: {len(long_)}")
+# A stop-the-world pause of 50 ms with 16 connections in flight always piles
+# requests up in Tomcat: every one must lie in an episode (21/21 and 14/14 measured).
+check(long_ and len(long_in) == len(long_),
+      f"GC pauses >= 50 ms inside a Tomcat congestion episode: {len(long_in)}/{len(long_)}")
+check(len(freeze) >= 3, f"Tomcat has freeze episodes: {len(freeze)}")
+# Tolerance: a JVM also stops for what its [gc] log does not record (safepoints
+# for deoptimisation or biased locking, class loading) and the kernel may stall
+# it, so a freeze need not be a logged pause (15 of 15 and 14 of 15 in two runs).
+check(freeze and len(freeze_gc) >= 0.8 * len(freeze),
+      f"Tomcat freeze episodes overlapping a GC pause: {len(freeze_gc)}/{len(freeze)} >= 80%")
+# `tbneck events report` must give the same counts as computed here.
+for key, mine in (("pauses", len(pauses)), ("long_pauses", len(long_)),
+                  ("pauses_in_episodes", len(in_ep)), ("long_pauses_in_episodes", len(long_in)),
+                  ("episodes", len(eps)), ("freeze_episodes", len(freeze)),
+                  ("freeze_with_pause", len(freeze_gc)), ("episodes_with_pause", len(ep_gc))):
+    check(ev[key] == mine, f"events report {key} = {ev[key]}, from the GC log {mine}")
 
-c = r["correlation"]
+# GC running ratio per window (the union of pauses over each 50 ms window) against
+# the tier's exported load per window: the paper's Figure 10a correlation.
+width = rep["window_ns"]
+load = {}
+for row in csv.DictReader(open(os.path.join(out, "windows-app.csv"))):
+    load[int(row["start_ns"])] = float(row["load"])
+xs, ys = [], []
+for s in range(lo, hi, width):
+    cov, upto = 0, s
+    for a, b in pauses:
+        a, b = max(a, upto), min(b, s + width)
+        if b > a:
+            cov += b - a
+            upto = b
+    xs.append(cov / width)
+    ys.append(load.get(s, 0.0))
+mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
+c = sxy / (sxx * syy) ** 0.5 if sxx > 0 and syy > 0 else None
+# Tolerance: how strongly GC and load go together depends on the JVM's heap
+# and the machine (0.90 measured here); the paper's Figure 10a claims a clear
+# positive correlation, not a value.
 check(c is not None and c >= 0.5,
       f"GC running ratio and Tomcat load correlate per window (paper's Figure 10a): r = {c}")
+check(c is not None and ev["correlation"] is not None and abs(ev["correlation"] - c) < 1e-6,
+      f"events report correlation {ev['correlation']} = {c} computed here")
 
 for p in ["gc-load.png", "gc-load-12s.png"] + [f"report-{t}.png" for t in per_tier]:
     path = os.path.join(out, p)

@@ -10,6 +10,7 @@
 # screenshots in the build folder and prints their paths.
 set -uo pipefail
 source "$TB_SRCDIR/tests/e2e/web/common.sh"
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: the live part needs root (network namespace)"; exit 77; }
 
 [ -x /usr/bin/chromium ] || fail "/usr/bin/chromium missing (bash scripts/deps.sh installs it)"
 command -v node >/dev/null && command -v npm >/dev/null || fail "node/npm missing (scripts/deps.sh)"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* test_episodes.c — congested windows, episodes and their kinds, summary
- * figures, the one-series analysis, and load/response-time attribution. */
+ * figures, the one-series analysis, load/response-time attribution, and the
+ * streaming form of the episode rule against the offline one. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -327,6 +328,209 @@ static void test_degenerate(void **state)
     assert_int_equal(tb_correlate_analyze(w, 1, 0, NULL, NULL, &ep, &nep), TB_E_INVAL);
 }
 
+
+/* ---- one rule, offline and streaming ---------------------------------------- */
+
+/* The rule of DESIGN.md "Episode" written out again, independently of
+ * correlate: runs of consecutive windows with load >= thr; peak and means
+ * over the run; freeze when 2 consecutive windows of it, or the run's means,
+ * are below ff x min(slope·l, tpmax) where that curve promises >= 5
+ * completions (ubar work units each) over the stretch. Windows' congested
+ * flags go to cong[]. */
+static bool oracle_frozen(double l, double tp, int64_t dur, double slope, double tpmax,
+                          double ff, double ubar)
+{
+    double c = fmin(slope * l, tpmax);
+    return tp < ff * c && c * ((double)dur / 1e9) / ubar >= 5.0;
+}
+
+static size_t oracle_episodes(const struct tb_window *w, size_t n, double thr, double slope,
+                              double tpmax, double ff, struct tb_episode *out, bool *cong)
+{
+    double u = 0, c = 0;
+    for (size_t i = 0; i < n; i++) {
+        u += w[i].work_units;
+        c += w[i].completions;
+    }
+    double ubar = u > 0 && c > 0 ? u / c : 1;
+    size_t ne = 0;
+    for (size_t i = 0; i < n; i++)
+        cong[i] = w[i].load >= thr;
+    for (size_t i = 0; i < n; i++) {
+        if (!cong[i] || (i > 0 && cong[i - 1] && w[i].start_ns == w[i - 1].start_ns + W))
+            continue; /* not the first window of a run */
+        size_t j = i;
+        while (j + 1 < n && cong[j + 1] && w[j + 1].start_ns == w[j].start_ns + W)
+            j++;
+        struct tb_episode *e = &out[ne++];
+        memset(e, 0, sizeof *e);
+        double sl = 0, st = 0;
+        int run = 0, longest = 0;
+        for (size_t k = i; k <= j; k++) {
+            e->peak_load = fmax(e->peak_load, w[k].load);
+            sl += w[k].load;
+            st += w[k].norm_throughput;
+            run = oracle_frozen(w[k].load, w[k].norm_throughput, W, slope, tpmax, ff, ubar)
+                      ? run + 1
+                      : 0;
+            longest = run > longest ? run : longest;
+        }
+        e->start_ns = w[i].start_ns;
+        e->end_ns = w[j].start_ns + W;
+        e->mean_load = sl / (double)(j - i + 1);
+        e->throughput = st / (double)(j - i + 1);
+        e->kind = longest >= 2 || oracle_frozen(e->mean_load, e->throughput,
+                                                e->end_ns - e->start_ns, slope, tpmax, ff, ubar)
+                      ? TB_EP_FREEZE
+                      : TB_EP_SATURATED;
+    }
+    return ne;
+}
+
+static void assert_same_episode(const struct tb_episode *a, const struct tb_episode *b)
+{
+    assert_int_equal(a->start_ns, b->start_ns);
+    assert_int_equal(a->end_ns, b->end_ns);
+    assert_near(a->peak_load, b->peak_load, 0);
+    assert_near(a->mean_load, b->mean_load, 1e-12 * b->mean_load);
+    assert_near(a->throughput, b->throughput, 1e-12 * fmax(1, b->throughput));
+    assert_int_equal(a->kind, b->kind);
+}
+
+/* The same windows through tb_episodes_find (offline) and pushed one at a
+ * time through the streaming tracker (as a live capture closes them) give
+ * the same episodes, and both are the oracle's; the tracker's per-window
+ * flags are the oracle's congested windows and run starts, and an episode
+ * in progress reads as the oracle's episode cut at that window. 20 random
+ * series with missing windows, pauses, drains and ties at the threshold. */
+static void test_stream_same(void **state)
+{
+    (void)state;
+    enum { N = 4000 };
+    struct tb_window *w = calloc(N, sizeof *w);
+    struct tb_episode *want = calloc(N, sizeof *want), *cut = calloc(N, sizeof *cut);
+    bool *cong = calloc(N, sizeof *cong), *cong2 = calloc(N, sizeof *cong2);
+    assert_true(w && want && cut && cong && cong2);
+    size_t total = 0, nfreeze = 0;
+    for (int seed = 0; seed < 20; seed++) {
+        double ubar = 1 + 4 * unif();
+        size_t n = 0;
+        for (size_t k = 0; n < N; k++) {
+            if (unif() < 0.01)
+                continue; /* a missing window */
+            double l = unif() < 0.3 ? 4 + 4 * unif() : 3 * unif();
+            if (unif() < 0.02)
+                l = 4.0; /* exactly at the threshold: congested */
+            double tp = 100 * fmin(l, 4) * (1 + 0.05 * gauss());
+            if (unif() < 0.05)
+                tp *= 0.1; /* a paused window */
+            setu(w, n, l, tp, ubar);
+            w[n].start_ns = (int64_t)k * W;
+            n++;
+        }
+        struct tb_nstar ns;
+        memset(&ns, 0, sizeof ns);
+        ns.n_star = 4;
+        ns.n_star_fit = NAN;
+        ns.slope = 100;
+        ns.tp_max = 400;
+        size_t nw = oracle_episodes(w, n, 4.0, 100, 400, 0.3, want, cong);
+        struct tb_episode *ep;
+        size_t nep;
+        assert_int_equal(tb_episodes_find(w, n, 4.0, &ns, 0.3, &ep, &nep), 0);
+        assert_int_equal(nep, nw);
+        for (size_t i = 0; i < nep; i++)
+            assert_same_episode(&ep[i], &want[i]);
+
+        struct tb_congestion rule;
+        tb_congestion_from_nstar(&rule, &ns, 0.3, w, n);
+        assert_near(rule.threshold, 4.0, 0);
+        struct tb_episode_track t;
+        tb_episode_track_init(&t, &rule);
+        size_t got = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct tb_episode closed, cur;
+            unsigned r = tb_episode_track_push(&t, &w[i], &closed);
+            assert_int_equal((r & TB_TRACK_CONGESTED) != 0, cong[i]);
+            bool starts = cong[i] && (i == 0 || !cong[i - 1] ||
+                                      w[i].start_ns != w[i - 1].start_ns + W);
+            assert_int_equal((r & TB_TRACK_OPENED) != 0, starts);
+            if (r & TB_TRACK_CLOSED) {
+                assert_true(got < nw);
+                assert_same_episode(&closed, &want[got]);
+                got++;
+            }
+            assert_int_equal(tb_episode_track_current(&t, &cur), cong[i]);
+            if (cong[i]) {
+                /* In progress: the oracle over the run so far. */
+                size_t s0 = i;
+                while (s0 > 0 && cong[s0 - 1] && w[s0].start_ns == w[s0 - 1].start_ns + W)
+                    s0--;
+                size_t m = oracle_episodes(w, i + 1, 4.0, 100, 400, 0.3, cut, cong2);
+                /* ubar differs over the prefix: compare the times and means only. */
+                assert_true(m > 0);
+                assert_int_equal(cur.start_ns, w[s0].start_ns);
+                assert_int_equal(cur.end_ns, cut[m - 1].end_ns);
+                assert_near(cur.mean_load, cut[m - 1].mean_load, 1e-12 * cur.mean_load);
+                assert_near(cur.peak_load, cut[m - 1].peak_load, 0);
+            }
+        }
+        struct tb_episode last;
+        if (tb_episode_track_end(&t, &last)) {
+            assert_true(got < nw);
+            assert_same_episode(&last, &want[got]);
+            got++;
+        }
+        assert_false(tb_episode_track_end(&t, &last));
+        assert_int_equal(got, nw);
+        total += nw;
+        for (size_t i = 0; i < nw; i++)
+            nfreeze += want[i].kind == TB_EP_FREEZE;
+        free(ep);
+    }
+    /* The series exercise both kinds, many times. */
+    assert_true(total > 2000);
+    assert_true(nfreeze > 100 && nfreeze < total - 100);
+    free(w);
+    free(want);
+    free(cut);
+    free(cong);
+    free(cong2);
+}
+
+/* A rule replaced between windows (a live re-estimate) decides from then on:
+ * the window after the change is judged by the new threshold. */
+static void test_stream_rule_change(void **state)
+{
+    (void)state;
+    struct tb_window w[6];
+    const double load[6] = {5, 5, 3, 3, 5, 1};
+    for (size_t k = 0; k < 6; k++)
+        setu(w, k, load[k], 300, 1);
+    struct tb_congestion a = {.threshold = 4, .slope = 100, .tp_max = 400, .freeze_frac = 0.3,
+                              .ubar = 1};
+    struct tb_congestion b = a;
+    b.threshold = 2;
+    struct tb_episode_track t;
+    struct tb_episode e;
+    tb_episode_track_init(&t, &a);
+    assert_int_equal(tb_episode_track_push(&t, &w[0], &e), TB_TRACK_CONGESTED | TB_TRACK_OPENED);
+    assert_int_equal(tb_episode_track_push(&t, &w[1], &e), TB_TRACK_CONGESTED);
+    assert_int_equal(tb_episode_track_push(&t, &w[2], &e), TB_TRACK_CLOSED);
+    assert_int_equal(e.start_ns, 0);
+    assert_int_equal(e.end_ns, 2 * W);
+    tb_episode_track_rule(&t, &b);
+    assert_int_equal(tb_episode_track_push(&t, &w[3], &e), TB_TRACK_CONGESTED | TB_TRACK_OPENED);
+    assert_int_equal(tb_episode_track_push(&t, &w[4], &e), TB_TRACK_CONGESTED);
+    assert_int_equal(tb_episode_track_push(&t, &w[5], &e), TB_TRACK_CLOSED);
+    assert_int_equal(e.start_ns, 3 * W);
+    assert_int_equal(e.end_ns, 5 * W);
+    assert_near(e.mean_load, 4, 1e-12);
+    /* No rule threshold: nothing is congested. */
+    struct tb_congestion none = {.threshold = NAN};
+    assert_false(tb_congestion_congested(&none, 1e9));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -335,6 +539,8 @@ int main(void)
         cmocka_unit_test(test_series),
         cmocka_unit_test(test_attribution),
         cmocka_unit_test(test_degenerate),
+        cmocka_unit_test(test_stream_same),
+        cmocka_unit_test(test_stream_rule_change),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "events_gc.h"
+#include "events.h"
 
 /* 2026-11-22T01:02:03Z */
 #define T0 INT64_C(1795309323000000000)

@@ -3,7 +3,7 @@
 # proto_http_compare.py — compares tbneck's HTTP request records with the
 # request/response pairs tshark finds in the same capture.
 #
-# usage: proto_http_compare.py requests.csv frames.tsv PORT
+# usage: proto_http_compare.py requests.csv frames.tsv PORT [--strict] [--expect N]
 #   frames.tsv (tshark -T fields, tab-separated, aggregator ','):
 #     frame.number frame.time_epoch tcp.stream tcp.srcport tcp.dstport
 #     tcp.segment http.request.method http.response.code http.request_in http.time
@@ -16,6 +16,13 @@
 # Expected arrival = the request's first segment; departure = the frame that
 # completes the response; status = the response code. Interim 1xx responses
 # (other than 101) are not answers.
+#
+# --strict: every response must carry tshark's own pairing (http.request_in,
+# http.time), and the one tbneck record it matches must have departure equal
+# to the response frame's time and departure - arrival equal to http.time, to
+# the nanosecond (requests that fit one segment, so tshark's request frame is
+# the first one). --expect N: exactly N exchanges (a count the test knows from
+# elsewhere, e.g. the load generator's answered requests).
 import csv
 import sys
 
@@ -26,7 +33,12 @@ def ns(s):
 
 
 def main():
-    req_csv, frames_tsv, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    args = sys.argv[1:]
+    strict = "--strict" in args
+    expect = None
+    if "--expect" in args:
+        expect = int(args[args.index("--expect") + 1])
+    req_csv, frames_tsv, port = args[0], args[1], int(args[2])
     t = {}
     streams = {}
     tshark_pairs = 0
@@ -56,11 +68,16 @@ def main():
                 st["resp"].append((num, c, ri, rt))
     want = []
     disagree = 0
+    unpaired = 0
     for sid, st in sorted(streams.items()):
         for i, (rframe, code, req_in, rtime) in enumerate(st["resp"]):
             if i >= len(st["req"]):
                 break
             qframe, first = st["req"][i]
+            if req_in is None and strict:
+                unpaired += 1
+                print("UNPAIRED: stream %d response frame %d has no http.request_in/http.time"
+                      % (sid, rframe))
             if req_in is not None:
                 tshark_pairs += 1
                 if req_in != qframe or t[rframe] - t[qframe] != ns(rtime):
@@ -68,7 +85,8 @@ def main():
                     print("DISAGREE: stream %d response frame %d: tshark pairs it with %d "
                           "(http.time %s), in-order pairing with %d" % (sid, rframe, req_in,
                                                                       rtime, qframe))
-            want.append((st["cport"], t[first], t[rframe], code))
+            want.append((st["cport"], t[first], t[rframe], code,
+                         ns(rtime) if rtime is not None else None))
     got = {}
     n_got = 0
     for r in csv.DictReader(open(req_csv)):
@@ -79,7 +97,8 @@ def main():
         got.setdefault(key, []).append((int(r["departure_ns"]), int(r["status"]), r["class"],
                                         int(r["flags"])))
     bad = 0
-    for cport, arr, dep, code in want:
+    timing = 0
+    for cport, arr, dep, code, rtime in want:
         cands = got.get((cport, arr), [])
         hit = [c for c in cands if c[0] == dep and c[1] == code]
         if not hit:
@@ -89,16 +108,26 @@ def main():
                       % (cport, arr, dep, code, cands))
             continue
         cands.remove(hit[0])
+        if strict and rtime is not None and hit[0][0] - arr != rtime:
+            timing += 1
+            print("TIME: client port %d arrival %d: tbneck departure - arrival %d ns, tshark "
+                  "http.time %d ns" % (cport, arr, hit[0][0] - arr, rtime))
     extra = [(k, v) for k, vs in got.items() for v in vs]
     for k, v in extra[:10]:
         print("EXTRA: tbneck reports %r %r that tshark does not" % (k, v))
     print("pairs: %d (tshark paired %d itself), tbneck records: %d, unmatched: %d, extra: %d"
           % (len(want), tshark_pairs, n_got, bad, len(extra)))
-    if len(want) < 20:
+    if expect is None and len(want) < 20:
         print("FAIL: too few exchanges captured")
         sys.exit(1)
-    if bad or extra or disagree:
-        print("FAIL")
+    if expect is not None and (len(want) != expect or n_got != expect):
+        print("FAIL: expected exactly %d exchanges; tshark has %d, tbneck %d"
+              % (expect, len(want), n_got))
+        sys.exit(1)
+    if bad or extra or disagree or unpaired or timing:
+        print("FAIL: %d unmatched, %d extra, %d pairing disagreements, %d responses tshark "
+              "did not pair, %d http.time mismatches" % (bad, len(extra), disagree, unpaired,
+                                                         timing))
         sys.exit(1)
 
 

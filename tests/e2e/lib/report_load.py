@@ -4,6 +4,10 @@
 # thousand short responses a second: enough to load the tier, few enough
 # that tshark's microsecond truncation stays far below the tolerance) and one
 # client fetches /slow/ every 400 ms. Usage: report_load.py PORT SECONDS SEED
+# Prints "requests: N static: S slow: L" (what the clients got answered, an
+# oracle for the request counts). A client that fails (an error status, a
+# refused or dropped connection) makes the whole script exit 1: the threads
+# report into `errors`, since sys.exit() in a thread ends only that thread.
 import http.client
 import random
 import sys
@@ -12,10 +16,18 @@ import time
 
 port, secs, seed = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3])
 end = time.monotonic() + secs
-counts = []
+counts = {}
+errors = []
 
 
 def client(idx, slow):
+    try:
+        run_client(idx, slow)
+    except Exception as e:  # noqa: BLE001 - any failure of a client fails the load
+        errors.append("client %d: %r" % (idx, e))
+
+
+def run_client(idx, slow):
     rng = random.Random(seed * 100 + idx)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
     n = 0
@@ -28,12 +40,12 @@ def client(idx, slow):
         resp = conn.getresponse()
         resp.read()
         if resp.status != 200:
-            print("GET %s: status %d" % (path, resp.status), file=sys.stderr)
-            sys.exit(1)
+            errors.append("client %d: GET %s: status %d" % (idx, path, resp.status))
+            return
         n += 1
         time.sleep(0.4 if slow else rng.uniform(0, 0.002))
     conn.close()
-    counts.append(n)
+    counts[idx] = n
 
 
 threads = [threading.Thread(target=client, args=(i, i == 3)) for i in range(4)]
@@ -41,4 +53,9 @@ for t in threads:
     t.start()
 for t in threads:
     t.join()
-print("requests: %d" % sum(counts))
+for e in errors:
+    print("FAIL: " + e, file=sys.stderr)
+if errors or len(counts) != len(threads):
+    sys.exit(1)
+print("requests: %d static: %d slow: %d" % (sum(counts.values()), sum(counts[i] for i in range(3)),
+                                         counts[3]))

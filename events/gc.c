@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* events_gc.c — JVM GC log lines (JDK 9+ unified logging, JDK 8 date stamps)
+/* gc.c — JVM GC log lines (JDK 9+ unified logging, JDK 8 date stamps)
  * to stop-the-world pause events with wall-clock start and end. */
-#include "events_gc.h"
+#include "events.h"
 
 #include <stdlib.h>
 #include <sys/types.h>

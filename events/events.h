@@ -1,14 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* events_gc.h — parser of JVM garbage-collection logs into pause events for
- * `tbneck events import --gc`. Pure text in, events out; no I/O but the FILE
- * the caller hands over. */
-#ifndef TB_EVENTS_GC_H
-#define TB_EVENTS_GC_H
+/* events.h — sources of outside events (struct tb_event, common/event.h):
+ * the parser of JVM garbage-collection logs into pause events for `tbneck
+ * events import --gc`. Pure text in, events out; no I/O but the FILE the
+ * caller hands over. */
+#ifndef TB_EVENTS_H
+#define TB_EVENTS_H
 
 #include <stdio.h>
 
 #include "tb.h"
-#include "store.h"
+#include "event.h"
 
 /* What one line turned out to be. */
 enum tb_gc_line {

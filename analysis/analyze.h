@@ -10,6 +10,7 @@
 #include "store.h"
 #include "stats.h"
 #include "correlate.h"
+#include "diagnose.h"
 
 struct tb_analyze_opts {
     int64_t width_ns;          /* window width (default 50 ms) */
@@ -36,6 +37,14 @@ int tb_analyze_tier(struct tb_store *st, const struct tb_catalog *cat, uint32_t 
                     const struct tb_analyze_opts *o, struct tb_analysis_result *res, char *errbuf,
                     size_t errlen);
 void tb_analysis_result_free(struct tb_analysis_result *res);
+/* The tier and each of its servers (o->server must be 0): *total as
+ * tb_analyze_tier gives it, *servers one result per server of the tier in
+ * catalog order (malloc'd; free each with tb_analysis_result_free, then the
+ * array). */
+int tb_analyze_tier_servers(struct tb_store *st, const struct tb_catalog *cat, uint32_t tier,
+                            const struct tb_analyze_opts *o, struct tb_analysis_result *total,
+                            struct tb_analysis_result **servers, size_t *nservers, char *errbuf,
+                            size_t errlen);
 
 /* ---- the report: one tier, each of its servers, cross-tier attribution ---- */
 
@@ -58,6 +67,10 @@ struct tb_report {
     size_t nfront;
     struct tb_tier_corr *corr;          /* every tier with requests, strongest first */
     size_t ncorr;
+    /* The root cause over the same range (tb_diagnose), when the caller ran
+     * it: the formats print it instead of the correlation's "explains". */
+    bool have_verdict;
+    struct tb_diag_verdict verdict;
 };
 
 /* Runs the analysis of the tier (or o->server), of each of its servers, and
@@ -70,10 +83,11 @@ void tb_report_free(struct tb_report *rep);
 /* The addresses a tier's servers call downstream from, for the service-time
  * estimate: each server's own IP (its machine) and the tier's configured
  * hosts. *out is malloc'd (possibly with *n = 0). */
-int tb_cli_svc_hosts(const struct tb_catalog *cat, uint32_t tier, struct tb_svc_host **out,
-                     size_t *n);
+int tb_analysis_svc_hosts(const struct tb_catalog *cat, uint32_t tier,
+                          struct tb_svc_host **out, size_t *n);
 /* Whether request r (of another tier) was sent from one of those addresses:
  * a call made downstream, whose time is subtracted from the caller's. */
-bool tb_cli_called_from(const struct tb_request *r, const struct tb_svc_host *hosts, size_t n);
+bool tb_analysis_called_from(const struct tb_request *r, const struct tb_svc_host *hosts,
+                             size_t n);
 
 #endif

@@ -56,6 +56,7 @@ struct pipe {
     uint32_t *servers;   /* rows 1..nservers */
     size_t nservers;
     uint64_t *count;     /* requests per row (row 0 = the tier) */
+    bool calls;          /* the tier's machines called other tiers (N* without slope hint) */
     char *err;
     size_t errlen;
 };
@@ -387,7 +388,7 @@ static int overrides_from_capture(const struct pipe *p, struct tb_svc_override *
     for (size_t i = 0; i < cal.n; i++)
         if (cal.rq[i].tier == ctier)
             mine[k++] = cal.rq[i];
-    if ((rc = tb_cli_svc_hosts(cc, ctier, &hosts, &nhosts)) == 0 &&
+    if ((rc = tb_analysis_svc_hosts(cc, ctier, &hosts, &nhosts)) == 0 &&
         (rc = downstream(cal.rq, cal.n, ctier, hosts, nhosts, &down, &ndown)) == 0) {
         struct tb_svc_opts so;
         tb_svc_opts_default(&so);
@@ -449,8 +450,8 @@ out:
 
 /* ---- service times ------------------------------------------------------------ */
 
-int tb_cli_svc_hosts(const struct tb_catalog *cat, uint32_t tier, struct tb_svc_host **out,
-                     size_t *n)
+int tb_analysis_svc_hosts(const struct tb_catalog *cat, uint32_t tier,
+                          struct tb_svc_host **out, size_t *n)
 {
     uint32_t ns = tb_catalog_server_count(cat);
     size_t nh = tb_catalog_tier_hosts(cat, tier, NULL, 0);
@@ -482,7 +483,8 @@ int tb_cli_svc_hosts(const struct tb_catalog *cat, uint32_t tier, struct tb_svc_
     return 0;
 }
 
-bool tb_cli_called_from(const struct tb_request *r, const struct tb_svc_host *hosts, size_t n)
+bool tb_analysis_called_from(const struct tb_request *r, const struct tb_svc_host *hosts,
+                             size_t n)
 {
     for (size_t h = 0; h < n; h++)
         if (tb_addr_ip_eq(&r->client, &hosts[h].addr))
@@ -502,7 +504,7 @@ static int downstream(const struct tb_request *all, size_t nall, uint32_t tier,
         for (size_t i = 0; i < nall; i++) {
             if (all[i].tier == tier)
                 continue;
-            if (!tb_cli_called_from(&all[i], hosts, nhosts))
+            if (!tb_analysis_called_from(&all[i], hosts, nhosts))
                 continue;
             if (pass)
                 d[k] = all[i];
@@ -535,7 +537,7 @@ static int estimate_services(struct pipe *p, struct tb_class_service **svc, size
         rc = overrides_from_capture(p, &ov, &nov);
     if (rc)
         return rc;
-    rc = tb_cli_svc_hosts(p->cat, p->tier, &hosts, &nhosts);
+    rc = tb_analysis_svc_hosts(p->cat, p->tier, &hosts, &nhosts);
     if (rc)
         goto out;
     /* The downstream calls only matter while a request of this tier is in
@@ -546,6 +548,7 @@ static int estimate_services(struct pipe *p, struct tb_class_service **svc, size
         rc = downstream(p->all, p->nall, p->tier, hosts, nhosts, &down, &ndown);
         if (rc)
             goto out;
+        p->calls = ndown > 0;
     }
     struct tb_svc_opts so;
     tb_svc_opts_default(&so);
@@ -567,10 +570,13 @@ out:
 /* N*, TPmax, congestion, episodes and levels of one row. The identity and the
  * request count are the pipeline's: correlate only sees windows, so it would
  * count completions and take the range from the (possibly empty) windows. */
-static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns)
+static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns, bool calls)
 {
     struct tb_analysis keep = res->a;
-    int rc = tb_correlate_analyze(res->win, res->nwin, work_unit_ns, NULL, &res->a, &res->ep,
+    struct tb_nstar_opts no;
+    tb_nstar_opts_default(&no);
+    no.waits_downstream = calls;
+    int rc = tb_correlate_analyze(res->win, res->nwin, work_unit_ns, &no, &res->a, &res->ep,
                                   &res->nep);
     res->a.tier = keep.tier;
     res->a.server = keep.server;
@@ -585,7 +591,8 @@ static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns)
 /* ---- stored results ----------------------------------------------------------- */
 
 /* A stored analysis is reused when it covers the same windows over the same
- * requests: same (tier, server, width), same range, same request count. Runs
+ * requests: same (tier, server, width), same range, same request count, same
+ * method version (TB_ANALYSIS_VERSION). Runs
  * with overridden service times are never stored-over nor reused, since the
  * stored rows do not say which service times made them. */
 static bool load_stored(struct pipe *p, uint32_t server, uint64_t count,
@@ -600,7 +607,9 @@ static bool load_stored(struct pipe *p, uint32_t server, uint64_t count,
     if (tb_store_get_analysis(p->st, p->tier, server, o->width_ns, &a, &ep, &nep) != 0)
         return false;
     int64_t to = p->w0 + (int64_t)p->nwin * o->width_ns;
-    if (a.from_ns != p->w0 || a.to_ns != to || a.requests != count) {
+    /* An analysis made by another version of the method is stale. */
+    if (a.from_ns != p->w0 || a.to_ns != to || a.requests != count ||
+        a.method_version != TB_ANALYSIS_VERSION) {
         free(ep);
         return false;
     }
@@ -624,10 +633,13 @@ static void store_result(struct pipe *p, const struct tb_analysis_result *res)
 {
     if (p->o->service_file || p->o->calibrate || !res->nwin)
         return;
+    /* The analysis first, then its windows: a reader that polls the windows
+     * and then the analysis (web.c, poll_tier) never sees windows without
+     * the analysis that says which of them are congested. */
     int64_t id;
-    int rc = tb_store_put_windows(p->st, res->win, res->nwin);
+    int rc = tb_store_put_analysis(p->st, &res->a, res->ep, res->nep, &id);
     if (!rc)
-        rc = tb_store_put_analysis(p->st, &res->a, res->ep, res->nep, &id);
+        rc = tb_store_put_windows(p->st, res->win, res->nwin);
     /* The analysis stands without its stored copy; say so and go on. */
     if (rc)
         tb_log_warn("could not store the analysis of tier '%s': %s", p->tier_name,
@@ -723,7 +735,7 @@ static int run(struct pipe *p, struct tb_analysis_result *total,
                 memcpy(res->win, w + src * p->nwin, p->nwin * sizeof *w);
                 res->nwin = p->nwin;
             }
-            rc = analyze_row(res, wu);
+            rc = analyze_row(res, wu, p->calls);
             if (rc)
                 seterr(p->err, p->errlen, "analysing tier '%s': %s", p->tier_name,
                        tb_strerror(rc));
@@ -811,6 +823,26 @@ int tb_analyze_tier(struct tb_store *st, const struct tb_catalog *cat, uint32_t 
     int rc = pipe_init(&p, st, cat, tier, o, errbuf, errlen);
     if (!rc)
         rc = run(&p, res, NULL, NULL);
+    pipe_free(&p);
+    return rc;
+}
+
+int tb_analyze_tier_servers(struct tb_store *st, const struct tb_catalog *cat, uint32_t tier,
+                            const struct tb_analyze_opts *o, struct tb_analysis_result *total,
+                            struct tb_analysis_result **servers, size_t *nservers, char *errbuf,
+                            size_t errlen)
+{
+    memset(total, 0, sizeof *total);
+    *servers = NULL;
+    *nservers = 0;
+    struct pipe p;
+    int rc = pipe_init(&p, st, cat, tier, o, errbuf, errlen);
+    if (!rc && o->server) {
+        seterr(errbuf, errlen, "every server of a tier is analysed, not one");
+        rc = TB_E_INVAL;
+    }
+    if (!rc)
+        rc = run(&p, total, servers, nservers);
     pipe_free(&p);
     return rc;
 }
