@@ -106,7 +106,14 @@ for _ in $(seq 300); do
 done
 curl -sf "$u/items/1" >/dev/null ||
     { tail -20 "$tb/logs/stdout.log" "$work/httpd/error.log"; echo "FAIL: Apache/Tomcat did not come up"; exit 1; }
-# What was served before the capture does not count.
+# What was served before the capture does not count: a last request marks
+# the end of the warm-up; once both logs show it (a server may write its line
+# after the client has its answer), they are emptied.
+curl -sf "$u/marker" >/dev/null
+for _ in $(seq 100); do
+    grep -q marker "$tb/logs/access.log" && grep -q marker "$work/httpd/access.log" && break
+    sleep 0.1
+done
 : >"$tb/logs/access.log"
 : >"$work/httpd/access.log"
 

@@ -113,7 +113,15 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 curl -sf "$u/kept/x?p=ok" >/dev/null || { cat "$work/logs/"*; echo "FAIL: nginx/php-fpm did not come up"; exit 1; }
-# What was served before the capture does not count.
+# What was served before the capture does not count: a last request marks
+# the end of the warm-up; once every log shows it (a server may write its line
+# after the client has its answer), they are emptied.
+curl -sf "$u/one/marker?p=ok" "$u/kept/marker?p=ok" >/dev/null
+for _ in $(seq 100); do
+    grep -q marker "$work/logs/fpm-one.log" && grep -q marker "$work/logs/fpm-kept.log" &&
+        [ "$(grep -c marker "$work/logs/access.log")" = 2 ] && break
+    sleep 0.1
+done
 : >"$work/logs/fpm-one.log"
 : >"$work/logs/fpm-kept.log"
 : >"$work/logs/access.log"

@@ -31,9 +31,23 @@ trap cleanup EXIT
 freeport() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
+# The backend's ports lie below the kernel's ephemeral range, as servers'
+# ports do: the connections picked up mid-stream (whose handshake was not
+# seen, so nothing in them says which side serves) are then told apart by the
+# lower port, tbneck's rule for such connections.
+lowport() {
+    python3 -c 'import random, socket
+while True:
+    p = random.randrange(20000, 30000)
+    try:
+        s = socket.socket(); s.bind(("127.0.0.1", p)); print(p); break
+    except OSError:
+        pass'
+}
 front=$(freeport)
-b12=$(freeport)
-b13=$(freeport)
+b12=$(lowport)
+b13=$(lowport)
+while [ "$b13" = "$b12" ]; do b13=$(lowport); done
 slow=$(freeport)
 mkdir -p "$work/www" "$work/tmp" "$work/logs"
 chmod 755 "$work"
@@ -133,6 +147,10 @@ kill -QUIT "$npid"
 wait "$npid" 2>/dev/null || true
 start_nginx
 pids+=($npid)
+# What was served before the capture does not count: a last request marks
+# the end of the warm-up; once the log shows it, it is emptied.
+curl -s -o /dev/null "$u/n13/marker"
+for _ in $(seq 100); do grep -q marker "$work/logs/backend.log" && break; sleep 0.1; done
 : >"$work/logs/backend.log"
 
 tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" \
