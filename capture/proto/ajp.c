@@ -443,15 +443,12 @@ static enum tb_pstate ajp_consume(void *st, const struct tb_proto_ctx *ctx, enum
         if (!d->in_pkt) {
             if (d->hdr_have == 0)
                 d->ts0 = ts;
-            size_t k = TB_MIN((size_t)(4 - d->hdr_have), (size_t)(end - p));
-            memcpy(d->hdr + d->hdr_have, p, k);
-            p += k;
-            d->hdr_have = (uint8_t)(d->hdr_have + k);
+            const uint8_t *h0 = p;
+            bool whole = tb__hdr_take(d->hdr, &d->hdr_have, 4, &p, end);
             if (di == TB_DIR_S2C)
-                s_acct(a, k, ts);
-            if (d->hdr_have < 4)
+                s_acct(a, (uint64_t)(p - h0), ts);
+            if (!whole)
                 break;
-            d->hdr_have = 0;
             bool magic = di == TB_DIR_C2S ? d->hdr[0] == 0x12 && d->hdr[1] == 0x34
                                           : d->hdr[0] == 'A' && d->hdr[1] == 'B';
             if (!magic) {

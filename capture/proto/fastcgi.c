@@ -553,13 +553,8 @@ static enum tb_pstate fc_consume(void *st, const struct tb_proto_ctx *ctx, enum 
         if (!d->in_rec) {
             if (d->hdr_have == 0)
                 d->ts0 = ts;
-            size_t k = TB_MIN((size_t)(8 - d->hdr_have), (size_t)(end - p));
-            memcpy(d->hdr + d->hdr_have, p, k);
-            p += k;
-            d->hdr_have = (uint8_t)(d->hdr_have + k);
-            if (d->hdr_have < 8)
+            if (!tb__hdr_take(d->hdr, &d->hdr_have, 8, &p, end))
                 break;
-            d->hdr_have = 0;
             if (d->hdr[0] != 1) {
                 lose_sync(f, ctx, di, true);
                 ret = TB_PS_ERROR;

@@ -336,13 +336,8 @@ static enum tb_pstate tls_consume(void *st, const struct tb_proto_ctx *ctx, enum
         if (!d->in_rec) {
             if (d->hdr_have == 0)
                 d->ts0 = ts;
-            size_t k = TB_MIN((size_t)(5 - d->hdr_have), (size_t)(end - p));
-            memcpy(d->hdr + d->hdr_have, p, k);
-            p += k;
-            d->hdr_have = (uint8_t)(d->hdr_have + k);
-            if (d->hdr_have < 5)
+            if (!tb__hdr_take(d->hdr, &d->hdr_have, 5, &p, end))
                 break;
-            d->hdr_have = 0;
             if (!hdr_plausible(d->hdr)) {
                 lose_sync(t, ctx, di, true);
                 turn(t, ctx, di, 5, di == TB_DIR_C2S ? d->ts0 : ts); /* bytes of the turn */

@@ -14,27 +14,13 @@
 # must cover its 200 ms sleep.
 set -euo pipefail
 : "${TBNECK:?}" "${TB_SRCDIR:?}"
-for p in nginx php-fpm8.2 tcpdump curl wrk python3; do
-    command -v "$p" >/dev/null || { echo "FAIL: $p not installed (scripts/deps.sh)"; exit 1; }
-done
+. "$TB_SRCDIR/tests/e2e/lib/e2e_common.sh"
+need nginx php-fpm8.2 tcpdump curl wrk python3
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    if [ -n "${TB_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi # TB_KEEP=1: debug
-}
-trap cleanup EXIT
-
-freeport() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 web=$(freeport)
 fpm=$(freeport)
 fpm2=$(freeport)
 mkdir -p "$work/www" "$work/tmp" "$work/logs"
-chmod 755 "$work"
 cat >"$work/www/app.php" <<'EOF'
 <?php
 $p = $_GET['p'] ?? 'ok';
@@ -126,12 +112,7 @@ done
 : >"$work/logs/fpm-kept.log"
 : >"$work/logs/access.log"
 
-tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" \
-    "tcp and (port $fpm or port $fpm2)" 2>"$work/tcpdump.err" &
-tpid=$!
-pids+=($tpid)
-for _ in $(seq 50); do grep -q listening "$work/tcpdump.err" 2>/dev/null && break; sleep 0.1; done
-sleep 0.2
+tap_start "tcp and (port $fpm or port $fpm2)"
 
 for k in one kept; do
     curl -s -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null \
@@ -140,26 +121,11 @@ for k in one kept; do
     curl -s -o /dev/null "$u/$k/slow?p=slow"
     head -c 200000 /dev/urandom | curl -s -o /dev/null -H 'Expect:' --data-binary @- "$u/$k/upload"
 done
-cat >"$work/stop.lua" <<'LUA'
-local n = 0
-response = function(status, headers, body)
-    n = n + 1
-    if n >= 300 then wrk.thread:stop() end
-end
-LUA
-timeout 20 wrk -t1 -c4 -d10s -s "$work/stop.lua" "$u/one/items/9?p=ok" >"$work/wrk1.out" 2>&1
-timeout 20 wrk -t1 -c4 -d10s -s "$work/stop.lua" "$u/kept/items/9?p=ok" >"$work/wrk2.out" 2>&1
-sleep 1.2 # tcpdump hands over its buffer at least once a second
-kill -INT "$tpid"
-wait "$tpid" 2>/dev/null || true
-grep -q "^0 packets dropped by kernel" "$work/tcpdump.err" ||
-    { cat "$work/tcpdump.err"; echo "FAIL: tcpdump dropped packets"; exit 1; }
+wrk_bounded 300 4 "$u/one/items/9?p=ok"
+wrk_bounded 300 4 "$u/kept/items/9?p=ok"
+tap_stop
 
-db="$work/t.db"
-"$TBNECK" capture -r "$work/cap.pcap" --db "$db" >"$work/capture.out" 2>&1 ||
-    { echo "FAIL: tbneck capture"; cat "$work/capture.out"; exit 1; }
-"$TBNECK" export requests --db "$db" >"$work/requests.csv"
-"$TBNECK" tiers --db "$db" >"$work/tiers.out"
+tbneck_requests
 python3 - "$work" "$fpm" "$fpm2" <<'EOF'
 import collections, csv, re, sys
 work, fpm, fpm2 = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -15,22 +15,9 @@
 # served on it; and the four slow pages (and only they) must take 150 ms or more.
 set -euo pipefail
 : "${TBNECK:?}" "${TB_SRCDIR:?}"
-for p in nginx openssl tcpdump curl wrk python3; do
-    command -v "$p" >/dev/null || { echo "FAIL: $p not installed (scripts/deps.sh)"; exit 1; }
-done
+. "$TB_SRCDIR/tests/e2e/lib/e2e_common.sh"
+need nginx openssl tcpdump curl wrk python3
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    if [ -n "${TB_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi # TB_KEEP=1: debug
-}
-trap cleanup EXIT
-
-freeport() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 # The backend's ports lie below the kernel's ephemeral range, as servers'
 # ports do: the connections picked up mid-stream (whose handshake was not
 # seen, so nothing in them says which side serves) are then told apart by the
@@ -50,7 +37,6 @@ b13=$(lowport)
 while [ "$b13" = "$b12" ]; do b13=$(lowport); done
 slow=$(freeport)
 mkdir -p "$work/www" "$work/tmp" "$work/logs"
-chmod 755 "$work"
 echo "hello" >"$work/www/index.html"
 head -c 150000 /dev/urandom | base64 >"$work/www/big.txt"
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=backend.test" \
@@ -130,6 +116,7 @@ u="http://127.0.0.1:$front"
 start_nginx() {
     nginx -p "$work" -c "$work/nginx.conf" -e "$work/logs/error.log" &
     npid=$!
+    pids+=($npid)
     for _ in $(seq 100); do
         curl -sf "$u/k13/index.html" >/dev/null 2>&1 && curl -sf "$u/k12/index.html" >/dev/null 2>&1 && return 0
         sleep 0.1
@@ -141,24 +128,18 @@ for _ in $(seq 100); do curl -sf -o /dev/null "$u/k12/slow" && break; sleep 0.1;
 for k in n12/index.html n13/index.html k12/slow k13/slow; do
     curl -sf -o /dev/null "$u/$k" || { cat "$work/logs/error.log"; echo "FAIL: nginx path $k"; exit 1; }
 done
-# The kept connections the warm-up opened are closed with nginx, so that every
-# TLS connection in the capture starts with its handshake.
+# The kept connections the warm-up opened are closed with nginx; the restart's
+# readiness check opens a few again, which the capture picks up mid-stream.
 kill -QUIT "$npid"
 wait "$npid" 2>/dev/null || true
 start_nginx
-pids+=($npid)
 # What was served before the capture does not count: a last request marks
 # the end of the warm-up; once the log shows it, it is emptied.
 curl -s -o /dev/null "$u/n13/marker"
 for _ in $(seq 100); do grep -q marker "$work/logs/backend.log" && break; sleep 0.1; done
 : >"$work/logs/backend.log"
 
-tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" \
-    "tcp and (port $b12 or port $b13)" 2>"$work/tcpdump.err" &
-tpid=$!
-pids+=($tpid)
-for _ in $(seq 50); do grep -q listening "$work/tcpdump.err" 2>/dev/null && break; sleep 0.1; done
-sleep 0.2
+tap_start "tcp and (port $b12 or port $b13)"
 
 head -c 120000 /dev/urandom >"$work/body.bin"
 for k in k12 k13 n12 n13; do
@@ -166,26 +147,12 @@ for k in k12 k13 n12 n13; do
         "$u/$k/index.html" "$u/$k/big.txt" "$u/$k/missing" "$u/$k/slow"
     curl -s -o /dev/null -H 'Expect:' --data-binary @"$work/body.bin" "$u/$k/echo"
 done
-cat >"$work/stop.lua" <<'EOF'
-local n = 0
-response = function(status, headers, body)
-    n = n + 1
-    if n >= 250 then wrk.thread:stop() end
-end
-EOF
 for k in k12 k13 n12 n13; do
-    timeout 20 wrk -t1 -c3 -d10s -s "$work/stop.lua" "$u/$k/index.html" >"$work/wrk-$k.out" 2>&1
+    wrk_bounded 250 3 "$u/$k/index.html"
 done
-sleep 1.2 # tcpdump hands over its buffer at least once a second
-kill -INT "$tpid"
-wait "$tpid" 2>/dev/null || true
-grep -q "^0 packets dropped by kernel" "$work/tcpdump.err" ||
-    { cat "$work/tcpdump.err"; echo "FAIL: tcpdump dropped packets"; exit 1; }
+tap_stop
 
-db="$work/t.db"
-"$TBNECK" capture -r "$work/cap.pcap" --db "$db" >"$work/capture.out" 2>&1 ||
-    { echo "FAIL: tbneck capture"; cat "$work/capture.out"; exit 1; }
-"$TBNECK" export requests --db "$db" >"$work/requests.csv"
+tbneck_requests
 python3 - "$work" "$b12" "$b13" <<'EOF'
 import collections, csv, sys
 work, b12, b13 = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -14,18 +14,6 @@
 #define C2S TB_DIR_C2S
 #define S2C TB_DIR_S2C
 
-static void check(const struct pt_ex *e, int64_t arr, int64_t dep, uint64_t rq, uint64_t rs,
-                  int32_t status, uint32_t flags, const char *cls)
-{
-    assert_int_equal(e->arr, arr);
-    assert_int_equal(e->dep, dep);
-    assert_int_equal(e->rq, rq);
-    assert_int_equal(e->rs, rs);
-    assert_int_equal(e->status, status);
-    assert_int_equal(e->flags, flags);
-    assert_string_equal(e->cls, cls);
-}
-
 /* ---- packet builders (layouts in capture/proto/ajp.c) ------------------- */
 
 static void str(struct mb *m, const char *s)
@@ -161,7 +149,7 @@ static void test_get(void **state)
         assert_int_equal(t->n, 0);
         pt_feed_split(t, S2C, s->b + cut, s->n - cut, 30, steps[i]);
         assert_int_equal(t->n, 1);
-        check(&t->v[0], 10, 30, c->n, s->n, 200, 0, "GET /app/items/{id}");
+        mb_check(&t->v[0], 10, 30, c->n, s->n, 200, 0, "GET /app/items/{id}");
         assert_int_equal(t->ctr.parse_errors, 0);
         pt_free(t);
         free(c);
@@ -195,7 +183,7 @@ static void test_post_body(void **state)
     rs += s->n;
     pt_feed(t, S2C, s->b, s->n, 20);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 10, 20, rq, rs, 201, 0, "POST /app/upload");
+    mb_check(&t->v[0], 10, 20, rq, rs, 201, 0, "POST /app/upload");
     assert_int_equal(t->ctr.parse_errors, 0);
     pt_free(t);
     free(c);
@@ -219,7 +207,7 @@ static void test_stored_method(void **state)
         assert_int_equal(t->n, 1);
         char want[64];
         snprintf(want, sizeof want, "%s /app/items/{id}", names[i]);
-        check(&t->v[0], 1, 2, c->n, s->n, 204, 0, want);
+        mb_check(&t->v[0], 1, 2, c->n, s->n, 204, 0, want);
         pt_free(t);
         free(c);
         free(s);
@@ -245,7 +233,7 @@ static void test_cping_and_no_headers(void **state)
     end(s);
     pt_feed(t, S2C, s->b, s->n, 8);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 7, 8, c->n, 6, -1, 0, "GET /app/x");
+    mb_check(&t->v[0], 7, 8, c->n, 6, -1, 0, "GET /app/x");
     assert_int_equal(t->ctr.parse_errors, 0);
     pt_free(t);
     free(c);
@@ -273,7 +261,7 @@ static void test_midstream(void **state)
     end(s);
     pt_feed(t, S2C, s->b, s->n, 3);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 2, 3, rq, s->n, 500, 0, "GET /app/next/{id}");
+    mb_check(&t->v[0], 2, 3, rq, s->n, 500, 0, "GET /app/next/{id}");
     pt_free(t);
     free(c);
     free(s);
@@ -299,7 +287,7 @@ static void test_gaps(void **state)
     pt_gap(t, S2C, 1000, TB_TS_UNKNOWN);
     pt_feed(t, S2C, s->b + h + 2000, s->n - h - 2000, 30);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 10, 30, c->n, s->n, 200, TB_REQ_GAP, "GET /app/a");
+    mb_check(&t->v[0], 10, 30, c->n, s->n, 200, TB_REQ_GAP, "GET /app/a");
     pt_free(t);
 
     /* The hole swallows the end of the body packet and the start of the
@@ -324,10 +312,10 @@ static void test_gaps(void **state)
     pt_gap(t, S2C, 6, TB_TS_UNKNOWN);
     pt_feed(t, C2S, c->b, c->n, 50);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 10, 20, c->n, s->n, 200, TB_REQ_GAP, "GET /app/a");
+    mb_check(&t->v[0], 10, 20, c->n, s->n, 200, TB_REQ_GAP, "GET /app/a");
     pt_feed(t, S2C, s->b, s->n, 60);
     assert_int_equal(t->n, 2);
-    check(&t->v[1], 50, 60, c->n, s->n, 200, 0, "GET /app/a");
+    mb_check(&t->v[1], 50, 60, c->n, s->n, 200, 0, "GET /app/a");
     pt_free(t);
 
     /* A hole where the whole answer was: nothing is reported for it. */
@@ -337,7 +325,7 @@ static void test_gaps(void **state)
     pt_feed(t, C2S, c->b, c->n, 50);
     pt_feed(t, S2C, s->b, s->n, 60);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 50, 60, c->n, s->n, 200, 0, "GET /app/a");
+    mb_check(&t->v[0], 50, 60, c->n, s->n, 200, 0, "GET /app/a");
     pt_free(t);
     free(c);
     free(s);
@@ -357,7 +345,7 @@ static void test_close_and_bad_magic(void **state)
     pt_feed(t, S2C, s->b, s->n - 10, 2);
     pt_close(t, -1, 3);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 1, 2, c->n, s->n - 10, 200, TB_REQ_NORESP, "GET /app/b");
+    mb_check(&t->v[0], 1, 2, c->n, s->n - 10, 200, TB_REQ_NORESP, "GET /app/b");
     pt_free(t);
 
     t = pt_new(&tb_proto_ajp, false);

@@ -17,18 +17,6 @@
 
 enum { BEGIN = 1, ABORT = 2, END = 3, PARAMS = 4, STDIN = 5, STDOUT = 6, STDERR = 7 };
 
-static void check(const struct pt_ex *e, int64_t arr, int64_t dep, uint64_t rq, uint64_t rs,
-                  int32_t status, uint32_t flags, const char *cls)
-{
-    assert_int_equal(e->arr, arr);
-    assert_int_equal(e->dep, dep);
-    assert_int_equal(e->rq, rq);
-    assert_int_equal(e->rs, rs);
-    assert_int_equal(e->status, status);
-    assert_int_equal(e->flags, flags);
-    assert_string_equal(e->cls, cls);
-}
-
 /* ---- record builders (layout in capture/proto/fastcgi.c) ---------------- */
 
 static void rec(struct mb *m, uint8_t type, uint16_t id, const void *p, size_t n, uint8_t pad)
@@ -130,7 +118,7 @@ static void test_request(void **state)
         assert_int_equal(t->n, 0); /* the END_REQUEST's padding is still to come */
         pt_feed_split(t, S2C, s->b + s->n - 1, 1, 30, steps[i]);
         assert_int_equal(t->n, 1);
-        check(&t->v[0], 10, 30, c->n, s->n, 404, 0, "GET /items/{id}");
+        mb_check(&t->v[0], 10, 30, c->n, s->n, 404, 0, "GET /items/{id}");
         assert_int_equal(t->ctr.parse_errors, 0);
         pt_free(t);
         free(c);
@@ -168,7 +156,7 @@ static void test_status_and_class(void **state)
         pt_feed(t, C2S, c1->b, c1->n, 100 + 10 * i);
         pt_feed(t, S2C, s1->b, s1->n, 105 + 10 * i);
         assert_int_equal(t->n, (size_t)i + 1);
-        check(&t->v[i], 100 + 10 * i, 105 + 10 * i, cs[i], ss[i], st[i], 0, want[i]);
+        mb_check(&t->v[i], 100 + 10 * i, 105 + 10 * i, cs[i], ss[i], st[i], 0, want[i]);
     }
     assert_int_equal(t->ctr.parse_errors, 0);
     pt_free(t);
@@ -196,10 +184,10 @@ static void test_multiplexed(void **state)
     pt_feed(t, C2S, b->b + 16, b->n - 16, 13);
     pt_feed(t, S2C, sb->b, sb->n, 20);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 11, 20, b->n, sb->n, 200, 0, "PUT /b/{id}");
+    mb_check(&t->v[0], 11, 20, b->n, sb->n, 200, 0, "PUT /b/{id}");
     pt_feed(t, S2C, sa->b, sa->n, 30);
     assert_int_equal(t->n, 2);
-    check(&t->v[1], 10, 30, a->n, sa->n, 201, 0, "GET /a/{id}");
+    mb_check(&t->v[1], 10, 30, a->n, sa->n, 201, 0, "GET /a/{id}");
     assert_int_equal(t->ctr.parse_errors, 0);
     pt_free(t);
     free(a);
@@ -231,7 +219,7 @@ static void test_gaps(void **state)
     pt_gap(t, S2C, 2000, TB_TS_UNKNOWN);
     pt_feed(t, S2C, s->b + h + 3000, s->n - h - 3000, 30);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 10, 30, c->n, s->n, 200, TB_REQ_GAP, "GET /g");
+    mb_check(&t->v[0], 10, 30, c->n, s->n, 200, TB_REQ_GAP, "GET /g");
     pt_free(t);
 
     t = pt_new(&tb_proto_fastcgi, false);
@@ -251,10 +239,10 @@ static void test_gaps(void **state)
     pt_gap(t, S2C, s->n - b, TB_TS_UNKNOWN);
     pt_feed(t, C2S, c->b, c->n, 50);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 10, 20, c->n, s->n, 200, TB_REQ_GAP, "GET /g");
+    mb_check(&t->v[0], 10, 20, c->n, s->n, 200, TB_REQ_GAP, "GET /g");
     pt_feed(t, S2C, s->b, s->n, 60);
     assert_int_equal(t->n, 2);
-    check(&t->v[1], 50, 60, c->n, s->n, 200, 0, "GET /g");
+    mb_check(&t->v[1], 50, 60, c->n, s->n, 200, 0, "GET /g");
     pt_free(t);
 
     t = pt_new(&tb_proto_fastcgi, false);
@@ -263,7 +251,7 @@ static void test_gaps(void **state)
     pt_feed(t, C2S, c->b, c->n, 50);
     pt_feed(t, S2C, s->b, s->n, 60);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 50, 60, c->n, s->n, 200, 0, "GET /g");
+    mb_check(&t->v[0], 50, 60, c->n, s->n, 200, 0, "GET /g");
     pt_free(t);
 
     /* A hole in the header section: the status is unknown. */
@@ -273,7 +261,7 @@ static void test_gaps(void **state)
     pt_gap(t, S2C, 6, TB_TS_UNKNOWN);
     pt_feed(t, S2C, s->b + 18, s->n - 18, 30);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 10, 30, c->n, s->n, -1, TB_REQ_GAP, "GET /g");
+    mb_check(&t->v[0], 10, 30, c->n, s->n, -1, TB_REQ_GAP, "GET /g");
     pt_free(t);
 
     /* A hole in the PARAMS stream: the class keeps what was read whole. */
@@ -285,7 +273,7 @@ static void test_gaps(void **state)
     pt_feed(t, C2S, c2->b + 60, c2->n - 60, 11);
     pt_feed(t, S2C, s->b, s->n, 20);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 10, 20, c2->n, s->n, 200, TB_REQ_GAP, "RESPONDER");
+    mb_check(&t->v[0], 10, 20, c2->n, s->n, 200, TB_REQ_GAP, "RESPONDER");
     pt_free(t);
     free(c2);
     free(c);
@@ -306,7 +294,7 @@ static void test_close_and_midstream(void **state)
     pt_feed(t, S2C, s->b, s->n, 2);
     pt_close(t, 1, 3);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 1, 2, c->n, s->n, 200, TB_REQ_NORESP, "GET /c");
+    mb_check(&t->v[0], 1, 2, c->n, s->n, 200, TB_REQ_NORESP, "GET /c");
     pt_free(t);
 
     struct mb *old = mb_new(), *olds = mb_new();
@@ -322,7 +310,7 @@ static void test_close_and_midstream(void **state)
     pt_feed(t, C2S, c->b, c->n, 3);
     pt_feed(t, S2C, s->b, s->n, 4);
     assert_int_equal(t->n, 1);
-    check(&t->v[0], 3, 4, c->n, s->n, 200, 0, "GET /c");
+    mb_check(&t->v[0], 3, 4, c->n, s->n, 200, 0, "GET /c");
     pt_free(t);
     free(old);
     free(olds);

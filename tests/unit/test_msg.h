@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* test_msg.h — a byte buffer the protocol unit tests build messages in, and
- * the replay of a parser's fuzz seeds through the invariant driver. */
+/* test_msg.h — a byte buffer the protocol unit tests build messages in, a
+ * check of one exchange, and the replay of a parser's fuzz seeds through the
+ * invariant driver. Include after cmocka.h. */
 #ifndef TB_TEST_MSG_H
 #define TB_TEST_MSG_H
 
@@ -11,6 +12,19 @@
 #include <string.h>
 
 #include "proto-test.h"
+
+/* One recorded exchange, field by field (cmocka must be included first). */
+static inline void mb_check(const struct pt_ex *e, int64_t arr, int64_t dep, uint64_t rq,
+                            uint64_t rs, int32_t status, uint32_t flags, const char *cls)
+{
+    assert_int_equal(e->arr, arr);
+    assert_int_equal(e->dep, dep);
+    assert_int_equal(e->rq, rq);
+    assert_int_equal(e->rs, rs);
+    assert_int_equal(e->status, status);
+    assert_int_equal(e->flags, flags);
+    assert_string_equal(e->cls, cls);
+}
 
 struct mb {
     uint8_t b[140000];
