@@ -323,8 +323,7 @@ static void client_pkt(struct ajp *a, const struct tb_proto_ctx *ctx, const uint
     }
 }
 
-static void server_pkt(struct ajp *a, const struct tb_proto_ctx *ctx, const uint8_t *h, size_t hl,
-                       int64_t ts)
+static void server_pkt(struct ajp *a, const struct tb_proto_ctx *ctx, const uint8_t *h, size_t hl)
 {
     if (!a->open || hl == 0)
         return; /* a CPong, or the end of an answer picked up mid-stream */
@@ -364,14 +363,14 @@ static void lose_sync(struct ajp *a, const struct tb_proto_ctx *ctx, int dir, bo
 }
 
 static void pkt_end(struct ajp *a, const struct tb_proto_ctx *ctx, int dir, const uint8_t *h,
-                    size_t hl, int64_t ts)
+                    size_t hl)
 {
     struct ajp_dir *d = &a->d[dir];
     d->in_pkt = false;
     if (dir == TB_DIR_C2S)
         client_pkt(a, ctx, h, hl);
     else
-        server_pkt(a, ctx, h, hl, ts);
+        server_pkt(a, ctx, h, hl);
 }
 
 static void collect(struct ajp *a, int dir, const uint8_t *p, size_t k)
@@ -467,7 +466,7 @@ static enum tb_pstate ajp_consume(void *st, const struct tb_proto_ctx *ctx, enum
                 d->left = 0;
                 if (di == TB_DIR_S2C)
                     s_acct(a, d->len, ts);
-                pkt_end(a, ctx, di, pl, d->len, ts);
+                pkt_end(a, ctx, di, pl, d->len);
                 continue;
             }
         }
@@ -481,7 +480,7 @@ static enum tb_pstate ajp_consume(void *st, const struct tb_proto_ctx *ctx, enum
             break;
         size_t hl;
         const uint8_t *h = head_of(a, di, &hl);
-        pkt_end(a, ctx, di, h, hl, ts);
+        pkt_end(a, ctx, di, h, hl);
     }
     return ret;
 }
@@ -507,7 +506,7 @@ static enum tb_pstate ajp_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_
         if (d->left == 0) {
             size_t hl;
             const uint8_t *h = head_of(a, di, &hl);
-            pkt_end(a, ctx, di, h, hl, ts);
+            pkt_end(a, ctx, di, h, hl);
         }
         return TB_PS_OK;
     }
