@@ -331,6 +331,9 @@ static void summary(const struct tb_capture_args *a, const struct tb_capture_sta
                 ", push streams %" PRIu64 " (not paired), unanswered requests %" PRIu64
                 " (noreply, quiet: not recorded)\n",
                 s->encrypted_flows, s->compressed_flows, s->streams, s->unanswered);
+    if (s->probes)
+        fprintf(stderr, "  health probes %" PRIu64 " (AJP CPing: not requests, not recorded)\n",
+                s->probes);
     if (!a->no_store)
         fprintf(stderr, "  stored in %s\n", a->db);
     tb_log_info("capture: flow state %zu bytes per flow, plus %zu of parser state once a flow "

@@ -312,8 +312,11 @@ static void client_pkt(struct ajp *a, const struct tb_proto_ctx *ctx, const uint
         open_req(a, ctx, h, hl);
         return;
     }
-    if (hl >= 1 && (h[0] == T_CPING || h[0] == T_SHUTDOWN || h[0] == T_PING) && !a->open)
-        return; /* probes and control messages: no request */
+    if (hl >= 1 && (h[0] == T_CPING || h[0] == T_SHUTDOWN || h[0] == T_PING) && !a->open) {
+        if (h[0] == T_CPING)
+            ctx->ctr->probes++; /* counted, not a request */
+        return; /* control messages: no request */
+    }
     if (hl == 0 && d->len == 0)
         return;
     ctx->ctr->parse_errors++;

@@ -55,6 +55,9 @@ struct tb_proto_counters {
      * commands whose answer was suppressed, Redis CLIENT REPLY OFF/SKIP): no
      * departure exists, so no record. */
     uint64_t unanswered;
+    /* Health probes answered on a connection between requests and not
+     * requests of the application (AJP CPing/CPong): no record. */
+    uint64_t probes;
 };
 
 struct tb_proto_ctx {

@@ -183,6 +183,10 @@ if want_t != got_t:
     fail.append("times differ from tshark: missing %s, extra %s" % (miss, extra))
 if cpings == 0:
     fail.append("no CPing seen: the probe exclusion was not exercised")
+probes = [l for l in open(work + "/capture.out") if "health probes" in l]
+print(probes[0].strip() if probes else "no probe count")
+if not probes or int(probes[0].split()[2]) != cpings:
+    fail.append("tbneck's probe count is not tshark's %d CPings" % cpings)
 slow = [r for r in rows if r["class"] == "GET /app/slow"]
 if len(slow) != 1 or int(slow[0]["departure_ns"]) - int(slow[0]["arrival_ns"]) < 200_000_000:
     fail.append("slow page %s" % slow)

@@ -234,6 +234,7 @@ static void test_cping_and_no_headers(void **state)
     pt_feed(t, S2C, s->b, s->n, 8);
     assert_int_equal(t->n, 1);
     mb_check(&t->v[0], 7, 8, c->n, 6, -1, 0, "GET /app/x");
+    assert_int_equal(t->ctr.probes, 1);
     assert_int_equal(t->ctr.parse_errors, 0);
     pt_free(t);
     free(c);
