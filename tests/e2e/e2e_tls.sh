@@ -12,7 +12,10 @@
 # Oracle: the backend's access log, one line per request with the client's
 # port and the TLS version: tbneck must report, for each backend port and for
 # each TLS connection (client port), exactly as many requests as the backend
-# served on it; and the four slow pages (and only they) must take 150 ms or more.
+# served on it; and the six slow pages (and only they) must take 150 ms or more.
+# Two connections made by curl directly to the backend (TLS 1.2, TLS 1.3)
+# leave their session keys for tshark: there every arrival and departure must
+# be the frame of the decrypted HTTP request and of its response's end.
 set -euo pipefail
 : "${TBNECK:?}" "${TB_SRCDIR:?}"
 . "$TB_SRCDIR/tests/e2e/lib/e2e_common.sh"
@@ -150,7 +153,23 @@ done
 for k in k12 k13 n12 n13; do
     wrk_bounded 250 3 "$u/$k/index.html"
 done
+# Direct clients whose session keys tshark can use (curl writes them to
+# SSLKEYLOGFILE): five requests on one connection, TLS 1.2 and TLS 1.3.
+for port in "$b12" "$b13"; do
+    v=1.2
+    [ "$port" = "$b13" ] && v=1.3
+    b="https://backend.test:$port"
+    SSLKEYLOGFILE="$work/keys.log" curl -sk --http1.1 --tlsv$v --tls-max $v \
+        --resolve "backend.test:$port:127.0.0.1" -o /dev/null -o /dev/null -o /dev/null \
+        -o /dev/null -o /dev/null "$b/index.html" "$b/big.txt" "$b/missing" "$b/slow" "$b/index.html"
+done
 tap_stop
+# tshark decrypts those connections: for each HTTP response, the frame of its
+# request and its own (the one that completes it).
+tshark -r "$work/cap.pcap" -o "tls.keylog_file:$work/keys.log" -d "tcp.port==$b12,tls" \
+    -d "tcp.port==$b13,tls" -Y http -T fields -E separator=/t -e frame.number \
+    -e frame.time_epoch -e tcp.srcport -e tcp.dstport -e http.request_in \
+    >"$work/http.tsv" 2>/dev/null
 
 tbneck_requests
 python3 - "$work" "$b12" "$b13" <<'EOF'
@@ -165,7 +184,8 @@ for line in open(work + "/logs/backend.log"):
     sport, cport, ver, sni, uri, status = line.split()
     want[(sport, cport)] += 1
     proto[sport].add(ver)
-    names[cport] = "tls" if sni == "-" else sni
+    # (a client port may serve two connections in turn: each name it had)
+    names.setdefault((sport, cport), set()).add("tls" if sni == "-" else sni)
 got = collections.Counter((r["server"].rsplit(":", 1)[1], r["client"].rsplit(":", 1)[1])
                           for r in rows)
 for port, ver in ((b12, "TLSv1.2"), (b13, "TLSv1.3")):
@@ -189,10 +209,10 @@ if tiers != {"tls-" + b12, "tls-" + b13}:
 classes = collections.Counter(r["class"] for r in rows)
 print("classes: %s" % dict(classes))
 for r in rows:
-    cport = r["client"].rsplit(":", 1)[1]
+    key = (r["server"].rsplit(":", 1)[1], r["client"].rsplit(":", 1)[1])
     mid = int(r["flags"]) & 4
-    if r["class"] != ("tls" if mid else names.get(cport)):
-        fail.append("class %s on a connection that sent %s" % (r["class"], names.get(cport)))
+    if r["class"] not in ({"tls"} if mid else names.get(key, set())):
+        fail.append("class %s on a connection that sent %s" % (r["class"], names.get(key)))
         break
 if set(classes) != {"backend.test", "tls"}:
     fail.append("classes %s" % classes)
@@ -200,8 +220,28 @@ if any(int(r["flags"]) & ~4 for r in rows):
     fail.append("flagged records: %s" % [r for r in rows if int(r["flags"]) & ~4][:3])
 print("picked up mid-stream: %d" % sum(1 for r in rows if int(r["flags"]) & 4))
 slow = [r for r in rows if int(r["departure_ns"]) - int(r["arrival_ns"]) >= 150_000_000]
-if len(slow) != 4:
-    fail.append("%d exchanges of 150 ms or more, expected the 4 slow pages: %s" % (len(slow), slow))
+if len(slow) != 6:
+    fail.append("%d exchanges of 150 ms or more, expected the 6 slow pages: %s" % (len(slow), slow))
+
+# The decrypted connections: every request's arrival is the frame of its HTTP
+# request, its departure the frame that completes its HTTP response (tshark).
+from decimal import Decimal
+frames, pairs = {}, []
+for line in open(work + "/http.tsv"):
+    num, t, sp, dp, req_in = (line.rstrip("\n").split("\t") + [""] * 5)[:5]
+    frames[num] = (int(Decimal(t) * 1000000000), sp, dp)
+    if req_in:
+        pairs.append((req_in, num))
+want_t = sorted((frames[q][1], frames[q][0], frames[a][0]) for q, a in pairs)
+cports = set(c for c, _, _ in want_t)
+got_t = sorted((r["client"].rsplit(":", 1)[1], int(r["arrival_ns"]), int(r["departure_ns"]))
+               for r in rows if r["client"].rsplit(":", 1)[1] in cports)
+print("decrypted: %d requests on %d connections" % (len(want_t), len(cports)))
+if len(want_t) != 10 or len(cports) != 2:
+    fail.append("tshark decrypted %d requests on %d connections, expected 10 on 2"
+                % (len(want_t), len(cports)))
+if want_t != got_t:
+    fail.append("times differ from the decrypted HTTP:\n  tshark %s\n  tbneck %s" % (want_t, got_t))
 for f in fail:
     print("FAIL:", f)
 sys.exit(1 if fail else 0)
