@@ -10,8 +10,9 @@
 # Oracles: php-fpm's own access log (one line per request it served: method,
 # REQUEST_URI, status) and nginx's (the requests it passed on): tbneck must
 # report exactly as many FastCGI requests as each, per connection kind, with
-# the same multiset of (method path, status); the slow page's response time
-# must cover its 200 ms sleep.
+# the same multiset of (method path, status); every arrival and departure
+# must be the frame of the request's BEGIN_REQUEST and of its END_REQUEST in
+# tshark's fcgi dissector; the slow page's time must cover its 200 ms sleep.
 set -euo pipefail
 : "${TBNECK:?}" "${TB_SRCDIR:?}"
 . "$TB_SRCDIR/tests/e2e/lib/e2e_common.sh"
@@ -126,8 +127,12 @@ wrk_bounded 300 4 "$u/kept/items/9?p=ok"
 tap_stop
 
 tbneck_requests
+tshark -r "$work/cap.pcap" -d "tcp.port==$fpm,fcgi" -d "tcp.port==$fpm2,fcgi" -T fields \
+    -E separator=/t -E aggregator=, -e frame.time_epoch -e tcp.srcport -e tcp.dstport \
+    -e fcgi.type -e fcgi.id >"$work/frames.tsv" 2>/dev/null
 python3 - "$work" "$fpm" "$fpm2" <<'EOF'
 import collections, csv, re, sys
+from decimal import Decimal
 work, fpm, fpm2 = sys.argv[1], sys.argv[2], sys.argv[3]
 rows = list(csv.DictReader(open(work + "/requests.csv")))
 fail = []
@@ -186,6 +191,30 @@ if len(per_conn[fpm]) != conns[fpm]:
     fail.append("port %s: %d connections for %d requests" % (fpm, len(per_conn[fpm]), conns[fpm]))
 if len(per_conn[fpm2]) > 8:
     fail.append("port %s: %d connections: keep-alive not exercised" % (fpm2, len(per_conn[fpm2])))
+
+# tshark's fcgi dissector: per connection and request id, the frame of the
+# BEGIN_REQUEST and the frame of the END_REQUEST that follows it.
+opened = collections.defaultdict(list)
+want_t = []
+for line in open(work + "/frames.tsv"):
+    f = line.rstrip("\n").split("\t")
+    if len(f) < 5 or not f[3]:
+        continue
+    t = int(Decimal(f[0]) * 1000000000)
+    srv = f[2] if f[2] in (fpm, fpm2) else f[1]
+    cport = f[1] if srv == f[2] else f[2]
+    for typ, rid in zip(f[3].split(","), f[4].split(",")):
+        if typ == "1" and srv == f[2]:
+            opened[(cport, rid)].append(t)
+        elif typ == "3" and srv == f[1] and opened[(cport, rid)]:
+            want_t.append((cport, opened[(cport, rid)].pop(0), t))
+want_t.sort()
+got_t = sorted((r["client"].rsplit(":", 1)[1], int(r["arrival_ns"]), int(r["departure_ns"]))
+               for r in rows)
+print("tshark: %d requests from BEGIN_REQUEST to END_REQUEST" % len(want_t))
+if want_t != got_t:
+    miss, extra = sorted(set(want_t) - set(got_t))[:4], sorted(set(got_t) - set(want_t))[:4]
+    fail.append("times differ from tshark: missing %s, extra %s" % (miss, extra))
 for f in fail:
     print("FAIL:", f)
 sys.exit(1 if fail else 0)
