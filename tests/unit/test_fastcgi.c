@@ -355,14 +355,15 @@ static void test_detect(void **state)
     assert_int_equal(tb_proto_fastcgi.detect(c->b, c->n, TB_DIR_C2S, &cs), TB_DETECT_YES);
     assert_true(cs);
     assert_int_equal(tb_proto_fastcgi.detect(c->b, 9, TB_DIR_C2S, &cs), TB_DETECT_MAYBE);
+    /* An answer's records are no sign (a bare 8-byte header is too weak). */
     out(s, 1, "Content-type: a\r\n\r\n");
     end(s, 1, 0, 0);
-    cs = true;
-    assert_int_equal(tb_proto_fastcgi.detect(s->b, s->n, TB_DIR_C2S, &cs), TB_DETECT_YES);
-    assert_false(cs);
-    /* A record whose length leads to something that is not a record. */
-    s->b[32] = 9;
     assert_int_equal(tb_proto_fastcgi.detect(s->b, s->n, TB_DIR_C2S, &cs), TB_DETECT_NO);
+    /* A MySQL result packet of 513 bytes, sequence 1, as a FastCGI header
+     * would read it: version 1, ABORT_REQUEST, id 1, reserved 0. */
+    static const uint8_t my[16] = {0x01, 0x02, 0x00, 0x01, 0x03, 0x64, 0x65, 0x00,
+                                   0x66, 0x00, 0, 0, 0, 0, 0, 0};
+    assert_int_equal(tb_proto_fastcgi.detect(my, sizeof my, TB_DIR_C2S, &cs), TB_DETECT_NO);
     static const char get[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     assert_int_equal(
         tb_proto_fastcgi.detect((const uint8_t *)get, sizeof get - 1, TB_DIR_C2S, &cs),
