@@ -87,7 +87,7 @@ struct tls {
     int64_t arrival_ns, departure_ns;
     uint64_t req_bytes, resp_bytes;
     uint16_t sni_len;
-    char sni[TLS_SNI_MAX];
+    char *sni;       /* TLS_SNI_MAX bytes, allocated when a name is seen */
 };
 
 /* ---- the exchange ----------------------------------------------------- */
@@ -179,6 +179,8 @@ static void client_hello(struct tls *t, const uint8_t *p, size_t n)
         while (tb_rd_u8(&sn, &nt) && tb_rd_be16(&sn, &nl) && tb_rd_has(&sn, nl)) {
             if (nt == 0 && nl > 0) {
                 size_t k = TB_MIN((size_t)nl, (size_t)TLS_SNI_MAX);
+                if (!t->sni && !(t->sni = malloc(TLS_SNI_MAX)))
+                    return; /* the class stays "tls" */
                 for (size_t i = 0; i < k; i++) {
                     uint8_t c = sn.p[i];
                     /* Host names compare without case; no control byte reaches a class. */
@@ -422,6 +424,8 @@ static void tls_fini(void *st)
         free(t->d[i].hs);
         t->d[i].hs = NULL;
     }
+    free(t->sni);
+    t->sni = NULL;
 }
 
 static enum tb_detect tls_detect(const uint8_t *p, size_t n, enum tb_dir dir, bool *client_sent)
