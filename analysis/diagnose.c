@@ -13,6 +13,7 @@
  * the root, and its signals name the cause. */
 #include "diagnose.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,14 +22,16 @@
 
 #include "analyze.h"
 #include "callers.h"
+#include "json.h"
 
 /* ---- thresholds (docs/diagnose.md "Rules and thresholds") --------------------------- */
 
 /* A server's own time is stretched in a window when its self-load is at
- * least this many times what its usual windows show for the same work. */
+ * least this many times what its usual windows show for the same work... */
 #define STRETCH_REL 2.0
-/* ... and at least this much self-load beyond its work: half a request
- * waiting on average, so that a nearly idle server is never "stretched". */
+/* ... and its requests queue at least as much as they are worked on (self
+ * at least twice the work), with at least this much queued: half a request
+ * on average, so that a nearly idle server is never "stretched". */
 #define QUEUE_MIN 0.5
 /* A callee is slow in a window when its requests take this many times longer,
  * relative to their work, than usual. */
@@ -39,8 +42,6 @@
 /* A window without completions is a stall only where the server usually
  * completes at least this many requests per window. */
 #define FREEZE_MIN_COMPLETIONS 5.0
-/* A verdict names one server when it holds this share of its tier's root time. */
-#define ONE_SERVER_SHARE 0.8
 
 const char *tb_cause_name(enum tb_cause c)
 {
@@ -85,7 +86,10 @@ struct server {
     const struct tb_analysis_result *res; /* its series from the tier's analysis */
     const struct tb_layer_win *lw;
     bool *cong;                     /* per window: in an episode of its own series */
-    bool *frozen;                   /* per window: in a freeze episode of its own series */
+    bool *frozen;                   /* per window: in a freeze episode of its own series, or
+                                     * in an episode of it holding a stall (no completion
+                                     * where it usually completes several): the drain
+                                     * after a pause belongs to the pause */
     double base_ss;                 /* usual (median) self/own */
     double base_rs;                 /* usual (median) load/own */
     double mean_completions;        /* per window, over windows with requests in flight */
@@ -354,7 +358,29 @@ static int sweep(struct ctx *c)
     return 0;
 }
 
-/* Usual ratios of each server: medians over the windows it completed work in. */
+/* Nothing completed in a window where the server usually completes several,
+ * with requests inside. */
+static bool stall(const struct server *S, size_t k)
+{
+    return S->lw[k].completions == 0 && S->lw[k].load_ns > 0 &&
+           S->mean_completions >= FREEZE_MIN_COMPLETIONS;
+}
+
+/* Usual ratios of each server: medians over its calm windows (outside its
+ * own congestion episodes) that completed work; a server congested nearly
+ * all the time has too few of those, and its usual is then the 10th
+ * percentile over all its windows (a median there would call the overload
+ * itself usual). */
+#define BASE_MIN_WINDOWS 5
+static double quantile_sorted(double *v, size_t n, double q)
+{
+    if (!n)
+        return NAN;
+    qsort(v, n, sizeof *v, cmp_dbl);
+    size_t k = (size_t)(q * (double)(n - 1));
+    return v[k];
+}
+
 static int baselines(struct ctx *c)
 {
     size_t nwin = c->d->nwin;
@@ -368,29 +394,56 @@ static int baselines(struct ctx *c)
         struct server *S = &c->servers[s];
         if (!S->requests || !S->lw)
             continue;
-        size_t n = 0, busy = 0;
+        size_t busy = 0;
         double comp = 0;
-        for (size_t k = 0; k < nwin; k++) {
-            double own = s_own(c, S, k);
+        for (size_t k = 0; k < nwin; k++)
             if (S->lw[k].load_ns > 0) {
                 busy++;
                 comp += S->lw[k].completions;
             }
-            if (own <= 0 || S->lw[k].completions < 2)
-                continue;
-            v[n] = s_self(c, S, k) / own;
-            u[n] = s_load(c, S, k) / own;
-            n++;
-        }
-        S->base_ss = median(v, n);
-        S->base_rs = median(u, n);
         S->mean_completions = busy ? comp / (double)busy : 0;
+        for (int calm_only = 1; calm_only >= 0; calm_only--) {
+            size_t n = 0;
+            for (size_t k = 0; k < nwin; k++) {
+                double own = s_own(c, S, k);
+                if (own <= 0 || S->lw[k].completions < 2 || (calm_only && S->cong && S->cong[k]))
+                    continue;
+                v[n] = s_self(c, S, k) / own;
+                u[n] = s_load(c, S, k) / own;
+                n++;
+            }
+            if (calm_only && n < BASE_MIN_WINDOWS)
+                continue;
+            S->base_ss = calm_only ? median(v, n) : quantile_sorted(v, n, 0.10);
+            S->base_rs = calm_only ? median(u, n) : quantile_sorted(u, n, 0.10);
+            break;
+        }
     }
     free(v);
     free(u);
     return 0;
 }
 
+static bool stretched(const struct ctx *c, const struct server *S, size_t k);
+
+/* A stall and the drain of what queued during it are one event: from each
+ * stalled window on, the windows in which the server stays stretched are
+ * marked frozen too (once the baselines are known). */
+static void mark_drains(const struct ctx *c)
+{
+    for (uint32_t s = 1; s <= c->nservers_cat; s++) {
+        struct server *S = &c->servers[s];
+        if (!S->lw || !S->frozen)
+            continue;
+        for (size_t k = 0; k < c->d->nwin; k++) {
+            if (!stall(S, k) && !S->frozen[k])
+                continue;
+            S->frozen[k] = true;
+            while (k + 1 < c->d->nwin && stretched(c, S, k + 1))
+                S->frozen[++k] = true;
+        }
+    }
+}
 
 /* ---- edges: calls and connections from a caller server to a callee tier ------------- */
 
@@ -588,7 +641,7 @@ static bool stretched(const struct ctx *c, const struct server *S, size_t k)
     if (!S->lw)
         return false;
     double self = s_self(c, S, k), own = s_own(c, S, k);
-    if (self - own < QUEUE_MIN)
+    if (self - own < fmax(QUEUE_MIN, own))
         return false;
     if (own <= 0)
         return true; /* requests inside, nothing completed */
@@ -603,7 +656,7 @@ static bool slow(const struct ctx *c, const struct server *S, size_t k)
     if (!S->lw)
         return false;
     double load = s_load(c, S, k), own = s_own(c, S, k);
-    if (load - own < QUEUE_MIN)
+    if (load - own < fmax(QUEUE_MIN, own))
         return false;
     if (own <= 0)
         return true;
@@ -670,8 +723,7 @@ static enum tb_cause cause_at(struct ctx *c, uint32_t r, size_t k, const struct 
             return TB_CAUSE_POOL;
         }
     }
-    if (R->frozen[k] ||
-        (R->lw[k].completions == 0 && R->mean_completions >= FREEZE_MIN_COMPLETIONS))
+    if (R->frozen[k] || stall(R, k))
         return TB_CAUSE_FREEZE;
     return busy_cause(c, R);
 }
@@ -1355,16 +1407,27 @@ static int build_verdict(struct ctx *c, size_t nfcong)
         free(ts.v);
         return rc;
     }
-    /* Group the roots by (tier, cause): a pool hit by both servers of a tier
-     * is one verdict. */
+    /* The (server, cause) holding the most time is the root; other servers
+     * of its tier with the same cause and at least half its time make it a
+     * verdict on the tier as a whole (a pool every server hits). One
+     * server's stall must not lose to its neighbours' echoes of it added up. */
+    size_t bi = SIZE_MAX;
+    for (size_t i = 0; i < ts.n; i++)
+        if (bi == SIZE_MAX || ts.v[i].t > ts.v[bi].t)
+            bi = i;
     struct group best = {0, TB_CAUSE_NONE, 0};
-    for (size_t i = 0; i < ts.n; i++) {
-        struct group g = {c->servers[ts.v[i].server].tier, ts.v[i].cause, 0};
-        for (size_t j = 0; j < ts.n; j++)
-            if (c->servers[ts.v[j].server].tier == g.tier && ts.v[j].cause == g.cause)
-                g.t += ts.v[j].t;
-        if (g.t > best.t)
-            best = g;
+    uint32_t server = 0;
+    if (bi != SIZE_MAX) {
+        best = (struct group){c->servers[ts.v[bi].server].tier, ts.v[bi].cause, 0};
+        server = ts.v[bi].server;
+        for (size_t j = 0; j < ts.n; j++) {
+            if (c->servers[ts.v[j].server].tier != best.tier || ts.v[j].cause != best.cause)
+                continue;
+            if (j != bi && ts.v[j].t >= 0.5 * ts.v[bi].t)
+                server = 0;
+            if (j == bi || ts.v[j].t >= 0.5 * ts.v[bi].t)
+                best.t += ts.v[j].t;
+        }
     }
     if (best.t <= 0) {
         free(ts.v);
@@ -1374,11 +1437,6 @@ static int build_verdict(struct ctx *c, size_t nfcong)
                      tname(c, front), nfcong, 100.0 * (double)nfcong / (double)d->nwin);
         return 0;
     }
-    uint32_t server = 0;
-    for (size_t i = 0; i < ts.n; i++)
-        if (c->servers[ts.v[i].server].tier == best.tier && ts.v[i].cause == best.cause &&
-            ts.v[i].t >= ONE_SERVER_SHARE * best.t)
-            server = ts.v[i].server;
     free(ts.v);
     verdict_text(c, &best, server, best.t / (double)nfcong);
     return 0;
@@ -1403,6 +1461,8 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
             rc = sweep(&c);
         if (!rc)
             rc = baselines(&c);
+        if (!rc)
+            mark_drains(&c);
         if (!rc)
             rc = build_edges(&c);
         if (!rc)
@@ -1442,4 +1502,121 @@ void tb_diagnosis_free(struct tb_diagnosis *d)
     free(d->root_server);
     free(d->root_cause);
     memset(d, 0, sizeof *d);
+}
+
+/* ---- JSON (DESIGN.md "Interfaces"; the CLI and the dashboard's API) ---------- */
+
+static const char *jtier(const struct tb_catalog *cat, uint32_t t)
+{
+    const struct tb_tier_info *ti = t ? tb_catalog_tier_get(cat, t) : NULL;
+    return ti ? ti->name : "";
+}
+
+static const char *jserver(const struct tb_catalog *cat, uint32_t s, char *buf, size_t len)
+{
+    const struct tb_server_info *si = s ? tb_catalog_server_get(cat, s) : NULL;
+    if (!si)
+        return "*";
+    return tb_addr_fmt(&si->addr, buf, len);
+}
+
+static void json_row(struct tb_buf *b, const struct tb_catalog *cat, const struct tb_diag_row *r,
+                     bool server)
+{
+    char sb[TB_ADDR_STRLEN];
+    tb_buf_puts(b, "{\"tier\": ");
+    tb_buf_json_str(b, jtier(cat, r->tier));
+    if (server) {
+        tb_buf_puts(b, ", \"server\": ");
+        tb_buf_json_str(b, jserver(cat, r->server, sb, sizeof sb));
+    }
+    tb_buf_puts(b, ", \"state\": ");
+    tb_buf_json_str(b, tb_diag_state_name(r->state));
+    tb_buf_printf(b, ", \"requests\": %" PRIu64 ", \"depth\": ", r->requests);
+    if (r->depth == UINT32_MAX)
+        tb_buf_puts(b, "null");
+    else
+        tb_buf_printf(b, "%u", r->depth);
+    static const char *const keys[] = {"load_mean", "self_load_mean", "wait_load_mean",
+                                       "own_load_mean", "stretch", "n_star", "n_star_self",
+                                       "congested_fraction"};
+    const double vals[] = {r->load_mean, r->self_load_mean, r->wait_load_mean, r->own_load_mean,
+                           r->stretch, r->n_star, r->n_star_self, r->congested_fraction};
+    for (size_t i = 0; i < TB_ARRAY_SIZE(keys); i++) {
+        tb_buf_printf(b, ", \"%s\": ", keys[i]);
+        tb_buf_json_num(b, vals[i]);
+    }
+    tb_buf_puts(b, "}");
+}
+
+void tb_diagnosis_json(struct tb_buf *b, const struct tb_catalog *cat,
+                       const struct tb_diagnosis *d)
+{
+    char sb[TB_ADDR_STRLEN];
+    const struct tb_diag_verdict *v = &d->verdict;
+    tb_buf_printf(b, "{\"window_ns\": %" PRId64 ", \"from_ns\": %" PRId64 ", \"to_ns\": %" PRId64
+                     ", \"front_tier\": ",
+                  d->width_ns, d->from_ns, d->to_ns);
+    tb_buf_json_str(b, jtier(cat, d->front));
+    tb_buf_puts(b, ",\n \"verdict\": {\"tier\": ");
+    tb_buf_json_str(b, jtier(cat, v->tier));
+    tb_buf_puts(b, ", \"server\": ");
+    tb_buf_json_str(b, jserver(cat, v->server, sb, sizeof sb));
+    tb_buf_puts(b, ", \"cause\": ");
+    tb_buf_json_str(b, tb_cause_name(v->cause));
+    tb_buf_puts(b, ", \"resource\": ");
+    tb_buf_json_str(b, v->resource);
+    tb_buf_puts(b, ", \"evidence\": ");
+    tb_buf_json_str(b, v->evidence);
+    tb_buf_puts(b, ", \"share\": ");
+    tb_buf_json_num(b, v->share);
+    tb_buf_puts(b, "},\n \"tiers\": [");
+    for (size_t i = 0; i < d->ntiers; i++) {
+        tb_buf_puts(b, i ? ",\n   " : "\n   ");
+        json_row(b, cat, &d->tiers[i], false);
+    }
+    tb_buf_puts(b, "],\n \"servers\": [");
+    for (size_t i = 0; i < d->nservers; i++) {
+        tb_buf_puts(b, i ? ",\n   " : "\n   ");
+        json_row(b, cat, &d->servers[i], true);
+    }
+    tb_buf_puts(b, "],\n \"pools\": [");
+    for (size_t i = 0; i < d->npools; i++) {
+        const struct tb_diag_pool *p = &d->pools[i];
+        tb_buf_puts(b, i ? ",\n   {\"from_tier\": " : "\n   {\"from_tier\": ");
+        tb_buf_json_str(b, jtier(cat, p->from_tier));
+        tb_buf_puts(b, ", \"from_server\": ");
+        tb_buf_json_str(b, jserver(cat, p->from_server, sb, sizeof sb));
+        tb_buf_puts(b, ", \"to_tier\": ");
+        tb_buf_json_str(b, jtier(cat, p->to_tier));
+        tb_buf_printf(b, ", \"connections\": %u, \"connections_seen\": %u, \"max_concurrent\": %u, "
+                         "\"pooled\": %s, \"calls_mean\": ",
+                      p->connections, p->connections_seen, p->max_concurrent,
+                      p->pooled ? "true" : "false");
+        tb_buf_json_num(b, p->calls_mean);
+        tb_buf_puts(b, ", \"full_fraction\": ");
+        tb_buf_json_num(b, p->full_fraction);
+        tb_buf_printf(b, ", \"recommended\": %u, \"reason\": ", p->recommended);
+        tb_buf_json_str(b, p->reason);
+        tb_buf_puts(b, "}");
+    }
+    tb_buf_printf(b, "],\n \"episodes_dismissed\": %zu,\n \"episodes\": [", d->dismissed);
+    for (size_t i = 0; i < d->nepisodes; i++) {
+        const struct tb_diag_episode *e = &d->episodes[i];
+        tb_buf_printf(b, "%s{\"start_ns\": %" PRId64 ", \"end_ns\": %" PRId64 ", \"tier\": ",
+                      i ? ",\n   " : "\n   ", e->start_ns, e->end_ns);
+        tb_buf_json_str(b, jtier(cat, e->tier));
+        tb_buf_puts(b, ", \"server\": ");
+        tb_buf_json_str(b, jserver(cat, e->server, sb, sizeof sb));
+        tb_buf_puts(b, ", \"kind\": ");
+        tb_buf_json_str(b, e->kind == TB_EP_FREEZE ? "freeze" : "saturated");
+        tb_buf_puts(b, ", \"root_tier\": ");
+        tb_buf_json_str(b, jtier(cat, e->root_tier));
+        tb_buf_puts(b, ", \"root_server\": ");
+        tb_buf_json_str(b, e->root_server ? jserver(cat, e->root_server, sb, sizeof sb) : "");
+        tb_buf_puts(b, ", \"cause\": ");
+        tb_buf_json_str(b, tb_cause_name(e->cause));
+        tb_buf_puts(b, "}");
+    }
+    tb_buf_puts(b, "]}\n");
 }
