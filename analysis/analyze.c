@@ -56,6 +56,7 @@ struct pipe {
     uint32_t *servers;   /* rows 1..nservers */
     size_t nservers;
     uint64_t *count;     /* requests per row (row 0 = the tier) */
+    bool calls;          /* the tier's machines called other tiers (N* without slope hint) */
     char *err;
     size_t errlen;
 };
@@ -547,6 +548,7 @@ static int estimate_services(struct pipe *p, struct tb_class_service **svc, size
         rc = downstream(p->all, p->nall, p->tier, hosts, nhosts, &down, &ndown);
         if (rc)
             goto out;
+        p->calls = ndown > 0;
     }
     struct tb_svc_opts so;
     tb_svc_opts_default(&so);
@@ -568,10 +570,13 @@ out:
 /* N*, TPmax, congestion, episodes and levels of one row. The identity and the
  * request count are the pipeline's: correlate only sees windows, so it would
  * count completions and take the range from the (possibly empty) windows. */
-static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns)
+static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns, bool calls)
 {
     struct tb_analysis keep = res->a;
-    int rc = tb_correlate_analyze(res->win, res->nwin, work_unit_ns, NULL, &res->a, &res->ep,
+    struct tb_nstar_opts no;
+    tb_nstar_opts_default(&no);
+    no.waits_downstream = calls;
+    int rc = tb_correlate_analyze(res->win, res->nwin, work_unit_ns, &no, &res->a, &res->ep,
                                   &res->nep);
     res->a.tier = keep.tier;
     res->a.server = keep.server;
@@ -586,7 +591,8 @@ static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns)
 /* ---- stored results ----------------------------------------------------------- */
 
 /* A stored analysis is reused when it covers the same windows over the same
- * requests: same (tier, server, width), same range, same request count. Runs
+ * requests: same (tier, server, width), same range, same request count, same
+ * method version (TB_ANALYSIS_VERSION). Runs
  * with overridden service times are never stored-over nor reused, since the
  * stored rows do not say which service times made them. */
 static bool load_stored(struct pipe *p, uint32_t server, uint64_t count,
@@ -601,7 +607,9 @@ static bool load_stored(struct pipe *p, uint32_t server, uint64_t count,
     if (tb_store_get_analysis(p->st, p->tier, server, o->width_ns, &a, &ep, &nep) != 0)
         return false;
     int64_t to = p->w0 + (int64_t)p->nwin * o->width_ns;
-    if (a.from_ns != p->w0 || a.to_ns != to || a.requests != count) {
+    /* An analysis made by another version of the method is stale. */
+    if (a.from_ns != p->w0 || a.to_ns != to || a.requests != count ||
+        a.method_version != TB_ANALYSIS_VERSION) {
         free(ep);
         return false;
     }
@@ -727,7 +735,7 @@ static int run(struct pipe *p, struct tb_analysis_result *total,
                 memcpy(res->win, w + src * p->nwin, p->nwin * sizeof *w);
                 res->nwin = p->nwin;
             }
-            rc = analyze_row(res, wu);
+            rc = analyze_row(res, wu, p->calls);
             if (rc)
                 seterr(p->err, p->errlen, "analysing tier '%s': %s", p->tier_name,
                        tb_strerror(rc));

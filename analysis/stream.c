@@ -23,6 +23,7 @@ struct tier {
     int64_t next_start;       /* start of the next window to close; INT64_MIN before traffic */
     struct tb_units *units;   /* work units from the last service-time estimate */
     int64_t work_unit_ns;
+    bool calls;               /* its machines called other tiers at the last re-estimate */
     struct tb_window *recent; /* closed tier windows for N*, oldest first */
     size_t nrecent, caprecent;
     bool have_rule;
@@ -252,6 +253,7 @@ static void reestimate_units(struct tb_stream *s, uint32_t tier, struct tier *t)
         else if (tb_analysis_called_from(r, hosts, nhosts))
             ndown++;
     }
+    t->calls = ndown > 0;
     struct tb_request *req = n >= MIN_REQ_FOR_SVC ? malloc((n + ndown) * sizeof *req) : NULL;
     if (req) {
         struct tb_request *down = req + n;
@@ -291,7 +293,10 @@ static void reestimate_rule(struct tb_stream *s, uint32_t tier, struct tier *t)
     struct tb_analysis a;
     struct tb_episode *ep = NULL;
     size_t nep = 0;
-    if (tb_correlate_analyze(t->recent, t->nrecent, t->work_unit_ns, NULL, &a, &ep, &nep) == 0) {
+    struct tb_nstar_opts no;
+    tb_nstar_opts_default(&no);
+    no.waits_downstream = t->calls;
+    if (tb_correlate_analyze(t->recent, t->nrecent, t->work_unit_ns, &no, &a, &ep, &nep) == 0) {
         struct tb_congestion rule;
         tb_congestion_from_analysis(&rule, &a, t->recent, t->nrecent);
         if (t->have_rule) {

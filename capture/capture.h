@@ -33,6 +33,8 @@ struct tb_capture_stats {
     uint64_t unknown_link;     /* packets of a link type the decoder does not know */
     uint64_t flows_open;       /* flows open now */
     uint64_t tcp_packets;      /* packets that decoded to a TCP segment */
+    uint64_t streams;          /* connections that became push streams (proto.h) */
+    uint64_t unanswered;       /* requests that by protocol got no answer (proto.h) */
 };
 
 struct tb_engine_opts {

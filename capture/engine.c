@@ -812,6 +812,8 @@ const struct tb_capture_stats *tb_engine_stats(const struct tb_engine *ce)
     s->encrypted_flows = e->pctr.encrypted_flows;
     s->compressed_flows = e->pctr.compressed_flows;
     s->inflight_dropped = e->pctr.inflight_dropped;
+    s->streams = e->pctr.streams;
+    s->unanswered = e->pctr.unanswered;
     s->flows_open = e->ft.lists[TB_FL_ACTIVE].count;
     return s;
 }

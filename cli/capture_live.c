@@ -408,6 +408,7 @@ int tb_capture_live(const struct tb_capture_args *a)
         struct tb_web_opts wo = {
             .listen = a->serve,
             .allow_remote = a->allow_remote,
+            .allow_hosts = a->allow_host,
             .db_path = db,
             .stream_width_ns = L->width_ns,
         };

@@ -29,6 +29,7 @@ struct tb_capture_args {
     const char *user;   /* -Z USER */
     const char *serve;  /* --serve ADDR */
     bool allow_remote;
+    const char *allow_host; /* --allow-host NAME[,NAME...] for the dashboard */
     const char *force_proto;
     int64_t duration_ns; /* 0 = until interrupted */
     int64_t window_ns;   /* streaming analysis window (default 50 ms) */

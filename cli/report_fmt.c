@@ -229,10 +229,9 @@ static void text_warnings(FILE *f, const char *label, const struct tb_analysis_r
                 "fit %.2f); the load/throughput curve has no clear knee, read N* with care\n",
                 label, 100.0 * nstar_gap(a), a->n_star, a->n_star_fit);
     } else if (!ns && !nf && r->nwin > 0) {
-        fprintf(f,
-                "note: %s: N* undetermined (the load never reached the point where throughput "
-                "flattens, or too few windows)\n",
-                label);
+        /* Why there is no congestion point: correlate's knee test. */
+        fprintf(f, "note: %s: %s\n", label,
+                a->n_star_reason[0] ? a->n_star_reason : "N* undetermined");
     } else if (ns != nf) {
         fprintf(f, "note: %s: only one N* estimate (%s) could be made\n", label,
                 ns ? "intervention" : "fit");
@@ -328,8 +327,8 @@ static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t o
         nfreeze += r->ep[i].kind == TB_EP_FREEZE;
     double thr = tb_analysis_threshold(&r->a);
     if (!isfinite(thr))
-        fprintf(f, "\ncongested: no threshold, N* undetermined; no window counts as "
-                   "congested\n");
+        fprintf(f, "\ncongested: none; %s\n",
+                r->a.n_star_reason[0] ? r->a.n_star_reason : "N* undetermined");
     else
         fprintf(f, "\ncongested (load >= %s%s): %.1f%% of windows; %zu episodes (%zu freeze, "
                    "%zu saturated), %.1f per minute\n",
@@ -527,7 +526,10 @@ static void json_analysis(FILE *f, const struct tb_analysis_result *r)
     tb_json_num(f, a->n_star);
     fputs(",\"n_star_fit\":", f);
     tb_json_num(f, a->n_star_fit);
-    fprintf(f, ",\"n_star_disagree\":%s,\"threshold\":", a->disagree ? "true" : "false");
+    fprintf(f, ",\"n_star_disagree\":%s,\"n_star_status\":\"%s\",\"n_star_reason\":",
+            a->disagree ? "true" : "false", tb_nstar_why_status(a->n_star_why));
+    tb_json_str(f, a->n_star_reason);
+    fputs(",\"threshold\":", f);
     tb_json_num(f, tb_analysis_threshold(a));
     fputs(",\"tp_max\":", f);
     tb_json_num(f, a->tp_max);

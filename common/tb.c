@@ -98,6 +98,16 @@ int tb_parse_duration(const char *s, int64_t unit_ns, int64_t *out_ns)
     return 0;
 }
 
+int tb_parse_window(const char *s, int64_t *out_ns)
+{
+    int64_t ns;
+    if (tb_parse_duration(s, TB_NS_PER_MS, &ns) != 0 || ns < TB_WINDOW_MIN_NS ||
+        ns > TB_WINDOW_MAX_NS)
+        return TB_E_INVAL;
+    *out_ns = ns;
+    return 0;
+}
+
 int tb_parse_time(const char *s, int64_t base_ns, int64_t *out_ns)
 {
     if (!s || !*s)
@@ -107,6 +117,8 @@ int tb_parse_time(const char *s, int64_t base_ns, int64_t *out_ns)
         int rc = tb_parse_duration(s + 1, TB_NS_PER_SEC, &off);
         if (rc)
             return rc;
+        if (base_ns > INT64_MAX - off)
+            return TB_E_INVAL;
         *out_ns = base_ns + off;
         return 0;
     }

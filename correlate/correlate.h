@@ -10,12 +10,28 @@
 
 enum tb_episode_kind { TB_EP_SATURATED = 0, TB_EP_FREEZE = 1 };
 
+/* Whether a congestion point was shown (see "the knee test" below). */
+enum tb_nstar_why {
+    TB_NSTAR_KNEE = 0,        /* a knee is shown; the fields describe the threshold's test */
+    TB_NSTAR_LINEAR = 1,      /* no candidate at all: throughput rises with load throughout */
+    TB_NSTAR_RISING = 2,      /* a candidate, but beyond it throughput still rises (bound > 0.5) */
+    TB_NSTAR_FEW_BEYOND = 3,  /* a candidate, but fewer than 10 windows at or above it */
+    TB_NSTAR_BELOW_ONE = 4,   /* a candidate below one request in service */
+    TB_NSTAR_FEW_WINDOWS = 5, /* too few windows with load to show anything */
+};
+
 struct tb_episode {
     int64_t start_ns, end_ns;  /* [start of first window, end of last window) */
     double peak_load, mean_load;
     double throughput;         /* mean normalized throughput over the episode, per s */
     enum tb_episode_kind kind;
 };
+
+/* The analysis method's version, stored with each analysis: a stored analysis
+ * of another version is recomputed, not reused. Bump it whenever the same
+ * requests would give different windows or results (stats/ or correlate/).
+ * 1: v0.3, the knee test (before it: 0). */
+#define TB_ANALYSIS_VERSION 1
 
 /* One analysis of one tier (server == 0) or server at one window width over
  * [from_ns, to_ns). */
@@ -32,12 +48,15 @@ struct tb_analysis {
     double episodes_per_min;
     uint32_t n_levels;        /* throughput levels among congested windows */
     double levels[8];
-    bool disagree;            /* |n_star - n_star_fit| > 20% */
+    bool disagree;            /* both stand and |n_star - n_star_fit| > 20% */
     /* Added by correlate (filled by tb_correlate_analyze). */
     uint32_t n_episodes, n_freeze;
     int64_t ep_dur_min_ns, ep_dur_median_ns, ep_dur_p95_ns, ep_dur_max_ns;
     double n_star_used;       /* the threshold that defined congestion (n_star, else
                                * n_star_fit; NAN = nothing congested) */
+    enum tb_nstar_why n_star_why; /* whether a knee was shown, and if not why not */
+    uint32_t method_version;  /* TB_ANALYSIS_VERSION of the method that made it */
+    char n_star_reason[192];  /* tb_nstar_reason's sentence */
 };
 
 /* ---- N* -----------------------------------------------------------------------
@@ -81,8 +100,9 @@ struct tb_analysis {
  * the squared error of the best straight line through the origin by 5%, else
  * NAN (never saturated). On smeared curves the intervention analysis reads
  * where the slope has fallen to ~tol, typically past the asymptotes' corner;
- * the fit reads the corner. disagree: both finite and differing by more than
- * disagree_frac of the smaller, or exactly one finite.
+ * the fit reads the corner. Both then go through the knee test below.
+ * disagree: both finite and differing by more than disagree_frac of the
+ * smaller (never when only one stands).
  *
  * tp_max: median normalized throughput of the non-freeze windows with load >=
  * N* (n_star, else n_star_fit), else the fit's plateau, else NAN. slope: a. */
@@ -103,19 +123,59 @@ struct tb_nstar_opts {
     double disagree_frac; /* default 0.2 */
     double slope_hint;    /* expected slope of the linear part, units/s per unit of load
                            * (1e9 / work unit for a tier that waits on nothing); 0 = none.
-                           * tb_correlate_analyze sets it from the work unit when 0. */
+                           * tb_correlate_analyze sets it from the work unit when 0 and
+                           * the series does not wait downstream. */
+    bool waits_downstream; /* the series' requests call another tier and wait for it: a
+                            * request alone in it completes service/u units in its whole
+                            * life, which is longer than its service time, so 1/u is not
+                            * the slope of the linear part (no hint is derived). */
+    bool assume_knee;     /* skip the knee test and the sanity bound below (the estimates
+                           * as found, before v0.3; for comparisons). Default false. */
 };
 void tb_nstar_opts_default(struct tb_nstar_opts *o);
+
+/* ---- the knee test ---------------------------------------------------------------
+ * A knee is shown, not assumed. Each candidate K (n_star, n_star_fit) stands
+ * only when (nstar.c "the knee test"):
+ *   - at least 33 windows have load (fewer cannot bound anything);
+ *   - K >= 0.8: throughput that stops growing before one request is in the
+ *     server is limited by something other than its own concurrency (0.8,
+ *     not 1: a 1-core server's estimates scatter 0.9-1.1);
+ *   - at least 10 windows have load >= K and are not freezes;
+ *   - r = (least-squares slope of throughput over the windows at or above K)
+ *     / (slope through the origin of the windows below K) has a one-sided
+ *     95% upper bound <= 0.5 (delete-a-group jackknife over chunks of 8
+ *     consecutive windows, so bursts do not pass for independent evidence).
+ * A candidate that fails becomes NAN. With no candidate standing there is no
+ * threshold: no congested window, no episode, no TPmax, no levels. */
+/* "knee", "no_congestion" (LINEAR, RISING, FEW_BEYOND) or "undetermined". */
+const char *tb_nstar_why_status(enum tb_nstar_why why);
 
 struct tb_nstar {
     double n_star, n_star_fit, tp_max, slope;
     double delta0;        /* slope of the linear part (intervention analysis) */
     double fit_tp_max;    /* a·K of the fit; NAN when no knee */
-    bool disagree;
+    bool disagree;        /* both estimates stand and differ by > disagree_frac */
     uint32_t bins_used;   /* non-empty bins of the (last) pass */
     size_t samples;       /* windows with load > 0 */
     double fit_sharpness; /* p of the fit (INFINITY = a sharp min()); NAN when no knee */
+    /* The knee test (of the threshold when one stands, else of the first
+     * candidate that failed; see tb_nstar_why). */
+    enum tb_nstar_why why;
+    double candidate;     /* the K tested; NAN when there was none */
+    double knee_ratio;    /* r (NAN when not measured) */
+    double knee_ucb;      /* its 95% upper bound (INFINITY when one group holds all the
+                           * evidence) */
+    size_t beyond;        /* non-freeze windows with load >= candidate */
+    double load_top;      /* the highest load of a window that is not a freeze (below
+                           * freeze_frac x delta0 x load) */
 };
+
+/* One line saying whether and why there is a congestion point, e.g. "no
+ * congestion: throughput still rises with load up to 1.93" or "knee shown:
+ * beyond 2.01 throughput rises at 1% of the slope below it (at most 2% at 95%
+ * confidence, 140 windows)". Returns what snprintf returns. */
+int tb_nstar_reason(const struct tb_nstar *ns, char *buf, size_t len);
 
 /* Over (load, normalized throughput) pairs; opts may be NULL (defaults).
  * Returns TB_E_INVAL on bad arguments; too little data is not an error (the

@@ -49,8 +49,19 @@
 #include "correlate.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The knee test's constants (see "the knee test" below). */
+#define KNEE_CHUNK 8
+#define KNEE_GROUPS 20
+#define KNEE_MIN_GROUPS 5
+#define KNEE_MIN_BEYOND 10
+#define KNEE_MAX_RATIO 0.5
+/* Below one request in service, with room for the estimates' own error (a
+ * 1-core server's knee comes out 0.9-1.1). */
+#define KNEE_MIN_LOAD 0.8
 
 void tb_nstar_opts_default(struct tb_nstar_opts *o)
 {
@@ -61,6 +72,8 @@ void tb_nstar_opts_default(struct tb_nstar_opts *o)
     o->freeze_frac = 0.3;
     o->disagree_frac = 0.2;
     o->slope_hint = 0;
+    o->waits_downstream = false;
+    o->assume_knee = false;
 }
 
 /* t(0.95, df): the one-sided 95% quantile, i.e. the two-sided 90% interval. */
@@ -80,6 +93,7 @@ static double t95(size_t df)
 
 struct pt {
     double l, t;
+    uint32_t grp; /* jackknife group, from the point's position in the input (knee_test) */
 };
 
 static int cmp_pt(const void *a, const void *b)
@@ -196,6 +210,80 @@ static double linear_slope(const double *ld, const double *tp, size_t nlow, doub
     if (hint > 0 && a >= 0.7 * hint)
         return hint;
     return a;
+}
+
+/* The slope of the linear part for a series that waits downstream (no hint
+ * applies): Little's law over stretches of time. Over any stretch, the work
+ * completed per unit of load-time is 1/R (R the mean life of its requests,
+ * in work units) — but only for a stretch chosen independently of its own
+ * requests. Picking the windows of lowest load picks the ones whose load
+ * came out low against completions that belong to the window before, and
+ * picking stretches of lowest load picks the ones whose requests happened
+ * to be short: on an M/G/inf tier with exponential lives (test_waits_slope)
+ * those gave 5.7x and 1.4x the true slope. So the stretches are chosen by
+ * their neighbours: chunks of KNEE_CHUNK consecutive points (the input's
+ * order, time for a series), each ranked by the mean load of the chunks
+ * before and after it (the arrival rate carries over, the sizes of its own
+ * requests do not), and the slope is Σtp / Σload over the lowest-ranked
+ * tenth of the chunks (at least 5), freezes left out: +3% there, and on a simulated app
+ * tier (R/D = 1.375) 179 against the true 180 units/s per unit of load,
+ * where the lowest-load tenth of the windows gave 221-237 (N* 17% low).
+ * NAN with fewer than 5 chunks. */
+static double chunk_slope(const struct pt *p, size_t m, double freeze_frac, double *scratch)
+{
+    size_t nc = m / KNEE_CHUNK;
+    if (nc < 5)
+        return NAN;
+    double *own = scratch, *rank = scratch + nc, *sorted = scratch + 2 * nc;
+    double *ratio = scratch + 3 * nc;
+    for (size_t c = 0; c < nc; c++) {
+        double sl = 0;
+        for (size_t i = c * KNEE_CHUNK; i < (c + 1) * KNEE_CHUNK; i++)
+            sl += p[i].l;
+        own[c] = sl;
+    }
+    for (size_t c = 0; c < nc; c++) {
+        double sum = 0;
+        int k = 0;
+        if (c > 0) {
+            sum += own[c - 1];
+            k++;
+        }
+        if (c + 1 < nc) {
+            sum += own[c + 1];
+            k++;
+        }
+        rank[c] = sorted[c] = sum / k;
+    }
+    size_t k = TB_MAX((size_t)5, nc / 10);
+    double cut = quantile(sorted, nc, (double)k / (double)nc);
+    /* The chosen chunks, and each one's own slope. */
+    size_t taken = 0;
+    for (size_t c = 0; c < nc && taken < k; c++) {
+        if (rank[c] > cut)
+            continue;
+        double sl = 0, st = 0;
+        for (size_t i = c * KNEE_CHUNK; i < (c + 1) * KNEE_CHUNK; i++) {
+            sl += p[i].l;
+            st += p[i].t;
+        }
+        own[taken] = sl;
+        ratio[taken] = sorted[taken] = st / sl;
+        taken++;
+    }
+    /* A stop-the-world pause can fall between two quiet neighbours: its
+     * load piles up with next to no output and would rule the sums (one
+     * such chunk took a GC-pausing app server's slope from 2300 to 640).
+     * As everywhere else, below freeze_frac x the typical value is a
+     * freeze and left out. */
+    double med = quantile(sorted, taken, 0.5);
+    double sl = 0, st = 0;
+    for (size_t c = 0; c < taken; c++)
+        if (!(ratio[c] < freeze_frac * med)) {
+            sl += own[c];
+            st += ratio[c] * own[c];
+        }
+    return sl > 0 ? st / sl : NAN;
 }
 
 /* One pass over [lo, hi] of the points sorted by load. Returns N* or NAN;
@@ -453,7 +541,7 @@ static double shape_gain(const struct grp *g, size_t ng, double K, double p, dou
  * bends. K is searched on a log grid over [lowest load, the load with
  * max(5, 2%) of the points at or above it], then by golden section. Returns
  * K or NAN; *a_out the slope, *p_out the sharpness. */
-static double fit_knee(const struct pt *p, size_t n, const bool *use, double hint,
+static double fit_knee(const struct pt *p, size_t n, const bool *use, double hint, double a_fixed,
                        double *a_out, double *p_out)
 {
     *a_out = NAN;
@@ -487,7 +575,7 @@ static double fit_knee(const struct pt *p, size_t n, const bool *use, double hin
     }
     for (size_t i = 0; i < ngrp; i++)
         g[i].l /= g[i].n;
-    double a = linear_slope(&low_l, &low_t, 1, hint);
+    double a = isfinite(a_fixed) ? a_fixed : linear_slope(&low_l, &low_t, 1, hint);
     /* The best straight line through the origin, for comparison. */
     double sg_line, gg_line;
     shape_sums(g, ngrp, INFINITY, 0, &sg_line, &gg_line);
@@ -552,7 +640,7 @@ static double fit_knee(const struct pt *p, size_t n, const bool *use, double hin
 }
 
 static double fit_robust(const struct pt *p, size_t n, double freeze_frac, double hint,
-                         double *a_out, double *p_out)
+                         double a_fixed, double *a_out, double *p_out)
 {
     bool *use = malloc((n ? n : 1) * sizeof *use);
     if (!use)
@@ -561,7 +649,7 @@ static double fit_robust(const struct pt *p, size_t n, double freeze_frac, doubl
         use[i] = true;
     double K = NAN, a = NAN, sp = NAN;
     for (int round = 0; round < 3; round++) {
-        K = fit_knee(p, n, use, hint, &a, &sp);
+        K = fit_knee(p, n, use, hint, a_fixed, &a, &sp);
         if (!isfinite(K))
             break;
         /* Freeze windows sit far below the curve; drop them and refit. */
@@ -581,7 +669,238 @@ static double fit_robust(const struct pt *p, size_t n, double freeze_frac, doubl
     return K;
 }
 
+/* ---------------------------------------------------------- the knee test --- */
+
+/* A candidate knee K is shown, not assumed (DESIGN.md "N*": "the smallest
+ * load beyond which more load brings negligible throughput" is a claim about
+ * the windows beyond K, so they must be there and must say so):
+ *   before = the least-squares slope through the origin of the windows below
+ *            K (the linear part);
+ *   after  = the least-squares slope of the windows at or above K that are
+ *            not freezes (below freeze_frac x a·K: a pause says nothing about
+ *            where the curve flattens, and would make any K look flat);
+ *   r = after / before. K stands when at least KNEE_MIN_BEYOND windows lie
+ *   at or above it and the one-sided 95% upper bound of r is at most
+ *   KNEE_MAX_RATIO: throughput beyond K rises at most half as fast as below.
+ * The bound comes from a delete-a-group jackknife. Windows next to each other
+ * in time are alike (a burst lasts many windows), so a bound that treated
+ * them as independent would be far too narrow; the points are cut, in the
+ * order given (time order for a series), into chunks of KNEE_CHUNK
+ * consecutive ones, chunk c joins group c mod G (G = min(KNEE_GROUPS,
+ * chunks)), and r is recomputed with each group left out. Interleaving keeps
+ * one long burst spread over many groups, so a single transient bottleneck
+ * can still be shown.
+ *
+ * Why: the fit finds some knee in any cloud that bends at all, and a cloud
+ * with no congestion bends too (a window's completions lag its load: the
+ * requests that make a window's load high often finish in the next one). On
+ * a 4-core database whose load never passed 2, the fit put a knee at 1.6 and
+ * flagged 2% of the windows; there, 8 windows lay beyond it and r was 0.45
+ * with a bound of 2.0. On saturated tiers r is 0.01-0.02 with a bound under
+ * 0.03 (tbneck-sim, 1 to 4 cores, 110-190 windows beyond). */
+
+/* Sums of one group: through-origin sums of the windows below K, plain
+ * least-squares sums (load taken relative to K, for precision) of those at
+ * or above. */
+struct ksum {
+    double bll, blt;
+    double n, x, t, xx, xt;
+};
+
+static double ksum_ratio(const struct ksum *s)
+{
+    if (!(s->bll > 0) || s->n < 3)
+        return NAN;
+    double before = s->blt / s->bll;
+    double den = s->n * s->xx - s->x * s->x;
+    if (!(before > 0) || !(den > 0))
+        return NAN;
+    return (s->n * s->xt - s->x * s->t) / den / before;
+}
+
+struct knee {
+    double ratio, ucb;
+    size_t beyond;
+};
+
+static void knee_test(const struct pt *p, size_t n, uint32_t groups, double K, double a,
+                      double freeze_frac, struct knee *kt)
+{
+    struct ksum g[KNEE_GROUPS], tot;
+    memset(g, 0, sizeof g);
+    memset(&tot, 0, sizeof tot);
+    kt->ratio = kt->ucb = NAN;
+    kt->beyond = 0;
+    double cut = a > 0 ? freeze_frac * a * K : -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        struct ksum *s = &g[p[i].grp];
+        double l = p[i].l, t = p[i].t;
+        if (l < K) {
+            s->bll += l * l;
+            s->blt += l * t;
+        } else if (t >= cut) {
+            double x = l - K;
+            s->n += 1;
+            s->x += x;
+            s->t += t;
+            s->xx += x * x;
+            s->xt += x * t;
+            kt->beyond++;
+        }
+    }
+    for (uint32_t j = 0; j < groups; j++) {
+        tot.bll += g[j].bll;
+        tot.blt += g[j].blt;
+        tot.n += g[j].n;
+        tot.x += g[j].x;
+        tot.t += g[j].t;
+        tot.xx += g[j].xx;
+        tot.xt += g[j].xt;
+    }
+    kt->ratio = ksum_ratio(&tot);
+    if (!isfinite(kt->ratio) || groups < 2)
+        return;
+    double r[KNEE_GROUPS], mean = 0;
+    for (uint32_t j = 0; j < groups; j++) {
+        struct ksum s = tot;
+        s.bll -= g[j].bll;
+        s.blt -= g[j].blt;
+        s.n -= g[j].n;
+        s.x -= g[j].x;
+        s.t -= g[j].t;
+        s.xx -= g[j].xx;
+        s.xt -= g[j].xt;
+        r[j] = ksum_ratio(&s);
+        if (!isfinite(r[j])) {
+            /* Leaving one group out leaves nothing to measure: the evidence
+             * rests on that group alone. */
+            kt->ucb = INFINITY;
+            return;
+        }
+        mean += r[j];
+    }
+    mean /= groups;
+    double ss = 0;
+    for (uint32_t j = 0; j < groups; j++)
+        ss += (r[j] - mean) * (r[j] - mean);
+    double se = sqrt((double)(groups - 1) / groups * ss);
+    kt->ucb = kt->ratio + t95(groups - 1) * se;
+}
+
+static bool knee_passes(const struct knee *kt)
+{
+    return kt->beyond >= KNEE_MIN_BEYOND && kt->ucb <= KNEE_MAX_RATIO;
+}
+
+/* Puts both candidates through the sanity bound and the knee test; a
+ * candidate that fails becomes NAN. res->why and the knee_* fields describe
+ * the threshold's test when one stands, else the first candidate's failure
+ * (the intervention analysis before the fit), else why there was none. */
+static void show_knee(const struct pt *p, size_t m, uint32_t groups, const struct tb_nstar_opts *o,
+                      double a, struct tb_nstar *res)
+{
+    double *est[2] = {&res->n_star, &res->n_star_fit};
+    bool any = false;
+    res->why = TB_NSTAR_LINEAR;
+    res->candidate = res->knee_ratio = res->knee_ucb = NAN;
+    res->beyond = 0;
+    for (int e = 0; e < 2; e++) {
+        double K = *est[e];
+        if (!isfinite(K))
+            continue;
+        enum tb_nstar_why why;
+        struct knee kt = {NAN, NAN, 0};
+        if (groups < KNEE_MIN_GROUPS) {
+            why = TB_NSTAR_FEW_WINDOWS;
+        } else if (K < KNEE_MIN_LOAD) {
+            /* Throughput that stops growing before one request is in the
+             * server on average is limited by something else (the clients,
+             * a rate limit, another tier): not this server's congestion. */
+            why = TB_NSTAR_BELOW_ONE;
+        } else {
+            knee_test(p, m, groups, K, a, o->freeze_frac, &kt);
+            /* A curve seen rising beyond K says more than "too few
+             * windows", so that reason goes first. */
+            why = knee_passes(&kt)               ? TB_NSTAR_KNEE
+                  : !(kt.ucb <= KNEE_MAX_RATIO)  ? TB_NSTAR_RISING
+                                                 : TB_NSTAR_FEW_BEYOND;
+        }
+        if (why != TB_NSTAR_KNEE)
+            *est[e] = NAN;
+        /* The first candidate that stands, else the first that failed. */
+        if (!any || (why == TB_NSTAR_KNEE && res->why != TB_NSTAR_KNEE)) {
+            res->why = why;
+            res->candidate = K;
+            res->knee_ratio = kt.ratio;
+            res->knee_ucb = kt.ucb;
+            res->beyond = kt.beyond;
+            any = true;
+        }
+    }
+    if (!any && groups < KNEE_MIN_GROUPS)
+        res->why = TB_NSTAR_FEW_WINDOWS;
+}
+
 /* -------------------------------------------------------------- public --- */
+
+const char *tb_nstar_why_status(enum tb_nstar_why why)
+{
+    switch (why) {
+    case TB_NSTAR_KNEE:
+        return "knee";
+    case TB_NSTAR_LINEAR:
+    case TB_NSTAR_RISING:
+    case TB_NSTAR_FEW_BEYOND:
+        return "no_congestion";
+    case TB_NSTAR_BELOW_ONE:
+    case TB_NSTAR_FEW_WINDOWS:
+        break;
+    }
+    return "undetermined";
+}
+
+int tb_nstar_reason(const struct tb_nstar *ns, char *buf, size_t len)
+{
+    char ucb[32];
+    if (isfinite(ns->knee_ucb))
+        snprintf(ucb, sizeof ucb, "%.0f%%", 100 * ns->knee_ucb);
+    else
+        snprintf(ucb, sizeof ucb, "unbounded");
+    switch (ns->why) {
+    case TB_NSTAR_KNEE:
+        return snprintf(buf, len,
+                        "knee shown: beyond %.2f throughput rises at %.0f%% of the slope below "
+                        "it (at most %s at 95%% confidence, %zu windows)",
+                        ns->candidate, 100 * ns->knee_ratio, ucb, ns->beyond);
+    case TB_NSTAR_LINEAR:
+        return snprintf(buf, len, "no congestion: throughput still rises with load up to %.2f",
+                        ns->load_top);
+    case TB_NSTAR_RISING:
+        return snprintf(buf, len,
+                        "no congestion: throughput still rises with load up to %.2f (beyond "
+                        "the candidate knee %.2f it rises at %.0f%% of the slope below it, up "
+                        "to %s at 95%% confidence; a knee needs at most %.0f%%)",
+                        ns->load_top, ns->candidate, 100 * ns->knee_ratio, ucb,
+                        100 * KNEE_MAX_RATIO);
+    case TB_NSTAR_FEW_BEYOND:
+        return snprintf(buf, len,
+                        "no congestion: throughput still rises with load up to %.2f (only %zu "
+                        "windows at or beyond the candidate knee %.2f; %d needed)",
+                        ns->load_top, ns->beyond, ns->candidate, KNEE_MIN_BEYOND);
+    case TB_NSTAR_BELOW_ONE:
+        return snprintf(buf, len,
+                        "undetermined: the candidate knee %.2f is below one request in service "
+                        "(%.1f allowing for error), so what limits throughput is not this "
+                        "server's concurrency",
+                        ns->candidate, KNEE_MIN_LOAD);
+    case TB_NSTAR_FEW_WINDOWS:
+        break;
+    }
+    return snprintf(buf, len, "undetermined: %zu windows with load, at least %d needed",
+                    ns->samples, KNEE_MIN_GROUPS * KNEE_CHUNK - KNEE_CHUNK + 1);
+}
+
+
 
 static double threshold_of(double n_star, double n_star_fit)
 {
@@ -630,21 +949,33 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
         if (load[i] > 0 && isfinite(load[i]) && isfinite(tp[i]))
-            p[m++] = (struct pt){load[i], tp[i]};
+            m++;
+    /* Jackknife groups of the knee test, from the input order (knee_test). */
+    size_t chunks = (m + KNEE_CHUNK - 1) / KNEE_CHUNK;
+    uint32_t groups = (uint32_t)TB_MIN(chunks, (size_t)KNEE_GROUPS);
+    m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (load[i] > 0 && isfinite(load[i]) && isfinite(tp[i])) {
+            p[m] = (struct pt){load[i], tp[i], (uint32_t)((m / KNEE_CHUNK) % TB_MAX(groups, 1u))};
+            m++;
+        }
     res->samples = m;
+    /* Before sorting: the points are still in time order. */
+    double d0_chunks = o.waits_downstream ? chunk_slope(p, m, o.freeze_frac, scratch) : NAN;
     qsort(p, m, sizeof *p, cmp_pt);
     if (m >= 3) {
         /* δ_0 from the lowest-load tenth of the windows (at least 5), not
          * from the lowest bins: even bins over [Nmin, Nmax] are wide when
          * overload stretches the range, and the lowest ones already reach
-         * into the bend. With the work-unit hint, linear_slope decides. */
+         * into the bend. With the work-unit hint, linear_slope decides; a
+         * series that waits downstream takes chunk_slope. */
         size_t nlow = TB_MIN(m, TB_MAX((size_t)5, m / 10));
         double low_l = 0, low_t = 0;
         for (size_t i = 0; i < nlow; i++) {
             low_l += p[i].l;
             low_t += p[i].t;
         }
-        double d0 = linear_slope(&low_l, &low_t, 1, o.slope_hint);
+        double d0 = isfinite(d0_chunks) ? d0_chunks : linear_slope(&low_l, &low_t, 1, o.slope_hint);
         double lo = p[0].l, hi = p[m - 1].l;
         uint32_t nb;
         double ns = intervention(p, m, lo, hi, &o, d0, &nb, scratch);
@@ -667,11 +998,23 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
         res->n_star = o.trail && isfinite(ns) ? plateau_meet(p, m, ns, d0, o.freeze_frac, scratch)
                                               : ns;
     }
-    double a, sp;
-    res->n_star_fit = fit_robust(p, m, o.freeze_frac, o.slope_hint, &a, &sp);
+    double a = NAN, sp = NAN;
+    res->n_star_fit = fit_robust(p, m, o.freeze_frac, o.slope_hint, d0_chunks, &a, &sp);
     res->fit_sharpness = isfinite(res->n_star_fit) ? sp : NAN;
     if (isfinite(res->n_star_fit))
         res->fit_tp_max = a * res->n_star_fit;
+    /* The highest load reached, freezes aside (a stopped server at load 64
+     * is no sign that throughput still rises up to 64). */
+    res->load_top = NAN;
+    for (size_t i = m; i-- > 0;)
+        if (!(p[i].t < o.freeze_frac * res->delta0 * p[i].l)) {
+            res->load_top = p[i].l;
+            break;
+        }
+    if (!o.assume_knee)
+        show_knee(p, m, groups, &o, isfinite(res->n_star_fit) ? a : res->delta0, res);
+    if (!isfinite(res->n_star_fit))
+        res->fit_tp_max = res->fit_sharpness = NAN;
     res->slope = isfinite(res->n_star_fit) ? a : res->delta0;
     double thr = tb_nstar_threshold(res);
     if (isfinite(thr)) {
@@ -689,11 +1032,11 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
                 scratch[k++] = scratch[i];
         res->tp_max = k ? quantile(scratch, k, 0.5) : res->fit_tp_max;
     }
+    /* Two estimates that disagree: only when there are two (one alone
+     * disagrees with nothing; the report says which one is missing). */
     if (isfinite(res->n_star) && isfinite(res->n_star_fit)) {
         double lo = fmin(res->n_star, res->n_star_fit);
         res->disagree = fabs(res->n_star - res->n_star_fit) > o.disagree_frac * lo;
-    } else {
-        res->disagree = isfinite(res->n_star) != isfinite(res->n_star_fit);
     }
     free(p);
     free(scratch);

@@ -38,7 +38,7 @@ struct pstate {
     int line;
     char *err;
     size_t errlen;
-    enum { SEC_NONE, SEC_SIM, SEC_TIER, SEC_CLASS, SEC_FREEZE } sec;
+    enum { SEC_NONE, SEC_SIM, SEC_TIER, SEC_CLASS, SEC_FREEZE, SEC_EXPECT } sec;
     int idx;
     char servers_spec[64];
     int servers_line;
@@ -405,29 +405,51 @@ static int parse_at(struct pstate *ps, struct sim_freeze_conf *f, const char *v)
     return 0;
 }
 
+/* "TIER" (every server) or "TIER/N" (1-based) into target, tier, server. */
+static int get_target(struct pstate *ps, const char *k, const char *v, char *target, size_t cap,
+                      int *tier, int *server)
+{
+    if (get_str(ps, k, v, target, cap) < 0)
+        return TB_E_BADFMT;
+    char name[48];
+    snprintf(name, sizeof name, "%s", v);
+    char *slash = strchr(name, '/');
+    *server = -1;
+    if (slash) {
+        *slash = 0;
+        int n = 0;
+        if (get_int(ps, k, slash + 1, 1, SIM_MAX_SERVERS, &n) < 0)
+            return TB_E_BADFMT;
+        *server = n - 1;
+    }
+    *tier = sim_conf_tier_index(ps->c, name);
+    if (*tier < 0)
+        return fail(ps, "%s: unknown tier '%s' (tiers must be declared first)", k, name);
+    return 0;
+}
+
+static int set_expect(struct pstate *ps, const char *k, const char *v)
+{
+    struct sim_expect_conf *e = &ps->c->expect;
+    if (!strcmp(k, "server"))
+        return get_target(ps, k, v, e->target, sizeof e->target, &e->tier, &e->server);
+    if (!strcmp(k, "cause")) {
+        static const char *const causes[] = {"cpu", "freeze", "speed", "pool", "threads", "none"};
+        for (size_t i = 0; i < TB_ARRAY_SIZE(causes); i++)
+            if (!strcmp(v, causes[i])) {
+                strcpy(e->cause, v);
+                return 0;
+            }
+        return fail(ps, "cause: '%s' is not cpu, freeze, speed, pool, threads or none", v);
+    }
+    return fail(ps, "unknown key '%s' in [expect]", k);
+}
+
 static int set_freeze(struct pstate *ps, const char *k, const char *v)
 {
     struct sim_freeze_conf *f = &ps->c->freezes[ps->idx];
-    if (!strcmp(k, "server")) {
-        if (get_str(ps, k, v, f->target, sizeof f->target) < 0)
-            return TB_E_BADFMT;
-        char name[48];
-        strcpy(name, v);
-        char *slash = strchr(name, '/');
-        f->server = -1;
-        if (slash) {
-            *slash = 0;
-            int n = 0;
-            if (get_int(ps, k, slash + 1, 1, SIM_MAX_SERVERS, &n) < 0)
-                return TB_E_BADFMT;
-            f->server = n - 1;
-        }
-        f->tier = sim_conf_tier_index(ps->c, name);
-        if (f->tier < 0)
-            return fail(ps, "server: unknown tier '%s' (tiers must be declared before freezes)",
-                        name);
-        return 0;
-    }
+    if (!strcmp(k, "server"))
+        return get_target(ps, k, v, f->target, sizeof f->target, &f->tier, &f->server);
     if (!strcmp(k, "every")) {
         f->random = true;
         return get_dist(ps, k, v, true, &f->every);
@@ -452,6 +474,15 @@ static int begin_section(struct pstate *ps, char *hdr)
     }
     if (!strcmp(hdr, "sim") && !arg) {
         ps->sec = SEC_SIM;
+        return 0;
+    }
+    if (!strcmp(hdr, "expect") && !arg) {
+        if (c->expect.set)
+            return fail(ps, "[expect] given twice");
+        ps->sec = SEC_EXPECT;
+        c->expect.set = true;
+        c->expect.tier = -1;
+        c->expect.server = -1;
         return 0;
     }
     if (!strcmp(hdr, "freeze") && !arg) {
@@ -519,7 +550,7 @@ static int begin_section(struct pstate *ps, char *hdr)
         strcpy(cl->sql, "SELECT id, title FROM stories WHERE id = {id}");
         return 0;
     }
-    return fail(ps, "unknown section [%s%s%s] (sim, tier NAME, class NAME, freeze)", hdr,
+    return fail(ps, "unknown section [%s%s%s] (sim, tier NAME, class NAME, freeze, expect)", hdr,
                 arg ? " " : "", arg ? arg : "");
 }
 
@@ -614,6 +645,9 @@ int sim_conf_parse(struct sim_conf *c, const char *text, const char *name, char 
         case SEC_FREEZE:
             rc = set_freeze(&ps, k, v);
             break;
+        case SEC_EXPECT:
+            rc = set_expect(&ps, k, v);
+            break;
         default:
             rc = TB_E_INVAL;
         }
@@ -638,6 +672,12 @@ int sim_conf_parse(struct sim_conf *c, const char *text, const char *name, char 
                      f->target);
             return TB_E_BADFMT;
         }
+    }
+    const struct sim_expect_conf *e = &c->expect;
+    if (e->set && (!e->cause[0] || (e->tier < 0) != !strcmp(e->cause, "none"))) {
+        snprintf(err, errlen, "%s: [expect] needs 'cause', and 'server' unless the cause is none",
+                 name);
+        return TB_E_BADFMT;
     }
     return 0;
 }
@@ -764,6 +804,11 @@ int sim_conf_finish(struct sim_conf *c, char *err, size_t errlen)
             return TB_E_INVAL;
         }
     }
+    if (c->expect.tier >= 0 && c->expect.server >= c->tiers[c->expect.tier].servers) {
+        snprintf(err, errlen, "expect %s: tier '%s' has only %d servers", c->expect.target,
+                 c->tiers[c->expect.tier].name, c->tiers[c->expect.tier].servers);
+        return TB_E_INVAL;
+    }
     return 0;
 }
 
@@ -831,6 +876,12 @@ int sim_conf_write(const struct sim_conf *c, FILE *f)
                         fr->len_ns[k]);
             fprintf(f, "\n");
         }
+    }
+    if (c->expect.set) {
+        fprintf(f, "\n[expect]\n");
+        if (c->expect.target[0])
+            fprintf(f, "server = %s\n", c->expect.target);
+        fprintf(f, "cause = %s\n", c->expect.cause);
     }
     return ferror(f) ? TB_E_IO : 0;
 }

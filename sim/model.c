@@ -56,15 +56,26 @@ struct conn {
     char caddr[40]; /* the client as tbneck prints it, for the truth */
     struct tcp_dir d[2];
     struct server *srv;
+    int ctier; /* tier of the client end; -1 for a user */
     int nreq;
     bool open;
+    /* What the tap saw of it, for connections.csv. */
+    int64_t seen_first, seen_last; /* INT64_MAX, INT64_MIN until a packet is captured */
+    int64_t seen_fin;              /* the last FIN captured; INT64_MIN for none */
+    bool seen_syn;
+    uint32_t nreq_truth; /* its requests listed in requests.csv */
     struct conn *next_free;
 };
 
 struct job;
 struct jobq {
     struct job *head, *tail;
+    int n;
 };
+
+/* What limits a server at an instant (docs/sim.md, "causes.csv"). */
+enum cause { C_NONE, C_CPU, C_SPEED, C_FREEZE, C_POOL, C_THREADS };
+static const char *const cause_names[] = {"none", "cpu", "speed", "freeze", "pool", "threads"};
 
 struct pool {
     struct conn **idle;
@@ -87,6 +98,9 @@ struct server {
     double busy_mark;
     int frozen;
     uint16_t next_port;
+    int pool_waiting;   /* its requests waiting for a downstream connection */
+    enum cause cause;   /* current label and since when */
+    int64_t cause_since;
 };
 
 struct user {
@@ -99,6 +113,7 @@ struct user {
 };
 
 struct job {
+    uint64_t id; /* the truth's request id */
     struct server *srv;
     struct conn *in;
     struct job *parent;
@@ -136,6 +151,7 @@ struct model {
     struct conn *conn_free;
     struct job *job_free;
     uint64_t next_conn_id;
+    uint64_t next_req_id;
     uint16_t user_port[256];
     int64_t end_ns;
     bool burst_on;
@@ -288,6 +304,13 @@ static void emit(struct model *m, struct conn *c, int dir, int64_t ts, uint8_t f
         put32(o + 8, tsecr);
     }
     d->last_tsval = tsval;
+    if (ts >= m->out->imp.capture_from_ns) {
+        c->seen_first = ts < c->seen_first ? ts : c->seen_first;
+        c->seen_last = ts > c->seen_last ? ts : c->seen_last;
+        c->seen_syn |= (flags & (TH_SYN | TH_ACK)) == TH_SYN;
+        if ((flags & TH_FIN) && ts > c->seen_fin)
+            c->seen_fin = ts;
+    }
     if (plen)
         memcpy(t + tcplen, payload, plen);
     uint32_t sum = csum_add(0, src, alen);
@@ -406,7 +429,11 @@ static struct conn *conn_new(struct model *m, const uint8_t cip[4], uint16_t cpo
     c->port[1] = srv->port;
     sim_fmt_addr(c->caddr, sizeof c->caddr, cip, cport, m->c->ipv6);
     c->srv = srv;
+    c->ctier = -1;
     c->open = true;
+    c->seen_first = INT64_MAX;
+    c->seen_last = INT64_MIN;
+    c->seen_fin = INT64_MIN;
     for (int i = 0; i < 2; i++) {
         uint64_t r = sim_rng_next(&m->rng);
         c->d[i].nxt = (uint32_t)r;
@@ -416,8 +443,30 @@ static struct conn *conn_new(struct model *m, const uint8_t cip[4], uint16_t cpo
     return c;
 }
 
+/* One row of connections.csv: a connection the tap saw, as it saw it. */
+static void write_conn(struct model *m, const struct conn *c)
+{
+    if (c->seen_first == INT64_MAX)
+        return;
+    char saddr[48], fin[24] = "";
+    sim_fmt_addr(saddr, sizeof saddr, c->ip[1], c->port[1], m->c->ipv6);
+    if (c->seen_fin != INT64_MIN)
+        snprintf(fin, sizeof fin, "%" PRId64, c->seen_fin);
+    fprintf(m->out->conns, "%" PRIu64 ",%s,%s,%s,%s,%" PRId64 ",%" PRId64 ",%d,%s,%" PRIu32 "\n",
+            c->id, c->caddr, saddr, c->ctier < 0 ? "" : m->c->tiers[c->ctier].wire_name,
+            m->c->tiers[c->srv->tier].wire_name, c->seen_first, c->seen_last, c->seen_syn, fin,
+            c->nreq_truth);
+}
+
+static int conn_cmp_id(const void *a, const void *b)
+{
+    const struct conn *x = *(struct conn *const *)a, *y = *(struct conn *const *)b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
 static void conn_release(struct model *m, struct conn *c)
 {
+    write_conn(m, c);
     c->open = false;
     c->next_free = m->conn_free;
     m->conn_free = c;
@@ -467,6 +516,7 @@ static struct job *job_new(struct model *m, struct server *srv, struct conn *in,
         return NULL;
     }
     memset(j, 0, sizeof *j);
+    j->id = ++m->next_req_id;
     j->srv = srv;
     j->in = in;
     j->cls = cls;
@@ -484,6 +534,7 @@ static void job_free(struct model *m, struct job *j)
 
 static void q_push(struct jobq *q, struct job *j)
 {
+    q->n++;
     j->qnext = NULL;
     if (q->tail)
         q->tail->qnext = j;
@@ -496,11 +547,46 @@ static struct job *q_pop(struct jobq *q)
 {
     struct job *j = q->head;
     if (j) {
+        q->n--;
         q->head = j->qnext;
         if (!q->head)
             q->tail = NULL;
     }
     return j;
+}
+
+/* The server's cause label now, by the precedence of docs/sim.md. */
+static enum cause cause_of(const struct model *m, const struct server *s)
+{
+    const struct sim_tier_conf *t = &m->c->tiers[s->tier];
+    if (s->frozen)
+        return C_FREEZE;
+    if (s->pool_waiting)
+        return C_POOL;
+    if (s->ps.n > (size_t)t->cores)
+        return s->level + 1 < t->nspeeds ? C_SPEED : C_CPU;
+    if (s->accept.n)
+        return C_THREADS;
+    return C_NONE;
+}
+
+static void cause_write(struct model *m, const struct server *s, int64_t now)
+{
+    if (s->cause != C_NONE && now > s->cause_since)
+        fprintf(m->out->causes, "%s,%s,%" PRId64 ",%" PRId64 ",%s\n", s->addr,
+                m->c->tiers[s->tier].wire_name, s->cause_since, now, cause_names[s->cause]);
+}
+
+/* Called after anything that may change a server's label: closes the
+ * interval of the old label when it changes. */
+static void cause_update(struct model *m, struct server *s, int64_t now)
+{
+    enum cause c = cause_of(m, s);
+    if (c == s->cause)
+        return;
+    cause_write(m, s, now);
+    s->cause = c;
+    s->cause_since = now;
 }
 
 static void ps_resched(struct model *m, struct server *s, int64_t now)
@@ -509,6 +595,7 @@ static void ps_resched(struct model *m, struct server *s, int64_t now)
     int64_t t = sim_ps_next(&s->ps, now);
     if (t != INT64_MAX)
         push_ev(m, t, EV_PS, s, s->ps_gen);
+    cause_update(m, s, now);
 }
 
 static int sample_count(const struct sim_dist *d, struct sim_rng *r)
@@ -591,7 +678,13 @@ static void write_truth(struct model *m, struct job *j, int64_t departure)
     sim_buf_i64(b, departure);
     sim_buf_put(b, ",", 1);
     sim_buf_i64(b, j->w.status);
+    sim_buf_put(b, ",", 1);
+    sim_buf_u64(b, j->id);
+    sim_buf_put(b, ",", 1);
+    if (j->parent)
+        sim_buf_u64(b, j->parent->id);
     sim_buf_put(b, "\n", 1);
+    j->in->nreq_truth++;
     if (b->err)
         m->err = b->err;
     fwrite(b->p, 1, b->n, m->out->requests);
@@ -639,8 +732,10 @@ static void burst_done(struct model *m, struct job *j, int64_t now)
     j->down_pool = p;
     if (p->nidle)
         issue_call(m, j, p->idle[--p->nidle], now);
-    else
+    else {
         q_push(&p->waiters, j); /* holds its thread while it waits for a connection */
+        s->pool_waiting++;
+    }
 }
 
 static int pick_class(struct model *m)
@@ -708,9 +803,10 @@ static void on_resp_arrive(struct model *m, struct job *j, int64_t now)
     struct pool *p = parent->down_pool;
     job_free(m, j);
     struct job *w = q_pop(&p->waiters);
-    if (w)
+    if (w) {
+        parent->srv->pool_waiting--;
         issue_call(m, w, c, now);
-    else
+    } else
         p->idle[p->nidle++] = c;
     parent->done_calls++;
     struct server *s = parent->srv;
@@ -825,8 +921,10 @@ static void dispatch(struct model *m, const struct sim_event *e)
         struct job *j = e->obj;
         if (j->srv->busy_threads < m->c->tiers[j->srv->tier].threads)
             job_start(m, j, now);
-        else
+        else {
             q_push(&j->srv->accept, j);
+            cause_update(m, j->srv, now);
+        }
         return;
     }
     case EV_PS: {
@@ -860,48 +958,6 @@ static void dispatch(struct model *m, const struct sim_event *e)
         on_burst(m, now);
         return;
     }
-}
-
-int sim_write_expected(const struct sim_conf *c, FILE *f)
-{
-    /* A CPU-bound server congests once its cores are all busy. A request in a
-     * tier that calls downstream is on the CPU only for the fraction D/R of
-     * its stay (D its CPU demand, R its uncongested residence: D plus the
-     * residence of its calls at the next tier), so the load at the knee is
-     * cores x R/D; for the last tier R = D and N* = cores. Means are weighted
-     * by how often each class visits the tier. */
-    double visits[SIM_MAX_CLASSES][SIM_MAX_TIERS], res[SIM_MAX_CLASSES][SIM_MAX_TIERS + 1];
-    for (int k = 0; k < c->nclasses; k++) {
-        const struct sim_class_conf *cl = &c->classes[k];
-        double v = cl->weight;
-        for (int t = 0; t < c->ntiers; t++) {
-            visits[k][t] = v;
-            v *= t + 1 < c->ntiers ? sim_dist_mean(&cl->calls[t]) : 0;
-        }
-        res[k][c->ntiers] = 0;
-        for (int t = c->ntiers - 1; t >= 0; t--) {
-            double calls = t + 1 < c->ntiers ? sim_dist_mean(&cl->calls[t]) : 0;
-            res[k][t] = sim_dist_mean(&cl->demand[t]) + calls * res[k][t + 1];
-        }
-    }
-    for (int t = 0; t < c->ntiers; t++) {
-        const struct sim_tier_conf *tc = &c->tiers[t];
-        double vd = 0, vr = 0;
-        for (int k = 0; k < c->nclasses; k++) {
-            vd += visits[k][t] * sim_dist_mean(&c->classes[k].demand[t]);
-            vr += visits[k][t] * res[k][t];
-        }
-        double nstar = vd > 0 ? tc->cores * vr / vd : tc->cores;
-        for (int s = 0; s < tc->servers; s++) {
-            char addr[48];
-            const uint8_t ip[4] = {10, 0, (uint8_t)(2 + t), (uint8_t)(1 + s)};
-            sim_fmt_addr(addr, sizeof addr, ip, tc->port, c->ipv6);
-            fprintf(f, "%s,%s,%d,%.2f\n", tc->wire_name, addr, tc->cores, nstar);
-        }
-        fprintf(f, "%s,*,%d,%.2f\n", tc->wire_name, tc->cores * tc->servers,
-                nstar * tc->servers);
-    }
-    return ferror(f) ? TB_E_IO : 0;
 }
 
 static int setup(struct model *m, char *err, size_t errlen)
@@ -971,6 +1027,7 @@ static int setup(struct model *m, char *err, size_t errlen)
                     struct conn *cn = conn_new(m, s->ip, s->next_port++, &m->srv[t + 1][d]);
                     if (!cn)
                         goto nomem;
+                    cn->ctier = t;
                     open_at += 20000;
                     int64_t r = tcp_open(m, cn, open_at);
                     if (nc->wire->login) {
@@ -1082,6 +1139,39 @@ static void teardown(struct model *m)
     free(m->filler);
 }
 
+/* The end of the run: the labels still open end now, and the connections
+ * still open (pooled ones, users' keep-alive ones) are listed by id. */
+static int finish_truth(struct model *m, int64_t now)
+{
+    size_t n = 0, cap = 0;
+    for (int t = 0; t < m->c->ntiers; t++)
+        for (int i = 0; i < m->nsrv[t]; i++) {
+            cause_write(m, &m->srv[t][i], now);
+            if (t + 1 < m->c->ntiers)
+                cap += (size_t)m->nsrv[t + 1] * (size_t)m->c->tiers[t].pool;
+        }
+    cap += (size_t)m->c->users * (size_t)m->nsrv[0];
+    struct conn **v = malloc(TB_MAX(cap, 1) * sizeof *v);
+    if (!v)
+        return TB_E_NOMEM;
+    for (int t = 0; t + 1 < m->c->ntiers; t++)
+        for (int i = 0; i < m->nsrv[t]; i++)
+            for (int d = 0; d < m->nsrv[t + 1]; d++) {
+                const struct pool *p = &m->srv[t][i].pools[d];
+                for (int k = 0; k < p->nidle && n < cap; k++)
+                    v[n++] = p->idle[k];
+            }
+    for (int u = 0; u < m->c->users; u++)
+        for (int s = 0; s < m->nsrv[0]; s++)
+            if (m->users[u].conn[s] && n < cap)
+                v[n++] = m->users[u].conn[s];
+    qsort(v, n, sizeof *v, conn_cmp_id);
+    for (size_t i = 0; i < n; i++)
+        write_conn(m, v[i]);
+    free(v);
+    return 0;
+}
+
 int sim_run(const struct sim_conf *conf, struct sim_out *out, struct sim_stats *st, char *err,
             size_t errlen)
 {
@@ -1090,7 +1180,9 @@ int sim_run(const struct sim_conf *conf, struct sim_out *out, struct sim_stats *
     int rc = setup(&m, err, errlen);
     if (rc == 0) {
         struct sim_event e;
+        int64_t last = conf->start_ns;
         while (sim_heap_pop(&m.ev, &e)) {
+            last = e.t;
             flush_packets(&m, e.t);
             dispatch(&m, &e);
             if (m.err) {
@@ -1100,6 +1192,8 @@ int sim_run(const struct sim_conf *conf, struct sim_out *out, struct sim_stats *
             }
         }
         flush_packets(&m, INT64_MAX);
+        if (rc == 0 && (rc = finish_truth(&m, last)) < 0)
+            snprintf(err, errlen, "out of memory writing the truth");
     }
     st->packets = out->packets;
     st->packets_written = out->written;

@@ -167,6 +167,15 @@ struct sim_freeze_conf {
     int nat;
 };
 
+/* The diagnosis the configuration expects tbneck to give ([expect]). */
+struct sim_expect_conf {
+    bool set;
+    char target[48]; /* as written: TIER or TIER/N; empty with cause none */
+    int tier;        /* -1 when none is expected */
+    int server;      /* 0-based, or -1 for the whole tier ("*") */
+    char cause[16];  /* cpu, freeze, speed, pool, threads or none */
+};
+
 struct sim_conf {
     uint64_t seed;
     int64_t start_ns;    /* wall-clock time of the first packet */
@@ -189,6 +198,7 @@ struct sim_conf {
     int nclasses;
     struct sim_freeze_conf freezes[SIM_MAX_FREEZES];
     int nfreezes;
+    struct sim_expect_conf expect;
 };
 
 void sim_conf_defaults(struct sim_conf *c);
@@ -214,7 +224,8 @@ struct sim_impair {
 
 /* Everything a run writes: the pcap (through the impairments) and the truth. */
 struct sim_out {
-    FILE *pcap, *requests, *freezes, *speed, *expected, *conf, *dropped;
+    FILE *pcap, *requests, *freezes, *speed, *expected, *conf, *dropped, *conns, *causes,
+        *verdict;
     struct sim_impair imp;
     struct sim_rng rng; /* impairments draw from their own stream: the run stays the same */
     uint8_t *held;      /* a packet held back to be written after its successor */
@@ -260,5 +271,8 @@ int sim_run(const struct sim_conf *conf, struct sim_out *out, struct sim_stats *
             size_t errlen);
 /* Writes PREFIX.expected.csv: the expected N* of each server and tier. */
 int sim_write_expected(const struct sim_conf *conf, FILE *f);
+/* Writes PREFIX.verdict.csv: the [expect] section as tier, server, cause
+ * (nothing below the header when the configuration states none). */
+int sim_write_verdict(const struct sim_conf *conf, FILE *f);
 
 #endif

@@ -37,6 +37,7 @@
  *               opened 'syn'|'synack'|'midstream',
  *               closed 'open'|'fin'|'rst'|'idle'|'evicted'|'end', requests, packets,
  *               bytes_c2s, bytes_s2c)                                              [3]
+ *   analyses += method_version, n_star_why (enum tb_nstar_why), n_star_reason       [4]
  * Raw payloads are never stored: a class is a fingerprint with literals removed. */
 #include "store_int.h"
 
@@ -135,6 +136,13 @@ static const struct migration migrations[] = {
         "  requests INTEGER NOT NULL, packets INTEGER NOT NULL,\n"
         "  bytes_c2s INTEGER NOT NULL, bytes_s2c INTEGER NOT NULL);\n"
         "CREATE INDEX connections_open ON connections(open_ns);\n"},
+    /* Version 4: whether and why a knee was shown (correlate.h "the knee
+     * test"), and the analysis method's version, so that an analysis made by
+     * an older method is recomputed instead of reused (the rows before it
+     * have version 0). */
+    {4, "ALTER TABLE analyses ADD COLUMN method_version INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE analyses ADD COLUMN n_star_why INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE analyses ADD COLUMN n_star_reason TEXT NOT NULL DEFAULT '';\n"},
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == TB_STORE_SCHEMA_VERSION,

@@ -794,9 +794,10 @@ int tb_store_put_analysis(struct tb_store *st, const struct tb_analysis *a,
     if ((rc = tb__db_prep(d,
                           "INSERT INTO analyses(tier_id, server_id, width_ns, from_ns, to_ns, "
                           "requests, n_star, n_star_fit, tp_max, slope, work_unit_ns, "
-                          "congested_fraction, episodes_per_min, levels, disagree, created_ns) "
+                          "congested_fraction, episodes_per_min, levels, disagree, created_ns, "
+                          "method_version, n_star_why, n_star_reason) "
                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                          "?15, ?16)",
+                          "?15, ?16, ?17, ?18, ?19)",
                           &s)))
         goto out;
     levels_json(a, levels, sizeof levels);
@@ -816,6 +817,9 @@ int tb_store_put_analysis(struct tb_store *st, const struct tb_analysis *a,
     sqlite3_bind_text(s, 14, levels, -1, SQLITE_STATIC);
     sqlite3_bind_int(s, 15, a->disagree);
     sqlite3_bind_int64(s, 16, now_ns());
+    sqlite3_bind_int64(s, 17, a->method_version);
+    sqlite3_bind_int(s, 18, (int)a->n_star_why);
+    sqlite3_bind_text(s, 19, a->n_star_reason, -1, SQLITE_STATIC);
     if ((rc = tb__db_step_done(d, s, "storing an analysis")))
         goto out;
     id = sqlite3_last_insert_rowid(d->db);
@@ -859,7 +863,8 @@ int tb_store_get_analysis(struct tb_store *st, uint32_t tier, uint32_t server, i
     if ((rc = tb__db_prep(d,
                           "SELECT id, from_ns, to_ns, requests, n_star, n_star_fit, tp_max, "
                           "slope, work_unit_ns, congested_fraction, episodes_per_min, levels, "
-                          "disagree FROM analyses WHERE tier_id = ?1 AND server_id = ?2 "
+                          "disagree, method_version, n_star_why, n_star_reason FROM analyses "
+                          "WHERE tier_id = ?1 AND server_id = ?2 "
                           "AND width_ns = ?3 ORDER BY id DESC LIMIT 1",
                           &s)))
         return rc;
@@ -888,6 +893,9 @@ int tb_store_get_analysis(struct tb_store *st, uint32_t tier, uint32_t server, i
     a->episodes_per_min = column_real(s, 10);
     rc = levels_parse(column_str(s, 11), a);
     a->disagree = sqlite3_column_int(s, 12) != 0;
+    a->method_version = (uint32_t)sqlite3_column_int64(s, 13);
+    a->n_star_why = (enum tb_nstar_why)sqlite3_column_int(s, 14);
+    snprintf(a->n_star_reason, sizeof a->n_star_reason, "%s", column_str(s, 15));
     sqlite3_reset(s);
     if (rc) {
         tb_log_error("%s: analysis %lld has unreadable levels", d->path, (long long)id);

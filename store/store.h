@@ -17,9 +17,10 @@
 struct tb_capture_stats; /* capture/capture.h */
 
 /* Version 1: catalog, captures, requests, windows, service times, analyses,
- * episodes. Version 2: health and events. Version 3: connections.
+ * episodes. Version 2: health and events. Version 3: connections. Version 4: the
+ * analyses' knee verdict and method version.
  * (store/schema.c, docs/storage.md) */
-#define TB_STORE_SCHEMA_VERSION 3
+#define TB_STORE_SCHEMA_VERSION 4
 
 enum tb_store_flags {
     TB_STORE_CREATE = 1u << 0,   /* create the file when absent */

@@ -12,8 +12,6 @@
 #include "analyze.h"
 #include "diagnose.h"
 
-#define WIDTH_MIN_NS TB_NS_PER_MS
-#define WIDTH_MAX_NS (3600 * TB_NS_PER_SEC)
 #define API_MAX_WINDOWS 2000000 /* ~100 MB of JSON: a range that large is a mistake */
 
 /* Parameters shared by the per-tier endpoints. */
@@ -68,8 +66,7 @@ static bool get_params(struct tb_web *w, struct reply *c, const char *q, struct 
     }
     if (rw == 1) {
         int64_t ns;
-        if (tb_parse_duration(width, TB_NS_PER_MS, &ns) < 0 || ns < WIDTH_MIN_NS ||
-            ns > WIDTH_MAX_NS) {
+        if (tb_parse_window(width, &ns) < 0) {
             snprintf(msg, sizeof msg, "bad width '%.40s': expected a duration from 1ms to 1h", width);
             reply_error(c, 400, msg);
             return false;
@@ -313,6 +310,9 @@ static void analysis_fields(struct tb_buf *b, const struct tb_analysis *a)
     }
     tb_buf_trim_comma(b);
     tb_buf_printf(b, "],\"disagree\":%s", a->disagree ? "true" : "false");
+    tb_buf_printf(b, ",\"n_star_status\":\"%s\",\"n_star_reason\":",
+                  tb_nstar_why_status(a->n_star_why));
+    tb_buf_json_str(b, a->n_star_reason);
 }
 
 static void api_scatter(struct tb_web *w, struct reply *c, const struct params *p)

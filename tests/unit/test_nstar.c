@@ -6,7 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "correlate.h"
@@ -251,13 +253,226 @@ static void test_smeared_mmc(void **state)
             mmc_windows(c, N, seed, l, t);
             struct tb_nstar ns;
             assert_int_equal(tb_nstar_estimate(l, t, N, &o, &ns), 0);
-            print_message("M/M/%d seed=%d n_star=%.3f fit=%.3f\n", c, (int)seed, ns.n_star,
-                          ns.n_star_fit);
+            print_message("M/M/%d seed=%d n_star=%.3f fit=%.3f why=%d K=%.3f r=%.3f ucb=%.3f "
+                          "beyond=%zu\n",
+                          c, (int)seed, ns.n_star, ns.n_star_fit, (int)ns.why, ns.candidate,
+                          ns.knee_ratio, ns.knee_ucb, ns.beyond);
             assert_near(ns.n_star, c, 0.1 * c);
             assert_near(ns.n_star_fit, c, 0.1 * c);
             assert_false(ns.disagree);
         }
     }
+    free(l);
+    free(t);
+}
+
+
+/* A light load: a cloud that bends a little (a window's completions lag its
+ * load, so the highest-load windows show less than their share) but never
+ * flattens, as a 4-core database whose load stays under 2. The fit finds a
+ * candidate knee; the knee test refuses it: beyond it, throughput still
+ * rises at about 60% of the slope below. No threshold, a reason. */
+static void test_light_load_refused(void **state)
+{
+    (void)state;
+    enum { N = 400 };
+    double *l = malloc(N * sizeof *l), *t = malloc(N * sizeof *t);
+    rs = 41;
+    for (size_t i = 0; i < N; i++) {
+        l[i] = 2 * unif() * unif() + 0.01;
+        double bend = l[i] > 1.2 ? 0.4 * (l[i] - 1.2) : 0;
+        t[i] = MU * (l[i] - bend) * (1 + 0.08 * gauss());
+    }
+    struct tb_nstar_opts o;
+    tb_nstar_opts_default(&o);
+    o.assume_knee = true;
+    struct tb_nstar as, ns;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &as), 0);
+    assert_int_equal(tb_nstar_estimate(l, t, N, NULL, &ns), 0);
+    char why[192];
+    tb_nstar_reason(&ns, why, sizeof why);
+    print_message("light: assumed %.3f / %.3f; tested %.3f / %.3f: %s\n", as.n_star,
+                  as.n_star_fit, ns.n_star, ns.n_star_fit, why);
+    assert_true(isfinite(as.n_star_fit)); /* there is a candidate to refuse */
+    assert_true(isnan(ns.n_star) && isnan(ns.n_star_fit));
+    assert_true(isnan(tb_nstar_threshold(&ns)) && isnan(ns.tp_max));
+    assert_int_equal(ns.why, TB_NSTAR_RISING);
+    assert_string_equal(tb_nstar_why_status(ns.why), "no_congestion");
+    assert_true(ns.knee_ucb > 0.5);
+    assert_false(ns.disagree);
+    double top = 0;
+    for (size_t i = 0; i < N; i++)
+        top = fmax(top, l[i]);
+    assert_near(ns.load_top, top, 0);
+    char want[64];
+    snprintf(want, sizeof want, "no congestion: throughput still rises with load up to %.2f",
+             top);
+    assert_memory_equal(why, want, strlen(want));
+    free(l);
+    free(t);
+}
+
+/* One request at a time, and throughput that stops growing long before one
+ * request is in service (a near-idle server whose clients pace it): the
+ * candidate (about 0.05) is below one request, "undetermined". */
+static void test_below_one(void **state)
+{
+    (void)state;
+    enum { N = 600 };
+    double *l = malloc(N * sizeof *l), *t = malloc(N * sizeof *t);
+    rs = 43;
+    for (size_t i = 0; i < N; i++) {
+        l[i] = 0.2 * unif() + 0.001;
+        t[i] = MU * fmin(l[i], 0.05) * (1 + 0.05 * gauss());
+    }
+    struct tb_nstar ns;
+    assert_int_equal(tb_nstar_estimate(l, t, N, NULL, &ns), 0);
+    char why[192];
+    tb_nstar_reason(&ns, why, sizeof why);
+    print_message("below one: %s\n", why);
+    assert_true(isnan(tb_nstar_threshold(&ns)));
+    assert_int_equal(ns.why, TB_NSTAR_BELOW_ONE);
+    assert_near(ns.candidate, 0.05, 0.01);
+    assert_string_equal(tb_nstar_why_status(ns.why), "undetermined");
+    assert_memory_equal(why, "undetermined: the candidate knee 0.05 is below one request", 58);
+    free(l);
+    free(t);
+}
+
+/* Fewer than 33 windows with load cannot show a knee, however sharp. */
+static void test_few_windows(void **state)
+{
+    (void)state;
+    double l[32], t[32];
+    for (int i = 0; i < 32; i++) {
+        l[i] = 0.25 * (i + 1);
+        t[i] = MU * fmin(l[i], 2);
+    }
+    struct tb_nstar ns, as;
+    struct tb_nstar_opts o;
+    tb_nstar_opts_default(&o);
+    o.assume_knee = true;
+    assert_int_equal(tb_nstar_estimate(l, t, 32, &o, &as), 0);
+    assert_int_equal(tb_nstar_estimate(l, t, 32, NULL, &ns), 0);
+    assert_near(as.n_star_fit, 2, 0.05);
+    assert_true(isnan(tb_nstar_threshold(&ns)));
+    assert_int_equal(ns.why, TB_NSTAR_FEW_WINDOWS);
+    char why[192];
+    tb_nstar_reason(&ns, why, sizeof why);
+    assert_string_equal(why, "undetermined: 32 windows with load, at least 33 needed");
+}
+
+/* A single burst of saturation in an otherwise light series (time order):
+ * 60 consecutive windows at 2-6x the knee of a 2-core server, 940 below it.
+ * Interleaved jackknife groups spread the burst, so the knee is shown. And
+ * the same burst made of freezes (no output) shows nothing: a pause is not
+ * a plateau. */
+static void test_one_burst(void **state)
+{
+    (void)state;
+    enum { N = 1000 };
+    double *l = malloc(N * sizeof *l), *t = malloc(N * sizeof *t);
+    rs = 47;
+    for (size_t i = 0; i < N; i++) {
+        bool burst = i >= 500 && i < 560;
+        l[i] = burst ? 2 * (2 + 4 * unif()) : 1.8 * unif() + 0.01;
+        t[i] = MU * fmin(l[i], 2) * (1 + 0.05 * gauss());
+    }
+    struct tb_nstar ns;
+    assert_int_equal(tb_nstar_estimate(l, t, N, NULL, &ns), 0);
+    print_message("one burst: n_star %.3f fit %.3f r %.3f ucb %.3f beyond %zu\n", ns.n_star,
+                  ns.n_star_fit, ns.knee_ratio, ns.knee_ucb, ns.beyond);
+    assert_int_equal(ns.why, TB_NSTAR_KNEE);
+    assert_near(tb_nstar_threshold(&ns), 2, 0.2);
+    assert_true(ns.beyond >= 60);
+    for (size_t i = 500; i < 560; i++)
+        t[i] = MU * 0.02 * unif();
+    assert_int_equal(tb_nstar_estimate(l, t, N, NULL, &ns), 0);
+    print_message("one freeze burst: n_star %.3f fit %.3f why %d\n", ns.n_star, ns.n_star_fit,
+                  (int)ns.why);
+    assert_true(isnan(tb_nstar_threshold(&ns)));
+    free(l);
+    free(t);
+}
+
+/* "The two estimates disagree" needs two estimates. */
+static void test_disagree_needs_both(void **state)
+{
+    (void)state;
+    enum { N = 6000 };
+    double *l = malloc(N * sizeof *l), *t = malloc(N * sizeof *t);
+    cloud(2, N, 0.15, 0.0, 9, l, t);
+    struct tb_nstar_opts o;
+    tb_nstar_opts_default(&o);
+    o.bins = 3; /* too coarse for the intervention analysis to find a plateau */
+    struct tb_nstar ns;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &ns), 0);
+    print_message("coarse: n_star %g fit %g\n", ns.n_star, ns.n_star_fit);
+    assert_true(isnan(ns.n_star));
+    assert_near(ns.n_star_fit, 2, 0.2);
+    assert_false(ns.disagree);
+    free(l);
+    free(t);
+}
+
+/* The slope of the linear part for a tier that waits downstream (no work-
+ * unit hint): an M/G/inf tier (no queueing: each request lives R = 5.5 ms
+ * on average, exponential, and is worth 1 unit) seen through 50 ms windows
+ * in time order, arrivals at a rate that drifts between 50 and 500 per
+ * second. By Little's law the slope is 1/R = 181.8 units/s per unit of load.
+ * The lowest-load tenth of the windows overstates it (their load came out
+ * low against completions that belong to requests of the window before);
+ * chunks of consecutive windows do not. */
+static void test_waits_slope(void **state)
+{
+    (void)state;
+    enum { N = 2000 };
+    const double w = 0.05, R = 0.0055;
+    double *l = calloc(N, sizeof *l), *t = calloc(N, sizeof *t);
+    rs = 53;
+    double now = 0, rate = 100;
+    while (now < N * w) {
+        rate = fmin(500, fmax(50, rate * exp(0.05 * gauss())));
+        now += -log(unif()) / rate;
+        double end = now + -log(unif()) * R;
+        for (size_t k = (size_t)(now / w); k < N && k * w < end; k++) {
+            double lo = fmax(now, k * w), hi = fmin(end, (k + 1) * w);
+            l[k] += (hi - lo) / w;
+        }
+        if (end < N * w)
+            t[(size_t)(end / w)] += 1 / w;
+    }
+    struct tb_nstar_opts o;
+    tb_nstar_opts_default(&o);
+    struct tb_nstar plain, waits;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &plain), 0);
+    o.waits_downstream = true;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &waits), 0);
+    print_message("M/G/inf: lowest windows %.1f, chunks %.1f, 1/R %.1f\n", plain.delta0,
+                  waits.delta0, 1 / R);
+    assert_true(plain.delta0 > 1.1 / R);
+    assert_near(waits.delta0, 1 / R, 0.05 / R);
+    /* And no congestion either way. */
+    assert_true(isnan(tb_nstar_threshold(&waits)));
+    /* A pause in the quietest stretch (load piles up, nothing completes)
+     * is a freeze, not the linear part: the slope stays. (Every window gets
+     * a trace of load, so that chunks of 8 windows start at multiples of 8
+     * and the pause fills one chunk between quiet ones.) */
+    for (size_t i = 0; i < N; i++)
+        l[i] += 1e-9;
+    size_t q = 8;
+    for (size_t i = 8; i + 16 < N; i += 8)
+        if (l[i - 8] + l[i + 8] < l[q - 8] + l[q + 8])
+            q = i;
+    for (size_t i = q; i < q + 8; i++) {
+        l[i] += 10;
+        t[i] = 0;
+    }
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &waits), 0);
+    print_message("M/G/inf with a pause: chunks %.1f\n", waits.delta0);
+    /* 8%: one chunk fewer to average (+6% here); counting the pause gives
+     * less than half the slope. */
+    assert_near(waits.delta0, 1 / R, 0.08 / R);
     free(l);
     free(t);
 }
@@ -271,6 +486,12 @@ int main(void)
         cmocka_unit_test(test_literal_lags),
         cmocka_unit_test(test_slope_hint),
         cmocka_unit_test(test_smeared_mmc),
+        cmocka_unit_test(test_light_load_refused),
+        cmocka_unit_test(test_below_one),
+        cmocka_unit_test(test_few_windows),
+        cmocka_unit_test(test_one_burst),
+        cmocka_unit_test(test_disagree_needs_both),
+        cmocka_unit_test(test_waits_slope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

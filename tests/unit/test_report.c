@@ -68,6 +68,8 @@ static struct tb_analysis_result make_result(uint32_t server, double n_star, dou
     r.a.requests = 29;
     r.a.n_star = n_star;
     r.a.n_star_fit = n_star_fit;
+    r.a.n_star_why = TB_NSTAR_KNEE;
+    snprintf(r.a.n_star_reason, sizeof r.a.n_star_reason, "knee shown \"here\"");
     r.a.tp_max = 480;
     r.a.slope = 200;
     r.a.work_unit_ns = 10 * MS;
@@ -161,7 +163,8 @@ static void test_json(void **state)
         "{\"tier\":\"mysql\",\"proto\":\"mysql\",\"server\":\"*\",\"window_ns\":50000000,"
         "\"from_ns\":1700000000000000000,\"to_ns\":1700000000300000000,\"requests\":29,"
         "\"windows\":6,\"n_star\":2.5,\"n_star_fit\":2.6000000000000001,"
-        "\"n_star_disagree\":false,\"threshold\":2.5,\"tp_max\":480,\"slope\":200,"
+        "\"n_star_disagree\":false,\"n_star_status\":\"knee\","
+        "\"n_star_reason\":\"knee shown \\\"here\\\"\",\"threshold\":2.5,\"tp_max\":480,\"slope\":200,"
         "\"work_unit_ns\":10000000,"
         "\"congested_fraction\":0.5,\"episodes_per_min\":200,\"levels\":[480,250.5],"
         "\"load\":{\"min\":0,\"mean\":1.8333333333333333,\"max\":4},"
@@ -182,7 +185,8 @@ static void test_json(void **state)
         "\"period_start_ns\":1700000000000000000,\"service_ns\":30000000,\"units\":3,"
         "\"samples\":25,\"requests\":9,\"method\":\"isolated\"}],"
         "\"servers\":[{\"server\":\"10.0.0.5:3306\",\"requests\":29,\"windows\":6,"
-        "\"n_star\":null,\"n_star_fit\":2,\"n_star_disagree\":false,\"threshold\":2,";
+        "\"n_star\":null,\"n_star_fit\":2,\"n_star_disagree\":false,\"n_star_status\":\"knee\","
+        "\"n_star_reason\":\"knee shown \\\"here\\\"\",\"threshold\":2,";
     assert_true(strlen(out) > strlen(head));
     if (strncmp(out, head, strlen(head)) != 0) {
         size_t i = 0;
@@ -309,17 +313,29 @@ static void test_text_many_episodes(void **state)
     free(out);
 }
 
-/* Without either N* nothing is congested, and the text says why. */
+/* Without either N* nothing is congested, and the text and JSON say why in
+ * the words correlate's knee test gave. */
 static void test_text_no_threshold(void **state)
 {
     struct fixture *fx = *state;
     fx->rep.total.a.n_star = NAN;
     fx->rep.total.a.n_star_fit = NAN;
+    fx->rep.total.a.n_star_why = TB_NSTAR_LINEAR;
+    snprintf(fx->rep.total.a.n_star_reason, sizeof fx->rep.total.a.n_star_reason,
+             "no congestion: throughput still rises with load up to 4.00");
     assert_true(isnan(tb_analysis_threshold(&fx->rep.total.a)));
     char *out = capture_output(tb_report_write_text, fx);
-    assert_non_null(strstr(out, "note: tier mysql: N* undetermined"));
     assert_non_null(
-        strstr(out, "congested: no threshold, N* undetermined; no window counts as congested\n"));
+        strstr(out, "note: tier mysql: no congestion: throughput still rises with load up to "
+                    "4.00\n"));
+    assert_non_null(strstr(out, "congested: none; no congestion: throughput still rises with "
+                                "load up to 4.00\n"));
+    free(out);
+    out = capture_output(tb_report_write_json, fx);
+    assert_non_null(strstr(out, "\"n_star\":null,\"n_star_fit\":null,\"n_star_disagree\":false,"
+                                "\"n_star_status\":\"no_congestion\",\"n_star_reason\":\"no "
+                                "congestion: throughput still rises with load up to 4.00\","
+                                "\"threshold\":null,"));
     free(out);
     fx->rep.total.a.n_star_fit = 1.5;
     assert_true(tb_analysis_threshold(&fx->rep.total.a) == 1.5);

@@ -138,7 +138,7 @@ static void test_errors(void **state)
                  "bad.conf:2: users: 'many' is not an integer in [1, 1000000]");
     expect_error("users = 3\n", "bad.conf:1: 'users' outside any section");
     expect_error("[sim]\n\n[bogus]\n",
-                 "bad.conf:3: unknown section [bogus] (sim, tier NAME, class NAME, freeze)");
+                 "bad.conf:3: unknown section [bogus] (sim, tier NAME, class NAME, freeze, expect)");
     expect_error("[tier a]\nproto = ftp\n", "bad.conf:2: proto: 'ftp' is not http or mysql");
     expect_error("[tier a]\ncolor = red\n", "bad.conf:2: unknown key 'color' in [tier a]");
     expect_error("[tier a]\n[class c]\ndemand.b = 1ms\n",
@@ -216,6 +216,46 @@ static void test_expected_class(void **state)
                              "query, which gives no fixed class; state it with class.web");
 }
 
+/* [expect]: the diagnosis a configuration states, written as verdict.csv. */
+static void test_expect(void **state)
+{
+    (void)state;
+    static struct sim_conf c;
+    char err[256] = "", *text = NULL;
+    size_t len = 0;
+    static const char base[] = "[tier web]\n[tier app]\nport = 8080\nservers = 2\n"
+                               "[tier db]\nproto = mysql\nport = 3306\n[class A]\n";
+    char conf[512];
+    snprintf(conf, sizeof conf, "%s[expect]\nserver = app/2\ncause = freeze\n", base);
+    sim_conf_defaults(&c);
+    assert_int_equal(sim_conf_parse(&c, conf, "x", err, sizeof err), 0);
+    assert_int_equal(sim_conf_finish(&c, err, sizeof err), 0);
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(sim_write_verdict(&c, f), 0);
+    fclose(f);
+    assert_string_equal(text, "http-8080,10.0.3.2:8080,freeze\n");
+    free(text);
+
+    snprintf(conf, sizeof conf, "%s[expect]\nserver = db\ncause = cpu\n", base);
+    sim_conf_defaults(&c);
+    assert_int_equal(sim_conf_parse(&c, conf, "x", err, sizeof err), 0);
+    assert_int_equal(sim_conf_finish(&c, err, sizeof err), 0);
+    f = open_memstream(&text, &len);
+    assert_int_equal(sim_write_verdict(&c, f), 0);
+    fclose(f);
+    assert_string_equal(text, "mysql,*,cpu\n");
+    free(text);
+
+    expect_error("[tier web]\n[expect]\ncause = slow\n",
+                 "bad.conf:3: cause: 'slow' is not cpu, freeze, speed, pool, threads or none");
+    expect_error("[tier web]\n[expect]\nserver = web\ncause = none\n",
+                 "bad.conf: [expect] needs 'cause', and 'server' unless the cause is none");
+    expect_error("[tier web]\n[expect]\nserver = web\n",
+                 "bad.conf: [expect] needs 'cause', and 'server' unless the cause is none");
+    expect_error("[tier web]\n[expect]\nserver = nope\ncause = cpu\n",
+                 "bad.conf:3: server: unknown tier 'nope' (tiers must be declared first)");
+}
+
 static void test_load_missing(void **state)
 {
     (void)state;
@@ -246,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_finish_errors),
         cmocka_unit_test(test_load_missing),
         cmocka_unit_test(test_expected_class),
+        cmocka_unit_test(test_expect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -333,6 +333,18 @@ static void test_migrate_v1(void **state)
     assert_int_equal(tb_store_connections(st, INT64_MIN, INT64_MAX, &cn, &n), 0);
     assert_int_equal(n, 0);
     free(cn);
+
+    /* The columns version 4 added: an analysis keeps its knee test's
+     * verdict and the method version. */
+    struct tb_analysis an = {.tier = 1, .width_ns = 1000, .n_star = NAN, .n_star_fit = NAN,
+                             .n_star_why = TB_NSTAR_RISING, .method_version = 7};
+    snprintf(an.n_star_reason, sizeof an.n_star_reason, "no congestion: why");
+    assert_int_equal(tb_store_put_analysis(st, &an, NULL, 0, NULL), 0);
+    struct tb_analysis back;
+    assert_int_equal(tb_store_get_analysis(st, 1, 0, 1000, &back, NULL, NULL), 0);
+    assert_int_equal(back.n_star_why, TB_NSTAR_RISING);
+    assert_int_equal(back.method_version, 7);
+    assert_string_equal(back.n_star_reason, "no congestion: why");
     tb_store_close(st);
 
     /* A second open finds nothing to do. */

@@ -404,10 +404,12 @@ function renderSummary() {
     card('episodes / min', fmt(a.episodes_per_min, 1)),
   );
   const warn = $('warn');
-  warn.hidden = !a.disagree;
+  // Without a knee there is no congestion: say why (the report's n_star_reason).
+  const noKnee = a.n_star_status && a.n_star_status !== 'knee';
+  warn.hidden = !a.disagree && !noKnee;
   warn.textContent = a.disagree
     ? 'The two N* estimates disagree by more than 20 %: read the scatter before trusting either.'
-    : '';
+    : noKnee ? a.n_star_reason : '';
 }
 
 function renderHealth() {

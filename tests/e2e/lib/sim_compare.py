@@ -6,6 +6,7 @@ Usage: sim_compare.py exact TRUTH.requests.csv EXPORT.csv [ALLOWED_FLAGS]
        sim_compare.py mostly TRUTH.requests.csv EXPORT.csv MIN_EXACT_FRACTION
        sim_compare.py impaired TRUTH.requests.csv EXPORT.csv DROPPED.csv best PCAP
        sim_compare.py reordered TRUTH.requests.csv EXPORT.csv PCAP
+       sim_compare.py connections TRUTH.connections.csv EXPORT_CONNECTIONS.csv
 
 exact: every truth request must be reported once with the same tier, server,
 client, class (the fingerprint), arrival and departure to the nanosecond and
@@ -33,6 +34,12 @@ packet is written after the first packet of its response (the parser meets
 the answer before the question; the design keeps file order, docs/DESIGN.md
 "Arrival and departure under reordering"). Every other truth request must be
 reported exactly; those may be missing, never reported wrong; nothing extra.
+
+connections: tbneck's `export connections` lists exactly the connections of
+the truth (client, server), with the same tiers at both ends, opened by a SYN
+exactly when the truth saw one, open_ns = the first packet, close_ns = the last
+FIN when one was captured, else the last packet, closed `fin` exactly then, and
+the same number of requests.
 Prints both sides of every mismatch and exits 1 on failure.
 """
 import bisect
@@ -237,6 +244,31 @@ def reordered(truth, got, pcap):
     return ok, bad, len(truth) - len(late)
 
 
+def connections(truth, got):
+    problems = []
+    tmap = {(r["client"], r["server"]): r for r in truth}
+    gmap = {(r["client"], r["server"]): r for r in got}
+    for k in sorted(set(tmap) | set(gmap)):
+        t, g = tmap.get(k), gmap.get(k)
+        if t is None or g is None:
+            problems.append(("only in " + ("tbneck" if t is None else "the truth"), t, g))
+            continue
+        close = t["fin_ns"] or t["last_ns"]
+        why = [f"{a} {t[b]} != {g[a]}" for a, b in (("client_tier", "client_tier"),
+                                                     ("server_tier", "server_tier"),
+                                                     ("open_ns", "first_ns"),
+                                                     ("requests", "requests")) if t[b] != g[a]]
+        if g["close_ns"] != close:
+            why.append(f"close_ns {close} != {g['close_ns']}")
+        if (t["syn"] == "1") != (g["opened"] == "syn"):
+            why.append(f"syn {t['syn']} but opened {g['opened']}")
+        if bool(t["fin_ns"]) != (g["closed"] == "fin"):
+            why.append(f"fin_ns '{t['fin_ns']}' but closed {g['closed']}")
+        if why:
+            problems.append(("; ".join(why), t, g))
+    return problems
+
+
 def main():
     if len(sys.argv) < 4:
         print(__doc__, file=sys.stderr)
@@ -288,6 +320,14 @@ def main():
             print(show("truth ", t))
             print(show("tbneck", g))
         return 0 if not problems and ok == possible else 1
+    if mode == "connections":
+        problems = connections(truth, got)
+        print(f"connections: truth {len(truth)}, tbneck {len(got)}, mismatches {len(problems)}")
+        for why, t, g in problems[:MAX_SHOWN]:
+            print(f"  MISMATCH: {why}")
+            print(f"    truth : {t}")
+            print(f"    tbneck: {g}")
+        return 0 if not problems and truth else 1
     print(__doc__, file=sys.stderr)
     return 2
 

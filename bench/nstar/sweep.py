@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# sweep.py — N*, congestion and speed levels over many seeds, against ground
+# truth that does not come from tbneck: the simulator's expected.csv (N* =
+# cores, or cores x R/D for a tier that calls downstream) and speed.csv, or
+# the independent generator's own truth (bench/nstar/mmc_pcap.py).
+#
+#   bench/nstar/sweep.py [--build DIR] [--seeds 101-120] [--only a,b] [--out DIR]
+#                        [--window 50ms] [--keep]
+#
+# Each run: generate a capture, `tbneck capture -r`, `tbneck report --format
+# json`, and check one of:
+#   nstar   the report's threshold (n_star, else n_star_fit) within 10% of
+#           the expected N* of the tier;
+#   light   no tier and no server has a congested window or an episode;
+#   levels  the database server shows as many throughput levels as speeds it
+#           ran at while congested, each level / the top one within 10% of
+#           its speed / the top speed.
+# Prints one line per run and a table per scenario (runs, passes, rate,
+# errors); writes both to OUT/results.tsv and OUT/summary.md. Exit status 0
+# when every scenario passes in >= 95% of its runs (light: every run), 1
+# otherwise, 2 on a usage error. Run it by hand, with nice: 20 seeds of every
+# scenario take about 15 minutes on one core.
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# name: (generator, config or generator arguments, check, tier)
+SCENARIOS = {
+    "db1": ("sim", "db1.conf", "nstar", "mysql"),
+    "db2": ("sim", "db2.conf", "nstar", "mysql"),
+    "db4": ("sim", "db4.conf", "nstar", "mysql"),
+    "db8": ("sim", "db8.conf", "nstar", "mysql"),
+    "app": ("sim", "app.conf", "nstar", "http-8080"),
+    "bursty": ("sim", "bursty.conf", "nstar", "mysql"),
+    "steady": ("sim", "steady.conf", "nstar", "mysql"),
+    "ramp": ("sim", "ramp.conf", "nstar", "mysql"),
+    "light": ("sim", "light.conf", "light", None),
+    "dvfs": ("sim", "dvfs.conf", "levels", "mysql"),
+}
+
+
+def run(cmd, **kw):
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    if p.returncode != 0:
+        raise RuntimeError("%s: exit %d: %s" % (" ".join(cmd), p.returncode, p.stderr.strip()))
+    return p.stdout
+
+
+def report(tb, db, tier, window):
+    return json.loads(run([tb, "report", "--tier", tier, "--db", db, "--window", window,
+                           "--format", "json"]))
+
+
+def tiers(tb, db):
+    out = run([tb, "tiers", "--db", db])
+    names = []
+    for line in out.splitlines()[1:]:
+        f = line.split()
+        if f and not line.startswith(" "):
+            names.append(f[0])
+    return names
+
+
+def generate(gen, arg, prefix, seed):
+    if gen == "sim":
+        run([SIM, os.path.join(HERE, arg), "--out", prefix, "--seed", str(seed), "-q"])
+    else:
+        run([sys.executable, os.path.join(HERE, "mmc_pcap.py")] + arg.split() +
+            ["--out", prefix, "--seed", str(seed)])
+
+
+def expected_nstar(prefix, tier):
+    for r in csv.DictReader(open(prefix + ".expected.csv")):
+        if r["tier"] == tier and r["server"] == "*":
+            return float(r["expected_n_star"])
+    raise RuntimeError("%s.expected.csv: no expected N* for tier %s" % (prefix, tier))
+
+
+def check_nstar(rep, prefix, tier):
+    e = expected_nstar(prefix, tier)
+    thr = rep["threshold"]
+    err = None if thr is None else 100.0 * (thr - e) / e
+    ok = err is not None and abs(err) <= 10.0
+
+    def pct(v):
+        return "-" if v is None else "%+.1f" % (100.0 * (v - e) / e)
+
+    detail = "expected %.2f threshold %s (%s%%) n_star %s fit %s; %s" % (
+        e, "-" if thr is None else "%.3f" % thr, pct(thr), pct(rep["n_star"]),
+        pct(rep["n_star_fit"]), rep.get("n_star_reason", ""))
+    return ok, err, detail
+
+
+def check_light(tb, db, window):
+    bad = []
+    for t in tiers(tb, db):
+        rep = report(tb, db, t, window)
+        for who in [rep] + rep["servers"]:
+            name = t if who is rep else t + " " + who["server"]
+            if who["congested_fraction"] or who["episodes"]:
+                bad.append("%s: %.1f%% congested, %d episodes (N* %s, fit %s)" % (
+                    name, 100 * who["congested_fraction"], len(who["episodes"]),
+                    who["n_star"], who["n_star_fit"]))
+    return not bad, None, "; ".join(bad) if bad else "no congested window anywhere"
+
+
+def check_levels(rep, prefix):
+    srv = rep["servers"][0]
+    speeds = sorted({float(r["speed"]) for r in csv.DictReader(open(prefix + ".speed.csv"))
+                     if r["server"] == srv["server"]})
+    lv = sorted(x for x in srv["levels"] if x is not None)
+    ok = len(lv) == len(speeds) and all(
+        abs((l / lv[-1]) / (s / speeds[-1]) - 1) <= 0.10 for l, s in zip(lv, speeds))
+    worst = None
+    if len(lv) == len(speeds):
+        worst = max(100.0 * abs((l / lv[-1]) / (s / speeds[-1]) - 1) for l, s in zip(lv, speeds))
+    return ok, worst, "%d levels (%s) for speeds %s" % (
+        len(lv), " ".join("%.0f" % x for x in lv), " ".join("%g" % s for s in speeds))
+
+
+def one(name, seed, work, window):
+    gen, arg, kind, tier = SCENARIOS[name]
+    prefix = os.path.join(work, "%s_%d" % (name, seed))
+    db = prefix + ".db"
+    generate(gen, arg, prefix, seed)
+    run([TBNECK, "capture", "-r", prefix + ".pcap", "--db", db, "-q"])
+    os.unlink(prefix + ".pcap")
+    if kind == "light":
+        return check_light(TBNECK, db, window)
+    rep = report(TBNECK, db, tier, window)
+    if kind == "nstar":
+        return check_nstar(rep, prefix, tier)
+    return check_levels(rep, prefix)
+
+
+def seeds_of(spec):
+    out = []
+    for part in spec.split(","):
+        if "-" in part:
+            a, b = part.split("-")
+            out.extend(range(int(a), int(b) + 1))
+        else:
+            out.append(int(part))
+    return out
+
+
+def main():
+    global TBNECK, SIM
+    ap = argparse.ArgumentParser(description="N* / congestion / levels sweep over seeds")
+    ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
+    ap.add_argument("--seeds", default="101-120")
+    ap.add_argument("--only", default=",".join(SCENARIOS))
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--window", default="50ms")
+    ap.add_argument("--keep", action="store_true", help="keep the databases and truth files")
+    a = ap.parse_args()
+    TBNECK = os.path.join(a.build, "tbneck")
+    SIM = os.path.join(a.build, "sim", "tbneck-sim")
+    names = a.only.split(",")
+    for n in names:
+        if n not in SCENARIOS:
+            print("sweep.py: unknown scenario '%s' (known: %s)" % (n, ", ".join(SCENARIOS)),
+                  file=sys.stderr)
+            return 2
+    for p in (TBNECK, SIM):
+        if not os.access(p, os.X_OK):
+            print("sweep.py: %s: not built" % p, file=sys.stderr)
+            return 2
+    seeds = seeds_of(a.seeds)
+    out = a.out or tempfile.mkdtemp(prefix="nstar-sweep.")
+    os.makedirs(out, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="runs.", dir=out)
+    rows = []
+    with open(os.path.join(out, "results.tsv"), "w") as f:
+        f.write("scenario\tseed\tpass\terror_pct\tdetail\n")
+        for n in names:
+            for s in seeds:
+                try:
+                    ok, err, detail = one(n, s, work, a.window)
+                except Exception as e:  # one broken run is a failed run, not a stop
+                    ok, err, detail = False, None, "error: %s" % e
+                rows.append((n, s, ok, err, detail))
+                line = "%s\t%d\t%s\t%s\t%s" % (n, s, "pass" if ok else "FAIL",
+                                              "-" if err is None else "%+.1f" % err, detail)
+                print(line, flush=True)
+                f.write(line + "\n")
+                if not a.keep:
+                    for x in os.listdir(work):
+                        os.unlink(os.path.join(work, x))
+    if not a.keep:
+        shutil.rmtree(work)
+    good = True
+    lines = ["| scenario | check | runs | pass | rate | errors % (min … max) |",
+             "|---|---|---|---|---|---|"]
+    for n in names:
+        rs = [r for r in rows if r[0] == n]
+        npass = sum(1 for r in rs if r[2])
+        errs = [r[3] for r in rs if r[3] is not None]
+        rate = npass / len(rs) if rs else 0
+        need = 1.0 if SCENARIOS[n][2] == "light" else 0.95
+        good &= rate >= need
+        lines.append("| %s | %s | %d | %d | %.0f%% | %s |" % (
+            n, SCENARIOS[n][2], len(rs), npass, 100 * rate,
+            "%+.1f … %+.1f" % (min(errs), max(errs)) if errs else "-"))
+    table = "\n".join(lines)
+    print("\nseeds %s, window %s\n%s" % (a.seeds, a.window, table))
+    with open(os.path.join(out, "summary.md"), "w") as f:
+        f.write("seeds %s, window %s\n\n%s\n" % (a.seeds, a.window, table))
+    print("results in %s" % out)
+    return 0 if good else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
