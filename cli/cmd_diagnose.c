@@ -148,7 +148,7 @@ static void print_csv(FILE *f, const struct tb_catalog *cat, const struct tb_dia
 
 int tb_cmd_diagnose(int argc, char **argv)
 {
-    const char *dbpath = TB_DEFAULT_DB, *window = "50ms", *from = NULL, *to = NULL;
+    const char *dbpath = TB_DEFAULT_DB, *window = TB_WINDOW_DEFAULT, *from = NULL, *to = NULL;
     const char *format = "text", *plot = NULL;
     bool recompute = false;
     const struct tb_cli_opt opts[] = {
@@ -168,8 +168,8 @@ int tb_cmd_diagnose(int argc, char **argv)
         return TB_EXIT_USAGE;
     }
     struct tb_diag_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX, .recompute = recompute};
-    if (tb_parse_duration(window, TB_NS_PER_MS, &o.width_ns) != 0 || o.width_ns <= 0) {
-        tb_log_error("--window '%s': expected a positive duration such as 50ms or 1s", window);
+    if (tb_parse_window(window, &o.width_ns) != 0) {
+        tb_log_error("--window '%s': expected a duration from 1ms to 1h, such as 50ms", window);
         return TB_EXIT_USAGE;
     }
     if (plot && tb_plot_format(plot) < 0) {

@@ -407,7 +407,7 @@ static void api_analysis(struct tb_web *w, struct reply *c, const struct params 
 static void api_diagnose(struct tb_web *w, struct reply *c, const char *q)
 {
     char width[64], from[64], to[64], msg[600];
-    struct tb_diag_opts o = {.width_ns = 50 * TB_NS_PER_MS, .from_ns = INT64_MIN,
+    struct tb_diag_opts o = {.width_ns = TB_WINDOW_DEFAULT_NS, .from_ns = INT64_MIN,
                              .to_ns = INT64_MAX};
     int rw = tb_http_query_get(q, "width", width, sizeof width);
     int rf = tb_http_query_get(q, "from", from, sizeof from);
@@ -416,8 +416,7 @@ static void api_diagnose(struct tb_web *w, struct reply *c, const char *q)
         reply_error(c, 400, "malformed query string");
         return;
     }
-    if (rw == 1 && (tb_parse_duration(width, TB_NS_PER_MS, &o.width_ns) < 0 ||
-                    o.width_ns < WIDTH_MIN_NS || o.width_ns > WIDTH_MAX_NS)) {
+    if (rw == 1 && tb_parse_window(width, &o.width_ns) < 0) {
         snprintf(msg, sizeof msg, "bad width '%.40s': expected a duration from 1ms to 1h", width);
         reply_error(c, 400, msg);
         return;
