@@ -75,7 +75,6 @@ struct tier {
     size_t nsrv;
     struct tb_units *units;
     int64_t wu;                     /* work unit, ns */
-    int64_t off;                    /* first window of its analysis, in the grid */
     bool *cong;                     /* per window: in an episode of the tier series */
     double base_rs;                 /* usual (median) load/own of the tier */
 };
@@ -282,7 +281,6 @@ static int analyse_tiers(struct ctx *c)
         T->wu = T->total.a.work_unit_ns > 0 ? T->total.a.work_unit_ns : 1;
         if ((rc = tb_units_new(&T->units, T->total.svc, T->total.nsvc, 1.0)))
             return rc;
-        T->off = T->total.nwin ? (T->total.win[0].start_ns - c->d->from_ns) / c->d->width_ns : 0;
         if (!(T->cong = calloc(nwin ? nwin : 1, sizeof *T->cong)))
             return TB_E_NOMEM;
         for (size_t e = 0; e < T->total.nep; e++)
@@ -524,7 +522,9 @@ static int conns_from_requests(struct ctx *c)
             x->client = r->client;
             x->tier = r->tier;
             x->server_id = r->server;
-            x->server = tb_catalog_server_get(c->cat, r->server)->addr;
+            const struct tb_server_info *si = tb_catalog_server_get(c->cat, r->server);
+            if (si)
+                x->server = si->addr;
             x->open_ns = r->arrival_ns;
             x->opened = TB_CONN_MIDSTREAM;
             x->closed = TB_CONN_END;
