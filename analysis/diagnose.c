@@ -42,6 +42,24 @@
 /* A window without completions is a stall only where the server usually
  * completes at least this many requests per window. */
 #define FREEZE_MIN_COMPLETIONS 5.0
+/* A server that calls downstream saturates its threads rather than its CPUs
+ * when fewer than this share of the requests arriving behind a queued request
+ * leave before it (docs/diagnose.md "threads"): processor sharing measured
+ * 0.48-0.58 on simulated CPU-bound servers, first-come-first-served thread
+ * pools 0.005-0.19. */
+#define OVERTAKE_MAX 0.3
+/* Without throughput levels, a CPU changed speed when the server did this
+ * much more work per second unhurried than saturated (capacity_gain) and its
+ * own time per request moved this much between seconds (service_spread):
+ * simulated speed changes measured gain 1.25-1.39 with spread 1.26-1.72,
+ * fixed-speed CPUs gain 0.72-1.15 with spread 1.16-1.36. */
+#define SPEED_GAIN 1.2
+#define SPEED_SPREAD 1.5
+/* The verdict is on a tier as a whole (server *) when another of its servers
+ * holds the same cause for at least this share of the top server's time. */
+#define TIER_SHARE 0.25
+#define OVERTAKE_SAMPLES 20000
+#define OVERTAKE_MIN 200
 
 const char *tb_cause_name(enum tb_cause c)
 {
@@ -93,6 +111,7 @@ struct server {
     double base_rs;                 /* usual (median) load/own */
     double mean_completions;        /* per window, over windows with requests in flight */
     enum tb_cause busy_cause;       /* cpu, speed or threads: what saturation is here */
+    double overtaken;               /* overtaken_share(), NAN when not measured */
 };
 
 /* One caller server → callee tier. */
@@ -671,43 +690,138 @@ static bool pool_full(const struct ctx *c, const struct edge *e, size_t k)
            (double)e->ew[k].at_max_ns >= FULL_SHARE * (double)c->d->width_ns;
 }
 
-/* What saturation is at server r: threads when its calls sit at a ceiling
- * below its connections and every thread is busy or waiting; speed when its
- * congested throughput shows several levels; else cpu. */
+/* Of the requests that arrived at S after r and before r left, the share that
+ * left before r, summed over S's requests arriving in windows where S is
+ * stretched (at most OVERTAKE_SAMPLES of them, spread evenly): the queueing
+ * discipline seen from the wire. Threads taken first come, first served let
+ * few later arrivals overtake a queued request (they wait behind it); CPUs
+ * shared by every request in the server let the shorter ones through. NAN
+ * with fewer than OVERTAKE_MIN candidates. */
+static double overtaken_share(const struct ctx *c, const struct server *S)
+{
+    size_t total = 0, every = 1, seen = 0;
+    uint64_t over = 0, cand = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < c->nrq; i++) {
+            const struct tb_request *r = &c->rq[i];
+            if (r->server != S->id || r->arrival_ns < c->d->from_ns)
+                continue;
+            size_t k = (size_t)((r->arrival_ns - c->d->from_ns) / c->d->width_ns);
+            if (k >= c->d->nwin || !stretched(c, S, k) || S->frozen[k])
+                continue;
+            if (pass == 0) {
+                total++;
+                continue;
+            }
+            if (seen++ % every)
+                continue;
+            for (size_t j = i + 1; j < c->nrq && c->rq[j].arrival_ns < r->departure_ns; j++) {
+                if (c->rq[j].server != S->id)
+                    continue;
+                cand++;
+                over += c->rq[j].departure_ns < r->departure_ns;
+            }
+        }
+        every = total > OVERTAKE_SAMPLES ? (total + OVERTAKE_SAMPLES - 1) / OVERTAKE_SAMPLES : 1;
+    }
+    return cand >= OVERTAKE_MIN ? (double)over / (double)cand : NAN;
+}
+
+/* How much more work per second the server does unhurried than saturated:
+ * the 90th percentile of its work rate (own) in busy windows where it is not
+ * stretched over the median of its work rate in stretched ones. A CPU of one
+ * speed cannot do more without a queue than with one (about 1, plus noise);
+ * a CPU that changes speed saturates at its slow speed and, at another time,
+ * keeps up with more. NAN without enough windows of both. */
+static double capacity_gain(const struct ctx *c, const struct server *S)
+{
+    size_t nwin = c->d->nwin, ns = 0, nf = 0;
+    double *sat = malloc((nwin ? nwin : 1) * sizeof *sat);
+    double *free_ = malloc((nwin ? nwin : 1) * sizeof *free_);
+    double g = NAN;
+    if (!sat || !free_)
+        goto out;
+    for (size_t k = 0; k < nwin; k++) {
+        if (S->frozen[k] || S->lw[k].completions < 2)
+            continue;
+        if (stretched(c, S, k))
+            sat[ns++] = s_own(c, S, k);
+        else if (s_self(c, S, k) >= QUEUE_MIN)
+            free_[nf++] = s_own(c, S, k);
+    }
+    if (ns >= 5 && nf >= 10) {
+        double m = median(sat, ns);
+        if (m > 0)
+            g = quantile_sorted(free_, nf, 0.90) / m;
+    }
+out:
+    free(sat);
+    free(free_);
+    return g;
+}
+
+/* How much the server's own time per request, when it is not stretched,
+ * moves from one second to another: the 90th over the 10th percentile of
+ * (Σ self-load time / Σ completions) per second of unstretched windows. At
+ * one CPU speed a request costs the same whenever it runs (about 1.1 with
+ * the noise of a second's mix); a CPU changing frequency makes the same work
+ * take longer for seconds at a time. NAN with fewer than 6 usable seconds. */
+#define SPREAD_MIN_COMPLETIONS 20
+static double service_spread(const struct ctx *c, const struct server *S)
+{
+    size_t per = (size_t)((TB_NS_PER_SEC + c->d->width_ns - 1) / c->d->width_ns);
+    size_t nsec = c->d->nwin / (per ? per : 1) + 1, n = 0;
+    double *v = malloc(nsec * sizeof *v);
+    if (!v)
+        return NAN;
+    for (size_t s0 = 0; s0 < c->d->nwin; s0 += per) {
+        double self = 0, comp = 0;
+        for (size_t k = s0; k < s0 + per && k < c->d->nwin; k++) {
+            if (S->frozen[k] || stretched(c, S, k) || !S->lw[k].completions)
+                continue;
+            self += (double)(S->lw[k].load_ns - S->lw[k].wait_ns);
+            comp += S->lw[k].completions;
+        }
+        if (comp >= SPREAD_MIN_COMPLETIONS)
+            v[n++] = self / comp;
+    }
+    double r = NAN;
+    if (n >= 6) {
+        double lo = quantile_sorted(v, n, 0.10), hi = quantile_sorted(v, n, 0.90);
+        if (lo > 0)
+            r = hi / lo;
+    }
+    free(v);
+    return r;
+}
+
+/* What saturation is at server R: threads when it calls downstream and its
+ * queue is served first come, first served (overtaken_share); speed when its
+ * congested throughput shows several levels; else cpu. A server that calls
+ * nothing is read as cpu either way: a cap of K threads on work that is all
+ * CPU looks from the wire exactly like K CPUs, and processor sharing of equal
+ * demands keeps arrival order too. */
 static enum tb_cause busy_cause(struct ctx *c, struct server *R)
 {
     if (R->busy_cause != TB_CAUSE_NONE)
         return R->busy_cause;
-    uint32_t m = 0, conns = 0;
-    bool any_pool = false;
-    for (size_t k = 0; k < c->d->nwin; k++)
-        m = TB_MAX(m, R->lw[k].max_c);
-    for (size_t ei = 0; ei < c->nedges; ei++) {
-        const struct edge *e = &c->edges[ei];
-        if (e->from_server == R->id && e->pooled) {
-            conns += e->connections;
-            any_pool = true;
-        }
-    }
-    double act = 0, wait = 0;
-    size_t n = 0;
-    for (size_t k = 0; k < c->d->nwin; k++) {
-        if (!stretched(c, R, k) || R->frozen[k])
-            continue;
-        act += s_own(c, R, k) + s_wait(c, R, k);
-        wait += s_wait(c, R, k);
-        n++;
-    }
+    bool calls = false;
+    for (size_t ei = 0; ei < c->nedges && !calls; ei++)
+        calls = c->edges[ei].from_server == R->id && c->edges[ei].ew;
+    double ov = calls ? overtaken_share(c, R) : NAN;
+    double gain = capacity_gain(c, R), spread = service_spread(c, R);
     enum tb_cause cause = TB_CAUSE_CPU;
-    if (n && m >= 1 && (!any_pool || m < conns) && act / (double)n >= 0.8 * m &&
-        wait / (double)n >= 0.5 * m)
+    if (isfinite(ov) && ov < OVERTAKE_MAX)
         cause = TB_CAUSE_THREADS;
     /* While saturated a server completes work at the rate its CPUs allow:
-     * one plateau; a CPU changing frequency gives one per speed. The report's
-     * levels (correlate/, over the server's congested windows) say which. */
-    else if (R->res && R->res->a.n_levels >= 2)
+     * one plateau; a CPU changing frequency gives one per speed (the
+     * report's levels, over the server's congested windows), or does more
+     * work unhurried at one time than it manages saturated at another. */
+    else if ((R->res && R->res->a.n_levels >= 2) ||
+             (gain >= SPEED_GAIN && spread >= SPEED_SPREAD))
         cause = TB_CAUSE_SPEED;
     R->busy_cause = cause;
+    R->overtaken = ov;
     return cause;
 }
 
@@ -1408,9 +1522,10 @@ static int build_verdict(struct ctx *c, size_t nfcong)
         return rc;
     }
     /* The (server, cause) holding the most time is the root; other servers
-     * of its tier with the same cause and at least half its time make it a
-     * verdict on the tier as a whole (a pool every server hits). One
-     * server's stall must not lose to its neighbours' echoes of it added up. */
+     * of its tier with the same cause and at least a quarter of its time
+     * make it a verdict on the tier as a whole (a pool every server hits,
+     * each server's own thread cap). One server's stall must not lose to its
+     * neighbours' echoes of it added up. */
     size_t bi = SIZE_MAX;
     for (size_t i = 0; i < ts.n; i++)
         if (bi == SIZE_MAX || ts.v[i].t > ts.v[bi].t)
@@ -1423,9 +1538,9 @@ static int build_verdict(struct ctx *c, size_t nfcong)
         for (size_t j = 0; j < ts.n; j++) {
             if (c->servers[ts.v[j].server].tier != best.tier || ts.v[j].cause != best.cause)
                 continue;
-            if (j != bi && ts.v[j].t >= 0.5 * ts.v[bi].t)
+            if (j != bi && ts.v[j].t >= TIER_SHARE * ts.v[bi].t)
                 server = 0;
-            if (j == bi || ts.v[j].t >= 0.5 * ts.v[bi].t)
+            if (j == bi || ts.v[j].t >= TIER_SHARE * ts.v[bi].t)
                 best.t += ts.v[j].t;
         }
     }
