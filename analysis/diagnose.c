@@ -30,9 +30,14 @@
  * least this many times what its usual windows show for the same work... */
 #define STRETCH_REL 2.0
 /* ... and its requests queue at least as much as they are worked on (self
- * at least twice the work), with at least this much queued: half a request
- * on average, so that a nearly idle server is never "stretched". */
-#define QUEUE_MIN 0.5
+ * at least twice the work), with at least this much queued: one request on
+ * average over the window, so that a nearly idle server's momentary cluster
+ * of arrivals is never "stretched" (at half a request, one 50 ms window of a
+ * simulated stack at 30% load passed for a bottleneck in 1 seed of 5). */
+#define QUEUE_MIN 1.0
+/* A verdict needs its root to hold at least this many windows of the front
+ * tier's congested time; less is a blip, not a bottleneck. */
+#define VERDICT_MIN_WINDOWS 2.0
 /* A callee is slow in a window when its requests take this many times longer,
  * relative to their work, than usual. */
 #define SLOW_REL 2.0
@@ -1543,6 +1548,14 @@ static int build_verdict(struct ctx *c, size_t nfcong)
             if (j == bi || ts.v[j].t >= TIER_SHARE * ts.v[bi].t)
                 best.t += ts.v[j].t;
         }
+    }
+    if (best.t > 0 && best.t < VERDICT_MIN_WINDOWS) {
+        free(ts.v);
+        verdict_none(c, "%s was congested in %zu windows (%.0f%%), but the only root found "
+                        "below it holds less than %.0f windows of it: a blip, not a bottleneck",
+                     tname(c, front), nfcong, 100.0 * (double)nfcong / (double)d->nwin,
+                     VERDICT_MIN_WINDOWS);
+        return 0;
     }
     if (best.t <= 0) {
         free(ts.v);
