@@ -1599,7 +1599,7 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
             rc = build_pools(&c);
         if (!rc)
             rc = build_episodes(&c, structural, &dismissed);
-        if (!rc)
+        if (!rc && d->nepisodes)
             qsort(d->episodes, d->nepisodes, sizeof *d->episodes, cmp_episode);
         if (!rc)
             rc = build_rows(&c, fcong, nfcong);
