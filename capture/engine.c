@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include "conn.h"
-#include "decode.h"
-#include "flow.h"
+#include "decode-int.h"
+#include "flow-int.h"
 #include "proto.h"
-#include "reasm.h"
+#include "reasm-int.h"
 #include "tiers.h"
 
 #define DEFAULT_MAX_FLOWS ((size_t)1 << 20)

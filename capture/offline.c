@@ -13,8 +13,8 @@
 
 #include <pcap/pcap.h>
 
-#include "decode.h"
-#include "pcapfile.h"
+#include "decode-int.h"
+#include "pcapfile-int.h"
 
 /* One input file. libpcap opens and validates every file; a regular classic
  * pcap file is then read by pcapfile.c (`fast`), everything else by libpcap. */

@@ -17,6 +17,7 @@
 #include "proto.h"
 #include "store.h"
 #include "tiers.h"
+#include "util.h"
 
 #define MAX_SNAPLEN 262144
 
@@ -36,7 +37,7 @@ static void usage(FILE *f)
             "  -f EXPR          BPF filter (or give it after the options, as in tcpdump)\n"
             "  --proto NAME     parse every connection as NAME (http, mysql, generic)\n"
             "  --duration D     stop after D of capture time (e.g. 60s)\n"
-            "  --window D       streaming analysis window, live (default 50ms)\n"
+            "  --window D       streaming analysis window, live (default " TB_WINDOW_DEFAULT ")\n"
             "  --serve ADDR     live: serve the dashboard on ADDR while capturing\n"
             "  --allow-remote   let --serve listen on a non-loopback address\n"
             "  --allow-host N   host names the dashboard answers to (comma-separated)\n"
@@ -109,7 +110,7 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
 {
     memset(a, 0, sizeof *a);
     a->db = TB_DEFAULT_DB;
-    a->window_ns = 50 * TB_NS_PER_MS;
+    a->window_ns = TB_WINDOW_DEFAULT_NS;
     a->snaplen = MAX_SNAPLEN;
     a->bufsize_mib = 64;
     *bpf_owned = NULL;
@@ -252,16 +253,9 @@ struct run {
 static void on_request(void *ud, const struct tb_request *r)
 {
     struct run *run = ud;
-    if (r->tier >= run->ntier) {
-        size_t n = TB_MAX((size_t)r->tier + 1, run->ntier * 2);
-        uint64_t *p = realloc(run->per_tier, n * sizeof *p);
-        if (p) {
-            memset(p + run->ntier, 0, (n - run->ntier) * sizeof *p);
-            run->per_tier = p;
-            run->ntier = n;
-        }
-    }
-    if (r->tier < run->ntier)
+    /* Out of memory, the count is lost; the requests are not. */
+    if (tb_grow_zero(&run->per_tier, &run->ntier, (size_t)r->tier + 1, sizeof *run->per_tier) ==
+        0)
         run->per_tier[r->tier]++;
     if (run->w && !run->werr) {
         int rc = tb_writer_request(run->w, r);

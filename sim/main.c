@@ -32,6 +32,10 @@ static void usage(FILE *f)
             "      --snaplen N       cut packets to N bytes in the pcap\n"
             "      --capture-from D  the tap starts D after the start: connections are\n"
             "                        picked up mid-stream; the truth starts there too\n"
+            "      --set S.KEY=VALUE override one configuration value (repeatable), e.g.\n"
+            "                        --set tier.db.cores=3 --set tier.app.pool=8\n"
+            "                        --set tier.db.speedup=2 --set class.A.demand.app=exp(2ms);\n"
+            "                        sections sim, tier.NAME, class.NAME, freeze.N, expect\n"
             "  -q, --quiet           no summary on stderr\n"
             "  -h, --help            this text\n"
             "\n"
@@ -64,7 +68,7 @@ int main(int argc, char **argv)
 {
     enum {
         O_SEED = 256, O_DURATION, O_USERS, O_SERVERS, O_DROP, O_REORDER, O_DUP, O_SNAPLEN,
-        O_CAPFROM
+        O_CAPFROM, O_SET
     };
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'}, {"out", required_argument, NULL, 'o'},
@@ -75,13 +79,16 @@ int main(int argc, char **argv)
         {"drop", required_argument, NULL, O_DROP}, {"reorder", required_argument, NULL, O_REORDER},
         {"duplicate", required_argument, NULL, O_DUP},
         {"snaplen", required_argument, NULL, O_SNAPLEN},
-        {"capture-from", required_argument, NULL, O_CAPFROM}, {"quiet", no_argument, NULL, 'q'},
+        {"capture-from", required_argument, NULL, O_CAPFROM},
+        {"set", required_argument, NULL, O_SET}, {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     const char *config = NULL, *prefix = NULL, *seed = NULL, *duration = NULL, *users = NULL,
                *servers = NULL, *capfrom = NULL;
     struct sim_impair imp = {0};
     bool quiet = false;
+    static const char *sets[256];
+    int nsets = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, "c:o:qh", opts, NULL)) != -1) {
         switch (opt) {
@@ -114,6 +121,13 @@ int main(int argc, char **argv)
             break;
         }
         case O_CAPFROM: capfrom = optarg; break;
+        case O_SET:
+            if (nsets == (int)TB_ARRAY_SIZE(sets)) {
+                fprintf(stderr, "tbneck-sim: --set: at most %zu overrides\n", TB_ARRAY_SIZE(sets));
+                return TB_EXIT_USAGE;
+            }
+            sets[nsets++] = optarg;
+            break;
         case 'q': quiet = true; break;
         case 'h': usage(stdout); return TB_EXIT_OK;
         default: usage(stderr); return TB_EXIT_USAGE;
@@ -138,6 +152,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "tbneck-sim: %s\n", err);
         return TB_EXIT_FAIL;
     }
+    /* Overrides in the order given, then the dedicated options. */
+    for (int i = 0; i < nsets; i++)
+        if (sim_conf_set(&conf, sets[i], err, sizeof err) < 0) {
+            fprintf(stderr, "tbneck-sim: %s\n", err);
+            return TB_EXIT_USAGE;
+        }
     if (seed) {
         char *end;
         errno = 0;

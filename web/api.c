@@ -52,7 +52,7 @@ static bool get_params(struct tb_web *w, struct reply *c, const char *q, struct 
 {
     char tier[TB_NAME_MAX + 1], width[64], server[TB_ADDR_STRLEN], from[64], to[64], msg[256];
     memset(p, 0, sizeof *p);
-    p->width_ns = 50 * TB_NS_PER_MS;
+    p->width_ns = TB_WINDOW_DEFAULT_NS;
     p->from_ns = INT64_MIN;
     p->to_ns = INT64_MAX;
     int rt = tb_http_query_get(q, "tier", tier, sizeof tier);

@@ -25,8 +25,11 @@ const struct tb_proto *tb_proto_find(const char *name)
     for (size_t i = 0; tb_protos[i]; i++)
         if (strcmp(tb_protos[i]->name, name) == 0)
             return tb_protos[i];
-    /* The tiers file may say "http1"; both names mean the same parser. */
+    /* The tiers file may say "http1" or "postgresql"; both names mean the
+     * same parser. */
     if (strcmp(name, "http1") == 0)
         return &tb_proto_http1;
+    if (strcmp(name, "postgresql") == 0)
+        return &tb_proto_postgres;
     return NULL;
 }

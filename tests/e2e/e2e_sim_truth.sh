@@ -94,6 +94,23 @@ for f in pcap requests.csv truth.conf; do
     cmp "$work/eof.$f" "$work/replay.$f" ||
         { echo "FAIL: eof.truth.conf does not reproduce eof.$f"; fail=1; }
 done
+# --set: the configuration's own value changes nothing; another value changes
+# the run, and its truth.conf (with the override written in) replays it.
+"$TBNECK_SIM" "$TB_SRCDIR/sim/examples/quick.conf" --out "$work/same" -q --set tier.db.cores=2
+for f in pcap requests.csv connections.csv causes.csv truth.conf; do
+    cmp "$work/quick.$f" "$work/same.$f" || { echo "FAIL: --set to the same value changed $f"; fail=1; }
+done
+"$TBNECK_SIM" "$TB_SRCDIR/sim/examples/quick.conf" --out "$work/set" -q --set tier.db.cores=3 \
+    --set tier.app.speedup=1.5
+if cmp -s "$work/quick.pcap" "$work/set.pcap"; then
+    echo "FAIL: --set tier.db.cores=3 gave the same pcap"
+    fail=1
+fi
+grep -qx 'speedup = 1.5' "$work/set.truth.conf" || { echo "FAIL: speedup not in truth.conf"; fail=1; }
+"$TBNECK_SIM" "$work/set.truth.conf" --out "$work/set2" -q
+for f in pcap requests.csv causes.csv; do
+    cmp "$work/set.$f" "$work/set2.$f" || { echo "FAIL: set.truth.conf does not replay $f"; fail=1; }
+done
 "$TBNECK_SIM" "$TB_SRCDIR/sim/examples/quick.conf" --out "$work/other" -q --seed 2
 if cmp -s "$work/quick.pcap" "$work/other.pcap"; then
     echo "FAIL: --seed 2 gave the same pcap as seed 1"
