@@ -35,6 +35,7 @@ struct tb_capture_stats {
     uint64_t tcp_packets;      /* packets that decoded to a TCP segment */
     uint64_t streams;          /* connections that became push streams (proto.h) */
     uint64_t unanswered;       /* requests that by protocol got no answer (proto.h) */
+    uint64_t probes;           /* health probes, not requests (proto.h) */
 };
 
 struct tb_engine_opts {

@@ -23,6 +23,8 @@
 
 static void usage(FILE *f)
 {
+    char names[256];
+    tb_proto_names(names, sizeof names);
     fprintf(f,
             "usage: tbneck capture -r FILE.pcap[ng]... | -i IFACE [options] [BPF expression]\n"
             "\n"
@@ -35,7 +37,7 @@ static void usage(FILE *f)
             "                   (without it tiers are discovered: http, http-8080, mysql)\n"
             "  --db FILE        database (default " TB_DEFAULT_DB ")\n"
             "  -f EXPR          BPF filter (or give it after the options, as in tcpdump)\n"
-            "  --proto NAME     parse every connection as NAME (http, mysql, generic)\n"
+            "  --proto NAME     parse every connection as NAME (%s)\n"
             "  --duration D     stop after D of capture time (e.g. 60s)\n"
             "  --window D       streaming analysis window, live (default " TB_WINDOW_DEFAULT ")\n"
             "  --serve ADDR     live: serve the dashboard on ADDR while capturing\n"
@@ -52,7 +54,7 @@ static void usage(FILE *f)
             "Exit status: 0 success (also when stopped by SIGINT/SIGTERM: everything read so\n"
             "far is kept), 1 runtime failure (unreadable or malformed file, database error),\n"
             "2 usage error.\n",
-            MAX_SNAPLEN);
+            names, MAX_SNAPLEN);
 }
 
 static int usage_error(const char *fmt, ...) TB_PRINTF(1, 2);
@@ -173,8 +175,11 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
             a->allow_host = optarg;
             break;
         case OPT_PROTO:
-            if (!tb_proto_find(optarg))
-                return usage_error("unknown protocol '%s' (http, mysql, generic)", optarg);
+            if (!tb_proto_find(optarg)) {
+                char names[256];
+                tb_proto_names(names, sizeof names);
+                return usage_error("unknown protocol '%s' (%s)", optarg, names);
+            }
             a->force_proto = optarg;
             break;
         case OPT_DURATION:
@@ -320,6 +325,9 @@ static void summary(const struct tb_capture_args *a, const struct tb_capture_sta
                 ", push streams %" PRIu64 " (not paired), unanswered requests %" PRIu64
                 " (noreply, quiet: not recorded)\n",
                 s->encrypted_flows, s->compressed_flows, s->streams, s->unanswered);
+    if (s->probes)
+        fprintf(stderr, "  health probes %" PRIu64 " (AJP CPing: not requests, not recorded)\n",
+                s->probes);
     if (!a->no_store)
         fprintf(stderr, "  stored in %s\n", a->db);
     tb_log_info("capture: flow state %zu bytes per flow, plus %zu of parser state once a flow "
