@@ -52,5 +52,6 @@ for conf in "${confs[@]}"; do
         rm -f "$p.pcap" "$p".db*
     done
 done
-echo "diagnose sweep: $ok/$n verdicts right ($(( 100 * ok / n ))%), $seeds seeds x 7 causes, $dur each"
+each=${durarg[1]:-its own duration}
+echo "diagnose sweep: $ok/$n verdicts right ($(( 100 * ok / n ))%), $seeds seeds x 7 causes, $each each"
 [ $((100 * ok)) -ge $((95 * n)) ]
