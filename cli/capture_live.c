@@ -90,6 +90,7 @@ static void on_request(void *ud, const struct tb_request *r)
     }
     if (tb_stream_request(L->stream, r) < 0)
         fail(L, TB_E_NOMEM);
+    tb_web_publish_request(L->web, r);
 }
 
 static void on_packet(void *ud, int linktype, int64_t ts_ns, const uint8_t *data, uint32_t caplen,
@@ -113,6 +114,7 @@ static const char *tier_name(struct live *L, uint32_t tier)
 static void on_windows(void *ud, const struct tb_window *w, size_t n)
 {
     struct live *L = ud;
+    tb_web_publish_windows(L->web, w, n);
     if (L->wr) {
         int rc = tb_writer_windows(L->wr, w, n);
         if (rc < 0)
@@ -411,6 +413,7 @@ int tb_capture_live(const struct tb_capture_args *a)
             .allow_hosts = a->allow_host,
             .db_path = db,
             .stream_width_ns = L->width_ns,
+            .live_catalog = L->cat,
         };
         rc = tb_web_new(&L->web, &L->loop, &wo, err, sizeof err);
         if (rc < 0) {

@@ -25,6 +25,7 @@ struct params {
 /* An answer computed on the worker thread, sent from the loop thread. */
 struct reply {
     int status;
+    const char *ctype; /* NULL: application/json */
     struct tb_buf body;
 };
 
@@ -508,7 +509,7 @@ static void api_health(struct tb_web *w, struct reply *c)
  * because they share the server's one database connection and catalog. */
 
 enum endpoint { EP_TIERS, EP_HEALTH, EP_WINDOWS, EP_SCATTER, EP_EPISODES, EP_ANALYSIS,
-                EP_DIAGNOSE };
+                EP_DIAGNOSE, EP_METRICS };
 
 struct tb__web_job {
     uv_work_t req;
@@ -554,6 +555,19 @@ static void job_work(uv_work_t *req)
     case EP_DIAGNOSE:
         api_diagnose(w, c, q);
         break;
+    case EP_METRICS: {
+        char err[256] = "";
+        struct tb_buf b;
+        tb_buf_init(&b);
+        if (tb__web_metrics_db(w, &b, err, sizeof err) < 0) {
+            tb_buf_free(&b);
+            reply_error(c, 500, err);
+        } else {
+            reply_buf(c, &b);
+            c->ctype = tb__web_metrics_ctype();
+        }
+        break;
+    }
     }
 }
 
@@ -571,7 +585,9 @@ static void job_done(uv_work_t *req, int status)
         } else {
             size_t len;
             char *body = tb_buf_steal(&j->rp.body, &len);
-            tb_http_respond_owned(j->conn, j->rp.status, "application/json", body, len, NULL);
+            tb_http_respond_owned(j->conn, j->rp.status,
+                                  j->rp.ctype ? j->rp.ctype : "application/json", body, len,
+                                  NULL);
         }
     } else {
         tb_buf_free(&j->rp.body);
@@ -636,6 +652,11 @@ static void submit(struct tb_web *w, struct tb_http_conn *c, const struct tb_htt
         w->jobs_head = j;
     w->jobs_tail = j;
     job_start_next(w);
+}
+
+void tb__web_metrics_submit(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_req *r)
+{
+    submit(w, c, r, EP_METRICS);
 }
 
 void tb__web_api(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_req *r)

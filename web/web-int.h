@@ -49,6 +49,11 @@ struct tb_web {
     struct tb__web_job *jobs_head, *jobs_tail;
     bool job_running;
     bool poll_closed;
+    /* /metrics (metrics.c): per tier, the rows last computed from the
+     * database; or, serving a live capture, what it published. */
+    struct tb__web_mtier *mtier;
+    size_t nmtier;
+    struct tb__web_live *live;
 };
 
 void tb__web_static(struct tb_web *w, struct tb_http_conn *c, const char *raw_path);
@@ -61,6 +66,24 @@ void tb__web_jobs_drop(struct tb_web *w);
 void tb__web_finish_close(struct tb_web *w);
 /* Reloads the catalog from the database (tiers appear while a capture runs). */
 int tb__web_reload_catalog(struct tb_web *w);
+
+/* /metrics (metrics.c). Serving a database, the answer is computed on the
+ * worker thread (api.c's jobs): tb__web_metrics_db writes the body or returns
+ * a negative code with a message. */
+void tb__web_metrics(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_req *r);
+void tb__web_metrics_submit(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_req *r);
+int tb__web_metrics_db(struct tb_web *w, struct tb_buf *b, char *err, size_t errlen);
+const char *tb__web_metrics_ctype(void);
+void tb__web_metrics_free(struct tb_web *w);
+int tb__web_live_new(struct tb_web *w, const struct tb_catalog *cat);
+void tb__web_live_free(struct tb_web *w);
+/* congested: 0/1, or -1 when not known (a server's row). */
+void tb__web_live_window(struct tb_web *w, const struct tb_window *win, int congested);
+void tb__web_live_episode(struct tb_web *w, const char *tier, const struct tb_episode *ep);
+void tb__web_live_analysis(struct tb_web *w, const struct tb_analysis *a,
+                           const struct tb_congestion *rule);
+void tb__web_live_health(struct tb_web *w, uint64_t packets, uint64_t kernel_drops,
+                         uint64_t if_drops);
 
 /* JSON shapes shared by the API and the stream. */
 void tb__web_json_window(struct tb_buf *b, const char *tier, const struct tb_window *win,

@@ -39,6 +39,10 @@ static void on_request(void *ud, struct tb_http_conn *c, const struct tb_http_re
         tb__web_api(w, c, r);
         return;
     }
+    if (!strcmp(r->path, "/metrics")) {
+        tb__web_metrics(w, c, r);
+        return;
+    }
     if (r->method == TB_HTTP_OTHER) {
         tb_http_error(c, 405, "method not allowed");
         return;
@@ -108,6 +112,8 @@ static void publish(struct tb_web *w, const char *event, struct tb_buf *b)
 void tb_web_publish_window(struct tb_web *w, const char *tier, const struct tb_window *win,
                            bool congested)
 {
+    if (w && !w->closing)
+        tb__web_live_window(w, win, congested);
     if (!listening(w))
         return;
     struct tb_buf b;
@@ -119,6 +125,8 @@ void tb_web_publish_window(struct tb_web *w, const char *tier, const struct tb_w
 void tb_web_publish_episode(struct tb_web *w, const char *tier, const struct tb_episode *ep,
                             bool ongoing)
 {
+    if (w && !w->closing && !ongoing)
+        tb__web_live_episode(w, tier, ep);
     if (!listening(w))
         return;
     struct tb_buf b;
@@ -132,6 +140,8 @@ void tb_web_publish_episode(struct tb_web *w, const char *tier, const struct tb_
 void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb_analysis *a,
                              const struct tb_congestion *rule)
 {
+    if (w && !w->closing)
+        tb__web_live_analysis(w, a, rule);
     if (!listening(w))
         return;
     struct tb_buf b;
@@ -165,6 +175,8 @@ void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb
 void tb_web_publish_health(struct tb_web *w, int64_t ts_ns, uint64_t packets,
                            uint64_t kernel_drops, uint64_t if_drops)
 {
+    if (w && !w->closing)
+        tb__web_live_health(w, packets, kernel_drops, if_drops);
     if (!listening(w))
         return;
     struct tb_buf b;
@@ -175,6 +187,15 @@ void tb_web_publish_health(struct tb_web *w, int64_t ts_ns, uint64_t packets,
                   (unsigned long long)packets, (unsigned long long)kernel_drops,
                   (unsigned long long)if_drops);
     publish(w, "health", &b);
+}
+
+void tb_web_publish_windows(struct tb_web *w, const struct tb_window *win, size_t n)
+{
+    if (!w || w->closing)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (win[i].server) /* the tier's own rows come with their congestion */
+            tb__web_live_window(w, &win[i], -1);
 }
 
 /* ---- polling a database written by someone else ------------------------------ */
@@ -335,6 +356,7 @@ void tb__web_finish_close(struct tb_web *w)
     if (w->job_running || !w->poll_closed)
         return;
     tb__web_cache_clear(w);
+    tb__web_metrics_free(w);
     if (w->cat)
         tb_catalog_free(w->cat);
     w->cat = NULL;
@@ -377,6 +399,10 @@ int tb_web_new(struct tb_web **out, uv_loop_t *loop, const struct tb_web_opts *o
         snprintf(errbuf, errlen, "database '%s': cannot load its tiers: %s", db, tb_strerror(rc));
         goto fail;
     }
+    if (o->live_catalog && (rc = tb__web_live_new(w, o->live_catalog)) < 0) {
+        snprintf(errbuf, errlen, "out of memory");
+        goto fail;
+    }
     struct tb_http_opts ho = {
         .listen = o->listen,
         .allow_remote = o->allow_remote,
@@ -397,6 +423,7 @@ int tb_web_new(struct tb_web **out, uv_loop_t *loop, const struct tb_web_opts *o
     *out = w;
     return 0;
 fail:
+    tb__web_live_free(w);
     if (w->cat)
         tb_catalog_free(w->cat);
     if (w->st)

@@ -9,6 +9,8 @@
 #include "tb.h"
 #include "stats.h"
 #include "correlate.h"
+#include "catalog.h"
+#include "request.h"
 
 struct tb_web_opts {
     const char *listen;       /* default "127.0.0.1:8080" */
@@ -24,6 +26,10 @@ struct tb_web_opts {
      * stream. A live capture publishes directly instead and leaves it false. */
     bool poll_db;
     int64_t stream_width_ns;  /* window width announced on the stream (default 50 ms) */
+    /* A live capture's catalog (borrowed; read on the loop thread only):
+     * /metrics then answers from what the capture publishes (windows, rules,
+     * episodes, requests, health) instead of reading the database. */
+    const struct tb_catalog *live_catalog;
     unsigned max_conns;       /* default 256 */
     uint64_t idle_ms;         /* default 30 s */
 };
@@ -52,6 +58,12 @@ void tb_web_publish_episode(struct tb_web *w, const char *tier, const struct tb_
  * congested flag and every episode against it. */
 void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb_analysis *a,
                              const struct tb_congestion *rule);
+/* Every closed window of a tier and of each of its servers (the stream's
+ * windows sink): /metrics keeps the latest of each. The tier's rows come
+ * again, with their congestion, through tb_web_publish_window. */
+void tb_web_publish_windows(struct tb_web *w, const struct tb_window *win, size_t n);
+/* One completed request: counted per tier and server for /metrics. */
+void tb_web_publish_request(struct tb_web *w, const struct tb_request *r);
 void tb_web_publish_health(struct tb_web *w, int64_t ts_ns, uint64_t packets,
                            uint64_t kernel_drops, uint64_t if_drops);
 
