@@ -657,6 +657,19 @@ static int copy_svc(struct tb_analysis_result *res, const struct tb_class_servic
     return 0;
 }
 
+/* When each throughput level held, from the row's windows and its analysis
+ * (computed or stored: recomputing them costs one pass over the windows).
+ * The same rule and windows give the same levels as a.levels. */
+static int row_spans(struct tb_analysis_result *res)
+{
+    struct tb_congestion rule;
+    tb_congestion_from_analysis(&rule, &res->a, res->win, res->nwin);
+    double lv[TB_ARRAY_SIZE(res->a.levels)];
+    uint32_t nl;
+    return tb_levels_over_time(res->win, res->nwin, &rule, (uint32_t)TB_ARRAY_SIZE(lv), lv, &nl,
+                               &res->spans, &res->nspans);
+}
+
 /* Runs the pipeline for the rows asked: row 0 (the tier, or the --server) into
  * *total, and with `servers` each server of the tier. */
 static int run(struct pipe *p, struct tb_analysis_result *total,
@@ -744,7 +757,7 @@ static int run(struct pipe *p, struct tb_analysis_result *total,
             goto fail;
     }
     for (size_t r = 0; r < nrows; r++) {
-        if ((rc = copy_svc(&rows[r], svc, nsvc)) != 0)
+        if ((rc = copy_svc(&rows[r], svc, nsvc)) != 0 || (rc = row_spans(&rows[r])) != 0)
             goto fail;
     }
     if (nsvc && !o->service_file && !o->calibrate && !all_stored &&
@@ -829,6 +842,7 @@ void tb_analysis_result_free(struct tb_analysis_result *res)
     free(res->win);
     free(res->ep);
     free(res->svc);
+    free(res->spans);
     memset(res, 0, sizeof *res);
 }
 

@@ -28,6 +28,9 @@ struct tb_analysis_result {
     size_t nep;
     struct tb_class_service *svc; /* per class (and period) */
     size_t nsvc;
+    struct tb_level_span *spans;  /* when each throughput level held, in time order; the
+                                   * level indices index a.levels (tb_levels_over_time) */
+    size_t nspans;
 };
 
 /* Runs (or loads) the analysis of one tier. Returns 0, or a TB_E_* code with a

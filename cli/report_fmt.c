@@ -317,6 +317,38 @@ static int cmp_ep_longest(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
+/* When each level held: per level, its share of the top level, how long in
+ * all, and its first intervals (JSON has them all). Only with several. */
+#define TEXT_SPANS 6
+static void text_level_spans(FILE *f, const struct tb_analysis_result *r)
+{
+    uint32_t nl = TB_MIN(r->a.n_levels, (uint32_t)TB_ARRAY_SIZE(r->a.levels));
+    if (nl < 2 || !r->nspans)
+        return;
+    char b[2][32];
+    for (uint32_t l = 0; l < nl; l++) {
+        size_t cnt = 0;
+        int64_t total = 0;
+        for (size_t i = 0; i < r->nspans; i++)
+            if (r->spans[i].level == l) {
+                cnt++;
+                total += r->spans[i].end_ns - r->spans[i].start_ns;
+            }
+        fprintf(f, "  level %u: %.1f work units/s (%.0f%% of the top), %zu interval%s, %s:", l + 1,
+                r->a.levels[l], 100.0 * r->a.levels[l] / r->a.levels[nl - 1], cnt,
+                cnt == 1 ? "" : "s", fmt_dur((double)total, b[0], 32));
+        size_t shown = 0;
+        for (size_t i = 0; i < r->nspans && shown < TEXT_SPANS; i++) {
+            if (r->spans[i].level != l)
+                continue;
+            fprintf(f, "%s %s for %s", shown ? "," : "", fmt_clock(r->spans[i].start_ns, b[0], 32),
+                    fmt_dur((double)(r->spans[i].end_ns - r->spans[i].start_ns), b[1], 32));
+            shown++;
+        }
+        fprintf(f, "%s\n", cnt > shown ? ", ..." : "");
+    }
+}
+
 static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t origin)
 {
     char b[6][32];
@@ -350,6 +382,7 @@ static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t o
             fprintf(f, "%s%.1f", i ? ", " : "", r->a.levels[i]);
         fprintf(f, " work units/s)%s\n",
                 r->a.n_levels > 1 ? ": several plateaus, e.g. a CPU changing frequency" : "");
+        text_level_spans(f, r);
     } else {
         fprintf(f, "throughput levels among congested windows: none (no congested windows)\n");
     }
@@ -540,6 +573,16 @@ static void json_analysis(FILE *f, const struct tb_analysis_result *r)
         if (i)
             fputc(',', f);
         tb_json_num(f, a->levels[i]);
+    }
+    fputs("],\"level_spans\":[", f);
+    for (size_t i = 0; i < r->nspans; i++) {
+        const struct tb_level_span *sp = &r->spans[i];
+        fprintf(f, "%s{\"level\":%u,\"start_ns\":%lld,\"end_ns\":%lld,\"windows\":%u,"
+                   "\"throughput\":",
+                i ? "," : "", sp->level, (long long)sp->start_ns, (long long)sp->end_ns,
+                sp->windows);
+        tb_json_num(f, sp->throughput);
+        fputc('}', f);
     }
     fputs("],", f);
     json_range(f, "load", tb_win_range(r->win, r->nwin, TB_COL_LOAD));

@@ -142,10 +142,11 @@ void tb_nstar_opts_default(struct tb_nstar_opts *o);
  *     server is limited by something other than its own concurrency (0.8,
  *     not 1: a 1-core server's estimates scatter 0.9-1.1);
  *   - at least 10 windows have load >= K and are not freezes;
- *   - r = (least-squares slope of throughput over the windows at or above K)
- *     / (slope through the origin of the windows below K) has a one-sided
- *     95% upper bound <= 0.5 (delete-a-group jackknife over chunks of 8
- *     consecutive windows, so bursts do not pass for independent evidence).
+ *   - r = (slope of the chord from the centroid of the windows in [K/4, K)
+ *     to that of the non-freeze windows at or above K) / (slope through the
+ *     origin of the windows below K) has a one-sided 95% upper bound <= 0.5
+ *     (delete-a-group jackknife over chunks of 8 consecutive windows, so
+ *     bursts do not pass for independent evidence).
  * A candidate that fails becomes NAN. With no candidate standing there is no
  * threshold: no congested window, no episode, no TPmax, no levels. */
 /* "knee", "no_congestion" (LINEAR, RISING, FEW_BEYOND) or "undetermined". */
@@ -299,9 +300,36 @@ int tb_episodes_summary(const struct tb_window *w, size_t n, double threshold,
  * is kept whose clusters each hold max(3, 5%) of the values and whose adjacent
  * centres are apart by >= 4 pooled within-cluster standard deviations and by
  * >= 5% of the top centre (splitting one noisy plateau gives ~2.7 sd at most).
- * levels[] receives the centres in ascending order. */
+ * levels[] receives the centres in ascending order. Values only, no time:
+ * tb_levels_over_time is what analyses use. */
 int tb_levels_find(const double *tp, size_t n, uint32_t max_levels, double *levels,
                    uint32_t *nlevels);
+
+/* A stretch of time during which a congested series held one level. */
+struct tb_level_span {
+    int64_t start_ns, end_ns; /* [start of its first window, end of its last) */
+    double throughput;        /* mean normalized throughput of its windows, per s */
+    uint32_t level;           /* index into the levels (ascending) */
+    uint32_t windows;
+};
+
+/* Levels over time (levels.c): w one series in time order; the windows the
+ * rule calls congested and not frozen, in stretches of >= 4 consecutive ones,
+ * are cut where their mean steps (binary segmentation: the cut that best
+ * separates the two sides' means, kept while they differ by >= 4.5 standard
+ * errors, the noise of a window estimated from neighbours' differences, and
+ * both sides hold >= 4 windows); the pieces' means, weighted by their
+ * windows, are clustered (1-D k-means, k = 1..max_levels; the largest k kept
+ * whose levels each hold max(4, 5%) of the windows and whose neighbours are
+ * apart by >= 4 window-weighted standard deviations of the pieces around
+ * their levels, at least the noise of an average piece's mean, and by >= 5%
+ * of the top level). levels[] (max_levels entries) receives the levels ascending, 0 of
+ * them when nothing is congested. With spans non-NULL, *spans (malloc'd,
+ * owned by the caller; NULL when none) receives the pieces in time order,
+ * neighbours of one level joined: when each level held. */
+int tb_levels_over_time(const struct tb_window *w, size_t n, const struct tb_congestion *rule,
+                        uint32_t max_levels, double *levels, uint32_t *nlevels,
+                        struct tb_level_span **spans, size_t *nspans);
 
 /* ---- cross-tier attribution ---------------------------------------------------
  * Pearson correlation between a tier's load and the front tier's mean response

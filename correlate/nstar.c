@@ -674,14 +674,16 @@ static double fit_robust(const struct pt *p, size_t n, double freeze_frac, doubl
 /* A candidate knee K is shown, not assumed (DESIGN.md "N*": "the smallest
  * load beyond which more load brings negligible throughput" is a claim about
  * the windows beyond K, so they must be there and must say so):
- *   before = the least-squares slope through the origin of the windows below
- *            K (the linear part);
- *   after  = the least-squares slope of the windows at or above K that are
- *            not freezes (below freeze_frac x a·K: a pause says nothing about
- *            where the curve flattens, and would make any K look flat);
- *   r = after / before. K stands when at least KNEE_MIN_BEYOND windows lie
- *   at or above it and the one-sided 95% upper bound of r is at most
- *   KNEE_MAX_RATIO: throughput beyond K rises at most half as fast as below.
+ *   b     = the least-squares slope through the origin of the windows below
+ *           K (the linear part);
+ *   chord = the slope from the centroid (mean load, mean throughput) of the
+ *           windows in [K/4, K) to the centroid of the windows at or above K
+ *           that are not freezes (below freeze_frac x a·K: a pause says
+ *           nothing about where the curve flattens, and would make any K
+ *           look flat);
+ *   r = chord / b. K stands when at least KNEE_MIN_BEYOND windows lie at or
+ *   above it and the one-sided 95% upper bound of r is at most
+ *   KNEE_MAX_RATIO: beyond K throughput rises at most half as fast as below.
  * The bound comes from a delete-a-group jackknife. Windows next to each other
  * in time are alike (a burst lasts many windows), so a bound that treated
  * them as independent would be far too narrow; the points are cut, in the
@@ -694,28 +696,40 @@ static double fit_robust(const struct pt *p, size_t n, double freeze_frac, doubl
  * Why: the fit finds some knee in any cloud that bends at all, and a cloud
  * with no congestion bends too (a window's completions lag its load: the
  * requests that make a window's load high often finish in the next one). On
- * a 4-core database whose load never passed 2, the fit put a knee at 1.6 and
- * flagged 2% of the windows; there, 8 windows lay beyond it and r was 0.45
- * with a bound of 2.0. On saturated tiers r is 0.01-0.02 with a bound under
- * 0.03 (tbneck-sim, 1 to 4 cores, 110-190 windows beyond). */
+ * a simulated stack with no bottleneck (a 4-core database whose load never
+ * passed 2, idle app servers) the fit put knees at 1.0-2.0 and flagged 2-4%
+ * of the windows of every tier; there r is 0.62-0.75, bound 0.70-0.85. On
+ * saturated tiers r is 0.02-0.06, bound under 0.08 (tbneck-sim, 1 to 4
+ * cores, steady or bursty); a database whose load a connection pool pins at
+ * 16 while its CPU changes speed: 0.20, bound 0.22. */
 
-/* Sums of one group: through-origin sums of the windows below K, plain
- * least-squares sums (load taken relative to K, for precision) of those at
- * or above. */
+/* Sums of one group: through-origin sums of the windows below K, plain sums
+ * of those in [K/4, K) (the band below), and of the non-freeze ones at
+ * or above K (load taken relative to K, for precision). */
 struct ksum {
     double bll, blt;
-    double n, x, t, xx, xt;
+    double na, xa, ta;
+    double n, x, t;
 };
 
+/* r: the chord from the centroid of the band just below K to the centroid of
+ * the windows beyond it, over the slope of the linear part (through the
+ * origin, the windows below K). 1: throughput keeps rising as below; 0:
+ * flat. A chord rather than a least-squares slope of the windows beyond:
+ * those often share one load (a pool or thread cap pins it at 16 while the
+ * throughput varies with the CPU's speed), and a slope over no spread of
+ * load is noise; the chord needs only that the two centroids differ. Its
+ * lower end is the band below K, not the line's value at K: a window's
+ * completions lag its load, which bends every cloud below the line as load
+ * grows, congested or not, and against the line a light cloud looks flat. */
 static double ksum_ratio(const struct ksum *s)
 {
-    if (!(s->bll > 0) || s->n < 3)
+    if (!(s->bll > 0) || s->n < 3 || s->na < 3)
         return NAN;
-    double before = s->blt / s->bll;
-    double den = s->n * s->xx - s->x * s->x;
-    if (!(before > 0) || !(den > 0))
+    double b = s->blt / s->bll, dx = s->x / s->n - s->xa / s->na;
+    if (!(b > 0) || !(dx > 0))
         return NAN;
-    return (s->n * s->xt - s->x * s->t) / den / before;
+    return (s->t / s->n - s->ta / s->na) / dx / b;
 }
 
 struct knee {
@@ -738,24 +752,27 @@ static void knee_test(const struct pt *p, size_t n, uint32_t groups, double K, d
         if (l < K) {
             s->bll += l * l;
             s->blt += l * t;
+            if (l >= K / 4) {
+                s->na += 1;
+                s->xa += l - K;
+                s->ta += t;
+            }
         } else if (t >= cut) {
-            double x = l - K;
             s->n += 1;
-            s->x += x;
+            s->x += l - K;
             s->t += t;
-            s->xx += x * x;
-            s->xt += x * t;
             kt->beyond++;
         }
     }
     for (uint32_t j = 0; j < groups; j++) {
         tot.bll += g[j].bll;
         tot.blt += g[j].blt;
+        tot.na += g[j].na;
+        tot.xa += g[j].xa;
+        tot.ta += g[j].ta;
         tot.n += g[j].n;
         tot.x += g[j].x;
         tot.t += g[j].t;
-        tot.xx += g[j].xx;
-        tot.xt += g[j].xt;
     }
     kt->ratio = ksum_ratio(&tot);
     if (!isfinite(kt->ratio) || groups < 2)
@@ -765,11 +782,12 @@ static void knee_test(const struct pt *p, size_t n, uint32_t groups, double K, d
         struct ksum s = tot;
         s.bll -= g[j].bll;
         s.blt -= g[j].blt;
+        s.na -= g[j].na;
+        s.xa -= g[j].xa;
+        s.ta -= g[j].ta;
         s.n -= g[j].n;
         s.x -= g[j].x;
         s.t -= g[j].t;
-        s.xx -= g[j].xx;
-        s.xt -= g[j].xt;
         r[j] = ksum_ratio(&s);
         if (!isfinite(r[j])) {
             /* Leaving one group out leaves nothing to measure: the evidence
@@ -839,6 +857,35 @@ static void show_knee(const struct pt *p, size_t m, uint32_t groups, const struc
     }
     if (!any && groups < KNEE_MIN_GROUPS)
         res->why = TB_NSTAR_FEW_WINDOWS;
+}
+
+/* Both estimates with the linear part's slope d0 (intervention analysis,
+ * zoomed in when a few extreme loads squeezed its knee into the first
+ * quarter of the range; the fit with its slope fixed at d0). *a and *sp:
+ * the fit's slope and sharpness. */
+static void estimates(const struct pt *p, size_t m, const struct tb_nstar_opts *o, double d0,
+                      double *scratch, struct tb_nstar *res, double *a, double *sp)
+{
+    double lo = p[0].l, hi = p[m - 1].l;
+    uint32_t nb;
+    double ns = intervention(p, m, lo, hi, o, d0, &nb, scratch);
+    res->delta0 = d0 > 0 ? d0 : NAN;
+    res->bins_used = nb;
+    for (int zoom = 0; zoom < 2 && isfinite(ns) && ns < lo + 0.25 * (hi - lo); zoom++) {
+        double hi2 = TB_MIN(hi, 3 * ns);
+        if (!(hi2 > lo) || hi2 >= hi)
+            break;
+        uint32_t nb2;
+        double ns2 = intervention(p, m, lo, hi2, o, d0, &nb2, scratch);
+        if (!isfinite(ns2))
+            break;
+        ns = ns2;
+        hi = hi2;
+        res->bins_used = nb2;
+    }
+    res->n_star = o->trail && isfinite(ns) ? plateau_meet(p, m, ns, d0, o->freeze_frac, scratch)
+                                           : ns;
+    res->n_star_fit = fit_robust(p, m, o->freeze_frac, o->slope_hint, d0, a, sp);
 }
 
 /* -------------------------------------------------------------- public --- */
@@ -963,6 +1010,7 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
     /* Before sorting: the points are still in time order. */
     double d0_chunks = o.waits_downstream ? chunk_slope(p, m, o.freeze_frac, scratch) : NAN;
     qsort(p, m, sizeof *p, cmp_pt);
+    double a = NAN, sp = NAN;
     if (m >= 3) {
         /* δ_0 from the lowest-load tenth of the windows (at least 5), not
          * from the lowest bins: even bins over [Nmin, Nmax] are wide when
@@ -976,30 +1024,20 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
             low_t += p[i].t;
         }
         double d0 = isfinite(d0_chunks) ? d0_chunks : linear_slope(&low_l, &low_t, 1, o.slope_hint);
-        double lo = p[0].l, hi = p[m - 1].l;
-        uint32_t nb;
-        double ns = intervention(p, m, lo, hi, &o, d0, &nb, scratch);
-        res->delta0 = d0 > 0 ? d0 : NAN;
-        res->bins_used = nb;
-        /* Zoom in when a few extreme loads squeezed the knee into the first
-         * quarter of the range; at most twice. */
-        for (int zoom = 0; zoom < 2 && isfinite(ns) && ns < lo + 0.25 * (hi - lo); zoom++) {
-            double hi2 = TB_MIN(hi, 3 * ns);
-            if (!(hi2 > lo) || hi2 >= hi)
-                break;
-            uint32_t nb2;
-            double ns2 = intervention(p, m, lo, hi2, &o, d0, &nb2, scratch);
-            if (!isfinite(ns2))
-                break;
-            ns = ns2;
-            hi = hi2;
-            res->bins_used = nb2;
+        estimates(p, m, &o, d0, scratch, res, &a, &sp);
+        /* The hint was refused (the lowest windows' slope is under 70% of
+         * it), but those windows lie, on average, past half the knee their
+         * own slope gives: they are not the linear part but the bend and
+         * the plateau (a server overloaded nearly throughout: the steady
+         * and one-core runs that came out +42...+49%). They cannot refute
+         * the hint then, and it stands. */
+        double thr = tb_nstar_threshold(res);
+        if (!isfinite(d0_chunks) && o.slope_hint > 0 && d0 != o.slope_hint && isfinite(thr) &&
+            low_l / (double)nlow > thr / 2) {
+            d0 = o.slope_hint;
+            estimates(p, m, &o, d0, scratch, res, &a, &sp);
         }
-        res->n_star = o.trail && isfinite(ns) ? plateau_meet(p, m, ns, d0, o.freeze_frac, scratch)
-                                              : ns;
     }
-    double a = NAN, sp = NAN;
-    res->n_star_fit = fit_robust(p, m, o.freeze_frac, o.slope_hint, d0_chunks, &a, &sp);
     res->fit_sharpness = isfinite(res->n_star_fit) ? sp : NAN;
     if (isfinite(res->n_star_fit))
         res->fit_tp_max = a * res->n_star_fit;

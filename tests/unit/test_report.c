@@ -78,6 +78,10 @@ static struct tb_analysis_result make_result(uint32_t server, double n_star, dou
     r.a.n_levels = 2;
     r.a.levels[0] = 480;
     r.a.levels[1] = 250.5;
+    r.nspans = 2;
+    r.spans = calloc(2, sizeof *r.spans);
+    r.spans[0] = (struct tb_level_span){T0 + 50 * MS, T0 + 100 * MS, 250.5, 1, 1};
+    r.spans[1] = (struct tb_level_span){T0 + 100 * MS, T0 + 150 * MS, 480, 0, 1};
     r.nep = 2;
     r.ep = calloc(2, sizeof *r.ep);
     r.ep[0] = (struct tb_episode){T0 + 100 * MS, T0 + 150 * MS, 3.5, 3.5, 480, TB_EP_SATURATED};
@@ -167,6 +171,10 @@ static void test_json(void **state)
         "\"n_star_reason\":\"knee shown \\\"here\\\"\",\"threshold\":2.5,\"tp_max\":480,\"slope\":200,"
         "\"work_unit_ns\":10000000,"
         "\"congested_fraction\":0.5,\"episodes_per_min\":200,\"levels\":[480,250.5],"
+        "\"level_spans\":[{\"level\":1,\"start_ns\":1700000000050000000,"
+        "\"end_ns\":1700000000100000000,\"windows\":1,\"throughput\":250.5},{\"level\":0,"
+        "\"start_ns\":1700000000100000000,\"end_ns\":1700000000150000000,\"windows\":1,"
+        "\"throughput\":480}],"
         "\"load\":{\"min\":0,\"mean\":1.8333333333333333,\"max\":4},"
         "\"throughput\":{\"min\":0,\"mean\":96.666666666666671,\"max\":240},"
         "\"norm_throughput\":{\"min\":0,\"mean\":193.33333333333334,\"max\":480},"
@@ -241,6 +249,10 @@ static void test_text(void **state)
         "  <100ms: 2 | 100-200ms: 0 | 200-500ms: 0 | 500ms-1s: 0 | >=1s: 0\n",
         "throughput levels among congested windows: 2 (480.0, 250.5 work units/s): several "
         "plateaus",
+        "  level 1: 480.0 work units/s (192% of the top), 1 interval, 50ms: 22:13:20.100 for "
+        "50ms\n",
+        "  level 2: 250.5 work units/s (100% of the top), 1 interval, 50ms: 22:13:20.050 for "
+        "50ms\n",
         "response time of the front tier web per window: mean 11ms, max 20ms\n",
         "correlation of each tier's load with it:  mysql r=0.88  web r=-\n",
         "-> mysql's load explains the response-time spikes best (r=0.88)\n",
