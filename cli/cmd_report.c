@@ -11,7 +11,7 @@
 #include "report_util.h"
 
 static const char report_usage[] =
-    "usage: tbneck report --tier NAME [--window 50ms] [--server ADDR:PORT] [--from T --to T]\n"
+    "usage: tbneck report --tier NAME [--window 50ms|auto] [--server ADDR:PORT] [--from T --to T]\n"
     "                     [--format text|json|csv] [--plot FILE.png|svg]\n"
     "                     [--service-times FILE | --calibrate CAPTURE] [--recompute] [--db FILE]\n"
     "\n"
@@ -74,7 +74,10 @@ int tb_cmd_report(int argc, char **argv)
         return TB_EXIT_USAGE;
     }
     struct tb_analyze_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX};
-    if (tb_parse_duration(window, TB_NS_PER_MS, &o.width_ns) != 0 || o.width_ns <= 0) {
+    bool window_auto = !strcmp(window, "auto");
+    if (window_auto)
+        o.width_ns = 50 * TB_NS_PER_MS; /* until the choice is made */
+    else if (tb_parse_duration(window, TB_NS_PER_MS, &o.width_ns) != 0 || o.width_ns <= 0) {
         tb_log_error("--window '%s': expected a positive duration such as 50ms or 1s", window);
         return TB_EXIT_USAGE;
     }
@@ -106,7 +109,19 @@ int tb_cmd_report(int argc, char **argv)
         goto out;
 
     char err[512] = "";
+    struct tb_window_choice wc;
+    if (window_auto) {
+        int e = tb_analyze_window_auto(db.st, db.cat, tid, &o, &wc, err, sizeof err);
+        if (e) {
+            tb_log_error("report: --window auto: %s", err[0] ? err : tb_strerror(e));
+            rc = TB_EXIT_FAIL;
+            goto out;
+        }
+        o.width_ns = wc.width_ns;
+    }
     int e = tb_report_build(db.st, db.cat, tid, &o, &rep, err, sizeof err);
+    if (!e && window_auto)
+        snprintf(rep.window_reason, sizeof rep.window_reason, "%s", wc.reason);
     if (e) {
         tb_log_error("report: %s", err[0] ? err : tb_strerror(e));
         rc = TB_EXIT_FAIL;

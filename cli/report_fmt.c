@@ -487,6 +487,8 @@ int tb_report_write_text(FILE *f, const struct tb_report *r, const struct tb_cat
                 fmt_dur((double)(last - first), b[5], 64), tot->nwin);
     else
         fprintf(f, "no requests in the range\n");
+    if (r->window_reason[0])
+        fprintf(f, "window auto: %s\n", r->window_reason);
 
     fprintf(f, "\n  %-22s %9s  %-21s  %-17s\n", "", "", "load (in tier)", "completions/s");
     fprintf(f, "  %-22s %9s  %6s %6s %7s  %8s %8s  %7s %7s  %9s  %7s  %6s\n", "", "requests",
@@ -620,6 +622,11 @@ int tb_report_write_json(FILE *f, const struct tb_report *r, const struct tb_cat
     int64_t last = tot->nwin ? tot->win[tot->nwin - 1].start_ns + r->width_ns : 0;
     fprintf(f, ",\"window_ns\":%lld,\"from_ns\":%lld,\"to_ns\":%lld,", (long long)r->width_ns,
             (long long)first, (long long)last);
+    if (r->window_reason[0]) {
+        fputs("\"window_reason\":", f);
+        tb_json_str(f, r->window_reason);
+        fputc(',', f);
+    }
     json_analysis(f, tot);
 
     fputs(",\"classes\":[", f);

@@ -274,6 +274,19 @@ bool tb_episode_track_current(const struct tb_episode_track *t, struct tb_episod
  * none was open. */
 bool tb_episode_track_end(struct tb_episode_track *t, struct tb_episode *closed);
 
+/* ---- N*'s uncertainty ---------------------------------------------------------
+ * *est = tb_nstar_windows(w, n, o) and *half the half-width of the 90%
+ * interval of its threshold (tb_nstar_threshold), from a delete-a-group
+ * jackknife over the knee test's groups (chunks of 8 consecutive windows
+ * with load, chunk c in group c mod G, G = min(20, chunks)): each group left
+ * out in turn, the whole estimate made again; of the two estimates' relative
+ * intervals (those that stand) the wider, times the threshold. *half is NAN
+ * when there is no threshold, INFINITY when fewer than 5 groups or when
+ * leaving some group out leaves a standing estimate with no knee. Costs G + 1
+ * estimates. */
+int tb_nstar_interval(const struct tb_window *w, size_t n, const struct tb_nstar_opts *o,
+                      struct tb_nstar *est, double *half);
+
 /* ---- episodes -------------------------------------------------------------------
  * w: one series (one tier or one server, one width) in time order. The
  * episodes of the rule tb_congestion_from_nstar(threshold, ns, freeze_frac,

@@ -1101,3 +1101,78 @@ int tb_nstar_windows(const struct tb_window *w, size_t n, const struct tb_nstar_
     free(t);
     return rc;
 }
+
+/* ------------------------------------------------------ N*'s uncertainty --- */
+
+/* The relative half-width of a jackknife interval of the replicates r[0..g)
+ * around `est`; INFINITY when a replicate is missing. */
+static double jack_rel(const double *r, uint32_t g, double est)
+{
+    double mean = 0, ss = 0;
+    for (uint32_t i = 0; i < g; i++) {
+        if (!isfinite(r[i]))
+            return INFINITY;
+        mean += r[i];
+    }
+    mean /= g;
+    for (uint32_t i = 0; i < g; i++)
+        ss += (r[i] - mean) * (r[i] - mean);
+    return t95(g - 1) * sqrt((double)(g - 1) / g * ss) / est;
+}
+
+int tb_nstar_interval(const struct tb_window *w, size_t n, const struct tb_nstar_opts *o,
+                      struct tb_nstar *est, double *half)
+{
+    if ((n && !w) || !est || !half)
+        return TB_E_INVAL;
+    *half = NAN;
+    int rc = tb_nstar_windows(w, n, o, est);
+    double k = tb_nstar_threshold(est);
+    if (rc || !isfinite(k))
+        return rc;
+    /* The same groups as the knee test: chunks of KNEE_CHUNK consecutive
+     * windows with load, chunk c in group c mod G. */
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        m += w[i].load > 0 && isfinite(w[i].load) && isfinite(w[i].norm_throughput);
+    uint32_t groups = (uint32_t)TB_MIN((m + KNEE_CHUNK - 1) / KNEE_CHUNK, (size_t)KNEE_GROUPS);
+    if (groups < KNEE_MIN_GROUPS) {
+        *half = INFINITY;
+        return 0;
+    }
+    struct tb_window *sub = malloc(n * sizeof *sub);
+    if (!sub)
+        return TB_E_NOMEM;
+    double rs[KNEE_GROUPS], rf[KNEE_GROUPS];
+    for (uint32_t g = 0; g < groups && !rc; g++) {
+        /* Leaving a group out leaves a series with holes; the estimate does
+         * not look at time except through the order, which stays. */
+        size_t k2 = 0, j = 0;
+        for (size_t i = 0; i < n; i++) {
+            bool valid = w[i].load > 0 && isfinite(w[i].load) && isfinite(w[i].norm_throughput);
+            if (valid && (j++ / KNEE_CHUNK) % groups == g)
+                continue;
+            sub[k2++] = w[i];
+        }
+        struct tb_nstar e;
+        rc = tb_nstar_windows(sub, k2, o, &e);
+        rs[g] = e.n_star;
+        rf[g] = e.n_star_fit;
+    }
+    free(sub);
+    if (rc)
+        return rc;
+    /* Both estimates' intervals, the wider counting: the intervention
+     * analysis reads its plateau as a median, and a median of throughputs
+     * that come in steps of one completion per window barely moves when a
+     * group is left out (a jackknife of a median is known to fail); the
+     * fit's knee moves smoothly. Without one group there is no knee at all:
+     * the one found rests on it (INFINITY). */
+    double rel = 0;
+    if (isfinite(est->n_star))
+        rel = fmax(rel, jack_rel(rs, groups, est->n_star));
+    if (isfinite(est->n_star_fit))
+        rel = fmax(rel, jack_rel(rf, groups, est->n_star_fit));
+    *half = rel * k;
+    return 0;
+}
