@@ -633,10 +633,13 @@ static void store_result(struct pipe *p, const struct tb_analysis_result *res)
 {
     if (p->o->service_file || p->o->calibrate || !res->nwin)
         return;
+    /* The analysis first, then its windows: a reader that polls the windows
+     * and then the analysis (web.c, poll_tier) never sees windows without
+     * the analysis that says which of them are congested. */
     int64_t id;
-    int rc = tb_store_put_windows(p->st, res->win, res->nwin);
+    int rc = tb_store_put_analysis(p->st, &res->a, res->ep, res->nep, &id);
     if (!rc)
-        rc = tb_store_put_analysis(p->st, &res->a, res->ep, res->nep, &id);
+        rc = tb_store_put_windows(p->st, res->win, res->nwin);
     /* The analysis stands without its stored copy; say so and go on. */
     if (rc)
         tb_log_warn("could not store the analysis of tier '%s': %s", p->tier_name,
@@ -834,6 +837,26 @@ int tb_analyze_tier(struct tb_store *st, const struct tb_catalog *cat, uint32_t 
     int rc = pipe_init(&p, st, cat, tier, o, errbuf, errlen);
     if (!rc)
         rc = run(&p, res, NULL, NULL);
+    pipe_free(&p);
+    return rc;
+}
+
+int tb_analyze_tier_servers(struct tb_store *st, const struct tb_catalog *cat, uint32_t tier,
+                            const struct tb_analyze_opts *o, struct tb_analysis_result *total,
+                            struct tb_analysis_result **servers, size_t *nservers, char *errbuf,
+                            size_t errlen)
+{
+    memset(total, 0, sizeof *total);
+    *servers = NULL;
+    *nservers = 0;
+    struct pipe p;
+    int rc = pipe_init(&p, st, cat, tier, o, errbuf, errlen);
+    if (!rc && o->server) {
+        seterr(errbuf, errlen, "every server of a tier is analysed, not one");
+        rc = TB_E_INVAL;
+    }
+    if (!rc)
+        rc = run(&p, total, servers, nservers);
     pipe_free(&p);
     return rc;
 }

@@ -10,6 +10,7 @@
 #include "store.h"
 #include "stats.h"
 #include "correlate.h"
+#include "diagnose.h"
 
 struct tb_analyze_opts {
     int64_t width_ns;          /* window width (default 50 ms) */
@@ -32,6 +33,12 @@ struct tb_analysis_result {
                                    * level indices index a.levels (tb_levels_over_time) */
     size_t nspans;
     bool waits_downstream;        /* the tier's machines called other tiers (N* options) */
+    /* For a series that waits downstream: N* on its self-load (load minus
+     * the time spent waiting on its calls, tb_diagnose), the congestion
+     * point of its own resources; set by the caller that ran the diagnosis.
+     * have_self false: not known. */
+    bool have_self;
+    double n_star_self;
 };
 
 /* Runs (or loads) the analysis of one tier. Returns 0, or a TB_E_* code with a
@@ -40,6 +47,14 @@ int tb_analyze_tier(struct tb_store *st, const struct tb_catalog *cat, uint32_t 
                     const struct tb_analyze_opts *o, struct tb_analysis_result *res, char *errbuf,
                     size_t errlen);
 void tb_analysis_result_free(struct tb_analysis_result *res);
+/* The tier and each of its servers (o->server must be 0): *total as
+ * tb_analyze_tier gives it, *servers one result per server of the tier in
+ * catalog order (malloc'd; free each with tb_analysis_result_free, then the
+ * array). */
+int tb_analyze_tier_servers(struct tb_store *st, const struct tb_catalog *cat, uint32_t tier,
+                            const struct tb_analyze_opts *o, struct tb_analysis_result *total,
+                            struct tb_analysis_result **servers, size_t *nservers, char *errbuf,
+                            size_t errlen);
 
 /* ---- --window auto ----------------------------------------------------------
  * The shortest window at which the main-sequence curve is stable (the method
@@ -85,6 +100,10 @@ struct tb_report {
     size_t nfront;
     struct tb_tier_corr *corr;          /* every tier with requests, strongest first */
     size_t ncorr;
+    /* The root cause over the same range (tb_diagnose), when the caller ran
+     * it: the formats print it instead of the correlation's "explains". */
+    bool have_verdict;
+    struct tb_diag_verdict verdict;
     char window_reason[512];            /* --window auto: the choice and why (else empty) */
 };
 

@@ -33,6 +33,8 @@ struct tb_capture_stats {
     uint64_t unknown_link;     /* packets of a link type the decoder does not know */
     uint64_t flows_open;       /* flows open now */
     uint64_t tcp_packets;      /* packets that decoded to a TCP segment */
+    uint64_t streams;          /* connections that became push streams (proto.h) */
+    uint64_t unanswered;       /* requests that by protocol got no answer (proto.h) */
 };
 
 struct tb_engine_opts {
@@ -45,6 +47,18 @@ struct tb_engine_opts {
 
 typedef void (*tb_request_cb)(void *ud, const struct tb_request *r);
 
+/* Connection records (common/conn.h). The engine reports each connection
+ * twice: when it opens (closed = TB_CONN_OPEN, the server side as guessed
+ * then, tier 0 until a protocol is recognised) and when it ends (FIN, RST,
+ * idle timeout, eviction, or the end of the capture in tb_engine_finish):
+ * the second record, with the same conn id, replaces the first. Every
+ * connection followed is reported, also one that never carried a request
+ * (an idle pooled connection); a connection whose packets all carry no
+ * payload and no SYN (pure ACKs of a connection opened before the capture)
+ * is not followed and so not reported. */
+struct tb_conn;
+typedef void (*tb_conn_cb)(void *ud, const struct tb_conn *c);
+
 struct tb_engine;
 
 /* The catalog and tiers are borrowed and must outlive the engine; tiers may be
@@ -52,6 +66,8 @@ struct tb_engine;
 int tb_engine_new(struct tb_engine **out, struct tb_catalog *cat, const struct tb_tiers *tiers,
                   const struct tb_engine_opts *opts, tb_request_cb cb, void *ud);
 void tb_engine_free(struct tb_engine *e);
+/* Asks for connection records (NULL cb: none, the default). */
+void tb_engine_set_conn_cb(struct tb_engine *e, tb_conn_cb cb, void *ud);
 
 /* One captured packet. `linktype` is the pcap DLT of its interface. Malformed
  * packets are counted, never fatal: returns 0 unless memory ran out. */

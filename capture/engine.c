@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conn.h"
 #include "decode.h"
 #include "flow.h"
 #include "proto.h"
@@ -50,6 +51,8 @@ struct tb_engine {
     const struct tb_proto *force;
     tb_request_cb cb;
     void *ud;
+    tb_conn_cb conn_cb;
+    void *conn_ud;
     struct tb_capture_stats st;
     struct tb_reasm_ctr rctr;
     struct tb_proto_counters pctr;
@@ -125,6 +128,37 @@ static void release(struct tb_flow *f)
     stop_parser(f);
     tb_reasm_free(&f->rs[0]);
     tb_reasm_free(&f->rs[1]);
+}
+
+void tb_engine_set_conn_cb(struct tb_engine *e, tb_conn_cb cb, void *ud)
+{
+    e->conn_cb = cb;
+    e->conn_ud = ud;
+}
+
+/* The connection record of flow f as it stands (conn.h). */
+static void emit_conn(struct tb_engine *e, const struct tb_flow *f, enum tb_conn_close closed)
+{
+    if (!e->conn_cb)
+        return;
+    struct tb_conn c;
+    memset(&c, 0, sizeof c);
+    c.conn = f->conn;
+    tb_flow_addr(f, 1 - f->server_side, &c.client);
+    tb_flow_addr(f, f->server_side, &c.server);
+    c.tier = f->tier;
+    c.server_id = f->server;
+    c.open_ns = f->open_ns;
+    c.close_ns = f->last_ns;
+    c.requests = f->nreq;
+    c.packets = f->npkt;
+    c.bytes_c2s = f->nbytes[1 - f->server_side];
+    c.bytes_s2c = f->nbytes[f->server_side];
+    c.opened = (f->flags & TB_FF_MIDSTREAM) ? TB_CONN_MIDSTREAM
+               : (f->flags & TB_FF_OPEN_SYN) ? TB_CONN_SYN
+                                              : TB_CONN_SYNACK;
+    c.closed = (uint8_t)closed;
+    e->conn_cb(e->conn_ud, &c);
 }
 
 void tb_engine_free(struct tb_engine *e)
@@ -439,6 +473,7 @@ static void on_exchange(void *ud, const struct tb_exchange *ex)
         r.flags |= TB_REQ_TRUNC;
     f->flags &= (uint16_t)~TB_FF_TRUNC;
     e->st.requests++;
+    f->nreq++;
     e->cb(e->ud, &r);
 }
 
@@ -446,7 +481,8 @@ static void on_exchange(void *ud, const struct tb_exchange *ex)
 
 /* Ends a connection: holes declared, buffered bytes delivered, the parser
  * closed; the struct stays as a closed flow until removed. */
-static void close_flow(struct tb_engine *e, struct tb_flow *f, int fin_side)
+static void close_flow(struct tb_engine *e, struct tb_flow *f, int fin_side,
+                       enum tb_conn_close why)
 {
     if (f->state == TB_FS_CLOSED)
         return;
@@ -462,6 +498,7 @@ static void close_flow(struct tb_engine *e, struct tb_flow *f, int fin_side)
     e->cur = NULL;
     f->state = TB_FS_CLOSED;
     tb_flow_touch(&e->ft, f, TB_FL_CLOSED);
+    emit_conn(e, f, why);
 }
 
 static void drop_flow(struct tb_engine *e, struct tb_flow *f)
@@ -482,7 +519,7 @@ static void make_room(struct tb_engine *e)
             f = tb_flow_oldest(&e->ft, TB_FL_ACTIVE);
             if (!f)
                 return;
-            close_flow(e, f, -1);
+            close_flow(e, f, -1, TB_CONN_EVICTED);
             e->st.evicted_flows++;
         }
         drop_flow(e, f);
@@ -501,6 +538,10 @@ static void start_conn(struct tb_engine *e, struct tb_flow *f)
     tb_reasm_init(&f->rs[0], 0);
     tb_reasm_init(&f->rs[1], 1);
     f->conn = e->next_conn++;
+    f->open_ns = f->last_ns;
+    f->nreq = 0;
+    f->npkt = 1; /* the packet that opens it */
+    f->nbytes[0] = f->nbytes[1] = 0;
     e->st.flows++;
     tb_flow_touch(&e->ft, f, TB_FL_ACTIVE);
     if (e->ft.lists[TB_FL_ACTIVE].count > e->st.flows_active_max)
@@ -547,9 +588,10 @@ TB_NOINLINE static bool open_conn(struct tb_engine *e, struct tb_flow *f,
     if (syn && !ack && !rst) {
         f->state = TB_FS_SYN;
         f->server_side = (uint8_t)(1 - side);
-        f->flags |= TB_FF_SERVER_SURE | TB_FF_ISN;
+        f->flags |= TB_FF_SERVER_SURE | TB_FF_ISN | TB_FF_OPEN_SYN;
         f->syn_isn = pk->seq;
         tb_reasm_start(&f->rs[side], pk->seq + 1);
+        emit_conn(e, f, TB_CONN_OPEN);
         return true;
     }
     if (syn && ack) {
@@ -560,11 +602,13 @@ TB_NOINLINE static bool open_conn(struct tb_engine *e, struct tb_flow *f,
         f->syn_isn = pk->ack - 1;
         tb_reasm_start(&f->rs[side], pk->seq + 1);
         tb_reasm_start(&f->rs[1 - side], pk->ack);
+        emit_conn(e, f, TB_CONN_OPEN);
         return true;
     }
     f->flags |= TB_FF_MIDSTREAM;
     e->st.midstream_flows++;
     guess_server(e, f, side);
+    emit_conn(e, f, TB_CONN_OPEN);
     return false;
 }
 
@@ -621,7 +665,7 @@ static int tcp_packet(struct tb_engine *e, const struct tb_pkt *pk, int64_t ts)
     } else if (fresh_syn) {
         /* A new SYN on a finished 4-tuple, or port reuse we did not see the
          * end of: the old connection ends here, a new one starts. */
-        close_flow(e, f, -1);
+        close_flow(e, f, -1, f->fin_first ? TB_CONN_FIN : TB_CONN_RST);
     } else if (f->state == TB_FS_CLOSED) {
         return 0; /* a late segment of a closed connection */
     }
@@ -632,7 +676,9 @@ static int tcp_packet(struct tb_engine *e, const struct tb_pkt *pk, int64_t ts)
             return 0;
     } else {
         tb_flow_touch(&e->ft, f, TB_FL_ACTIVE);
+        f->npkt++;
     }
+    f->nbytes[side] += pk->paylen;
 
     if (syn) {
         if (ack && side == f->server_side && !(f->flags & TB_FF_SYNACK_SEEN) &&
@@ -654,7 +700,7 @@ static int tcp_packet(struct tb_engine *e, const struct tb_pkt *pk, int64_t ts)
     if (ack && (data || fin))
         tb_reasm_acked(&f->rs[1 - side], &e->renv, pk->ack, ts);
     if (rst) {
-        close_flow(e, f, -1);
+        close_flow(e, f, -1, TB_CONN_RST);
         return e->nomem ? (e->nomem = 0, TB_E_NOMEM) : 0;
     }
     if (data || fin) {
@@ -674,7 +720,7 @@ static int tcp_packet(struct tb_engine *e, const struct tb_pkt *pk, int64_t ts)
     if (ack && !(data || fin))
         tb_reasm_ack_note(&f->rs[1 - side], pk->ack, ts);
     if (f->fin_first && tb_reasm_finished(&f->rs[0]) && tb_reasm_finished(&f->rs[1]))
-        close_flow(e, f, f->fin_first - 1);
+        close_flow(e, f, f->fin_first - 1, TB_CONN_FIN);
     e->cur = NULL;
     if (e->nomem) {
         e->nomem = 0;
@@ -730,7 +776,7 @@ void tb_engine_expire(struct tb_engine *e, int64_t now_ns)
 {
     struct tb_flow *f;
     while ((f = tb_flow_oldest(&e->ft, TB_FL_ACTIVE)) && now_ns - f->last_ns >= e->idle_ns) {
-        close_flow(e, f, -1);
+        close_flow(e, f, -1, TB_CONN_IDLE);
         e->st.idle_closed++;
         drop_flow(e, f);
     }
@@ -744,7 +790,7 @@ void tb_engine_finish(struct tb_engine *e, int64_t now_ns)
     struct tb_flow *f;
     (void)now_ns;
     while ((f = tb_flow_oldest(&e->ft, TB_FL_ACTIVE)))
-        close_flow(e, f, -1);
+        close_flow(e, f, -1, TB_CONN_END);
     while ((f = tb_flow_oldest(&e->ft, TB_FL_CLOSED)))
         drop_flow(e, f);
 }
@@ -766,6 +812,8 @@ const struct tb_capture_stats *tb_engine_stats(const struct tb_engine *ce)
     s->encrypted_flows = e->pctr.encrypted_flows;
     s->compressed_flows = e->pctr.compressed_flows;
     s->inflight_dropped = e->pctr.inflight_dropped;
+    s->streams = e->pctr.streams;
+    s->unanswered = e->pctr.unanswered;
     s->flows_open = e->ft.lists[TB_FL_ACTIVE].count;
     return s;
 }

@@ -39,6 +39,7 @@ enum tb_flow_flag {
     TB_FF_SYNACK_SEEN = 1u << 6,
     TB_FF_PREGAP = 1u << 7,      /* a hole came before the protocol was chosen */
     TB_FF_ISN = 1u << 8,         /* syn_isn is known */
+    TB_FF_OPEN_SYN = 1u << 9,    /* the connection was opened by the client's SYN */
 };
 
 struct tb_flow {
@@ -56,6 +57,10 @@ struct tb_flow {
     uint32_t syn_isn;            /* the client's ISN, to spot SYN retransmissions */
     uint32_t tier, server;       /* catalog ids; 0 until the protocol is known */
     int64_t last_ns;             /* last packet */
+    int64_t open_ns;             /* first packet of the connection (its SYN when seen) */
+    uint64_t nreq;               /* request records it carried */
+    uint64_t npkt;               /* its packets */
+    uint64_t nbytes[2];          /* TCP payload bytes each side sent */
     int64_t ts_floor;            /* last timestamp handed to the parser */
     uint64_t conn;
     struct tb_reasm rs[2];       /* per side: bytes that side sent */

@@ -68,6 +68,18 @@ static void fail(struct live *L, int rc);
 
 /* ---- requests in --------------------------------------------------------------- */
 
+/* Live, a connection is stored when it opens (so that pools show while the
+ * capture runs) and again when it ends. */
+static void on_conn(void *ud, const struct tb_conn *c)
+{
+    struct live *L = ud;
+    if (L->wr) {
+        int rc = tb_writer_conn(L->wr, c);
+        if (rc < 0)
+            fail(L, rc);
+    }
+}
+
 static void on_request(void *ud, const struct tb_request *r)
 {
     struct live *L = ud;
@@ -385,6 +397,7 @@ int tb_capture_live(const struct tb_capture_args *a)
         tb_log_error("capture: cannot start the capture engine: %s", tb_strerror(rc));
         goto out;
     }
+    tb_engine_set_conn_cb(L->eng, on_conn, L);
     if (L->st && (rc = tb_writer_start(&L->wr, L->st, L->capture_id)) == 0)
         rc = tb_writer_catalog(L->wr, L->cat);
     if (L->st && rc < 0) {
@@ -395,6 +408,7 @@ int tb_capture_live(const struct tb_capture_args *a)
         struct tb_web_opts wo = {
             .listen = a->serve,
             .allow_remote = a->allow_remote,
+            .allow_hosts = a->allow_host,
             .db_path = db,
             .stream_width_ns = L->width_ns,
         };

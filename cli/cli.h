@@ -12,6 +12,7 @@ int tb_cmd_report(int argc, char **argv);
 int tb_cmd_export(int argc, char **argv);
 int tb_cmd_serve(int argc, char **argv);
 int tb_cmd_events(int argc, char **argv);
+int tb_cmd_diagnose(int argc, char **argv);
 
 /* Default database path when --db is not given. */
 #define TB_DEFAULT_DB "tbneck.db"
@@ -28,6 +29,7 @@ struct tb_capture_args {
     const char *user;   /* -Z USER */
     const char *serve;  /* --serve ADDR */
     bool allow_remote;
+    const char *allow_host; /* --allow-host NAME[,NAME...] for the dashboard */
     const char *force_proto;
     int64_t duration_ns; /* 0 = until interrupted */
     int64_t window_ns;   /* streaming analysis window (default 50 ms) */

@@ -39,6 +39,7 @@ static void usage(FILE *f)
             "  --window D       streaming analysis window, live (default 50ms)\n"
             "  --serve ADDR     live: serve the dashboard on ADDR while capturing\n"
             "  --allow-remote   let --serve listen on a non-loopback address\n"
+            "  --allow-host N   host names the dashboard answers to (comma-separated)\n"
             "  -Z USER          live: drop privileges to USER after opening the interface\n"
             "  -s SNAPLEN       live: bytes kept per packet (default %d)\n"
             "  -B MIB           live: kernel buffer size in MiB (default 64)\n"
@@ -67,7 +68,7 @@ static int usage_error(const char *fmt, ...)
 
 enum {
     OPT_TIERS = 256, OPT_DB, OPT_SERVE, OPT_ALLOW_REMOTE, OPT_PROTO, OPT_DURATION, OPT_WINDOW,
-    OPT_IMMEDIATE, OPT_NO_STORE,
+    OPT_IMMEDIATE, OPT_NO_STORE, OPT_ALLOW_HOST,
 };
 
 static const struct option long_opts[] = {
@@ -75,6 +76,7 @@ static const struct option long_opts[] = {
     {"db", required_argument, NULL, OPT_DB},
     {"serve", required_argument, NULL, OPT_SERVE},
     {"allow-remote", no_argument, NULL, OPT_ALLOW_REMOTE},
+    {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
     {"proto", required_argument, NULL, OPT_PROTO},
     {"duration", required_argument, NULL, OPT_DURATION},
     {"window", required_argument, NULL, OPT_WINDOW},
@@ -166,6 +168,9 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
         case OPT_ALLOW_REMOTE:
             a->allow_remote = true;
             break;
+        case OPT_ALLOW_HOST:
+            a->allow_host = optarg;
+            break;
         case OPT_PROTO:
             if (!tb_proto_find(optarg))
                 return usage_error("unknown protocol '%s' (http, mysql, generic)", optarg);
@@ -176,8 +181,9 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
                 return usage_error("bad duration '%s' (e.g. 60s, 5m)", optarg);
             break;
         case OPT_WINDOW:
-            if (tb_parse_duration(optarg, TB_NS_PER_MS, &a->window_ns) || a->window_ns <= 0)
-                return usage_error("bad window '%s' (e.g. 50ms, 1s)", optarg);
+            if (tb_parse_window(optarg, &a->window_ns))
+                return usage_error("bad window '%s' (a duration from 1ms to 1h, e.g. 50ms)",
+                                   optarg);
             break;
         case OPT_IMMEDIATE:
             a->immediate = true;
@@ -264,6 +270,20 @@ static void on_request(void *ud, const struct tb_request *r)
     }
 }
 
+static void on_conn(void *ud, const struct tb_conn *c)
+{
+    struct run *run = ud;
+    /* Offline, a connection's opening record would be replaced before anyone
+     * reads it: only the final one is stored. */
+    if (c->closed == TB_CONN_OPEN)
+        return;
+    if (run->w && !run->werr) {
+        int rc = tb_writer_conn(run->w, c);
+        if (rc)
+            run->werr = rc;
+    }
+}
+
 /* Peak resident memory of this process image (VmHWM: unlike getrusage's
  * maxrss it does not count what the parent held before exec). -1 unknown. */
 static long peak_rss_kib(void)
@@ -300,6 +320,12 @@ static void summary(const struct tb_capture_args *a, const struct tb_capture_sta
             ", retransmitted bytes %" PRIu64 "\n",
             s->gaps, s->gap_bytes, s->parse_errors, s->truncated, s->evicted_flows,
             s->ip_fragments, s->decode_errors, s->retransmitted_bytes);
+    if (s->encrypted_flows || s->compressed_flows || s->streams || s->unanswered)
+        fprintf(stderr,
+                "  encrypted flows %" PRIu64 ", compressed flows %" PRIu64
+                ", push streams %" PRIu64 " (not paired), unanswered requests %" PRIu64
+                " (noreply, quiet: not recorded)\n",
+                s->encrypted_flows, s->compressed_flows, s->streams, s->unanswered);
     if (!a->no_store)
         fprintf(stderr, "  stored in %s\n", a->db);
     tb_log_info("capture: flow state %zu bytes per flow, plus %zu of parser state once a flow "
@@ -385,6 +411,7 @@ static int run_offline(const struct tb_capture_args *a)
         tb_log_error("capture: cannot start the engine: %s", tb_strerror(rc));
         goto out;
     }
+    tb_engine_set_conn_cb(e, on_conn, &run);
 
     rc = tb_offline_run(e, &oo, err, sizeof err);
 

@@ -466,8 +466,9 @@ static int cmd_report(int argc, char **argv)
         return TB_EXIT_USAGE;
     }
     struct ev_report r = {.tier = tier, .kind = kind, .corr = NAN};
-    if (tb_parse_duration(window, TB_NS_PER_MS, &r.width_ns) != 0 || r.width_ns <= 0) {
-        tb_log_error("events report: --window '%s': expected a duration such as 50ms", window);
+    if (tb_parse_window(window, &r.width_ns) != 0) {
+        tb_log_error("events report: --window '%s': expected a duration from 1ms to 1h, such as "
+                     "50ms", window);
         return TB_EXIT_USAGE;
     }
     if (tb_parse_duration(minp, TB_NS_PER_MS, &r.min_pause_ns) != 0) {

@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* cmd_export.c — `tbneck export requests|windows`: stored records and analysis
- * windows as CSV on stdout, in the layouts DESIGN.md fixes for scripts. */
+/* cmd_export.c — `tbneck export requests|windows|connections`: stored records
+ * and analysis windows as CSV on stdout, in the layouts DESIGN.md fixes for
+ * scripts. */
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analyze.h"
+#include "callers.h"
 #include "cli.h"
 #include "report_util.h"
 
@@ -12,6 +16,7 @@ static const char export_usage[] =
     "usage: tbneck export requests [--tier NAME] [--db FILE]\n"
     "       tbneck export windows --tier NAME [--window 50ms] [--server ADDR:PORT]\n"
     "                             [--from T --to T] [--service-times FILE] [--db FILE]\n"
+    "       tbneck export connections [--tier NAME] [--from T --to T] [--db FILE]\n"
     "\n"
     "requests: every stored request as CSV, header\n"
     "  tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,flags\n"
@@ -20,6 +25,12 @@ static const char export_usage[] =
     "rt_mean_ns\n"
     "  (server '*' = the tier as a whole; throughputs per second; windows aligned to\n"
     "  multiples of the width since the epoch).\n"
+    "connections: every TCP connection the tap saw (idle pooled ones too), header\n"
+    "  conn,client,server,client_tier,server_tier,open_ns,close_ns,opened,closed,requests,\n"
+    "  packets,bytes_c2s,bytes_s2c\n"
+    "  (client_tier: the tier whose machine the client is, empty for users; opened\n"
+    "  syn|synack|midstream; closed fin|rst|idle|evicted|end|open; with --tier the\n"
+    "  connections to or from that tier).\n"
     "T is ns since the epoch, seconds (1700000000.25), or +OFFSET from the first request.\n";
 
 static int export_requests(int argc, char **argv)
@@ -90,8 +101,8 @@ static int export_windows(int argc, char **argv)
         return TB_EXIT_USAGE;
     }
     struct tb_analyze_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX};
-    if (tb_parse_duration(window, TB_NS_PER_MS, &o.width_ns) != 0 || o.width_ns <= 0) {
-        tb_log_error("--window '%s': expected a positive duration such as 50ms or 1s", window);
+    if (tb_parse_window(window, &o.width_ns) != 0) {
+        tb_log_error("--window '%s': expected a duration from 1ms to 1h, such as 50ms", window);
         return TB_EXIT_USAGE;
     }
     o.service_file = svcfile;
@@ -128,11 +139,82 @@ out:
     return rc;
 }
 
+static const char *tier_name(const struct tb_catalog *cat, uint32_t id)
+{
+    const struct tb_tier_info *t = id ? tb_catalog_tier_get(cat, id) : NULL;
+    return t ? t->name : "";
+}
+
+static int export_connections(int argc, char **argv)
+{
+    const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *from = NULL, *to = NULL;
+    const struct tb_cli_opt opts[] = {{"tier", &tier, NULL}, {"db", &dbpath, NULL},
+                                      {"from", &from, NULL}, {"to", &to, NULL}};
+    int rc = tb_cli_parse(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "export connections");
+    if (rc < 0) {
+        fputs(export_usage, stdout);
+        return TB_EXIT_OK;
+    }
+    if (rc)
+        return rc;
+    struct tb_cli_db db;
+    if ((rc = tb_cli_db_open(&db, dbpath, true)) != 0)
+        return rc;
+    uint32_t tid = 0;
+    int64_t lo = INT64_MIN, hi = INT64_MAX;
+    struct tb_callers *cl = NULL;
+    struct tb_conn *c = NULL;
+    size_t n = 0;
+    if (tier && (rc = tb_cli_tier(db.cat, tier, &tid)) != 0)
+        goto out;
+    if ((rc = tb_cli_range(db.st, 0, from, to, &lo, &hi)) != 0)
+        goto out;
+    int err = tb_store_connections(db.st, lo, hi, &c, &n);
+    if (!err)
+        err = tb_callers_new(&cl, db.cat);
+    if (err) {
+        tb_log_error("export connections from %s: %s", dbpath, tb_strerror(err));
+        rc = TB_EXIT_FAIL;
+        goto out;
+    }
+    fputs("conn,client,server,client_tier,server_tier,open_ns,close_ns,opened,closed,requests,"
+          "packets,bytes_c2s,bytes_s2c\n",
+          stdout);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t st = c[i].tier, sid, ct, cs;
+        if (!st)
+            st = tb_callers_server_tier(cl, &c[i].server, &sid);
+        tb_callers_of(cl, &c[i].client, st, &ct, &cs);
+        if (tid && st != tid && ct != tid)
+            continue;
+        char cb[TB_ADDR_STRLEN], sb[TB_ADDR_STRLEN];
+        printf("%" PRIu64 ",%s,%s,", c[i].conn, tb_addr_fmt(&c[i].client, cb, sizeof cb),
+               tb_addr_fmt(&c[i].server, sb, sizeof sb));
+        tb_csv_field(stdout, tier_name(db.cat, ct));
+        fputc(',', stdout);
+        tb_csv_field(stdout, tier_name(db.cat, st));
+        printf(",%" PRId64 ",%" PRId64 ",%s,%s,%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+               "\n",
+               c[i].open_ns, c[i].close_ns, tb_conn_open_name(c[i].opened),
+               tb_conn_close_name(c[i].closed), c[i].requests, c[i].packets, c[i].bytes_c2s,
+               c[i].bytes_s2c);
+    }
+    if (fflush(stdout) != 0) {
+        tb_log_error("export connections: cannot write to stdout");
+        rc = TB_EXIT_FAIL;
+    }
+out:
+    tb_callers_free(cl);
+    free(c);
+    tb_cli_db_close(&db);
+    return rc;
+}
+
 int tb_cmd_export(int argc, char **argv)
 {
     if (argc < 2) {
-        tb_log_error("export: what to export? 'requests' or 'windows' (see 'tbneck export "
-                     "--help')");
+        tb_log_error("export: what to export? 'requests', 'windows' or 'connections' (see "
+                     "'tbneck export --help')");
         return TB_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -143,6 +225,9 @@ int tb_cmd_export(int argc, char **argv)
         return export_requests(argc, argv);
     if (!strcmp(argv[1], "windows"))
         return export_windows(argc, argv);
-    tb_log_error("export: unknown kind '%s' (expected 'requests' or 'windows')", argv[1]);
+    if (!strcmp(argv[1], "connections"))
+        return export_connections(argc, argv);
+    tb_log_error("export: unknown kind '%s' (expected 'requests', 'windows' or 'connections')",
+                 argv[1]);
     return TB_EXIT_USAGE;
 }

@@ -77,8 +77,9 @@ int tb_cmd_report(int argc, char **argv)
     bool window_auto = !strcmp(window, "auto");
     if (window_auto)
         o.width_ns = 50 * TB_NS_PER_MS; /* until the choice is made */
-    else if (tb_parse_duration(window, TB_NS_PER_MS, &o.width_ns) != 0 || o.width_ns <= 0) {
-        tb_log_error("--window '%s': expected a positive duration such as 50ms or 1s", window);
+    else if (tb_parse_window(window, &o.width_ns) != 0) {
+        tb_log_error("--window '%s': expected a duration from 1ms to 1h, such as 50ms, or auto",
+                     window);
         return TB_EXIT_USAGE;
     }
     if (svcfile && calibrate) {
@@ -126,6 +127,40 @@ int tb_cmd_report(int argc, char **argv)
         tb_log_error("report: %s", err[0] ? err : tb_strerror(e));
         rc = TB_EXIT_FAIL;
         goto out;
+    }
+    if (fmt != F_CSV) {
+        /* The cross-tier line is the diagnosis of the same range. */
+        struct tb_diag_opts dopt = {.width_ns = o.width_ns, .from_ns = o.from_ns,
+                                    .to_ns = o.to_ns, .recompute = recompute};
+        struct tb_diagnosis dg;
+        char derr[512] = "";
+        if (tb_diagnose(db.st, db.cat, &dopt, &dg, derr, sizeof derr) == 0) {
+            rep.have_verdict = true;
+            rep.verdict = dg.verdict;
+            /* A tier that waits on its calls: its own resources' N* is the
+             * one on self-load (load N* is cores x R/D there, and smeared). */
+            if (rep.total.waits_downstream) {
+                for (size_t i = 0; i < dg.ntiers && !rep.total.a.server; i++)
+                    if (dg.tiers[i].tier == rep.tier) {
+                        rep.total.have_self = true;
+                        rep.total.n_star_self = dg.tiers[i].n_star_self;
+                    }
+                for (size_t i = 0; i < dg.nservers; i++) {
+                    if (dg.servers[i].server == rep.total.a.server && rep.total.a.server) {
+                        rep.total.have_self = true;
+                        rep.total.n_star_self = dg.servers[i].n_star_self;
+                    }
+                    for (size_t k = 0; k < rep.nservers; k++)
+                        if (dg.servers[i].server == rep.servers[k].a.server) {
+                            rep.servers[k].have_self = true;
+                            rep.servers[k].n_star_self = dg.servers[i].n_star_self;
+                        }
+                }
+            }
+            tb_diagnosis_free(&dg);
+        } else {
+            tb_log_warn("report: no root cause: %s", derr);
+        }
     }
     if (plot && !rep.total.nwin) {
         /* Say so before printing anything: the command fails as a whole. */

@@ -13,10 +13,12 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tbneck serve [--db FILE] [--listen 127.0.0.1:8080] [--allow-remote]\n"
-            "                    [--static DIR] [--window 50ms]\n\n"
+            "                    [--allow-host NAME[,NAME...]] [--static DIR] [--window 50ms]\n\n"
             "Serves the dashboard and its JSON API (/api/tiers, /api/windows, /api/scatter,\n"
             "/api/episodes, /api/analysis, /api/health, /api/stream) over the database.\n"
-            "Binds loopback only unless --allow-remote; port 0 picks a free port. New rows\n"
+            "Binds loopback only unless --allow-remote; port 0 picks a free port. Requests\n"
+            "naming another host than an IP address, localhost or an --allow-host name are\n"
+            "refused (403: DNS rebinding). New rows\n"
             "written by a running capture are pushed to /api/stream every second.\n"
             "--window is the width of the windows announced on the stream.\n"
             "Exit status: 0 after SIGINT/SIGTERM, 1 on a runtime failure (missing database,\n"
@@ -40,7 +42,7 @@ static void on_signal(uv_signal_t *s, int signum)
 int tb_cmd_serve(int argc, char **argv)
 {
     const char *db = TB_DEFAULT_DB, *listen = "127.0.0.1:8080", *static_dir = NULL;
-    const char *window = NULL;
+    const char *window = NULL, *allow_host = NULL;
     bool allow_remote = false;
     const struct tb_cli_opt opts[] = {
         {"db", &db, NULL},
@@ -48,6 +50,7 @@ int tb_cmd_serve(int argc, char **argv)
         {"static", &static_dir, NULL},
         {"window", &window, NULL},
         {"allow-remote", NULL, &allow_remote},
+        {"allow-host", &allow_host, NULL},
     };
     int rc = tb_cli_parse(argc, argv, 1, opts, TB_ARRAY_SIZE(opts), "serve");
     if (rc < 0) {
@@ -57,8 +60,9 @@ int tb_cmd_serve(int argc, char **argv)
     if (rc)
         return rc;
     int64_t width_ns = 50 * TB_NS_PER_MS;
-    if (window && (tb_parse_duration(window, TB_NS_PER_MS, &width_ns) < 0 || width_ns <= 0)) {
-        tb_log_error("serve: bad --window '%s' (expected a duration such as 50ms)", window);
+    if (window && tb_parse_window(window, &width_ns) != 0) {
+        tb_log_error("serve: bad --window '%s' (expected a duration from 1ms to 1h, such as 50ms)",
+                     window);
         return TB_EXIT_USAGE;
     }
 
@@ -71,6 +75,7 @@ int tb_cmd_serve(int argc, char **argv)
     struct tb_web_opts wo = {
         .listen = listen,
         .allow_remote = allow_remote,
+        .allow_hosts = allow_host,
         .static_dir = static_dir,
         .db_path = db,
         .poll_db = true,

@@ -16,10 +16,14 @@ static const struct {
     {"report", tb_cmd_report,
      "report --tier NAME [--window 50ms] [--server ADDR:PORT] [--from T --to T]\n"
      "                 [--plot FILE.png|svg] [--format text|json|csv] [--db FILE]"},
+    {"diagnose", tb_cmd_diagnose,
+     "diagnose [--window 50ms] [--from T --to T] [--format text|json|csv]\n"
+     "                 [--plot FILE.png|svg] [--db FILE]"},
     {"tiers", tb_cmd_tiers, "tiers [--db FILE]"},
     {"export", tb_cmd_export,
      "export requests [--tier NAME] [--db FILE]\n"
-     "       export windows --tier NAME --window 50ms [--server ADDR:PORT] [--db FILE]"},
+     "       export windows --tier NAME --window 50ms [--server ADDR:PORT] [--db FILE]\n"
+     "       export connections [--tier NAME] [--from T --to T] [--db FILE]"},
     {"serve", tb_cmd_serve, "serve [--db FILE] [--listen 127.0.0.1:8080] [--allow-remote]"},
     {"events", tb_cmd_events, "events import --gc FILE --tier NAME [--db FILE] | events list"},
 };

@@ -270,6 +270,87 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
     return ferror(f) ? TB_E_IO : 0;
 }
 
+/* Appends `s` single-quoted for the shell popen() runs commands through. */
+static size_t sh_quote(char *dst, size_t o, size_t len, const char *s)
+{
+    if (o + 2 >= len)
+        return o;
+    dst[o++] = '\'';
+    for (const char *p = s; *p && o < len - 6; p++) {
+        if (*p == '\'') {
+            memcpy(dst + o, "'\\''", 4);
+            o += 4;
+        } else {
+            dst[o++] = *p;
+        }
+    }
+    dst[o++] = '\'';
+    dst[o] = '\0';
+    return o;
+}
+
+int tb_plot_run(const char *prog, const char *const *args, size_t nargs,
+                int (*write)(FILE *f, void *ud), void *ud, const char *path, char *errbuf,
+                size_t errlen)
+{
+    char exe[4096];
+    if (tb_plot_find(prog, exe, sizeof exe) != 0) {
+        snprintf(errbuf, errlen, "%s not found: install the %s package", prog,
+                 !strcmp(prog, "gnuplot") ? "gnuplot-nox" : prog[0] == 'd' ? "graphviz" : prog);
+        return TB_E_NOTFOUND;
+    }
+    char cmd[8400];
+    size_t o = sh_quote(cmd, 0, sizeof cmd, exe);
+    for (size_t i = 0; i < nargs && o < sizeof cmd - 2; i++) {
+        cmd[o++] = ' ';
+        o = sh_quote(cmd, o, sizeof cmd, args[i]);
+    }
+    /* A stale file from an earlier run must not pass for this one's output. */
+    if (unlink(path) != 0 && errno != ENOENT) {
+        snprintf(errbuf, errlen, "%s: %s", path, strerror(errno));
+        return TB_E_IO;
+    }
+    fflush(NULL);
+    /* If the program dies early, a write to the pipe must fail, not kill us. */
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    FILE *f = popen(cmd, "w");
+    if (!f) {
+        signal(SIGPIPE, old);
+        snprintf(errbuf, errlen, "cannot run %s: %s", exe, strerror(errno));
+        return TB_E_IO;
+    }
+    int rc = write(f, ud);
+    int status = pclose(f);
+    signal(SIGPIPE, old);
+    if (rc) {
+        snprintf(errbuf, errlen, "writing to %s: %s", prog, tb_strerror(rc));
+        return rc;
+    }
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        snprintf(errbuf, errlen, "%s failed drawing %s (its messages are above)", prog, path);
+        return TB_E_IO;
+    }
+    struct stat sb;
+    if (stat(path, &sb) != 0 || sb.st_size == 0) {
+        snprintf(errbuf, errlen, "%s did not write %s", prog, path);
+        return TB_E_IO;
+    }
+    return 0;
+}
+
+struct report_job {
+    const struct tb_report *r;
+    const struct tb_catalog *cat;
+    const char *path;
+    enum tb_plot_fmt fmt;
+};
+
+static int write_report(FILE *f, void *ud)
+{
+    const struct report_job *j = ud;
+    return tb_plot_script(f, j->r, j->cat, j->path, j->fmt);
+}
+
 int tb_plot_report(const struct tb_report *r, const struct tb_catalog *cat, const char *path,
                    char *errbuf, size_t errlen)
 {
@@ -284,54 +365,6 @@ int tb_plot_report(const struct tb_report *r, const struct tb_catalog *cat, cons
                  "range", path, t ? t->name : "?");
         return TB_E_NOTFOUND;
     }
-    char gp[4096];
-    if (tb_plot_find("gnuplot", gp, sizeof gp) != 0) {
-        snprintf(errbuf, errlen, "gnuplot not found: install the gnuplot-nox package");
-        return TB_E_NOTFOUND;
-    }
-    /* Quote the program for the shell popen runs it through. */
-    char cmd[4200];
-    size_t o = 0;
-    cmd[o++] = '\'';
-    for (const char *p = gp; *p && o < sizeof cmd - 8; p++) {
-        if (*p == '\'') {
-            memcpy(cmd + o, "'\\''", 4);
-            o += 4;
-        } else {
-            cmd[o++] = *p;
-        }
-    }
-    cmd[o++] = '\'';
-    cmd[o] = '\0';
-    /* A stale file from an earlier run must not pass for this one's output. */
-    if (unlink(path) != 0 && errno != ENOENT) {
-        snprintf(errbuf, errlen, "--plot %s: %s", path, strerror(errno));
-        return TB_E_IO;
-    }
-    fflush(NULL);
-    /* If gnuplot dies early, a write to the pipe must fail, not kill us. */
-    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
-    FILE *f = popen(cmd, "w");
-    if (!f) {
-        signal(SIGPIPE, old);
-        snprintf(errbuf, errlen, "cannot run %s: %s", gp, strerror(errno));
-        return TB_E_IO;
-    }
-    int rc = tb_plot_script(f, r, cat, path, (enum tb_plot_fmt)fmt);
-    int status = pclose(f);
-    signal(SIGPIPE, old);
-    if (rc) {
-        snprintf(errbuf, errlen, "writing to gnuplot: %s", tb_strerror(rc));
-        return rc;
-    }
-    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        snprintf(errbuf, errlen, "gnuplot failed drawing %s (its messages are above)", path);
-        return TB_E_IO;
-    }
-    struct stat sb;
-    if (stat(path, &sb) != 0 || sb.st_size == 0) {
-        snprintf(errbuf, errlen, "gnuplot did not write %s", path);
-        return TB_E_IO;
-    }
-    return 0;
+    struct report_job j = {r, cat, path, (enum tb_plot_fmt)fmt};
+    return tb_plot_run("gnuplot", NULL, 0, write_report, &j, path, errbuf, errlen);
 }

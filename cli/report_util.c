@@ -4,7 +4,6 @@
 #include "report_util.h"
 
 #include <errno.h>
-#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -175,44 +174,6 @@ void tb_csv_field(FILE *f, const char *s)
         fputc(*s, f);
     }
     fputc('"', f);
-}
-
-void tb_json_str(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        switch (*p) {
-        case '"':
-            fputs("\\\"", f);
-            break;
-        case '\\':
-            fputs("\\\\", f);
-            break;
-        case '\n':
-            fputs("\\n", f);
-            break;
-        case '\r':
-            fputs("\\r", f);
-            break;
-        case '\t':
-            fputs("\\t", f);
-            break;
-        default:
-            if (*p < 0x20)
-                fprintf(f, "\\u%04x", *p);
-            else
-                fputc(*p, f);
-        }
-    }
-    fputc('"', f);
-}
-
-void tb_json_num(FILE *f, double v)
-{
-    if (!isfinite(v))
-        fputs("null", f);
-    else
-        fprintf(f, "%.17g", v);
 }
 
 int tb_cli_parse(int argc, char **argv, int first, const struct tb_cli_opt *opts, size_t n,

@@ -10,6 +10,7 @@
 #include "catalog.h"
 #include "store.h"
 #include "analyze.h"
+#include "json.h"
 
 struct tb_cli_db {
     struct tb_store *st;
@@ -53,9 +54,5 @@ int tb_cli_parse(int argc, char **argv, int first, const struct tb_cli_opt *opts
 
 /* Writes `s` as one CSV field, quoted per RFC 4180 when it needs to be. */
 void tb_csv_field(FILE *f, const char *s);
-/* Writes `s` as a JSON string (with the quotes). */
-void tb_json_str(FILE *f, const char *s);
-/* Writes a double as JSON: %.17g, or null when not finite. */
-void tb_json_num(FILE *f, double v);
 
 #endif

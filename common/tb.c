@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* tb.c — error strings, logging and duration/time parsing. */
+/* tb.c — error strings, logging, duration/time parsing, connection record names. */
 #include "tb.h"
+#include "conn.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -97,6 +98,16 @@ int tb_parse_duration(const char *s, int64_t unit_ns, int64_t *out_ns)
     return 0;
 }
 
+int tb_parse_window(const char *s, int64_t *out_ns)
+{
+    int64_t ns;
+    if (tb_parse_duration(s, TB_NS_PER_MS, &ns) != 0 || ns < TB_WINDOW_MIN_NS ||
+        ns > TB_WINDOW_MAX_NS)
+        return TB_E_INVAL;
+    *out_ns = ns;
+    return 0;
+}
+
 int tb_parse_time(const char *s, int64_t base_ns, int64_t *out_ns)
 {
     if (!s || !*s)
@@ -106,6 +117,8 @@ int tb_parse_time(const char *s, int64_t base_ns, int64_t *out_ns)
         int rc = tb_parse_duration(s + 1, TB_NS_PER_SEC, &off);
         if (rc)
             return rc;
+        if (base_ns > INT64_MAX - off)
+            return TB_E_INVAL;
         *out_ns = base_ns + off;
         return 0;
     }
@@ -160,4 +173,18 @@ const char *tb_fmt_duration(int64_t ns, char *buf, size_t len)
     else
         snprintf(buf, len, "%" PRId64 "ns", ns);
     return buf;
+}
+
+/* ---- connection records (conn.h) ---------------------------------------------- */
+
+const char *tb_conn_open_name(unsigned v)
+{
+    static const char *const names[] = {"syn", "synack", "midstream"};
+    return v < TB_ARRAY_SIZE(names) ? names[v] : "?";
+}
+
+const char *tb_conn_close_name(unsigned v)
+{
+    static const char *const names[] = {"open", "fin", "rst", "idle", "evicted", "end"};
+    return v < TB_ARRAY_SIZE(names) ? names[v] : "?";
 }

@@ -76,8 +76,17 @@ extern int tb_log_verbosity;
 /* Parses a duration such as "50ms", "1s", "250us", "100ns", "2m", "1.5s".
  * A bare number is taken in the default unit `unit_ns`. */
 int tb_parse_duration(const char *s, int64_t unit_ns, int64_t *out_ns);
+/* Window widths every command and the API accept: 1 ms to 1 h. Below, a
+ * window holds no whole request and the windows of a capture outgrow memory;
+ * above, the 50 ms-scale congestion the method looks for averages away. */
+#define TB_WINDOW_MIN_NS TB_NS_PER_MS
+#define TB_WINDOW_MAX_NS (3600 * TB_NS_PER_SEC)
+/* A window width ("50ms"; a bare number is milliseconds) within those
+ * bounds; TB_E_INVAL otherwise (say "a duration from 1ms to 1h"). */
+int tb_parse_window(const char *s, int64_t *out_ns);
 /* Parses a time bound: ns since epoch, seconds with fraction ("1700000000.25"),
- * or an offset "+10s" relative to `base_ns`. */
+ * or an offset "+10s" relative to `base_ns` (TB_E_INVAL if the sum would not
+ * fit in 64 bits). */
 int tb_parse_time(const char *s, int64_t base_ns, int64_t *out_ns);
 /* Formats a duration for humans: "50ms", "1.25s", "830us". */
 const char *tb_fmt_duration(int64_t ns, char *buf, size_t len);

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim.h"
+#include "wire.h"
 
 #define MAX_CONF_BYTES (1 << 20)
 
@@ -38,7 +38,7 @@ struct pstate {
     int line;
     char *err;
     size_t errlen;
-    enum { SEC_NONE, SEC_SIM, SEC_TIER, SEC_CLASS, SEC_FREEZE } sec;
+    enum { SEC_NONE, SEC_SIM, SEC_TIER, SEC_CLASS, SEC_FREEZE, SEC_EXPECT } sec;
     int idx;
     char servers_spec[64];
     int servers_line;
@@ -199,12 +199,13 @@ static int set_tier(struct pstate *ps, const char *k, const char *v)
 {
     struct sim_tier_conf *t = &ps->c->tiers[ps->idx];
     if (!strcmp(k, "proto")) {
-        if (!strcmp(v, "http"))
-            t->proto = SIM_PROTO_HTTP;
-        else if (!strcmp(v, "mysql"))
-            t->proto = SIM_PROTO_MYSQL;
-        else
-            return fail(ps, "proto: '%s' is not http or mysql", v);
+        const struct sim_wire *w = sim_wire_find(v);
+        if (!w) {
+            char names[128];
+            sim_wire_names(0, names, sizeof names);
+            return fail(ps, "proto: '%s' is not %s", v, names);
+        }
+        t->wire = w;
         return 0;
     }
     if (!strcmp(k, "port")) {
@@ -316,10 +317,10 @@ static int set_class(struct pstate *ps, const char *k, const char *v)
         /* The queries per page are the calls made by the tier in front of the database. */
         int db = -1;
         for (int i = 0; i < c->ntiers; i++)
-            if (c->tiers[i].proto == SIM_PROTO_MYSQL)
+            if (c->tiers[i].wire->flags & SIM_WIRE_QUERIES)
                 db = i;
         if (db < 1)
-            return fail(ps, "queries: no mysql tier behind an http tier is declared yet");
+            return fail(ps, "queries: no database tier behind another tier is declared yet");
         return get_dist(ps, k, v, false, &cl->calls[db - 1]);
     }
     if ((rc = key_tier(ps, k, "demand", &tier)) <= 0) {
@@ -359,6 +360,19 @@ static int set_class(struct pstate *ps, const char *k, const char *v)
                 return fail(ps, "%s: spaces and control characters are not allowed", k);
         return 0;
     }
+    if ((rc = key_tier(ps, k, "class", &tier)) <= 0) {
+        /* The expected class, literally: the truth's independent oracle. */
+        if (rc < 0)
+            return rc;
+        for (const char *p = v; *p; p++)
+            if ((unsigned char)*p < ' ' || *p == 0x7f)
+                return fail(ps, "%s: control characters are not allowed", k);
+        for (int i = 0; i < c->ntiers; i++)
+            if ((tier < 0 || tier == i) &&
+                get_str(ps, k, v, cl->expect[i], sizeof cl->expect[i]) < 0)
+                return TB_E_BADFMT;
+        return 0;
+    }
     return fail(ps, "unknown key '%s' in [class %s]", k, cl->name);
 }
 
@@ -391,29 +405,51 @@ static int parse_at(struct pstate *ps, struct sim_freeze_conf *f, const char *v)
     return 0;
 }
 
+/* "TIER" (every server) or "TIER/N" (1-based) into target, tier, server. */
+static int get_target(struct pstate *ps, const char *k, const char *v, char *target, size_t cap,
+                      int *tier, int *server)
+{
+    if (get_str(ps, k, v, target, cap) < 0)
+        return TB_E_BADFMT;
+    char name[48];
+    snprintf(name, sizeof name, "%s", v);
+    char *slash = strchr(name, '/');
+    *server = -1;
+    if (slash) {
+        *slash = 0;
+        int n = 0;
+        if (get_int(ps, k, slash + 1, 1, SIM_MAX_SERVERS, &n) < 0)
+            return TB_E_BADFMT;
+        *server = n - 1;
+    }
+    *tier = sim_conf_tier_index(ps->c, name);
+    if (*tier < 0)
+        return fail(ps, "%s: unknown tier '%s' (tiers must be declared first)", k, name);
+    return 0;
+}
+
+static int set_expect(struct pstate *ps, const char *k, const char *v)
+{
+    struct sim_expect_conf *e = &ps->c->expect;
+    if (!strcmp(k, "server"))
+        return get_target(ps, k, v, e->target, sizeof e->target, &e->tier, &e->server);
+    if (!strcmp(k, "cause")) {
+        static const char *const causes[] = {"cpu", "freeze", "speed", "pool", "threads", "none"};
+        for (size_t i = 0; i < TB_ARRAY_SIZE(causes); i++)
+            if (!strcmp(v, causes[i])) {
+                strcpy(e->cause, v);
+                return 0;
+            }
+        return fail(ps, "cause: '%s' is not cpu, freeze, speed, pool, threads or none", v);
+    }
+    return fail(ps, "unknown key '%s' in [expect]", k);
+}
+
 static int set_freeze(struct pstate *ps, const char *k, const char *v)
 {
     struct sim_freeze_conf *f = &ps->c->freezes[ps->idx];
-    if (!strcmp(k, "server")) {
-        if (get_str(ps, k, v, f->target, sizeof f->target) < 0)
-            return TB_E_BADFMT;
-        char name[48];
-        strcpy(name, v);
-        char *slash = strchr(name, '/');
-        f->server = -1;
-        if (slash) {
-            *slash = 0;
-            int n = 0;
-            if (get_int(ps, k, slash + 1, 1, SIM_MAX_SERVERS, &n) < 0)
-                return TB_E_BADFMT;
-            f->server = n - 1;
-        }
-        f->tier = sim_conf_tier_index(ps->c, name);
-        if (f->tier < 0)
-            return fail(ps, "server: unknown tier '%s' (tiers must be declared before freezes)",
-                        name);
-        return 0;
-    }
+    if (!strcmp(k, "server"))
+        return get_target(ps, k, v, f->target, sizeof f->target, &f->tier, &f->server);
     if (!strcmp(k, "every")) {
         f->random = true;
         return get_dist(ps, k, v, true, &f->every);
@@ -440,6 +476,15 @@ static int begin_section(struct pstate *ps, char *hdr)
         ps->sec = SEC_SIM;
         return 0;
     }
+    if (!strcmp(hdr, "expect") && !arg) {
+        if (c->expect.set)
+            return fail(ps, "[expect] given twice");
+        ps->sec = SEC_EXPECT;
+        c->expect.set = true;
+        c->expect.tier = -1;
+        c->expect.server = -1;
+        return 0;
+    }
     if (!strcmp(hdr, "freeze") && !arg) {
         if (c->nfreezes == SIM_MAX_FREEZES)
             return fail(ps, "at most %d [freeze] sections", SIM_MAX_FREEZES);
@@ -461,7 +506,7 @@ static int begin_section(struct pstate *ps, char *hdr)
         struct sim_tier_conf *t = &c->tiers[ps->idx];
         if (get_str(ps, "tier name", arg, t->name, sizeof t->name) < 0)
             return TB_E_BADFMT;
-        t->proto = SIM_PROTO_HTTP;
+        t->wire = &sim_wire_http;
         t->port = 80;
         t->servers = 1;
         t->cores = 1;
@@ -505,7 +550,7 @@ static int begin_section(struct pstate *ps, char *hdr)
         strcpy(cl->sql, "SELECT id, title FROM stories WHERE id = {id}");
         return 0;
     }
-    return fail(ps, "unknown section [%s%s%s] (sim, tier NAME, class NAME, freeze)", hdr,
+    return fail(ps, "unknown section [%s%s%s] (sim, tier NAME, class NAME, freeze, expect)", hdr,
                 arg ? " " : "", arg ? arg : "");
 }
 
@@ -600,6 +645,9 @@ int sim_conf_parse(struct sim_conf *c, const char *text, const char *name, char 
         case SEC_FREEZE:
             rc = set_freeze(&ps, k, v);
             break;
+        case SEC_EXPECT:
+            rc = set_expect(&ps, k, v);
+            break;
         default:
             rc = TB_E_INVAL;
         }
@@ -624,6 +672,12 @@ int sim_conf_parse(struct sim_conf *c, const char *text, const char *name, char 
                      f->target);
             return TB_E_BADFMT;
         }
+    }
+    const struct sim_expect_conf *e = &c->expect;
+    if (e->set && (!e->cause[0] || (e->tier < 0) != !strcmp(e->cause, "none"))) {
+        snprintf(err, errlen, "%s: [expect] needs 'cause', and 'server' unless the cause is none",
+                 name);
+        return TB_E_BADFMT;
     }
     return 0;
 }
@@ -670,8 +724,10 @@ int sim_conf_finish(struct sim_conf *c, char *err, size_t errlen)
         snprintf(err, errlen, "no [class NAME] section");
         return TB_E_INVAL;
     }
-    if (c->tiers[0].proto != SIM_PROTO_HTTP) {
-        snprintf(err, errlen, "tier '%s': the front tier must speak http", c->tiers[0].name);
+    if (!(c->tiers[0].wire->flags & SIM_WIRE_FRONT)) {
+        char names[128];
+        sim_wire_names(SIM_WIRE_FRONT, names, sizeof names);
+        snprintf(err, errlen, "tier '%s': the front tier must speak %s", c->tiers[0].name, names);
         return TB_E_INVAL;
     }
     double wsum = 0;
@@ -683,8 +739,9 @@ int sim_conf_finish(struct sim_conf *c, char *err, size_t errlen)
     }
     for (int i = 0; i < c->ntiers; i++) {
         struct sim_tier_conf *t = &c->tiers[i];
-        if (t->proto == SIM_PROTO_MYSQL && i + 1 != c->ntiers) {
-            snprintf(err, errlen, "tier '%s': a mysql tier must be the last one", t->name);
+        if ((t->wire->flags & SIM_WIRE_LEAF) && i + 1 != c->ntiers) {
+            snprintf(err, errlen, "tier '%s': a %s tier must be the last one", t->name,
+                     t->wire->name);
             return TB_E_INVAL;
         }
         if (t->speed_init >= t->nspeeds) {
@@ -713,15 +770,31 @@ int sim_conf_finish(struct sim_conf *c, char *err, size_t errlen)
         struct sim_tier_conf *t = &c->tiers[i];
         if (t->wire_name[0])
             continue;
-        const char *base = t->proto == SIM_PROTO_HTTP ? "http" : "mysql";
-        uint16_t defport = t->proto == SIM_PROTO_HTTP ? 80 : 3306;
+        const char *base = t->wire->name;
+        uint16_t defport = t->wire->port;
         int same = 0;
         for (int j = 0; j < c->ntiers; j++)
-            same += c->tiers[j].proto == t->proto;
+            same += c->tiers[j].wire == t->wire;
         if (same == 1 || t->port == defport)
             snprintf(t->wire_name, sizeof t->wire_name, "%s", base);
         else
             snprintf(t->wire_name, sizeof t->wire_name, "%s-%u", base, t->port);
+    }
+    /* Expected classes the configuration does not state follow each
+     * protocol's literal template rule. */
+    for (int k = 0; k < c->nclasses; k++) {
+        struct sim_class_conf *cl = &c->classes[k];
+        for (int i = 0; i < c->ntiers; i++) {
+            char why[256];
+            if (cl->expect[i][0])
+                continue;
+            if (c->tiers[i].wire->expect(c, k, i, cl->expect[i], sizeof cl->expect[i], why,
+                                         sizeof why) < 0) {
+                snprintf(err, errlen, "class '%s' at tier '%s': %s; state it with class.%s",
+                         cl->name, c->tiers[i].name, why, c->tiers[i].name);
+                return TB_E_INVAL;
+            }
+        }
     }
     for (int i = 0; i < c->nfreezes; i++) {
         struct sim_freeze_conf *f = &c->freezes[i];
@@ -730,6 +803,11 @@ int sim_conf_finish(struct sim_conf *c, char *err, size_t errlen)
                      c->tiers[f->tier].name, c->tiers[f->tier].servers);
             return TB_E_INVAL;
         }
+    }
+    if (c->expect.tier >= 0 && c->expect.server >= c->tiers[c->expect.tier].servers) {
+        snprintf(err, errlen, "expect %s: tier '%s' has only %d servers", c->expect.target,
+                 c->tiers[c->expect.tier].name, c->tiers[c->expect.tier].servers);
+        return TB_E_INVAL;
     }
     return 0;
 }
@@ -759,7 +837,7 @@ int sim_conf_write(const struct sim_conf *c, FILE *f)
     for (int i = 0; i < c->ntiers; i++) {
         const struct sim_tier_conf *t = &c->tiers[i];
         fprintf(f, "\n[tier %s]\nname = %s\nproto = %s\nport = %u\nservers = %d\ncores = %d\n",
-                t->name, t->wire_name, t->proto == SIM_PROTO_HTTP ? "http" : "mysql", t->port,
+                t->name, t->wire_name, t->wire->name, t->port,
                 t->servers, t->cores);
         fprintf(f, "threads = %d\npool = %d\nkeepalive = %d\nhost = %s\ndeprecate_eof = %s\n",
                 t->threads, t->pool, t->keepalive, t->host, t->deprecate_eof ? "true" : "false");
@@ -776,13 +854,15 @@ int sim_conf_write(const struct sim_conf *c, FILE *f)
         fprintf(f, "\n[class %s]\nweight = %g\nmethod = %s\nreq_body = %d\nstatus = %d\n",
                 cl->name, cl->weight, cl->method, cl->req_body, cl->status);
         for (int t = 0; t < c->ntiers; t++)
-            if (c->tiers[t].proto == SIM_PROTO_HTTP)
+            if (c->tiers[t].wire->flags & SIM_WIRE_PATH)
                 fprintf(f, "path.%s = %s\n", c->tiers[t].name, cl->path[t]);
         write_dists(f, "demand", cl->demand, c->ntiers, c);
         write_dists(f, "calls", cl->calls, c->ntiers, c);
         write_dists(f, "resp_bytes", cl->resp_bytes, c->ntiers, c);
         fprintf(f, "sql = %s\nrows = %s\nrow_bytes = %d\nerror_rate = %g\n", cl->sql,
                 cl->rows.text, cl->row_bytes, cl->error_rate);
+        for (int t = 0; t < c->ntiers; t++)
+            fprintf(f, "class.%s = %s\n", c->tiers[t].name, cl->expect[t]);
     }
     for (int i = 0; i < c->nfreezes; i++) {
         const struct sim_freeze_conf *fr = &c->freezes[i];
@@ -796,6 +876,12 @@ int sim_conf_write(const struct sim_conf *c, FILE *f)
                         fr->len_ns[k]);
             fprintf(f, "\n");
         }
+    }
+    if (c->expect.set) {
+        fprintf(f, "\n[expect]\n");
+        if (c->expect.target[0])
+            fprintf(f, "server = %s\n", c->expect.target);
+        fprintf(f, "cause = %s\n", c->expect.cause);
     }
     return ferror(f) ? TB_E_IO : 0;
 }

@@ -187,6 +187,7 @@ int main(int argc, char **argv)
     out.ipv6 = conf.ipv6;
     sim_conf_write(&conf, out.conf);
     sim_write_expected(&conf, out.expected);
+    sim_write_verdict(&conf, out.verdict);
     struct sim_stats st;
     double t0 = now_s();
     int rc = sim_run(&conf, &out, &st, err, sizeof err);

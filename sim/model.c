@@ -9,8 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "proto.h"
-#include "sim.h"
+#include "wire.h"
 
 enum ev_kind {
     EV_THINK,       /* a user finished thinking: starts a page */
@@ -27,15 +26,8 @@ enum ev_kind {
 
 enum { TH_FIN = 0x01, TH_SYN = 0x02, TH_RST = 0x04, TH_PSH = 0x08, TH_ACK = 0x10 };
 
-#define FP_CAP 512
 #define WIN_SCALE 7
 #define WINDOW 502 /* x 2^7 = 64256 bytes */
-#define MYSQL_ERR_LOCK 1205
-
-struct sbuf {
-    uint8_t *p;
-    size_t n, cap;
-};
 
 struct pkt {
     int64_t ts;
@@ -64,15 +56,26 @@ struct conn {
     char caddr[40]; /* the client as tbneck prints it, for the truth */
     struct tcp_dir d[2];
     struct server *srv;
+    int ctier; /* tier of the client end; -1 for a user */
     int nreq;
     bool open;
+    /* What the tap saw of it, for connections.csv. */
+    int64_t seen_first, seen_last; /* INT64_MAX, INT64_MIN until a packet is captured */
+    int64_t seen_fin;              /* the last FIN captured; INT64_MIN for none */
+    bool seen_syn;
+    uint32_t nreq_truth; /* its requests listed in requests.csv */
     struct conn *next_free;
 };
 
 struct job;
 struct jobq {
     struct job *head, *tail;
+    int n;
 };
+
+/* What limits a server at an instant (docs/sim.md, "causes.csv"). */
+enum cause { C_NONE, C_CPU, C_SPEED, C_FREEZE, C_POOL, C_THREADS };
+static const char *const cause_names[] = {"none", "cpu", "speed", "freeze", "pool", "threads"};
 
 struct pool {
     struct conn **idle;
@@ -95,6 +98,9 @@ struct server {
     double busy_mark;
     int frozen;
     uint16_t next_port;
+    int pool_waiting;   /* its requests waiting for a downstream connection */
+    enum cause cause;   /* current label and since when */
+    int64_t cause_since;
 };
 
 struct user {
@@ -107,6 +113,7 @@ struct user {
 };
 
 struct job {
+    uint64_t id; /* the truth's request id */
     struct server *srv;
     struct conn *in;
     struct job *parent;
@@ -117,24 +124,14 @@ struct job {
     int ncalls, done_calls;
     double burst;
     int64_t arrival;
-    int status;
-    bool close;
-    bool is_select;
     struct job *next_free;
-    char fp[FP_CAP];
+    struct sim_wire_req w; /* what its protocol knows of it */
 };
 
 struct freeze_inst {
     const struct sim_freeze_conf *fc;
     struct server *srv;
     int k;
-};
-
-/* A class's result-set columns, parsed once from its SQL template. */
-struct colset {
-    char cols[SIM_MAX_COLUMNS][32];
-    char table[64];
-    int n;
 };
 
 struct model {
@@ -154,139 +151,20 @@ struct model {
     struct conn *conn_free;
     struct job *job_free;
     uint64_t next_conn_id;
+    uint64_t next_req_id;
     uint16_t user_port[256];
     int64_t end_ns;
     bool burst_on;
     double class_wsum;
-    struct sbuf msg, line;
-    struct colset cols[SIM_MAX_CLASSES];
-    time_t date_sec;
-    char date[40];
+    struct sim_buf msg, line;
+    struct sim_wire_ctx wc;                /* what the protocols see of the model */
+    void *wstate[SIM_MAX_WIRES];           /* each protocol's setup() state */
     char *filler;
     size_t filler_len;
     int err;
 };
 
 /* ------------------------------------------------------------ helpers --- */
-
-static int sb_reserve(struct sbuf *b, size_t more)
-{
-    if (b->cap - b->n >= more)
-        return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap - b->n < more)
-        cap *= 2;
-    uint8_t *p = realloc(b->p, cap);
-    if (!p)
-        return TB_E_NOMEM;
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-static void sb_put(struct model *m, struct sbuf *b, const void *p, size_t n)
-{
-    if (sb_reserve(b, n) < 0) {
-        m->err = TB_E_NOMEM;
-        return;
-    }
-    memcpy(b->p + b->n, p, n);
-    b->n += n;
-}
-
-static void sb_str(struct model *m, struct sbuf *b, const char *s)
-{
-    sb_put(m, b, s, strlen(s));
-}
-
-/* Decimal digits of v into buf (at least 21 bytes); returns the length. The
- * hot paths format numbers by hand: printf was a tenth of the run time. */
-static size_t fmt_u64(char *buf, uint64_t v)
-{
-    char tmp[24];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        buf[i] = tmp[n - 1 - i];
-    buf[n] = 0;
-    return n;
-}
-
-static void sb_u64(struct model *m, struct sbuf *b, uint64_t v)
-{
-    char d[24];
-    sb_put(m, b, d, fmt_u64(d, v));
-}
-
-static void sb_i64(struct model *m, struct sbuf *b, int64_t v)
-{
-    if (v < 0) {
-        sb_put(m, b, "-", 1);
-        sb_u64(m, b, (uint64_t)0 - (uint64_t)v);
-    } else
-        sb_u64(m, b, (uint64_t)v);
-}
-
-TB_PRINTF(3, 4) static void sb_fmt(struct model *m, struct sbuf *b, const char *fmt, ...)
-{
-    char tmp[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp)
-        n = (int)sizeof tmp - 1;
-    sb_put(m, b, tmp, (size_t)n);
-}
-
-static void sb_u8(struct model *m, struct sbuf *b, uint8_t v)
-{
-    sb_put(m, b, &v, 1);
-}
-
-static void sb_zero(struct model *m, struct sbuf *b, size_t n)
-{
-    if (sb_reserve(b, n) < 0) {
-        m->err = TB_E_NOMEM;
-        return;
-    }
-    memset(b->p + b->n, 0, n);
-    b->n += n;
-}
-
-/* Little-endian integer of n <= 8 bytes, as MySQL writes them. */
-static void sb_le(struct model *m, struct sbuf *b, uint64_t v, int n)
-{
-    uint8_t x[8];
-    for (int i = 0; i < n; i++)
-        x[i] = (uint8_t)(v >> (8 * i));
-    sb_put(m, b, x, (size_t)n);
-}
-
-static void sb_lenenc_int(struct model *m, struct sbuf *b, uint64_t v)
-{
-    if (v < 251)
-        sb_u8(m, b, (uint8_t)v);
-    else if (v < 65536) {
-        sb_u8(m, b, 0xfc);
-        sb_le(m, b, v, 2);
-    } else if (v < 16777216) {
-        sb_u8(m, b, 0xfd);
-        sb_le(m, b, v, 3);
-    } else {
-        sb_u8(m, b, 0xfe);
-        sb_le(m, b, v, 8);
-    }
-}
-
-static void sb_lenenc_str(struct model *m, struct sbuf *b, const void *s, size_t n)
-{
-    sb_lenenc_int(m, b, n);
-    sb_put(m, b, s, n);
-}
 
 static int64_t max64(int64_t a, int64_t b)
 {
@@ -426,6 +304,13 @@ static void emit(struct model *m, struct conn *c, int dir, int64_t ts, uint8_t f
         put32(o + 8, tsecr);
     }
     d->last_tsval = tsval;
+    if (ts >= m->out->imp.capture_from_ns) {
+        c->seen_first = ts < c->seen_first ? ts : c->seen_first;
+        c->seen_last = ts > c->seen_last ? ts : c->seen_last;
+        c->seen_syn |= (flags & (TH_SYN | TH_ACK)) == TH_SYN;
+        if ((flags & TH_FIN) && ts > c->seen_fin)
+            c->seen_fin = ts;
+    }
     if (plen)
         memcpy(t + tcplen, payload, plen);
     uint32_t sum = csum_add(0, src, alen);
@@ -503,6 +388,17 @@ static void tcp_send(struct model *m, struct conn *c, int dir, int64_t t, const 
     }
 }
 
+/* The protocols' way to send m->msg during a login (wire.h). */
+static int64_t wire_send(void *model, void *conn, int dir, int64_t t)
+{
+    struct model *m = model;
+    int64_t first, last = t;
+    if (m->msg.err)
+        m->err = m->msg.err;
+    tcp_send(m, conn, dir, t, m->msg.p, m->msg.n, &first, &last);
+    return last;
+}
+
 static void on_ack(struct model *m, struct conn *c, int dir, uint32_t gen, int64_t now)
 {
     struct tcp_dir *d = &c->d[dir];
@@ -533,7 +429,11 @@ static struct conn *conn_new(struct model *m, const uint8_t cip[4], uint16_t cpo
     c->port[1] = srv->port;
     sim_fmt_addr(c->caddr, sizeof c->caddr, cip, cport, m->c->ipv6);
     c->srv = srv;
+    c->ctier = -1;
     c->open = true;
+    c->seen_first = INT64_MAX;
+    c->seen_last = INT64_MIN;
+    c->seen_fin = INT64_MIN;
     for (int i = 0; i < 2; i++) {
         uint64_t r = sim_rng_next(&m->rng);
         c->d[i].nxt = (uint32_t)r;
@@ -543,8 +443,30 @@ static struct conn *conn_new(struct model *m, const uint8_t cip[4], uint16_t cpo
     return c;
 }
 
+/* One row of connections.csv: a connection the tap saw, as it saw it. */
+static void write_conn(struct model *m, const struct conn *c)
+{
+    if (c->seen_first == INT64_MAX)
+        return;
+    char saddr[48], fin[24] = "";
+    sim_fmt_addr(saddr, sizeof saddr, c->ip[1], c->port[1], m->c->ipv6);
+    if (c->seen_fin != INT64_MIN)
+        snprintf(fin, sizeof fin, "%" PRId64, c->seen_fin);
+    fprintf(m->out->conns, "%" PRIu64 ",%s,%s,%s,%s,%" PRId64 ",%" PRId64 ",%d,%s,%" PRIu32 "\n",
+            c->id, c->caddr, saddr, c->ctier < 0 ? "" : m->c->tiers[c->ctier].wire_name,
+            m->c->tiers[c->srv->tier].wire_name, c->seen_first, c->seen_last, c->seen_syn, fin,
+            c->nreq_truth);
+}
+
+static int conn_cmp_id(const void *a, const void *b)
+{
+    const struct conn *x = *(struct conn *const *)a, *y = *(struct conn *const *)b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
 static void conn_release(struct model *m, struct conn *c)
 {
+    write_conn(m, c);
     c->open = false;
     c->next_free = m->conn_free;
     m->conn_free = c;
@@ -582,392 +504,6 @@ static void tcp_close(struct model *m, struct conn *c, int dir, int64_t t)
     }
 }
 
-/* ------------------------------------------------------------ messages --- */
-
-static const char *const words[] = {"kernel", "cache", "tier", "latency", "queue", "thread",
-                                    "garbage", "collector", "speedstep", "bottleneck"};
-
-/* Expands {id}, {ids}, {n} and {word} in a template. */
-static void fill_template(struct model *m, const char *tpl, char *out, size_t cap)
-{
-    size_t o = 0;
-    for (const char *p = tpl; *p && o + 1 < cap;) {
-        char val[128];
-        const char *rep = NULL;
-        size_t skip = 0;
-        if (*p != '{') {
-            out[o++] = *p++;
-            continue;
-        }
-        if (!strncmp(p, "{id}", 4)) {
-            fmt_u64(val, 1 + sim_rng_below(&m->rng, 100000));
-            rep = val, skip = 4;
-        } else if (!strncmp(p, "{ids}", 5)) {
-            int n = 2 + (int)sim_rng_below(&m->rng, 5), k = 0;
-            for (int i = 0; i < n; i++)
-                k += snprintf(val + k, sizeof val - (size_t)k, "%s%" PRIu64, i ? ", " : "",
-                              1 + sim_rng_below(&m->rng, 100000));
-            rep = val, skip = 5;
-        } else if (!strncmp(p, "{n}", 3)) {
-            fmt_u64(val, 1 + sim_rng_below(&m->rng, 50));
-            rep = val, skip = 3;
-        } else if (!strncmp(p, "{word}", 6)) {
-            snprintf(val, sizeof val, "%s", words[sim_rng_below(&m->rng, TB_ARRAY_SIZE(words))]);
-            rep = val, skip = 6;
-        }
-        if (rep) {
-            size_t n = strlen(rep);
-            if (o + n >= cap)
-                break;
-            memcpy(out + o, rep, n);
-            o += n;
-            p += skip;
-        } else
-            out[o++] = *p++;
-    }
-    out[o] = 0;
-}
-
-/* RFC 9110 IMF-fixdate of the simulated time, formatted once per second. */
-static const char *http_date(struct model *m, int64_t ns)
-{
-    static const char *const wd[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
-    static const char *const mo[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                     "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
-    time_t s = (time_t)(ns / TB_NS_PER_SEC);
-    if (s != m->date_sec || !m->date[0]) {
-        struct tm tm;
-        gmtime_r(&s, &tm);
-        snprintf(m->date, sizeof m->date, "%s, %02d %s %04d %02d:%02d:%02d GMT",
-                 wd[tm.tm_wday], tm.tm_mday, mo[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour,
-                 tm.tm_min, tm.tm_sec);
-        m->date_sec = s;
-    }
-    return m->date;
-}
-
-static void http_body(struct model *m, struct sbuf *b, size_t n)
-{
-    static const char head[] = "<html><body>", tail[] = "</body></html>\n";
-    size_t hl = sizeof head - 1, tl = sizeof tail - 1;
-    if (n < hl + tl) {
-        sb_put(m, b, m->filler, n);
-        return;
-    }
-    sb_put(m, b, head, hl);
-    for (size_t left = n - hl - tl; left;) {
-        size_t k = TB_MIN(left, m->filler_len);
-        sb_put(m, b, m->filler, k);
-        left -= k;
-    }
-    sb_put(m, b, tail, tl);
-}
-
-static void build_http_request(struct model *m, struct job *j)
-{
-    const struct sim_class_conf *cl = &m->c->classes[j->cls];
-    const struct sim_tier_conf *t = &m->c->tiers[j->srv->tier];
-    char target[512];
-    fill_template(m, cl->path[j->srv->tier], target, sizeof target);
-    tb_fp_http(cl->method, strlen(cl->method), target, strlen(target), j->fp, sizeof j->fp);
-    struct sbuf *b = &m->msg;
-    b->n = 0;
-    sb_str(m, b, cl->method);
-    sb_put(m, b, " ", 1);
-    sb_str(m, b, target);
-    sb_str(m, b, " HTTP/1.1\r\nHost: ");
-    sb_str(m, b, t->host);
-    if (t->port != 80) {
-        sb_put(m, b, ":", 1);
-        sb_u64(m, b, t->port);
-    }
-    sb_str(m, b, "\r\nUser-Agent: ");
-    sb_str(m, b, j->srv->tier == 0 ? "Mozilla/5.0 (X11; Linux x86_64) tbneck-sim/0.1"
-                                   : "Apache-HttpClient/4.5 (tbneck-sim)");
-    sb_str(m, b, "\r\nAccept: text/html,*/*\r\n");
-    if (j->close)
-        sb_str(m, b, "Connection: close\r\n");
-    if (cl->req_body) {
-        sb_fmt(m, b, "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: %d\r\n",
-               cl->req_body);
-    }
-    sb_str(m, b, "\r\n");
-    if (cl->req_body) {
-        static const char form[] = "comment=";
-        size_t k = TB_MIN((size_t)cl->req_body, sizeof form - 1);
-        sb_put(m, b, form, k);
-        for (size_t left = (size_t)cl->req_body - k; left;) {
-            size_t n = TB_MIN(left, (size_t)26);
-            sb_put(m, b, "abcdefghijklmnopqrstuvwxyz", n);
-            left -= n;
-        }
-    }
-}
-
-static const char *reason(int status)
-{
-    switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 204: return "No Content";
-    case 301: return "Moved Permanently";
-    case 302: return "Found";
-    case 304: return "Not Modified";
-    case 400: return "Bad Request";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Status";
-    }
-}
-
-static void build_http_response(struct model *m, struct job *j, int64_t now)
-{
-    const struct sim_class_conf *cl = &m->c->classes[j->cls];
-    int tier = j->srv->tier;
-    double sz = sim_dist_sample(&cl->resp_bytes[tier], &m->rng);
-    /* No body for HEAD, 204 and 304, as RFC 9110 requires. */
-    bool nobody = !strcmp(cl->method, "HEAD") || cl->status == 204 || cl->status == 304;
-    size_t n = nobody ? 0 : (size_t)llround(sz);
-    const char *date = http_date(m, now);
-    struct sbuf *b = &m->msg;
-    b->n = 0;
-    sb_str(m, b, "HTTP/1.1 ");
-    sb_u64(m, b, (uint64_t)cl->status);
-    sb_put(m, b, " ", 1);
-    sb_str(m, b, reason(cl->status));
-    sb_str(m, b, "\r\nDate: ");
-    sb_str(m, b, date);
-    sb_str(m, b, tier == 0 ? "\r\nServer: Apache/2.4.57 (Debian)\r\n"
-                           : "\r\nServer: Apache-Coyote/1.1\r\n");
-    if (cl->status != 204 && cl->status != 304) {
-        sb_str(m, b, "Content-Type: text/html;charset=UTF-8\r\nContent-Length: ");
-        sb_u64(m, b, nobody && !strcmp(cl->method, "HEAD") ? (uint64_t)llround(sz) : n);
-        sb_str(m, b, "\r\n");
-    }
-    sb_str(m, b, j->close ? "Connection: close\r\n\r\n" : "Connection: keep-alive\r\n\r\n");
-    http_body(m, b, n);
-    j->status = cl->status;
-}
-
-static void mysql_packet_begin(struct model *m, struct sbuf *b, size_t *mark)
-{
-    *mark = b->n;
-    sb_le(m, b, 0, 4);
-}
-
-static void mysql_packet_end(struct sbuf *b, size_t mark, uint8_t seq)
-{
-    size_t len = b->n - mark - 4;
-    b->p[mark] = (uint8_t)len;
-    b->p[mark + 1] = (uint8_t)(len >> 8);
-    b->p[mark + 2] = (uint8_t)(len >> 16);
-    b->p[mark + 3] = seq;
-}
-
-static void build_mysql_query(struct model *m, struct job *j)
-{
-    const struct sim_class_conf *cl = &m->c->classes[j->cls];
-    char sql[1024];
-    fill_template(m, cl->sql, sql, sizeof sql);
-    tb_fp_sql(sql, strlen(sql), j->fp, sizeof j->fp);
-    j->is_select = !strncmp(sql, "SELECT", 6);
-    struct sbuf *b = &m->msg;
-    b->n = 0;
-    size_t mk;
-    mysql_packet_begin(m, b, &mk);
-    sb_u8(m, b, 0x03); /* COM_QUERY */
-    sb_str(m, b, sql);
-    mysql_packet_end(b, mk, 0);
-}
-
-/* Columns of "SELECT a, b FROM t ...": the select list; "*" stands for three. */
-static int select_columns(const char *sql, char cols[][32], char *table, size_t tcap)
-{
-    const char *from = strstr(sql, " FROM ");
-    snprintf(table, tcap, "t");
-    if (!from)
-        return 0;
-    const char *tb = from + 6;
-    size_t tl = strcspn(tb, " ;");
-    snprintf(table, tcap, "%.*s", (int)TB_MIN(tl, tcap - 1), tb);
-    const char *p = sql + 6;
-    int n = 0;
-    while (p < from && n < SIM_MAX_COLUMNS) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        if (p >= from)
-            break;
-        size_t l = strcspn(p, ",");
-        if (p + l > from)
-            l = (size_t)(from - p);
-        while (l && p[l - 1] == ' ')
-            l--;
-        snprintf(cols[n++], 32, "%.*s", (int)TB_MIN(l, (size_t)31), p);
-        p += l;
-        while (p < from && *p != ',')
-            p++;
-    }
-    if (n == 1 && !strcmp(cols[0], "*")) {
-        strcpy(cols[0], "id");
-        strcpy(cols[1], "title");
-        strcpy(cols[2], "body");
-        n = 3;
-    }
-    return n;
-}
-
-static void mysql_eof(struct model *m, struct sbuf *b, uint8_t seq, bool as_ok)
-{
-    size_t mk;
-    mysql_packet_begin(m, b, &mk);
-    sb_u8(m, b, 0xfe);
-    if (as_ok) {
-        /* CLIENT_DEPRECATE_EOF: an OK packet with the EOF header ends the rows. */
-        sb_u8(m, b, 0);
-        sb_u8(m, b, 0);
-        sb_le(m, b, 0x0002, 2);
-        sb_le(m, b, 0, 2);
-    } else {
-        sb_le(m, b, 0, 2);
-        sb_le(m, b, 0x0002, 2);
-    }
-    mysql_packet_end(b, mk, seq);
-}
-
-static void build_mysql_response(struct model *m, struct job *j)
-{
-    const struct sim_class_conf *cl = &m->c->classes[j->cls];
-    const struct sim_tier_conf *t = &m->c->tiers[j->srv->tier];
-    struct sbuf *b = &m->msg;
-    b->n = 0;
-    size_t mk;
-    uint8_t seq = 1;
-    if (cl->error_rate > 0 && sim_rng_unit(&m->rng) < cl->error_rate) {
-        mysql_packet_begin(m, b, &mk);
-        sb_u8(m, b, 0xff);
-        sb_le(m, b, MYSQL_ERR_LOCK, 2);
-        sb_str(m, b, "#HY000Lock wait timeout exceeded; try restarting transaction");
-        mysql_packet_end(b, mk, seq);
-        j->status = MYSQL_ERR_LOCK;
-        return;
-    }
-    j->status = 0;
-    if (!j->is_select) {
-        mysql_packet_begin(m, b, &mk);
-        sb_u8(m, b, 0x00);
-        sb_lenenc_int(m, b, 1); /* affected rows */
-        sb_lenenc_int(m, b, 0);
-        sb_le(m, b, 0x0002, 2);
-        sb_le(m, b, 0, 2);
-        mysql_packet_end(b, mk, seq);
-        return;
-    }
-    const struct colset *cs = &m->cols[j->cls];
-    const char(*cols)[32] = cs->cols;
-    const char *table = cs->table;
-    int nc = cs->n;
-    mysql_packet_begin(m, b, &mk);
-    sb_lenenc_int(m, b, (uint64_t)nc);
-    mysql_packet_end(b, mk, seq++);
-    for (int i = 0; i < nc; i++) {
-        bool is_id = !strcmp(cols[i], "id") || strstr(cols[i], "_id") != NULL;
-        mysql_packet_begin(m, b, &mk);
-        sb_lenenc_str(m, b, "def", 3);
-        sb_lenenc_str(m, b, "rubbos", 6);
-        sb_lenenc_str(m, b, table, strlen(table));
-        sb_lenenc_str(m, b, table, strlen(table));
-        sb_lenenc_str(m, b, cols[i], strlen(cols[i]));
-        sb_lenenc_str(m, b, cols[i], strlen(cols[i]));
-        sb_u8(m, b, 0x0c);
-        sb_le(m, b, is_id ? 63 : 255, 2);                /* binary / utf8mb4 */
-        sb_le(m, b, is_id ? 11 : 1020, 4);               /* column length */
-        sb_u8(m, b, is_id ? 0x03 : 0xfd);                /* LONG / VAR_STRING */
-        sb_le(m, b, is_id ? 0x4203 : 0x0000, 2);         /* NOT NULL, PRI, NUM */
-        sb_u8(m, b, 0);
-        sb_le(m, b, 0, 2);
-        mysql_packet_end(b, mk, seq++);
-    }
-    if (!t->deprecate_eof)
-        mysql_eof(m, b, seq++, false);
-    long rows = lround(sim_dist_sample(&cl->rows, &m->rng));
-    for (long r = 0; r < rows; r++) {
-        mysql_packet_begin(m, b, &mk);
-        for (int i = 0; i < nc; i++) {
-            bool is_id = !strcmp(cols[i], "id") || strstr(cols[i], "_id") != NULL;
-            if (is_id) {
-                char v[24];
-                size_t n = fmt_u64(v, 1 + sim_rng_below(&m->rng, 100000));
-                sb_lenenc_str(m, b, v, n);
-            } else {
-                size_t off = (size_t)sim_rng_below(&m->rng, m->filler_len / 2);
-                size_t n = TB_MIN((size_t)cl->row_bytes, m->filler_len - off);
-                sb_lenenc_str(m, b, m->filler + off, n);
-            }
-        }
-        mysql_packet_end(b, mk, seq++);
-    }
-    mysql_eof(m, b, seq, t->deprecate_eof);
-}
-
-/* Server greeting, client login, OK: what a pooled connection does once. */
-static int64_t mysql_login(struct model *m, struct conn *c, int64_t t, bool deprecate_eof)
-{
-    struct sbuf *b = &m->msg;
-    int64_t first, last;
-    size_t mk;
-    uint32_t caps = 0x0001 | 0x0004 | 0x0008 | 0x0200 | 0x2000 | 0x8000 | 0x00020000 |
-                    0x00080000 | (deprecate_eof ? 0x01000000u : 0);
-    uint8_t salt[20];
-    for (int i = 0; i < 20; i++)
-        salt[i] = (uint8_t)(0x21 + sim_rng_below(&m->rng, 94));
-    b->n = 0;
-    mysql_packet_begin(m, b, &mk);
-    sb_u8(m, b, 10);
-    sb_put(m, b, "8.0.35-tbneck-sim", 18);
-    sb_le(m, b, c->id, 4);
-    sb_put(m, b, salt, 8);
-    sb_u8(m, b, 0);
-    sb_le(m, b, (caps | 0xf7ff) & 0xffff, 2);
-    sb_u8(m, b, 0xff);
-    sb_le(m, b, 0x0002, 2);
-    sb_le(m, b, (caps | 0x01ff0000u) >> 16, 2);
-    sb_u8(m, b, 21);
-    sb_zero(m, b, 10);
-    sb_put(m, b, salt + 8, 12);
-    sb_u8(m, b, 0);
-    sb_put(m, b, "mysql_native_password", 22);
-    mysql_packet_end(b, mk, 0);
-    tcp_send(m, c, 1, t + 30000, b->p, b->n, &first, &last);
-
-    b->n = 0;
-    mysql_packet_begin(m, b, &mk);
-    sb_le(m, b, caps, 4);
-    sb_le(m, b, 16777216, 4);
-    sb_u8(m, b, 0xff);
-    sb_zero(m, b, 23);
-    sb_put(m, b, "rubbos", 7);
-    sb_u8(m, b, 20);
-    for (int i = 0; i < 20; i++)
-        sb_u8(m, b, (uint8_t)sim_rng_next(&m->rng));
-    sb_put(m, b, "rubbos", 7);
-    sb_put(m, b, "mysql_native_password", 22);
-    mysql_packet_end(b, mk, 1);
-    tcp_send(m, c, 0, last + 20000, b->p, b->n, &first, &last);
-
-    b->n = 0;
-    mysql_packet_begin(m, b, &mk);
-    sb_u8(m, b, 0);
-    sb_u8(m, b, 0);
-    sb_u8(m, b, 0);
-    sb_le(m, b, 0x0002, 2);
-    sb_le(m, b, 0, 2);
-    mysql_packet_end(b, mk, 2);
-    tcp_send(m, c, 1, last + 60000, b->p, b->n, &first, &last);
-    return last + 1;
-}
-
 /* ---------------------------------------------------------------- model --- */
 
 static struct job *job_new(struct model *m, struct server *srv, struct conn *in, int cls)
@@ -979,11 +515,14 @@ static struct job *job_new(struct model *m, struct server *srv, struct conn *in,
         m->err = TB_E_NOMEM;
         return NULL;
     }
-    memset(j, 0, offsetof(struct job, fp));
-    j->fp[0] = 0;
+    memset(j, 0, sizeof *j);
+    j->id = ++m->next_req_id;
     j->srv = srv;
     j->in = in;
     j->cls = cls;
+    j->w.tier = srv->tier;
+    j->w.cls = cls;
+    j->w.conn_id = in->id;
     return j;
 }
 
@@ -995,6 +534,7 @@ static void job_free(struct model *m, struct job *j)
 
 static void q_push(struct jobq *q, struct job *j)
 {
+    q->n++;
     j->qnext = NULL;
     if (q->tail)
         q->tail->qnext = j;
@@ -1007,11 +547,46 @@ static struct job *q_pop(struct jobq *q)
 {
     struct job *j = q->head;
     if (j) {
+        q->n--;
         q->head = j->qnext;
         if (!q->head)
             q->tail = NULL;
     }
     return j;
+}
+
+/* The server's cause label now, by the precedence of docs/sim.md. */
+static enum cause cause_of(const struct model *m, const struct server *s)
+{
+    const struct sim_tier_conf *t = &m->c->tiers[s->tier];
+    if (s->frozen)
+        return C_FREEZE;
+    if (s->pool_waiting)
+        return C_POOL;
+    if (s->ps.n > (size_t)t->cores)
+        return s->level + 1 < t->nspeeds ? C_SPEED : C_CPU;
+    if (s->accept.n)
+        return C_THREADS;
+    return C_NONE;
+}
+
+static void cause_write(struct model *m, const struct server *s, int64_t now)
+{
+    if (s->cause != C_NONE && now > s->cause_since)
+        fprintf(m->out->causes, "%s,%s,%" PRId64 ",%" PRId64 ",%s\n", s->addr,
+                m->c->tiers[s->tier].wire_name, s->cause_since, now, cause_names[s->cause]);
+}
+
+/* Called after anything that may change a server's label: closes the
+ * interval of the old label when it changes. */
+static void cause_update(struct model *m, struct server *s, int64_t now)
+{
+    enum cause c = cause_of(m, s);
+    if (c == s->cause)
+        return;
+    cause_write(m, s, now);
+    s->cause = c;
+    s->cause_since = now;
 }
 
 static void ps_resched(struct model *m, struct server *s, int64_t now)
@@ -1020,6 +595,7 @@ static void ps_resched(struct model *m, struct server *s, int64_t now)
     int64_t t = sim_ps_next(&s->ps, now);
     if (t != INT64_MAX)
         push_ev(m, t, EV_PS, s, s->ps_gen);
+    cause_update(m, s, now);
 }
 
 static int sample_count(const struct sim_dist *d, struct sim_rng *r)
@@ -1031,10 +607,11 @@ static int sample_count(const struct sim_dist *d, struct sim_rng *r)
 /* Sends j's request on its connection and schedules its arrival at the server. */
 static void send_request(struct model *m, struct job *j, int64_t t)
 {
-    if (m->c->tiers[j->srv->tier].proto == SIM_PROTO_HTTP)
-        build_http_request(m, j);
-    else
-        build_mysql_query(m, j);
+    const struct sim_wire *w = m->c->tiers[j->srv->tier].wire;
+    m->msg.n = 0;
+    w->request(&m->wc, m->wstate[sim_wire_index(w)], &j->w);
+    if (m->msg.err)
+        m->err = m->msg.err;
     int64_t first, last;
     tcp_send(m, j->in, 0, t, m->msg.p, m->msg.n, &first, &last);
     j->arrival = first;
@@ -1071,36 +648,45 @@ static void write_truth(struct model *m, struct job *j, int64_t departure)
     if (j->arrival < m->out->imp.capture_from_ns)
         return;
     const struct sim_tier_conf *t = &m->c->tiers[j->srv->tier];
-    struct sbuf *b = &m->line;
+    struct sim_buf *b = &m->line;
     b->n = 0;
-    sb_str(m, b, t->wire_name);
-    sb_put(m, b, ",", 1);
-    sb_str(m, b, j->srv->addr);
-    sb_put(m, b, ",", 1);
-    sb_str(m, b, j->in->caddr);
-    sb_put(m, b, ",", 1);
-    sb_u64(m, b, j->in->id);
-    sb_put(m, b, ",", 1);
-    sb_str(m, b, m->c->classes[j->cls].name);
-    sb_put(m, b, ",", 1);
-    if (strpbrk(j->fp, ",\"\r\n")) {
+    sim_buf_str(b, t->wire_name);
+    sim_buf_put(b, ",", 1);
+    sim_buf_str(b, j->srv->addr);
+    sim_buf_put(b, ",", 1);
+    sim_buf_str(b, j->in->caddr);
+    sim_buf_put(b, ",", 1);
+    sim_buf_u64(b, j->in->id);
+    sim_buf_put(b, ",", 1);
+    sim_buf_str(b, m->c->classes[j->cls].name);
+    sim_buf_put(b, ",", 1);
+    const char *expect = m->c->classes[j->cls].expect[j->srv->tier];
+    if (strpbrk(expect, ",\"\r\n")) {
         /* RFC 4180: quoted, with quotes doubled. */
-        sb_put(m, b, "\"", 1);
-        for (const char *p = j->fp; *p; p++) {
+        sim_buf_put(b, "\"", 1);
+        for (const char *p = expect; *p; p++) {
             if (*p == '"')
-                sb_put(m, b, "\"", 1);
-            sb_put(m, b, p, 1);
+                sim_buf_put(b, "\"", 1);
+            sim_buf_put(b, p, 1);
         }
-        sb_put(m, b, "\"", 1);
+        sim_buf_put(b, "\"", 1);
     } else
-        sb_str(m, b, j->fp);
-    sb_put(m, b, ",", 1);
-    sb_i64(m, b, j->arrival);
-    sb_put(m, b, ",", 1);
-    sb_i64(m, b, departure);
-    sb_put(m, b, ",", 1);
-    sb_i64(m, b, j->status);
-    sb_put(m, b, "\n", 1);
+        sim_buf_str(b, expect);
+    sim_buf_put(b, ",", 1);
+    sim_buf_i64(b, j->arrival);
+    sim_buf_put(b, ",", 1);
+    sim_buf_i64(b, departure);
+    sim_buf_put(b, ",", 1);
+    sim_buf_i64(b, j->w.status);
+    sim_buf_put(b, ",", 1);
+    sim_buf_u64(b, j->id);
+    sim_buf_put(b, ",", 1);
+    if (j->parent)
+        sim_buf_u64(b, j->parent->id);
+    sim_buf_put(b, "\n", 1);
+    j->in->nreq_truth++;
+    if (b->err)
+        m->err = b->err;
     fwrite(b->p, 1, b->n, m->out->requests);
     m->st->requests[j->srv->tier]++;
 }
@@ -1108,15 +694,16 @@ static void write_truth(struct model *m, struct job *j, int64_t departure)
 static void respond(struct model *m, struct job *j, int64_t now)
 {
     struct server *s = j->srv;
-    if (m->c->tiers[s->tier].proto == SIM_PROTO_HTTP)
-        build_http_response(m, j, now);
-    else
-        build_mysql_response(m, j);
+    const struct sim_wire *w = m->c->tiers[s->tier].wire;
+    m->msg.n = 0;
+    w->response(&m->wc, m->wstate[sim_wire_index(w)], &j->w, now);
+    if (m->msg.err)
+        m->err = m->msg.err;
     int64_t first, last;
     tcp_send(m, j->in, 1, now, m->msg.p, m->msg.n, &first, &last);
     write_truth(m, j, last);
     push_ev(m, last, EV_RESP_ARRIVE, j, 0);
-    if (j->close) {
+    if (j->w.close) {
         /* The server closes after a "Connection: close" exchange; the user
          * opens a new connection for its next page. */
         tcp_close(m, j->in, 1, last + 40000);
@@ -1145,8 +732,10 @@ static void burst_done(struct model *m, struct job *j, int64_t now)
     j->down_pool = p;
     if (p->nidle)
         issue_call(m, j, p->idle[--p->nidle], now);
-    else
+    else {
         q_push(&p->waiters, j); /* holds its thread while it waits for a connection */
+        s->pool_waiting++;
+    }
 }
 
 static int pick_class(struct model *m)
@@ -1195,7 +784,7 @@ static void start_page(struct model *m, struct user *u, int64_t now)
         return;
     j->user = u;
     int ka = m->c->tiers[0].keepalive;
-    j->close = ka > 0 && c->nreq + 1 >= ka;
+    j->w.close = ka > 0 && c->nreq + 1 >= ka;
     send_request(m, j, t);
 }
 
@@ -1214,9 +803,10 @@ static void on_resp_arrive(struct model *m, struct job *j, int64_t now)
     struct pool *p = parent->down_pool;
     job_free(m, j);
     struct job *w = q_pop(&p->waiters);
-    if (w)
+    if (w) {
+        parent->srv->pool_waiting--;
         issue_call(m, w, c, now);
-    else
+    } else
         p->idle[p->nidle++] = c;
     parent->done_calls++;
     struct server *s = parent->srv;
@@ -1331,8 +921,10 @@ static void dispatch(struct model *m, const struct sim_event *e)
         struct job *j = e->obj;
         if (j->srv->busy_threads < m->c->tiers[j->srv->tier].threads)
             job_start(m, j, now);
-        else
+        else {
             q_push(&j->srv->accept, j);
+            cause_update(m, j->srv, now);
+        }
         return;
     }
     case EV_PS: {
@@ -1368,48 +960,6 @@ static void dispatch(struct model *m, const struct sim_event *e)
     }
 }
 
-int sim_write_expected(const struct sim_conf *c, FILE *f)
-{
-    /* A CPU-bound server congests once its cores are all busy. A request in a
-     * tier that calls downstream is on the CPU only for the fraction D/R of
-     * its stay (D its CPU demand, R its uncongested residence: D plus the
-     * residence of its calls at the next tier), so the load at the knee is
-     * cores x R/D; for the last tier R = D and N* = cores. Means are weighted
-     * by how often each class visits the tier. */
-    double visits[SIM_MAX_CLASSES][SIM_MAX_TIERS], res[SIM_MAX_CLASSES][SIM_MAX_TIERS + 1];
-    for (int k = 0; k < c->nclasses; k++) {
-        const struct sim_class_conf *cl = &c->classes[k];
-        double v = cl->weight;
-        for (int t = 0; t < c->ntiers; t++) {
-            visits[k][t] = v;
-            v *= t + 1 < c->ntiers ? sim_dist_mean(&cl->calls[t]) : 0;
-        }
-        res[k][c->ntiers] = 0;
-        for (int t = c->ntiers - 1; t >= 0; t--) {
-            double calls = t + 1 < c->ntiers ? sim_dist_mean(&cl->calls[t]) : 0;
-            res[k][t] = sim_dist_mean(&cl->demand[t]) + calls * res[k][t + 1];
-        }
-    }
-    for (int t = 0; t < c->ntiers; t++) {
-        const struct sim_tier_conf *tc = &c->tiers[t];
-        double vd = 0, vr = 0;
-        for (int k = 0; k < c->nclasses; k++) {
-            vd += visits[k][t] * sim_dist_mean(&c->classes[k].demand[t]);
-            vr += visits[k][t] * res[k][t];
-        }
-        double nstar = vd > 0 ? tc->cores * vr / vd : tc->cores;
-        for (int s = 0; s < tc->servers; s++) {
-            char addr[48];
-            const uint8_t ip[4] = {10, 0, (uint8_t)(2 + t), (uint8_t)(1 + s)};
-            sim_fmt_addr(addr, sizeof addr, ip, tc->port, c->ipv6);
-            fprintf(f, "%s,%s,%d,%.2f\n", tc->wire_name, addr, tc->cores, nstar);
-        }
-        fprintf(f, "%s,*,%d,%.2f\n", tc->wire_name, tc->cores * tc->servers,
-                nstar * tc->servers);
-    }
-    return ferror(f) ? TB_E_IO : 0;
-}
-
 static int setup(struct model *m, char *err, size_t errlen)
 {
     const struct sim_conf *c = m->c;
@@ -1431,14 +981,11 @@ static int setup(struct model *m, char *err, size_t errlen)
         goto nomem;
     for (size_t i = 0; i < m->filler_len; i++)
         m->filler[i] = lorem[i % (sizeof lorem - 1)];
-    for (int k = 0; k < c->nclasses; k++) {
-        struct colset *cs = &m->cols[k];
-        cs->n = select_columns(c->classes[k].sql, cs->cols, cs->table, sizeof cs->table);
-        if (cs->n == 0) {
-            strcpy(cs->cols[0], "1");
-            cs->n = 1;
-        }
-    }
+    m->wc = (struct sim_wire_ctx){.c = c, .rng = &m->rng, .msg = &m->msg, .filler = m->filler,
+                                  .filler_len = m->filler_len, .send = wire_send, .model = m};
+    for (size_t i = 0; i < sim_nwires; i++)
+        if (sim_wires[i]->setup && sim_wires[i]->setup(&m->wc, &m->wstate[i]) < 0)
+            goto nomem;
 
     int64_t t0 = c->start_ns;
     for (int t = 0; t < c->ntiers; t++) {
@@ -1480,10 +1027,14 @@ static int setup(struct model *m, char *err, size_t errlen)
                     struct conn *cn = conn_new(m, s->ip, s->next_port++, &m->srv[t + 1][d]);
                     if (!cn)
                         goto nomem;
+                    cn->ctier = t;
                     open_at += 20000;
                     int64_t r = tcp_open(m, cn, open_at);
-                    if (nc->proto == SIM_PROTO_MYSQL)
-                        r = mysql_login(m, cn, r, nc->deprecate_eof);
+                    if (nc->wire->login) {
+                        struct sim_wire_req wr = {.tier = t + 1, .conn_id = cn->id};
+                        r = nc->wire->login(&m->wc, m->wstate[sim_wire_index(nc->wire)], cn, &wr,
+                                            r);
+                    }
                     ready = max64(ready, r);
                     p->idle[p->nidle++] = cn;
                 }
@@ -1581,9 +1132,44 @@ static void teardown(struct model *m)
     sim_heap_free(&m->ev);
     sim_heap_free(&m->pk);
     free(m->fi);
-    free(m->msg.p);
-    free(m->line.p);
+    for (size_t i = 0; i < sim_nwires; i++)
+        free(m->wstate[i]);
+    sim_buf_free(&m->msg);
+    sim_buf_free(&m->line);
     free(m->filler);
+}
+
+/* The end of the run: the labels still open end now, and the connections
+ * still open (pooled ones, users' keep-alive ones) are listed by id. */
+static int finish_truth(struct model *m, int64_t now)
+{
+    size_t n = 0, cap = 0;
+    for (int t = 0; t < m->c->ntiers; t++)
+        for (int i = 0; i < m->nsrv[t]; i++) {
+            cause_write(m, &m->srv[t][i], now);
+            if (t + 1 < m->c->ntiers)
+                cap += (size_t)m->nsrv[t + 1] * (size_t)m->c->tiers[t].pool;
+        }
+    cap += (size_t)m->c->users * (size_t)m->nsrv[0];
+    struct conn **v = malloc(TB_MAX(cap, 1) * sizeof *v);
+    if (!v)
+        return TB_E_NOMEM;
+    for (int t = 0; t + 1 < m->c->ntiers; t++)
+        for (int i = 0; i < m->nsrv[t]; i++)
+            for (int d = 0; d < m->nsrv[t + 1]; d++) {
+                const struct pool *p = &m->srv[t][i].pools[d];
+                for (int k = 0; k < p->nidle && n < cap; k++)
+                    v[n++] = p->idle[k];
+            }
+    for (int u = 0; u < m->c->users; u++)
+        for (int s = 0; s < m->nsrv[0]; s++)
+            if (m->users[u].conn[s] && n < cap)
+                v[n++] = m->users[u].conn[s];
+    qsort(v, n, sizeof *v, conn_cmp_id);
+    for (size_t i = 0; i < n; i++)
+        write_conn(m, v[i]);
+    free(v);
+    return 0;
 }
 
 int sim_run(const struct sim_conf *conf, struct sim_out *out, struct sim_stats *st, char *err,
@@ -1594,7 +1180,9 @@ int sim_run(const struct sim_conf *conf, struct sim_out *out, struct sim_stats *
     int rc = setup(&m, err, errlen);
     if (rc == 0) {
         struct sim_event e;
+        int64_t last = conf->start_ns;
         while (sim_heap_pop(&m.ev, &e)) {
+            last = e.t;
             flush_packets(&m, e.t);
             dispatch(&m, &e);
             if (m.err) {
@@ -1604,6 +1192,8 @@ int sim_run(const struct sim_conf *conf, struct sim_out *out, struct sim_stats *
             }
         }
         flush_packets(&m, INT64_MAX);
+        if (rc == 0 && (rc = finish_truth(&m, last)) < 0)
+            snprintf(err, errlen, "out of memory writing the truth");
     }
     st->packets = out->packets;
     st->packets_written = out->written;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* out.c — writes the nanosecond pcap through the capture impairments (drop,
- * reorder, duplicate, snaplen) and opens the truth files beside it. */
+ * reorder, duplicate, snaplen), opens the truth files beside it and writes
+ * those that follow from the configuration alone (expected N*, verdict). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -48,13 +49,17 @@ int sim_out_open(struct sim_out *o, const char *prefix, const struct sim_impair 
     } files[] = {
         {".pcap", offsetof(struct sim_out, pcap), NULL},
         {".requests.csv", offsetof(struct sim_out, requests),
-         "tier,server,client,conn,class,fingerprint,arrival_ns,departure_ns,status\n"},
+         "tier,server,client,conn,class,fingerprint,arrival_ns,departure_ns,status,id,parent\n"},
         {".freezes.csv", offsetof(struct sim_out, freezes), "server,start_ns,end_ns\n"},
         {".speed.csv", offsetof(struct sim_out, speed), "server,t_ns,speed\n"},
         {".expected.csv", offsetof(struct sim_out, expected),
          "tier,server,cores,expected_n_star\n"},
         {".truth.conf", offsetof(struct sim_out, conf), NULL},
         {".dropped.csv", offsetof(struct sim_out, dropped), "t_ns,src,dst,seq,len,flags\n"},
+        {".connections.csv", offsetof(struct sim_out, conns),
+         "conn,client,server,client_tier,server_tier,first_ns,last_ns,syn,fin_ns,requests\n"},
+        {".causes.csv", offsetof(struct sim_out, causes), "server,tier,start_ns,end_ns,cause\n"},
+        {".verdict.csv", offsetof(struct sim_out, verdict), "tier,server,cause\n"},
     };
     for (size_t i = 0; i < TB_ARRAY_SIZE(files); i++) {
         FILE *f = open_file(prefix, files[i].suffix, err, errlen);
@@ -159,8 +164,8 @@ int sim_out_close(struct sim_out *o)
         write_frame(o, o->held_ts, o->held, o->held_len);
         o->held_len = 0;
     }
-    FILE **fs[] = {&o->pcap, &o->requests, &o->freezes, &o->speed, &o->expected, &o->conf,
-                   &o->dropped};
+    FILE **fs[] = {&o->pcap,    &o->requests, &o->freezes, &o->speed, &o->expected,
+                   &o->conf,    &o->dropped,  &o->conns,   &o->causes, &o->verdict};
     for (size_t i = 0; i < TB_ARRAY_SIZE(fs); i++) {
         if (!*fs[i])
             continue;
@@ -171,4 +176,65 @@ int sim_out_close(struct sim_out *o)
     free(o->held);
     o->held = NULL;
     return rc;
+}
+
+/* Server s (0-based) of tier t as tbneck prints it. */
+static void server_addr(const struct sim_conf *c, int t, int s, char *buf, size_t n)
+{
+    const uint8_t ip[4] = {10, 0, (uint8_t)(2 + t), (uint8_t)(1 + s)};
+    sim_fmt_addr(buf, n, ip, c->tiers[t].port, c->ipv6);
+}
+
+int sim_write_verdict(const struct sim_conf *c, FILE *f)
+{
+    const struct sim_expect_conf *e = &c->expect;
+    if (e->set) {
+        char addr[48] = "*";
+        if (e->tier >= 0 && e->server >= 0)
+            server_addr(c, e->tier, e->server, addr, sizeof addr);
+        fprintf(f, "%s,%s,%s\n", e->tier >= 0 ? c->tiers[e->tier].wire_name : "",
+                e->tier >= 0 ? addr : "", e->cause);
+    }
+    return ferror(f) ? TB_E_IO : 0;
+}
+
+int sim_write_expected(const struct sim_conf *c, FILE *f)
+{
+    /* A CPU-bound server congests once its cores are all busy. A request in a
+     * tier that calls downstream is on the CPU only for the fraction D/R of
+     * its stay (D its CPU demand, R its uncongested residence: D plus the
+     * residence of its calls at the next tier), so the load at the knee is
+     * cores x R/D; for the last tier R = D and N* = cores. Means are weighted
+     * by how often each class visits the tier. */
+    double visits[SIM_MAX_CLASSES][SIM_MAX_TIERS], res[SIM_MAX_CLASSES][SIM_MAX_TIERS + 1];
+    for (int k = 0; k < c->nclasses; k++) {
+        const struct sim_class_conf *cl = &c->classes[k];
+        double v = cl->weight;
+        for (int t = 0; t < c->ntiers; t++) {
+            visits[k][t] = v;
+            v *= t + 1 < c->ntiers ? sim_dist_mean(&cl->calls[t]) : 0;
+        }
+        res[k][c->ntiers] = 0;
+        for (int t = c->ntiers - 1; t >= 0; t--) {
+            double calls = t + 1 < c->ntiers ? sim_dist_mean(&cl->calls[t]) : 0;
+            res[k][t] = sim_dist_mean(&cl->demand[t]) + calls * res[k][t + 1];
+        }
+    }
+    for (int t = 0; t < c->ntiers; t++) {
+        const struct sim_tier_conf *tc = &c->tiers[t];
+        double vd = 0, vr = 0;
+        for (int k = 0; k < c->nclasses; k++) {
+            vd += visits[k][t] * sim_dist_mean(&c->classes[k].demand[t]);
+            vr += visits[k][t] * res[k][t];
+        }
+        double nstar = vd > 0 ? tc->cores * vr / vd : tc->cores;
+        for (int s = 0; s < tc->servers; s++) {
+            char addr[48];
+            server_addr(c, t, s, addr, sizeof addr);
+            fprintf(f, "%s,%s,%d,%.2f\n", tc->wire_name, addr, tc->cores, nstar);
+        }
+        fprintf(f, "%s,*,%d,%.2f\n", tc->wire_name, tc->cores * tc->servers,
+                nstar * tc->servers);
+    }
+    return ferror(f) ? TB_E_IO : 0;
 }

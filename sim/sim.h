@@ -111,13 +111,16 @@ void *sim_ps_pop_done(struct sim_ps *ps);
 #define SIM_MAX_FREEZE_AT 256
 #define SIM_MAX_SPEEDS 8
 #define SIM_MAX_COLUMNS 16
+#define SIM_CLASS_CAP 512 /* bytes of an expected class, NUL included */
 
-enum sim_proto { SIM_PROTO_HTTP, SIM_PROTO_MYSQL };
+#define SIM_MAX_WIRES 8
+
+struct sim_wire; /* a protocol's operations (wire.h) */
 
 struct sim_tier_conf {
     char name[32];      /* name in the configuration ("app") */
     char wire_name[40]; /* name tbneck discovers ("http-8080"); derived unless set */
-    enum sim_proto proto;
+    const struct sim_wire *wire; /* the protocol its clients speak to it */
     uint16_t port;
     int servers;
     int cores;
@@ -144,6 +147,11 @@ struct sim_class_conf {
     int req_body;                              /* bytes of a POST body */
     int status;                                /* HTTP status the front tier returns */
     char sql[512];                             /* SQL template */
+    /* The class tbneck must report at each tier, stated literally by
+     * `class.TIER` or, when not, given by the protocol's template rule at
+     * sim_conf_finish (docs/sim.md). Never computed by tbneck's own
+     * fingerprint code: the truth is an independent oracle. */
+    char expect[SIM_MAX_TIERS][SIM_CLASS_CAP];
     struct sim_dist rows;
     int row_bytes;                             /* size of each text column value */
     double error_rate;                         /* fraction of queries answered by ERR */
@@ -157,6 +165,15 @@ struct sim_freeze_conf {
     struct sim_dist every, length;
     int64_t at_ns[SIM_MAX_FREEZE_AT], len_ns[SIM_MAX_FREEZE_AT];
     int nat;
+};
+
+/* The diagnosis the configuration expects tbneck to give ([expect]). */
+struct sim_expect_conf {
+    bool set;
+    char target[48]; /* as written: TIER or TIER/N; empty with cause none */
+    int tier;        /* -1 when none is expected */
+    int server;      /* 0-based, or -1 for the whole tier ("*") */
+    char cause[16];  /* cpu, freeze, speed, pool, threads or none */
 };
 
 struct sim_conf {
@@ -181,6 +198,7 @@ struct sim_conf {
     int nclasses;
     struct sim_freeze_conf freezes[SIM_MAX_FREEZES];
     int nfreezes;
+    struct sim_expect_conf expect;
 };
 
 void sim_conf_defaults(struct sim_conf *c);
@@ -206,7 +224,8 @@ struct sim_impair {
 
 /* Everything a run writes: the pcap (through the impairments) and the truth. */
 struct sim_out {
-    FILE *pcap, *requests, *freezes, *speed, *expected, *conf, *dropped;
+    FILE *pcap, *requests, *freezes, *speed, *expected, *conf, *dropped, *conns, *causes,
+        *verdict;
     struct sim_impair imp;
     struct sim_rng rng; /* impairments draw from their own stream: the run stays the same */
     uint8_t *held;      /* a packet held back to be written after its successor */
@@ -252,5 +271,8 @@ int sim_run(const struct sim_conf *conf, struct sim_out *out, struct sim_stats *
             size_t errlen);
 /* Writes PREFIX.expected.csv: the expected N* of each server and tier. */
 int sim_write_expected(const struct sim_conf *conf, FILE *f);
+/* Writes PREFIX.verdict.csv: the [expect] section as tier, server, cause
+ * (nothing below the header when the configuration states none). */
+int sim_write_verdict(const struct sim_conf *conf, FILE *f);
 
 #endif

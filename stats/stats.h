@@ -109,6 +109,78 @@ int tb_windows_compute(const struct tb_request *req, size_t nreq, const struct t
                        uint32_t tier, const uint32_t *servers, size_t nservers, int64_t width_ns,
                        int64_t from_ns, int64_t to_ns, struct tb_window **out, size_t *n);
 
+/* ---- layered load -----------------------------------------------------------
+ * DESIGN.md "Layered load" (docs/diagnose.md). Per server ("row") and window,
+ * the load split into what the server does itself and what it waits for:
+ *
+ *   load  = (1/w) ∫ N(τ) dτ            N: its requests in flight (as tb_winacc)
+ *   wait  = (1/w) ∫ min(C(τ), N(τ)) dτ C: the downstream calls it has
+ *                                       outstanding; counted only while it has
+ *                                       requests in flight, and at most one per
+ *                                       request in flight (a request waiting on
+ *                                       two parallel calls waits once)
+ *   self  = load - wait                 its own time: work and local queueing
+ *   own   = (1/w) Σ service time of the requests completed in the window
+ *                                       (the work they cost: busy servers), kept
+ *                                       as Σ work units like tb_winacc (own =
+ *                                       work_units x work unit / w)
+ *   queue = self - own                  (may be < 0 in a window: a completion
+ *                                       counts all its work where it ends)
+ *
+ * Integrals are kept in integer request-nanoseconds, so load and wait are
+ * exact (load equals tb_winacc's to the last bit of the division). A call is
+ * a request whose caller (the client's machine) is another row: it adds to
+ * the caller's C and to the per-edge count of calls from that caller to the
+ * callee group (a tier), whose per-window mean, maximum and time at that
+ * maximum show a ceiling (a pool whose every connection is busy).
+ *
+ * Streaming: requests are added in non-decreasing arrival order (the store's
+ * order); memory is windows x (rows + edges in use) plus the requests in
+ * flight at once, never the number of requests. Windows cover [floor(from),
+ * ceil(to)) aligned to multiples of the width since the epoch; a request
+ * counts where its life overlaps that range, and completes in the window of
+ * its departure when that lies in the range. */
+struct tb_layer_win {
+    int64_t load_ns;       /* ∫ N over the window, request-ns */
+    int64_t wait_ns;       /* ∫ min(C, N), request-ns */
+    double work_units;     /* Σ units of the completions (as tb_winacc) */
+    uint32_t completions;  /* departures in the window (not TB_REQ_NORESP) */
+    uint32_t arrivals;
+    uint32_t max_n;        /* largest N held for a positive time in the window */
+    uint32_t max_c;        /* largest C (calls outstanding, all callees) held for a
+                            * positive time while N > 0 */
+};
+struct tb_layer_edge_win {
+    int64_t calls_ns;      /* ∫ C_edge, call-ns */
+    int64_t at_max_ns;     /* time C_edge spent at max_calls */
+    uint32_t max_calls;    /* largest C_edge held for a positive time */
+    uint32_t started;      /* calls that began in the window */
+};
+struct tb_layer;
+/* rows: row ids 1..nrows-1 are usable (row 0 = none); groups: callee groups
+ * 1..ngroups-1. TB_E_FULL beyond 20 million windows x rows. */
+int tb_layer_new(struct tb_layer **out, int64_t width_ns, int64_t from_ns, int64_t to_ns,
+                 uint32_t nrows, uint32_t ngroups);
+/* One request of server `row`. caller_row: the row that issued it as a call
+ * (0 = none), group: the callee group of that call (the request's tier).
+ * units: what its completion adds to work_units. TB_E_INVAL when arrivals go
+ * back in time, a row/group is out of range, or departure < arrival. */
+int tb_layer_add(struct tb_layer *L, const struct tb_request *r, uint32_t row, uint32_t caller_row,
+                 uint32_t group, double units);
+/* Ends the sweep (every request still in flight departs); call once, before
+ * reading. */
+int tb_layer_finish(struct tb_layer *L);
+size_t tb_layer_nwindows(const struct tb_layer *L);
+int64_t tb_layer_start(const struct tb_layer *L);
+/* The windows of a row (nwindows entries, zeros for a row never used). */
+const struct tb_layer_win *tb_layer_row(const struct tb_layer *L, uint32_t row);
+/* The windows of the calls from caller_row to group; NULL when none was made. */
+const struct tb_layer_edge_win *tb_layer_edge(const struct tb_layer *L, uint32_t caller_row,
+                                              uint32_t group);
+/* Largest number of requests in flight at once at any time (the heap). */
+size_t tb_layer_max_inflight(const struct tb_layer *L);
+void tb_layer_free(struct tb_layer *L);
+
 /* ---- service times --------------------------------------------------------- */
 
 /* Caller-given service time of a class (--service-times FILE, --calibrate). */

@@ -36,6 +36,11 @@ static const char *const stmt_sql[TB__SQ_COUNT] = {
      * capture writes the final figures. */
     [TB__SQ_CAPTURE_RUNNING] = "UPDATE captures SET packets = ?2, kernel_drops = ?3, "
                                "if_drops = ?4, requests = ?5 WHERE id = ?1 AND ended_ns IS NULL",
+    /* A connection is reported when it opens and again when it ends. */
+    [TB__SQ_CONN_PUT] =
+        "INSERT OR REPLACE INTO connections(conn, capture_id, client, server, tier_id, "
+        "server_id, open_ns, close_ns, opened, closed, requests, packets, bytes_c2s, bytes_s2c) "
+        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
 };
 
 int tb__grow(void *p, size_t *cap, size_t need, size_t elem)

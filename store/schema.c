@@ -32,7 +32,12 @@
  *            kind 'freeze'|'saturated')                                             [1]
  *   health(capture_id, ts_ns, packets, kernel_drops, if_drops)  WITHOUT ROWID       [2]
  *   events(id, kind, host, start_ns, end_ns, detail)                                [2]
- *   analyses += method_version, n_star_why (enum tb_nstar_why), n_star_reason       [3]
+ *   connections(conn, capture_id, client 'ip:port', server 'ip:port', tier_id,
+ *               server_id (0 = protocol never recognised), open_ns, close_ns,
+ *               opened 'syn'|'synack'|'midstream',
+ *               closed 'open'|'fin'|'rst'|'idle'|'evicted'|'end', requests, packets,
+ *               bytes_c2s, bytes_s2c)                                              [3]
+ *   analyses += method_version, n_star_why (enum tb_nstar_why), n_star_reason       [4]
  * Raw payloads are never stored: a class is a fingerprint with literals removed. */
 #include "store_int.h"
 
@@ -121,11 +126,21 @@ static const struct migration migrations[] = {
         "  start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,\n"
         "  detail TEXT NOT NULL DEFAULT '');\n"
         "CREATE INDEX events_kind_start ON events(kind, start_ns);\n"},
-    /* Version 3: whether and why a knee was shown (correlate.h "the knee
+    /* Version 3: every TCP connection the tap saw, idle pooled ones too. */
+    {3, "CREATE TABLE connections (\n"
+        "  conn INTEGER PRIMARY KEY, capture_id INTEGER NOT NULL,\n"
+        "  client TEXT NOT NULL, server TEXT NOT NULL,\n"
+        "  tier_id INTEGER NOT NULL DEFAULT 0, server_id INTEGER NOT NULL DEFAULT 0,\n"
+        "  open_ns INTEGER NOT NULL, close_ns INTEGER NOT NULL,\n"
+        "  opened TEXT NOT NULL, closed TEXT NOT NULL,\n"
+        "  requests INTEGER NOT NULL, packets INTEGER NOT NULL,\n"
+        "  bytes_c2s INTEGER NOT NULL, bytes_s2c INTEGER NOT NULL);\n"
+        "CREATE INDEX connections_open ON connections(open_ns);\n"},
+    /* Version 4: whether and why a knee was shown (correlate.h "the knee
      * test"), and the analysis method's version, so that an analysis made by
      * an older method is recomputed instead of reused (the rows before it
      * have version 0). */
-    {3, "ALTER TABLE analyses ADD COLUMN method_version INTEGER NOT NULL DEFAULT 0;\n"
+    {4, "ALTER TABLE analyses ADD COLUMN method_version INTEGER NOT NULL DEFAULT 0;\n"
         "ALTER TABLE analyses ADD COLUMN n_star_why INTEGER NOT NULL DEFAULT 0;\n"
         "ALTER TABLE analyses ADD COLUMN n_star_reason TEXT NOT NULL DEFAULT '';\n"},
 };

@@ -455,6 +455,69 @@ out:
     return 0;
 }
 
+static uint8_t name_index(const char *name, const char *(*fn)(unsigned), unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (!strcmp(fn(i), name))
+            return (uint8_t)i;
+    return 0;
+}
+
+int tb_store_connections(struct tb_store *st, int64_t from_ns, int64_t to_ns,
+                         struct tb_conn **out, size_t *n)
+{
+    struct tb_conn *c = NULL;
+    size_t nc = 0, cap = 0;
+    sqlite3_stmt *s;
+    int rc, src;
+    *out = NULL;
+    *n = 0;
+    if ((rc = tb__db_prep(&st->d,
+                          "SELECT conn, client, server, tier_id, server_id, open_ns, close_ns, "
+                          "opened, closed, requests, packets, bytes_c2s, bytes_s2c "
+                          "FROM connections WHERE close_ns >= ?1 AND open_ns < ?2 "
+                          "ORDER BY open_ns, conn",
+                          &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, from_ns);
+    sqlite3_bind_int64(s, 2, to_ns);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = tb__grow(&c, &cap, nc + 1, sizeof *c)))
+            goto out;
+        struct tb_conn *x = &c[nc++];
+        memset(x, 0, sizeof *x);
+        x->conn = (uint64_t)sqlite3_column_int64(s, 0);
+        if (tb_addr_parse(column_str(s, 1), &x->client) ||
+            tb_addr_parse(column_str(s, 2), &x->server)) {
+            tb_log_error("%s: unreadable address in table connections (conn %llu)", st->d.path,
+                         (unsigned long long)x->conn);
+            rc = TB_E_BADFMT;
+            goto out;
+        }
+        x->tier = (uint32_t)sqlite3_column_int64(s, 3);
+        x->server_id = (uint32_t)sqlite3_column_int64(s, 4);
+        x->open_ns = sqlite3_column_int64(s, 5);
+        x->close_ns = sqlite3_column_int64(s, 6);
+        x->opened = name_index(column_str(s, 7), tb_conn_open_name, 3);
+        x->closed = name_index(column_str(s, 8), tb_conn_close_name, 6);
+        x->requests = (uint64_t)sqlite3_column_int64(s, 9);
+        x->packets = (uint64_t)sqlite3_column_int64(s, 10);
+        x->bytes_c2s = (uint64_t)sqlite3_column_int64(s, 11);
+        x->bytes_s2c = (uint64_t)sqlite3_column_int64(s, 12);
+    }
+    if (src != SQLITE_DONE)
+        rc = tb__db_fail(&st->d, "reading connections");
+out:
+    sqlite3_reset(s);
+    if (rc) {
+        free(c);
+        return rc;
+    }
+    *out = c;
+    *n = nc;
+    return 0;
+}
+
 int tb_store_request_count(struct tb_store *st, uint32_t tier, uint64_t *n)
 {
     sqlite3_stmt *s;

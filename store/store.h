@@ -9,6 +9,7 @@
 #include "tb.h"
 #include "request.h"
 #include "event.h"
+#include "conn.h"
 #include "catalog.h"
 #include "stats.h"
 #include "correlate.h"
@@ -16,8 +17,10 @@
 struct tb_capture_stats; /* capture/capture.h */
 
 /* Version 1: catalog, captures, requests, windows, service times, analyses,
- * episodes. Version 2: health and events. (store/schema.c, docs/storage.md) */
-#define TB_STORE_SCHEMA_VERSION 3
+ * episodes. Version 2: health and events. Version 3: connections. Version 4: the
+ * analyses' knee verdict and method version.
+ * (store/schema.c, docs/storage.md) */
+#define TB_STORE_SCHEMA_VERSION 4
 
 enum tb_store_flags {
     TB_STORE_CREATE = 1u << 0,   /* create the file when absent */
@@ -83,6 +86,10 @@ int tb_writer_request(struct tb_writer *w, const struct tb_request *r);
 /* Hands over the current batch and waits until everything queued so far is
  * committed (live mode calls it about once a second through health). */
 int tb_writer_flush(struct tb_writer *w);
+/* Copies a connection record into the current batch; a record with the id
+ * of one stored before replaces it (the engine reports a connection when it
+ * opens and again when it ends). Connection ids also advance next_conn. */
+int tb_writer_conn(struct tb_writer *w, const struct tb_conn *c);
 /* Per-second capture health (live): cumulative counters at ts_ns. */
 int tb_writer_health(struct tb_writer *w, int64_t ts_ns, uint64_t packets, uint64_t kernel_drops,
                      uint64_t if_drops);
@@ -111,6 +118,11 @@ void tb_writer_stats(struct tb_writer *w, struct tb_writer_stats *s);
 int tb_store_requests(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
                       struct tb_request **out, size_t *n);
 int tb_store_request_count(struct tb_store *st, uint32_t tier, uint64_t *n);
+/* Connections open at some time in [from, to) (close_ns >= from and open_ns <
+ * to; INT64_MIN/INT64_MAX for no bound), ordered by open_ns, then conn.
+ * *out is malloc'd and owned by the caller. */
+int tb_store_connections(struct tb_store *st, int64_t from_ns, int64_t to_ns,
+                         struct tb_conn **out, size_t *n);
 /* Requests of one tier per server: per_server[server id] += count, for the
  * server ids below nsrv (others are skipped). */
 int tb_store_server_counts(struct tb_store *st, uint32_t tier, uint64_t *per_server,

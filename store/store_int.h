@@ -23,6 +23,7 @@ enum tb__stmt_id {
     TB__SQ_WINDOW_INS,
     TB__SQ_HEALTH_INS,
     TB__SQ_CAPTURE_RUNNING,
+    TB__SQ_CONN_PUT,
     TB__SQ_COUNT
 };
 

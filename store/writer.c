@@ -32,6 +32,8 @@ struct batch {
     size_t nhealth, cap_health;
     struct tb_window *win;
     size_t nwin, cap_win;
+    struct tb_conn *conn;
+    size_t nconn, cap_conn;
 };
 
 /* Client IP → endpoints.id, known to the writer thread only. */
@@ -79,18 +81,20 @@ static void batch_free(struct batch *b)
     free(b->req);
     free(b->health);
     free(b->win);
+    free(b->conn);
     free(b);
 }
 
 static bool batch_empty(const struct batch *b)
 {
-    return b->nreq == 0 && b->nhealth == 0 && b->nwin == 0 && tb__cat_delta_empty(&b->cat);
+    return b->nreq == 0 && b->nhealth == 0 && b->nwin == 0 && b->nconn == 0 &&
+           tb__cat_delta_empty(&b->cat);
 }
 
 static void batch_clear(struct batch *b)
 {
     tb__cat_delta_clear(&b->cat);
-    b->nreq = b->nhealth = b->nwin = 0;
+    b->nreq = b->nhealth = b->nwin = b->nconn = 0;
     b->next = NULL;
 }
 
@@ -320,6 +324,42 @@ static int prepare_multi(struct tb_writer *w)
     return src == SQLITE_OK ? 0 : tb__db_fail(&w->d, "preparing the request insert");
 }
 
+static int write_conns(struct tb_writer *w, const struct tb_conn *c, size_t n)
+{
+    sqlite3_stmt *s;
+    uint64_t max_conn = 0;
+    int rc;
+    for (size_t i = 0; i < n; i++) {
+        char cb[TB_ADDR_STRLEN], sb[TB_ADDR_STRLEN];
+        if ((rc = tb__db_stmt(&w->d, TB__SQ_CONN_PUT, &s)))
+            return rc;
+        sqlite3_bind_int64(s, 1, (int64_t)c[i].conn);
+        sqlite3_bind_int64(s, 2, w->capture_id);
+        sqlite3_bind_text(s, 3, tb_addr_fmt(&c[i].client, cb, sizeof cb), -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 4, tb_addr_fmt(&c[i].server, sb, sizeof sb), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 5, c[i].tier);
+        sqlite3_bind_int64(s, 6, c[i].server_id);
+        sqlite3_bind_int64(s, 7, c[i].open_ns);
+        sqlite3_bind_int64(s, 8, c[i].close_ns);
+        sqlite3_bind_text(s, 9, tb_conn_open_name(c[i].opened), -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 10, tb_conn_close_name(c[i].closed), -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s, 11, (int64_t)c[i].requests);
+        sqlite3_bind_int64(s, 12, (int64_t)c[i].packets);
+        sqlite3_bind_int64(s, 13, (int64_t)c[i].bytes_c2s);
+        sqlite3_bind_int64(s, 14, (int64_t)c[i].bytes_s2c);
+        if ((rc = tb__db_step_done(&w->d, s, "storing connections")))
+            return rc;
+        max_conn = TB_MAX(max_conn, c[i].conn);
+    }
+    if (!n)
+        return 0;
+    /* A connection that carried no request still takes its id. */
+    if ((rc = tb__db_stmt(&w->d, TB__SQ_NEXT_CONN_SET, &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, (int64_t)(max_conn + 1));
+    return tb__db_step_done(&w->d, s, "recording the next connection id");
+}
+
 static int write_batch(struct tb_writer *w, const struct batch *b)
 {
     int rc = tb__db_begin(&w->d);
@@ -327,6 +367,7 @@ static int write_batch(struct tb_writer *w, const struct batch *b)
         return rc;
     if ((rc = tb__put_catalog(&w->d, &b->cat)) ||
         (rc = write_requests(w, b->req, b->nreq)) ||
+        (rc = write_conns(w, b->conn, b->nconn)) ||
         (rc = tb__put_health(&w->d, w->capture_id, b->health, b->nhealth)) ||
         (b->nhealth &&
          (rc = tb__put_capture_running(&w->d, w->capture_id, &b->health[b->nhealth - 1],
@@ -499,6 +540,26 @@ int tb_writer_request(struct tb_writer *w, const struct tb_request *r)
         return rc;
     }
     w->cur->req[w->cur->nreq++] = *r;
+    return atomic_load_explicit(&w->err, memory_order_relaxed);
+}
+
+int tb_writer_conn(struct tb_writer *w, const struct tb_conn *c)
+{
+    struct batch *b = w->cur;
+    if (!b)
+        return TB_E_NOMEM;
+    int rc = tb__grow(&b->conn, &b->cap_conn, b->nconn + 1, sizeof *b->conn);
+    if (!rc && w->cat)
+        rc = tb__cat_delta_take(&b->cat, w->cat);
+    if (rc) {
+        set_err(w, rc);
+        return rc;
+    }
+    b->conn[b->nconn++] = *c;
+    /* Connections are few next to requests, but a scan of short-lived ones
+     * must not grow one batch without bound. */
+    if (b->nconn >= w->batch_rows && (rc = submit(w)))
+        return rc;
     return atomic_load_explicit(&w->err, memory_order_relaxed);
 }
 

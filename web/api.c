@@ -11,8 +11,6 @@
 
 #include "analyze.h"
 
-#define WIDTH_MIN_NS TB_NS_PER_MS
-#define WIDTH_MAX_NS (3600 * TB_NS_PER_SEC)
 #define API_MAX_WINDOWS 2000000 /* ~100 MB of JSON: a range that large is a mistake */
 
 /* Parameters shared by the per-tier endpoints. */
@@ -67,8 +65,7 @@ static bool get_params(struct tb_web *w, struct reply *c, const char *q, struct 
     }
     if (rw == 1) {
         int64_t ns;
-        if (tb_parse_duration(width, TB_NS_PER_MS, &ns) < 0 || ns < WIDTH_MIN_NS ||
-            ns > WIDTH_MAX_NS) {
+        if (tb_parse_window(width, &ns) < 0) {
             snprintf(msg, sizeof msg, "bad width '%.40s': expected a duration from 1ms to 1h", width);
             reply_error(c, 400, msg);
             return false;

@@ -1,33 +1,67 @@
 /* SPDX-License-Identifier: MIT */
-/* http.c — HTTP/1.1 server on libuv with http_parser: keep-alive, limits,
- * connection cap with LRU eviction, idle timeouts and Server-Sent Events. */
+/* http.c — HTTP/1.1 server on libuv: strict parsing (http_parse.c), keep-alive
+ * and pipelining, a Host allow-list, a connection cap that queues rather
+ * than drops, request and idle timeouts, and Server-Sent Events.
+ *
+ * Connection slots. At most max_conns connections are served at once. A
+ * newcomer beyond that is left in the kernel's accept queue (libuv stops
+ * polling the listener while a connection it accepted waits for
+ * uv_accept), and taken as soon as a slot frees: a connection closes, or one
+ * that holds no received bytes can be closed for it — an idle keep-alive
+ * connection (closing those is HTTP's normal business), or a new one that
+ * has sent nothing for FRESH_GRACE_MS (a client whose request is still in
+ * flight gets that long). A connection in the middle of a request older
+ * than FRESH_GRACE_MS is answered 408 to free its slot (slowloris); one
+ * whose answer is being computed or written is never touched. So a burst of
+ * a thousand complete requests is served a slot's worth at a time, and
+ * every request that was read gets an answer. */
 #include "http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <http_parser.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
 
 #define LINGER_MS 1000       /* after the last response of a closing connection */
+#define LINGER_MAX 256       /* lingering connections at once; beyond, close at once */
 #define HEARTBEAT_MS 15000   /* SSE comment lines keep proxies and browsers from timing out */
+#define FRESH_GRACE_MS 1000  /* a silent newcomer (or slow request) keeps its slot this long */
+#define ACCEPT_RETRY_MS 100  /* how often a waiting newcomer looks for a slot */
+#define LISTEN_BACKLOG 1024  /* the kernel's accept queue (capped by net.core.somaxconn) */
+#define IN_CAP (TB_HTTP_HEAD_MAX + 8192) /* a head and what is pipelined behind it */
+
+/* Sent with every response: the dashboard needs nothing from elsewhere, may
+ * not be framed (clickjacking), and its JSON must never be sniffed as HTML. */
+#define SECURITY_HEADERS                                                                   \
+    "Content-Security-Policy: default-src 'self'; img-src 'self' data:; object-src 'none'; " \
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n"                        \
+    "X-Frame-Options: DENY\r\nX-Content-Type-Options: nosniff\r\n"                           \
+    "Referrer-Policy: no-referrer\r\nCache-Control: no-store\r\n"
 
 struct tb_http {
     uv_loop_t *loop;
     uv_tcp_t listener;
-    uv_timer_t heartbeat;
+    uv_timer_t heartbeat, retry;
     tb_http_handler handler;
     void *ud;
+    const char *const *allow_hosts;
+    size_t nallow_hosts;
     unsigned max_conns;
-    uint64_t idle_ms;
-    /* All connections, least recently active first: the head is the one to
-     * evict when the cap is reached, so a flood of idle sockets can never lock
-     * out a client that actually sends a request. */
+    uint64_t idle_ms, request_ms;
+    /* Every connection, least recently active first: eviction looks from
+     * the head. nconns counts those holding a slot; lingering connections
+     * have given theirs up. */
     struct tb_http_conn *head, *tail;
-    unsigned nconns, nstreams;
-    unsigned refs; /* open server handles + live connections; freed at 0 */
+    unsigned nconns, nstreams, nlinger;
+    unsigned refs;        /* open server handles + live connections; freed at 0 */
     bool closing;
+    bool waiting;         /* libuv holds an accepted connection for us (see above) */
+    bool in_accept;       /* try_accept is running (closing a victim calls it again) */
+    struct tb_http_stats st;
     char bound[64];
     int port;
 };
@@ -38,20 +72,20 @@ struct tb_http_conn {
     uv_shutdown_t shutdown;
     struct tb_http *srv;
     struct tb_http_conn *prev, *next;
-    http_parser parser;
-    enum tb_http_method method;
-    size_t head_bytes, body_bytes, url_len;
+    uint64_t accepted_ms, req_start_ms; /* loop time; req_start_ms 0 = between requests */
+    uint64_t served;      /* requests answered on this connection */
+    uint64_t body_left;   /* body bytes of the current request still to discard */
     unsigned pending_writes;
-    int fail_status;      /* set by a callback that aborted the parser on a limit */
     int open_handles;
     int holds;            /* deferred responses in flight (tb_http_defer) */
     bool in_list, streaming, close_after, lingering, closing, responded, deferred;
-    /* Pipelined bytes that arrived behind a deferred request: parsed once its
-     * response is out, so responses keep the order of the requests. */
-    char *pending;
-    size_t npending;
-    char url[TB_HTTP_URL_MAX + 1];
-    char rbuf[16384];
+    bool reading, eof, dispatching, host_ok, keep_alive;
+    enum tb_http_method method;
+    char method_name[33];
+    size_t url_len;
+    char url[TB_HTTP_URL_MAX + 2];
+    size_t inlen;         /* unprocessed input in `in` */
+    char in[IN_CAP];
 };
 
 struct wreq {
@@ -61,6 +95,10 @@ struct wreq {
 };
 
 static void conn_close(struct tb_http_conn *c);
+static void try_accept(struct tb_http *srv);
+static void process(struct tb_http_conn *c, bool parse);
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
 
 const char *tb_http_reason(int status)
 {
@@ -77,7 +115,9 @@ const char *tb_http_reason(int status)
     case 414: return "URI Too Long";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
     default: return "Unknown";
     }
 }
@@ -86,6 +126,11 @@ static void srv_unref(struct tb_http *srv)
 {
     if (--srv->refs == 0)
         free(srv);
+}
+
+static uint64_t now_ms(const struct tb_http *srv)
+{
+    return uv_now(srv->loop);
 }
 
 /* ---- connection list -------------------------------------------------------- */
@@ -122,10 +167,31 @@ static void list_append(struct tb_http_conn *c)
 
 static void touch(struct tb_http_conn *c)
 {
+    if (!c->in_list || c->srv->tail == c)
+        return;
     list_unlink(c);
     list_append(c);
-    if (!c->streaming && !c->lingering)
-        uv_timer_again(&c->timer);
+}
+
+static void on_timer(uv_timer_t *t);
+
+static void arm(struct tb_http_conn *c, uint64_t ms)
+{
+    uv_timer_start(&c->timer, on_timer, ms, 0);
+}
+
+static void set_reading(struct tb_http_conn *c, bool on)
+{
+    if (c->closing || c->reading == on)
+        return;
+    if (on && c->eof)
+        return;
+    if (on)
+        c->reading = uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0;
+    else {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
 }
 
 /* ---- closing ---------------------------------------------------------------- */
@@ -135,7 +201,6 @@ static void conn_free_if_done(struct tb_http_conn *c)
     if (c->open_handles > 0 || c->holds > 0)
         return;
     struct tb_http *srv = c->srv;
-    free(c->pending);
     free(c);
     srv_unref(srv);
 }
@@ -151,18 +216,18 @@ static void conn_close(struct tb_http_conn *c)
 {
     if (c->closing)
         return;
+    struct tb_http *srv = c->srv;
     c->closing = true;
     list_unlink(c);
-    c->srv->nconns--;
+    if (c->lingering)
+        srv->nlinger--;
+    else
+        srv->nconns--;
     if (c->streaming)
-        c->srv->nstreams--;
+        srv->nstreams--;
     uv_close((uv_handle_t *)&c->tcp, on_conn_handle_closed);
     uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
-}
-
-static void on_timer(uv_timer_t *t)
-{
-    conn_close(t->data);
+    try_accept(srv);
 }
 
 static void on_shutdown(uv_shutdown_t *req, int status)
@@ -175,18 +240,42 @@ static void on_shutdown(uv_shutdown_t *req, int status)
 /* A response that ends the connection is followed by a half-close and a short
  * linger that discards what the client still sends: closing at once with
  * unread input makes the kernel send RST, and the client may then never see
- * the 4xx that explains why. */
+ * the answer that explains why. The slot is freed at once. */
 static void begin_linger(struct tb_http_conn *c)
 {
+    struct tb_http *srv = c->srv;
     if (c->lingering || c->closing)
         return;
+    if (c->eof || srv->nlinger >= LINGER_MAX) {
+        conn_close(c); /* nothing more will come, or too many already wait */
+        return;
+    }
     c->lingering = true;
+    c->inlen = 0;
+    srv->nconns--;
+    srv->nlinger++;
     c->shutdown.data = c;
     if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) < 0) {
         conn_close(c);
         return;
     }
-    uv_timer_start(&c->timer, on_timer, LINGER_MS, 0);
+    set_reading(c, true);
+    arm(c, LINGER_MS);
+    try_accept(srv);
+}
+
+/* The connection has said and been told all it will: linger, close, or wait
+ * for the next request. */
+static void after_writes(struct tb_http_conn *c)
+{
+    if (c->closing || c->pending_writes || c->deferred || c->streaming)
+        return;
+    if (c->close_after)
+        begin_linger(c);
+    else if (c->eof)
+        conn_close(c);
+    else if (c->srv->waiting)
+        try_accept(c->srv); /* idle now: a waiting newcomer may take its slot */
 }
 
 static void on_write(uv_write_t *req, int status)
@@ -200,11 +289,10 @@ static void on_write(uv_write_t *req, int status)
     if (c->closing)
         return;
     if (status < 0) {
-        conn_close(c);
+        conn_close(c); /* EPIPE, ECONNRESET: the client has gone */
         return;
     }
-    if (c->close_after && c->pending_writes == 0)
-        begin_linger(c);
+    after_writes(c);
 }
 
 /* Queues a and b (either may be NULL), taking ownership of both. */
@@ -229,8 +317,7 @@ static int queue_write(struct tb_http_conn *c, char *a, size_t alen, char *b, si
         free(w);
         free(a);
         free(b);
-        if (c->close_after && c->pending_writes == 0)
-            begin_linger(c);
+        after_writes(c);
         return 0;
     }
     if (uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, n, on_write) < 0) {
@@ -254,25 +341,26 @@ static void resume(struct tb_http_conn *c);
 static int respond(struct tb_http_conn *c, int status, const char *ctype, char *body, size_t len,
                    bool owned, const char *extra)
 {
-    if (c->responded) {
+    if (c->responded || c->closing) {
         if (owned)
             free(body);
         return TB_E_INVAL;
     }
     c->responded = true;
+    c->served++;
+    c->srv->st.status[TB_MIN(status / 100, 5)]++;
     /* Parse errors set close_after themselves (the rest of the byte stream
      * cannot be trusted); a well-formed request answered 4xx keeps the
-     * connection, as does a 405 whose body the parser has consumed. */
-    if (status >= 500)
+     * connection, as does a 405 whose body has been read. */
+    if (status >= 500 || !c->keep_alive)
         c->close_after = true;
-    char *head = malloc(512 + (extra ? strlen(extra) : 0));
+    char *head = malloc(768 + (extra ? strlen(extra) : 0));
     char *copy = NULL;
     if (!head)
         goto nomem;
     int hl = sprintf(head,
                      "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                     "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
-                     "Connection: %s\r\n%s\r\n",
+                     SECURITY_HEADERS "Connection: %s\r\n%s\r\n",
                      status, tb_http_reason(status), ctype ? ctype : "text/plain", len,
                      c->close_after ? "close" : "keep-alive", extra ? extra : "");
     bool send_body = c->method != TB_HTTP_HEAD && len > 0;
@@ -284,11 +372,13 @@ static int respond(struct tb_http_conn *c, int status, const char *ctype, char *
             goto nomem;
         memcpy(copy, body, len);
     }
+    bool was_deferred = c->deferred;
+    c->deferred = false;
     int rc = queue_write(c, head, (size_t)hl, copy, send_body ? len : 0);
-    if (c->deferred) {
-        c->deferred = false;
+    /* Inside dispatch the parsing loop goes on by itself; an answer given
+     * later (from a worker's callback) restarts it. */
+    if (was_deferred && !c->dispatching)
         resume(c);
-    }
     return rc;
 nomem:
     free(head);
@@ -326,17 +416,38 @@ int tb_http_error(struct tb_http_conn *c, int status, const char *msg)
             body[o++] = '?';
     }
     o += (size_t)snprintf(body + o, sizeof body - o, "\"}\n");
-    return tb_http_respond(c, status, "application/json", body, o,
-                           status == 405 ? "Allow: GET, HEAD\r\n" : NULL);
+    const char *extra = status == 405   ? "Allow: GET, HEAD\r\n"
+                        : status == 503 ? "Retry-After: 1\r\n"
+                                        : NULL;
+    return tb_http_respond(c, status, "application/json", body, o, extra);
+}
+
+/* Answers what cannot be served (a malformed head, a timeout) and ends the
+ * connection: the bytes that follow cannot be trusted to start a request. */
+static void refuse(struct tb_http_conn *c, int status, const char *msg)
+{
+    c->close_after = true;
+    c->responded = false;
+    c->method = TB_HTTP_GET; /* an error body is always sent */
+    c->body_left = 0;
+    c->inlen = 0;
+    tb_http_error(c, status, msg);
 }
 
 int tb_http_stream_begin(struct tb_http_conn *c)
 {
     if (c->responded)
         return TB_E_INVAL;
+    /* Streams never end by themselves: half the slots stay for requests. */
+    if (c->srv->nstreams >= TB_MAX(1u, c->srv->max_conns / 2)) {
+        tb_http_error(c, 503, "too many event streams");
+        return TB_E_FULL;
+    }
     c->responded = true;
+    c->served++;
+    c->srv->st.status[2]++;
     static const char head[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                               "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+                               SECURITY_HEADERS
                                "Connection: keep-alive\r\n\r\nretry: 2000\n\n";
     char *h = malloc(sizeof head);
     if (!h) {
@@ -345,6 +456,7 @@ int tb_http_stream_begin(struct tb_http_conn *c)
     }
     memcpy(h, head, sizeof head);
     c->streaming = true;
+    c->inlen = 0;
     c->srv->nstreams++;
     uv_timer_stop(&c->timer);
     return queue_write(c, h, sizeof head - 1, NULL, 0);
@@ -397,224 +509,194 @@ static void on_heartbeat(uv_timer_t *t)
     }
 }
 
-/* ---- parsing ------------------------------------------------------------------ */
+/* ---- requests ------------------------------------------------------------------ */
 
-static int on_message_begin(http_parser *p)
+static void on_timer(uv_timer_t *t)
 {
-    struct tb_http_conn *c = p->data;
-    c->url_len = 0;
-    c->head_bytes = 0;
-    c->body_bytes = 0;
-    c->responded = false;
-    c->method = TB_HTTP_GET;
-    return 0;
+    struct tb_http_conn *c = t->data;
+    if (c->closing || c->deferred || c->streaming)
+        return;
+    if (!c->lingering && (c->req_start_ms || c->body_left)) {
+        /* The request began but did not end in time (slowloris). */
+        c->srv->st.timeouts++;
+        c->srv->st.requests++;
+        refuse(c, 408, "request not complete in time");
+        return;
+    }
+    conn_close(c); /* idle, lingering, or a client not reading its answer */
 }
 
-static int on_url(http_parser *p, const char *at, size_t len)
+static void consume(struct tb_http_conn *c, size_t n)
 {
-    struct tb_http_conn *c = p->data;
-    c->head_bytes += len;
-    if (len > TB_HTTP_URL_MAX - c->url_len) {
-        c->fail_status = 414;
-        return 1;
-    }
-    memcpy(c->url + c->url_len, at, len);
-    c->url_len += len;
-    return 0;
+    memmove(c->in, c->in + n, c->inlen - n);
+    c->inlen -= n;
 }
 
-static int on_header_part(http_parser *p, const char *at, size_t len)
+/* Copies what dispatch needs out of the head (whose bytes are about to be
+ * consumed). */
+static void take_head(struct tb_http_conn *c, const struct tb_http_head *h)
 {
-    struct tb_http_conn *c = p->data;
-    (void)at;
-    c->head_bytes += len + 4; /* ": " and CRLF count against the limit too */
-    if (c->head_bytes > TB_HTTP_HEAD_MAX) {
-        c->fail_status = 431;
-        return 1;
-    }
-    return 0;
-}
-
-static int on_headers_complete(http_parser *p)
-{
-    struct tb_http_conn *c = p->data;
-    if (p->method == HTTP_GET)
-        c->method = TB_HTTP_GET;
-    else if (p->method == HTTP_HEAD)
-        c->method = TB_HTTP_HEAD;
-    else
-        c->method = TB_HTTP_OTHER;
-    /* Announced bodies beyond the limit are refused before a byte is read. */
-    if ((p->flags & F_CONTENTLENGTH) && p->content_length > TB_HTTP_BODY_MAX) {
-        c->fail_status = 413;
-        return -1;
-    }
-    return 0;
-}
-
-static int on_body(http_parser *p, const char *at, size_t len)
-{
-    struct tb_http_conn *c = p->data;
-    (void)at;
-    c->body_bytes += len;
-    if (c->body_bytes > TB_HTTP_BODY_MAX) {
-        c->fail_status = 413;
-        return 1;
-    }
-    return 0;
+    struct tb_http *srv = c->srv;
+    c->method = h->method;
+    snprintf(c->method_name, sizeof c->method_name, "%s", h->method_name);
+    c->keep_alive = h->keep_alive;
+    c->host_ok = h->host ? tb_http_host_allowed(h->host, h->host_len, srv->allow_hosts,
+                                                srv->nallow_hosts)
+                         : true; /* HTTP/1.0 without Host: only an address can have been used */
+    size_t o = 0;
+    if (h->root_path)
+        c->url[o++] = '/';
+    memcpy(c->url + o, h->target, h->target_len);
+    c->url_len = o + h->target_len;
+    c->url[c->url_len] = '\0';
 }
 
 static void dispatch(struct tb_http_conn *c)
 {
-    http_parser *p = &c->parser;
-    c->url[c->url_len] = '\0';
-    struct http_parser_url u;
-    http_parser_url_init(&u);
-    char path[TB_HTTP_URL_MAX + 1], query[TB_HTTP_URL_MAX + 1];
+    struct tb_http *srv = c->srv;
+    srv->st.requests++;
+    c->req_start_ms = 0;
+    c->responded = false;
+    char path[TB_HTTP_URL_MAX + 2];
+    const char *query = NULL;
+    char *q = memchr(c->url, '?', c->url_len);
+    char *hash = memchr(c->url, '#', c->url_len);
+    if (hash)
+        *hash = '\0'; /* a fragment is the client's business, never sent, never routed */
+    size_t plen = q && (!hash || q < hash) ? (size_t)(q - c->url) : strlen(c->url);
+    memcpy(path, c->url, plen);
+    path[plen] = '\0';
+    if (q && (!hash || q < hash))
+        query = q + 1;
     struct tb_http_req r = {
         .method = c->method,
-        .method_name = http_method_str((enum http_method)p->method),
+        .method_name = c->method_name,
         .path = path,
-        .query = NULL,
-        .keep_alive = http_should_keep_alive(p) != 0,
+        .query = query,
+        .keep_alive = c->keep_alive,
     };
-    if (!r.keep_alive)
+    if (!c->keep_alive)
         c->close_after = true;
-    if (http_parser_parse_url(c->url, c->url_len, 0, &u) != 0 || !(u.field_set & (1 << UF_PATH))) {
-        tb_http_error(c, 400, "malformed request target");
+    c->dispatching = true;
+    if (!c->host_ok) {
+        c->close_after = true;
+        tb_http_error(c, 403, "this server answers requests for its own address, localhost "
+                              "or names given with --allow-host only");
+    } else {
+        srv->handler(srv->ud, c, &r);
+        if (!c->responded && !c->deferred && !c->closing)
+            tb_http_error(c, 500, "no response");
+    }
+    c->dispatching = false;
+}
+
+/* Parses and answers what the buffered input holds, as far as it may: not
+ * past a deferred answer (pipelined requests wait so answers keep their
+ * order), a stream start, or a closing answer. `parse` says whether the
+ * parser may find something new (a line end arrived, or a request begins). */
+static void process(struct tb_http_conn *c, bool parse)
+{
+    struct tb_http *srv = c->srv;
+    while (!c->closing && !c->lingering && !c->close_after && !c->streaming && !c->deferred) {
+        if (c->body_left) {
+            size_t k = (size_t)TB_MIN(c->body_left, (uint64_t)c->inlen);
+            consume(c, k);
+            c->body_left -= k;
+            if (c->body_left)
+                break;
+            dispatch(c);
+            parse = true;
+            continue;
+        }
+        if (!c->inlen)
+            break;
+        if (!c->req_start_ms) {
+            c->req_start_ms = TB_MAX(now_ms(srv), 1);
+            arm(c, srv->request_ms);
+            parse = true;
+        }
+        if (!parse && c->inlen <= TB_HTTP_HEAD_MAX)
+            break;
+        struct tb_http_head h;
+        long r = tb_http_parse_head(c->in, c->inlen, &h);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            srv->st.requests++;
+            int st = (int)-r;
+            refuse(c, st, st == 400 ? "malformed request" : tb_http_reason(st));
+            return;
+        }
+        take_head(c, &h);
+        consume(c, (size_t)r);
+        c->body_left = h.content_length;
+        parse = true;
+        if (!c->body_left)
+            dispatch(c);
+    }
+    if (c->closing)
+        return;
+    if (c->deferred) {
+        uv_timer_stop(&c->timer); /* waiting on us is not idling */
+        set_reading(c, false);
         return;
     }
-    memcpy(path, c->url + u.field_data[UF_PATH].off, u.field_data[UF_PATH].len);
-    path[u.field_data[UF_PATH].len] = '\0';
-    if (u.field_set & (1 << UF_QUERY)) {
-        memcpy(query, c->url + u.field_data[UF_QUERY].off, u.field_data[UF_QUERY].len);
-        query[u.field_data[UF_QUERY].len] = '\0';
-        r.query = query;
+    if (!c->lingering && !c->close_after && !c->streaming && !c->inlen && !c->body_left) {
+        c->req_start_ms = 0;
+        arm(c, srv->idle_ms);
     }
-    c->srv->handler(c->srv->ud, c, &r);
-    if (!c->responded && !c->deferred)
-        tb_http_error(c, 500, "no response");
+    set_reading(c, true);
 }
-
-static int on_message_complete(http_parser *p)
-{
-    struct tb_http_conn *c = p->data;
-    dispatch(c);
-    /* Nothing after a closing response or a stream start is parsed; after a
-     * deferred one, nothing until it is sent. */
-    if (c->close_after || c->streaming || c->closing || c->deferred)
-        http_parser_pause(p, 1);
-    return 0;
-}
-
-static const http_parser_settings settings = {
-    .on_message_begin = on_message_begin,
-    .on_url = on_url,
-    .on_header_field = on_header_part,
-    .on_header_value = on_header_part,
-    .on_headers_complete = on_headers_complete,
-    .on_body = on_body,
-    .on_message_complete = on_message_complete,
-};
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     struct tb_http_conn *c = h->data;
     (void)suggested;
-    *buf = uv_buf_init(c->rbuf, sizeof c->rbuf);
-}
-
-static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
-
-/* Parses n bytes of the connection's input and answers what they complete. */
-static void feed(struct tb_http_conn *c, const char *data, size_t n)
-{
-    size_t parsed = http_parser_execute(&c->parser, &settings, data, n);
-    enum http_errno err = HTTP_PARSER_ERRNO(&c->parser);
-    if (c->closing)
-        return;
-    if (err == HPE_PAUSED) {
-        if (c->deferred) {
-            uv_read_stop((uv_stream_t *)&c->tcp);
-            if (parsed < n) {
-                char *p = malloc(n - parsed);
-                if (!p) {
-                    conn_close(c);
-                    return;
-                }
-                memcpy(p, data + parsed, n - parsed);
-                free(c->pending);
-                c->pending = p;
-                c->npending = n - parsed;
-            }
-        }
-        return;
-    }
-    if (err != HPE_OK) {
-        int st = c->fail_status ? c->fail_status : 400;
-        c->responded = false;
-        c->close_after = true;
-        c->method = TB_HTTP_GET; /* an error body is always sent */
-        char msg[96];
-        snprintf(msg, sizeof msg, "%s", st == 400 ? http_errno_description(err)
-                                               : tb_http_reason(st));
-        tb_http_error(c, st, msg);
-        return;
-    }
-    if (c->parser.upgrade) {
-        /* Protocol switches (WebSocket) are not offered: the request was
-         * answered as plain HTTP, and the connection ends there. */
-        c->close_after = true;
-        if (c->pending_writes == 0)
-            begin_linger(c);
-    }
+    /* What is read after the last answer of a closing connection, or from an
+     * event stream's client, is discarded: it lands over the dead buffer. */
+    if (c->lingering || c->streaming || c->close_after)
+        *buf = uv_buf_init(c->in, sizeof c->in);
+    else
+        *buf = uv_buf_init(c->in + c->inlen, (unsigned)(sizeof c->in - c->inlen));
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     struct tb_http_conn *c = s->data;
-    (void)buf;
+    if (c->closing)
+        return;
     if (nread < 0) {
-        conn_close(c);
+        /* The client is done sending (or gone). Answers still being written
+         * go out first; a request it did not finish is not one. */
+        c->eof = true;
+        set_reading(c, false);
+        if (nread != UV_EOF || (!c->pending_writes && !c->deferred) || c->lingering)
+            conn_close(c);
         return;
     }
-    if (nread == 0 || c->closing)
-        return;
-    /* Streams and closing connections have said all they may say. */
-    if (c->lingering || c->streaming || c->close_after || c->deferred)
+    if (nread == 0 || c->lingering || c->streaming || c->close_after)
         return;
     touch(c);
-    feed(c, c->rbuf, (size_t)nread);
+    bool line = memchr(buf->base, '\n', (size_t)nread) != NULL;
+    c->inlen += (size_t)nread;
+    process(c, line);
 }
 
 /* The deferred response is out: parse what was pipelined behind it, then
  * read again. */
 static void resume(struct tb_http_conn *c)
 {
-    if (c->closing || c->lingering || c->close_after || c->streaming)
+    if (c->closing)
         return;
-    http_parser_pause(&c->parser, 0);
-    if (c->npending) {
-        char *p = c->pending;
-        size_t n = c->npending;
-        c->pending = NULL;
-        c->npending = 0;
-        feed(c, p, n);
-        free(p);
-        if (c->closing || c->deferred)
-            return;
-    }
-    if (!c->lingering && !c->close_after && !c->streaming) {
-        uv_timer_start(&c->timer, on_timer, c->srv->idle_ms, c->srv->idle_ms);
-        uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
-    }
+    process(c, true);
+    if (c->eof && !c->deferred && !c->pending_writes && !c->lingering)
+        conn_close(c);
 }
 
 void tb_http_defer(struct tb_http_conn *c)
 {
     c->deferred = true;
     c->holds++;
-    uv_timer_stop(&c->timer); /* waiting on us is not idling */
 }
 
 void tb_http_release(struct tb_http_conn *c)
@@ -629,23 +711,54 @@ bool tb_http_conn_alive(const struct tb_http_conn *c)
     return !c->closing;
 }
 
-/* ---- accepting ---------------------------------------------------------------- */
+/* ---- slots and accepting --------------------------------------------------------- */
 
-static void on_connection(uv_stream_t *l, int status)
+static size_t unread_bytes(struct tb_http_conn *c)
 {
-    struct tb_http *srv = l->data;
-    if (status < 0 || srv->closing)
-        return;
-    if (srv->nconns >= srv->max_conns) {
-        struct tb_http_conn *v = srv->head;
-        while (v && (v->streaming || v->closing))
-            v = v->next;
-        if (v)
-            conn_close(v);
+    uv_os_fd_t fd;
+    int n = 0;
+    if (uv_fileno((uv_handle_t *)&c->tcp, &fd) < 0 || ioctl(fd, FIONREAD, &n) < 0)
+        return 1; /* unknown: assume something is there */
+    return (size_t)n;
+}
+
+/* Frees a slot for a newcomer if one can be freed without losing a request
+ * (see the file comment). Returns whether a slot is free now. */
+static bool make_room(struct tb_http *srv)
+{
+    if (srv->nconns < srv->max_conns)
+        return true;
+    uint64_t now = now_ms(srv);
+    struct tb_http_conn *slow = NULL;
+    for (struct tb_http_conn *c = srv->head; c; c = c->next) {
+        if (c->streaming || c->deferred || c->dispatching || c->pending_writes || c->closing ||
+            c->close_after || c->lingering)
+            continue;
+        if (c->inlen || c->body_left) {
+            if (!slow && c->req_start_ms && now - c->req_start_ms >= FRESH_GRACE_MS)
+                slow = c;
+            continue;
+        }
+        if ((c->served || now - c->accepted_ms >= FRESH_GRACE_MS) && !unread_bytes(c)) {
+            srv->st.evicted++;
+            conn_close(c);
+            return true;
+        }
     }
+    if (slow) {
+        srv->st.timeouts++;
+        srv->st.requests++;
+        refuse(slow, 408, "request not complete in time (the server is busy)");
+        return srv->nconns < srv->max_conns;
+    }
+    return false;
+}
+
+static void accept_one(struct tb_http *srv)
+{
     struct tb_http_conn *c = calloc(1, sizeof *c);
     if (!c)
-        return;
+        return; /* libuv keeps the connection; the retry timer tries again */
     c->srv = srv;
     if (uv_tcp_init(srv->loop, &c->tcp) < 0) {
         free(c);
@@ -655,25 +768,56 @@ static void on_connection(uv_stream_t *l, int status)
     c->tcp.data = c;
     c->timer.data = c;
     c->open_handles = 2;
+    c->keep_alive = true;
+    c->host_ok = true;
     srv->refs++;
-    srv->nconns++;
     list_append(c);
-    http_parser_init(&c->parser, HTTP_REQUEST);
-    c->parser.data = c;
-    if (uv_accept(l, (uv_stream_t *)&c->tcp) < 0) {
+    srv->nconns++;
+    srv->waiting = false;
+    if (uv_accept((uv_stream_t *)&srv->listener, (uv_stream_t *)&c->tcp) < 0) {
         conn_close(c);
         return;
     }
-    if (srv->nconns > srv->max_conns) {
-        /* Every slot is an event stream: refuse rather than grow. */
-        c->method = TB_HTTP_GET;
-        c->close_after = true;
-        tb_http_error(c, 503, "too many connections");
-        return;
-    }
+    srv->st.accepted++;
+    c->accepted_ms = now_ms(srv);
     uv_tcp_nodelay(&c->tcp, 1);
-    uv_timer_start(&c->timer, on_timer, srv->idle_ms, srv->idle_ms);
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    arm(c, srv->idle_ms);
+    set_reading(c, true);
+}
+
+static void on_retry(uv_timer_t *t)
+{
+    try_accept(t->data);
+}
+
+static void try_accept(struct tb_http *srv)
+{
+    if (!srv->waiting || srv->closing || srv->in_accept)
+        return;
+    srv->in_accept = true;
+    if (make_room(srv)) {
+        uv_timer_stop(&srv->retry);
+        accept_one(srv);
+    } else if (!uv_is_active((uv_handle_t *)&srv->retry)) {
+        uv_timer_start(&srv->retry, on_retry, ACCEPT_RETRY_MS, ACCEPT_RETRY_MS);
+    }
+    srv->in_accept = false;
+}
+
+static void on_connection(uv_stream_t *l, int status)
+{
+    struct tb_http *srv = l->data;
+    if (status < 0 || srv->closing)
+        return;
+    srv->waiting = true;
+    if (srv->nconns >= srv->max_conns)
+        srv->st.queued++;
+    try_accept(srv);
+}
+
+void tb_http_stats(const struct tb_http *srv, struct tb_http_stats *out)
+{
+    *out = srv->st;
 }
 
 bool tb_http_addr_is_loopback(const struct sockaddr *sa)
@@ -763,20 +907,43 @@ int tb_http_new(struct tb_http **out, uv_loop_t *loop, const struct tb_http_opts
     srv->ud = ud;
     srv->max_conns = o->max_conns ? o->max_conns : 256;
     srv->idle_ms = o->idle_ms ? o->idle_ms : 30000;
+    srv->request_ms = o->request_ms ? o->request_ms : 10000;
+    srv->allow_hosts = o->allow_hosts;
+    srv->nallow_hosts = o->nallow_hosts;
     uv_tcp_init(loop, &srv->listener);
     uv_timer_init(loop, &srv->heartbeat);
+    uv_timer_init(loop, &srv->retry);
     srv->listener.data = srv;
     srv->heartbeat.data = srv;
-    srv->refs = 2;
+    srv->retry.data = srv;
+    srv->refs = 3;
     int rc = uv_tcp_bind(&srv->listener, (struct sockaddr *)&ss, 0);
     if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&srv->listener, 128, on_connection);
+        rc = uv_listen((uv_stream_t *)&srv->listener, LISTEN_BACKLOG, on_connection);
     if (rc < 0) {
         snprintf(errbuf, errlen, "listen address '%s': %s", addr, uv_strerror(rc));
         srv->closing = true;
         uv_close((uv_handle_t *)&srv->listener, on_srv_handle_closed);
         uv_close((uv_handle_t *)&srv->heartbeat, on_srv_handle_closed);
+        uv_close((uv_handle_t *)&srv->retry, on_srv_handle_closed);
         return rc == UV_EACCES ? TB_E_PERM : TB_E_IO;
+    }
+    /* A client that vanishes before its answer is written makes write(2)
+     * raise SIGPIPE, whose default action would end the process — and a live
+     * capture serving the dashboard with it. Ignored, the write fails with
+     * EPIPE and only that connection closes (libuv leaves this to us). */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_IGN;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGPIPE, &sa, NULL);
+    /* Slots, lingering connections and the database need descriptors; the
+     * common soft limit of 1024 is below what a burst can ask for, and
+     * libuv's answer to EMFILE is to close pending connections unanswered. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max < 65536 ? rl.rlim_max : 65536;
+        setrlimit(RLIMIT_NOFILE, &rl);
     }
     struct sockaddr_storage bound;
     int blen = sizeof bound;
@@ -807,6 +974,7 @@ void tb_http_close(struct tb_http *srv)
         conn_close(srv->head);
     uv_close((uv_handle_t *)&srv->listener, on_srv_handle_closed);
     uv_close((uv_handle_t *)&srv->heartbeat, on_srv_handle_closed);
+    uv_close((uv_handle_t *)&srv->retry, on_srv_handle_closed);
 }
 
 const char *tb_http_bound(const struct tb_http *srv)

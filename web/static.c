@@ -95,7 +95,12 @@ void tb__web_static(struct tb_web *w, struct tb_http_conn *c, const char *raw_pa
         tb_http_error(c, 404, "not found");
         return;
     }
-    int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    /* O_NONBLOCK: opening a FIFO (or a device) for reading would otherwise
+     * wait for a writer, holding the loop — every client, and the signal
+     * that should stop the server — for good. Only a regular file, checked
+     * on the descriptor itself (no race with a rename), is read; reads of a
+     * regular file ignore the flag. */
+    int fd = open(real, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
     struct stat sb;
     if (fd < 0 || fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > STATIC_FILE_MAX) {
         if (fd >= 0)

@@ -7,11 +7,13 @@
 #include "web.h"
 #include "http.h"
 #include "buf.h"
+#include "json.h"
 #include "catalog.h"
 #include "store.h"
 
 #define TB_WEB_MAX_TIERS 256
 #define TB_WEB_CACHE 8
+#define TB_WEB_MAX_HOSTS 32
 
 #include "analyze.h"
 
@@ -34,6 +36,9 @@ struct tb_web {
     bool poll_db, closing;
     int64_t stream_width_ns;
     char static_root[PATH_MAX]; /* resolved, no trailing '/' */
+    char *hosts_buf;            /* --allow-host, split in place into hosts[] */
+    const char *hosts[TB_WEB_MAX_HOSTS];
+    size_t nhosts;
     /* Stream watermarks when polling the database (per tier id). */
     int64_t win_seen[TB_WEB_MAX_TIERS];
     int64_t ep_seen[TB_WEB_MAX_TIERS];

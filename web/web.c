@@ -187,6 +187,13 @@ static void poll_tier(struct tb_web *w, uint32_t tier, bool emit)
     const struct tb_tier_info *ti = tb_catalog_tier_get(w->cat, tier);
     if (!ti || tier >= TB_WEB_MAX_TIERS)
         return;
+    /* Windows first, then the analysis: analyze.c stores an analysis before
+     * its windows, so windows read here always have theirs. */
+    struct tb_window *win = NULL;
+    size_t nwin = 0;
+    int64_t from = w->win_seen[tier] == INT64_MIN ? INT64_MIN : w->win_seen[tier] + 1;
+    bool have_w =
+        tb_store_get_windows(w->st, tier, 0, w->stream_width_ns, from, INT64_MAX, &win, &nwin) == 0;
     struct tb_analysis a;
     struct tb_episode *ep = NULL;
     size_t nep = 0;
@@ -196,20 +203,14 @@ static void poll_tier(struct tb_web *w, uint32_t tier, bool emit)
     struct tb_congestion rule = {.threshold = NAN};
     if (have_a)
         tb_congestion_from_analysis(&rule, &a, NULL, 0);
-    struct tb_window *win = NULL;
-    size_t nwin = 0;
-    int64_t from = w->win_seen[tier] == INT64_MIN ? INT64_MIN : w->win_seen[tier] + 1;
-    if (tb_store_get_windows(w->st, tier, 0, w->stream_width_ns, from, INT64_MAX, &win, &nwin) ==
-        0) {
-        for (size_t i = 0; i < nwin; i++) {
-            if (win[i].start_ns <= w->win_seen[tier] && w->win_seen[tier] != INT64_MIN)
-                continue;
-            if (emit)
-                tb_web_publish_window(w, ti->name, &win[i],
-                                      tb_congestion_congested(&rule, win[i].load));
-            if (win[i].start_ns > w->win_seen[tier] || w->win_seen[tier] == INT64_MIN)
-                w->win_seen[tier] = win[i].start_ns;
-        }
+    for (size_t i = 0; have_w && i < nwin; i++) {
+        if (win[i].start_ns <= w->win_seen[tier] && w->win_seen[tier] != INT64_MIN)
+            continue;
+        if (emit)
+            tb_web_publish_window(w, ti->name, &win[i],
+                                  tb_congestion_congested(&rule, win[i].load));
+        if (win[i].start_ns > w->win_seen[tier] || w->win_seen[tier] == INT64_MIN)
+            w->win_seen[tier] = win[i].start_ns;
     }
     free(win);
     if (have_a) {
@@ -301,6 +302,34 @@ static void on_poll_closed(uv_handle_t *h)
     tb__web_finish_close(w);
 }
 
+/* Splits "a,b,c" into w->hosts; a name with a byte no host name has is a
+ * usage error. */
+static int parse_hosts(struct tb_web *w, const char *list, char *errbuf, size_t errlen)
+{
+    if (!list)
+        return 0;
+    w->hosts_buf = strdup(list);
+    if (!w->hosts_buf)
+        return TB_E_NOMEM;
+    for (char *save = NULL, *t = strtok_r(w->hosts_buf, ",", &save); t;
+         t = strtok_r(NULL, ",", &save)) {
+        bool okname = strcmp(t, "*") == 0;
+        if (!okname) {
+            okname = t[0] != '\0' && strlen(t) < 254;
+            for (const char *q = t; *q && okname; q++)
+                okname = (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') ||
+                         (*q >= '0' && *q <= '9') || *q == '-' || *q == '.' || *q == '_';
+        }
+        if (!okname || w->nhosts == TB_WEB_MAX_HOSTS) {
+            snprintf(errbuf, errlen, "--allow-host '%s': %s", t,
+                     okname ? "too many names (32 at most)" : "not a host name");
+            return TB_E_INVAL;
+        }
+        w->hosts[w->nhosts++] = t;
+    }
+    return 0;
+}
+
 void tb__web_finish_close(struct tb_web *w)
 {
     if (w->job_running || !w->poll_closed)
@@ -312,6 +341,7 @@ void tb__web_finish_close(struct tb_web *w)
     if (w->st)
         tb_store_close(w->st);
     w->st = NULL;
+    free(w->hosts_buf);
     free(w);
 }
 
@@ -329,7 +359,9 @@ int tb_web_new(struct tb_web **out, uv_loop_t *loop, const struct tb_web_opts *o
     for (size_t i = 0; i < TB_WEB_MAX_TIERS; i++)
         w->win_seen[i] = INT64_MIN;
     w->health_seen = INT64_MIN;
-    int rc = pick_static_root(w, o->static_dir, errbuf, errlen);
+    int rc = parse_hosts(w, o->allow_hosts, errbuf, errlen);
+    if (rc == 0)
+        rc = pick_static_root(w, o->static_dir, errbuf, errlen);
     if (rc < 0)
         goto fail;
     const char *db = o->db_path ? o->db_path : "tbneck.db";
@@ -348,6 +380,8 @@ int tb_web_new(struct tb_web **out, uv_loop_t *loop, const struct tb_web_opts *o
     struct tb_http_opts ho = {
         .listen = o->listen,
         .allow_remote = o->allow_remote,
+        .allow_hosts = w->hosts,
+        .nallow_hosts = w->nhosts,
         .max_conns = o->max_conns,
         .idle_ms = o->idle_ms,
     };
@@ -367,6 +401,7 @@ fail:
         tb_catalog_free(w->cat);
     if (w->st)
         tb_store_close(w->st);
+    free(w->hosts_buf);
     free(w);
     return rc;
 }

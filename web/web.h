@@ -13,6 +13,10 @@
 struct tb_web_opts {
     const char *listen;       /* default "127.0.0.1:8080" */
     bool allow_remote;        /* bind non-loopback addresses */
+    /* Host names the dashboard answers to besides IP literals and localhost,
+     * comma-separated ("dash.example.org,mon"), "*" for any; NULL for none.
+     * Others get 403 (DNS rebinding, tb_http_host_allowed). */
+    const char *allow_hosts;
     const char *static_dir;   /* NULL = installed folder, else the source tree's */
     const char *db_path;      /* database read by the API (must exist) */
     /* Serving a database that someone else writes (or a finished one): poll

@@ -269,6 +269,30 @@ static char *collapse_tail(char *s, char *d, const char *lim)
     return d;
 }
 
+/* PostgreSQL's "$1" parameters and "$tag$ … $tag$" strings are literals:
+ * returns the index past the one starting at s[i] (a '$'), or 0 when the '$'
+ * starts neither (a name such as MySQL's "$x"). A parameter folds to '?' so
+ * that a statement gets the same class whether its values travel inline
+ * (simple query) or as parameters (extended protocol). */
+static size_t dollar_literal(const unsigned char *s, size_t i, size_t n)
+{
+    size_t j = i + 1;
+    if (j < n && (sql_cc[s[j]] & CC_DIGIT)) {
+        while (j < n && (sql_cc[s[j]] & CC_DIGIT))
+            j++;
+        return j < n && is_word(s[j]) ? 0 : j;
+    }
+    while (j < n && s[j] != '$' && is_word(s[j]))
+        j++;
+    if (j >= n || s[j] != '$')
+        return 0;
+    size_t tag = j + 1 - i; /* "$tag$" */
+    for (size_t k = j + 1; k + tag <= n; k++)
+        if (s[k] == '$' && memcmp(s + k, s + i, tag) == 0)
+            return k + tag;
+    return n; /* unterminated: a literal to the end */
+}
+
 /* Keywords after which '-' or '+' is a sign, not an operator ("where -1"). */
 static bool sign_follows(const unsigned char *w, size_t n)
 {
@@ -308,7 +332,9 @@ size_t tb_fp_sql(const char *sql, size_t len, char *out, size_t cap)
          * and copied in one pass. Not a word when it opens X'..', b'..' or
          * N'..'. Word bytes are never control bytes, so the output is that of
          * put() for each lowered byte. */
-        if ((cc & CC_WORD_START) && !((cc & CC_LITPFX) && i + 1 < n && s[i + 1] == '\'')) {
+        size_t dl = c == '$' ? dollar_literal(s, i, n) : 0;
+        if ((cc & CC_WORD_START) && !((cc & CC_LITPFX) && i + 1 < n && s[i + 1] == '\'') &&
+            dl == 0) {
             if (prev != T_NONE && !(prev == T_PUNCT && prev_c == '(') &&
                 (space || (prev == T_PUNCT && prev_c == ',')))
                 d = sput(d, lim, ' ');
@@ -350,7 +376,10 @@ size_t tb_fp_sql(const char *sql, size_t len, char *out, size_t cap)
         /* Classify the token and find its extent. */
         enum tok t;
         size_t j;
-        if (cc & CC_DIGIT) {
+        if (dl) {
+            t = T_LIT;
+            j = dl;
+        } else if (cc & CC_DIGIT) {
             t = T_LIT;
             goto number;
         } else if (cc & CC_PUNCT) {

@@ -75,6 +75,11 @@ void tb__pq_pop(struct tb__pq *q);
 void tb__pq_clear(struct tb__pq *q);
 void tb__pq_free(struct tb__pq *q);
 
+/* Emits one request as a finished exchange (its own class unless `cls` is
+ * given; departure never before arrival). A request marked TB_REQ_GAP with no
+ * captured response byte is not emitted: a hole took its whole answer. */
+void tb__pend_emit(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int32_t status,
+                   uint32_t extra_flags, const char *cls, size_t cls_len);
 /* Emits the head entry as a finished exchange and pops it. */
 void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t status,
                       uint32_t extra_flags, const char *cls, size_t cls_len);

@@ -74,20 +74,11 @@ void tb__pq_free(struct tb__pq *q)
     memset(q, 0, sizeof *q);
 }
 
-void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t status,
-                      uint32_t extra_flags, const char *cls, size_t cls_len)
+void tb__pend_emit(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int32_t status,
+                   uint32_t extra_flags, const char *cls, size_t cls_len)
 {
-    struct tb__pend *e = tb__pq_head(q);
-    if (!e) {
-        tb__pq_pop(q);
-        return;
-    }
-    if ((e->flags & TB_REQ_GAP) && !e->resp_seen) {
-        /* A hole swallowed its whole response: there is no departure to
-         * report, and none is invented. */
-        tb__pq_pop(q);
-        return;
-    }
+    if ((e->flags & TB_REQ_GAP) && !e->resp_seen)
+        return; /* a hole swallowed its whole response: no departure to report, none invented */
     struct tb_exchange ex = {
         .arrival_ns = e->arrival_ns,
         .departure_ns = e->last_ns < e->arrival_ns ? e->arrival_ns : e->last_ns,
@@ -98,9 +89,22 @@ void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t 
         .status = status,
         .flags = e->flags | extra_flags,
     };
-    tb__pq_pop(q);
     if (ctx && ctx->emit)
         ctx->emit(ctx->ud, &ex);
+}
+
+void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t status,
+                      uint32_t extra_flags, const char *cls, size_t cls_len)
+{
+    struct tb__pend *e = tb__pq_head(q);
+    if (!e) {
+        tb__pq_pop(q);
+        return;
+    }
+    /* Popped after the emit: the entry (and the class it may hold) stays valid
+     * through the callback, and nothing is pushed meanwhile. */
+    tb__pend_emit(e, ctx, status, extra_flags, cls, cls_len);
+    tb__pq_pop(q);
 }
 
 int tb__line_take_any(struct tb__line *l, const uint8_t **pp, const uint8_t *end, size_t max,

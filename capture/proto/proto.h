@@ -36,7 +36,8 @@ struct tb_exchange {
     uint64_t req_bytes, resp_bytes;
     const char *class_text; /* fingerprint: "GET /item/{id}", "SELECT * FROM t WHERE id = ?" */
     size_t class_len;
-    int32_t status;       /* HTTP status; MySQL 0 OK / ERR code; -1 unknown */
+    int32_t status;       /* per protocol, docs/protocols.md: HTTP status; MySQL 0 OK / ERR
+                           * code; PostgreSQL SQLSTATE base 36; -1 unknown */
     uint32_t flags;       /* enum tb_req_flag (request.h) */
 };
 
@@ -47,6 +48,13 @@ struct tb_proto_counters {
     uint64_t encrypted_flows;
     uint64_t compressed_flows;
     uint64_t inflight_dropped; /* requests dropped because the in-flight cap was hit */
+    /* Connections that turned into a server push stream (Redis pub/sub or
+     * MONITOR, memcached watch, PostgreSQL replication): no longer paired. */
+    uint64_t streams;
+    /* Requests that by protocol get no answer (memcached noreply, quiet binary
+     * commands whose answer was suppressed, Redis CLIENT REPLY OFF/SKIP): no
+     * departure exists, so no record. */
+    uint64_t unanswered;
 };
 
 struct tb_proto_ctx {
@@ -101,6 +109,12 @@ const struct tb_proto *tb_proto_find(const char *name);
 extern const struct tb_proto tb_proto_http1;
 extern const struct tb_proto tb_proto_mysql;
 extern const struct tb_proto tb_proto_generic;
+extern const struct tb_proto tb_proto_postgres;
+extern const struct tb_proto tb_proto_redis;
+extern const struct tb_proto tb_proto_memcached;
+extern const struct tb_proto tb_proto_ajp;
+extern const struct tb_proto tb_proto_fastcgi;
+extern const struct tb_proto tb_proto_tls;
 
 /* Fingerprinting (capture/proto/fingerprint.c). Both write a NUL-terminated
  * string of at most cap-1 bytes into out and return its length. */

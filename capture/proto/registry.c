@@ -7,7 +7,13 @@
 
 const struct tb_proto *const tb_protos[] = {
     &tb_proto_http1,
+    &tb_proto_postgres, /* before mysql: its checks are stricter */
     &tb_proto_mysql,
+    &tb_proto_redis,
+    &tb_proto_memcached,
+    &tb_proto_ajp,
+    &tb_proto_fastcgi,
+    &tb_proto_tls,
     &tb_proto_generic,
     NULL,
 };

@@ -8,12 +8,16 @@
 #
 #   bash scripts/stack/run.sh [--out DIR] [--duration 30] [--connections 16] [--think 45]
 #                             [--layout auto|netns|loopback] [--discover] [--pcap]
-#                             [--tbneck PATH] [--no-deps]
+#                             [--cause gc|pool|dbcpu] [--tbneck PATH] [--no-deps]
 #
 # --discover   let tbneck discover the tiers (names http, http-8080, mysql) instead of
 #              using the tiers file written for the stack (names web, tomcat, mysql)
 # --pcap       capture with tcpdump -w and run `tbneck capture -r` on the file afterwards
 #              instead of capturing live with `tbneck capture -i`
+# --cause      the transient bottleneck to induce (docs/stack.md): gc (default) Tomcat's
+#              stop-the-world collections; pool: the webapp's JDBC pool capped at 2
+#              connections while MariaDB idles; dbcpu: MariaDB's CPU capped by a cgroup
+#              at 20% of a core while every story query computes MD5 rounds
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,9 +31,10 @@ layout=auto
 discover=0
 pcap=0
 deps=1
+cause=gc
 tbneck=${TBNECK:-}
 
-usage() { sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
     --out) out=$2; shift ;;
@@ -39,6 +44,7 @@ while [ $# -gt 0 ]; do
     --layout) layout=$2; shift ;;
     --discover) discover=1 ;;
     --pcap) pcap=1 ;;
+    --cause) cause=$2; shift ;;
     --tbneck) tbneck=$2; shift ;;
     --no-deps) deps=0 ;;
     -h|--help) usage; exit 0 ;;
@@ -47,6 +53,22 @@ while [ $# -gt 0 ]; do
     shift
 done
 [ "$(id -u)" -eq 0 ] || { echo "run.sh: needs root (network namespaces, packet capture)" >&2; exit 2; }
+# Each cause changes only what it needs; Tomcat gets threads enough (64, more
+# than wrk's connections) when the cause is elsewhere, so that its thread cap
+# does not become a second ceiling.
+case "$cause" in
+gc) ;;
+pool|dbcpu)
+    # A heap large enough that collections are rare and short: the cause
+    # under test is then the only one.
+    export STACK_HEAP=${STACK_HEAP:-"-Xms400m -Xmx400m -Xmn200m"} \
+           STACK_ENTRIES_PER_REQUEST=${STACK_ENTRIES_PER_REQUEST:-0}
+    ;;&
+pool) export STACK_JDBC_POOL=${STACK_JDBC_POOL:-2} STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64} ;;
+dbcpu) export STACK_DB_CPU=${STACK_DB_CPU:-20} STACK_DB_CPU_LOOPS=${STACK_DB_CPU_LOOPS:-2000} \
+              STACK_DB_DELAY_US=${STACK_DB_DELAY_US:-0} STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64} ;;
+*) echo "run.sh: unknown cause '$cause' (gc, pool or dbcpu)" >&2; exit 2 ;;
+esac
 
 say() { echo "== $*" >&2; }
 

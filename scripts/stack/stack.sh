@@ -36,6 +36,14 @@ STACK_CPU_WORK=${STACK_CPU_WORK:-0}
 STACK_DB_DELAY_US=${STACK_DB_DELAY_US:-9000}
 # Tomcat's request threads: its capacity, hence its congestion point.
 STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-12}
+# Induced causes (run.sh --cause): the webapp's JDBC pool ceiling (0 = unbounded),
+# MD5 rounds the database computes per story query instead of its SLEEP (0 =
+# none), and the database's CPU as a percentage of one core (0 = no cap; a
+# cgroup's CFS quota, cgroup v2 cpu.max or v1 cpu.cfs_quota_us).
+STACK_JDBC_POOL=${STACK_JDBC_POOL:-0}
+STACK_DB_CPU_LOOPS=${STACK_DB_CPU_LOOPS:-0}
+STACK_DB_CPU=${STACK_DB_CPU:-0}
+STACK_CGROUPS=()
 
 stack_log() { echo "stack: $*" >&2; }
 stack_die() { echo "stack: error: $*" >&2; return 1; }
@@ -136,6 +144,9 @@ stack_db_up() {
     stack_wait 60 "mariadbd" mariadb --no-defaults -S "$d/mysqld.sock" -uroot -e 'SELECT 1' \
         || { tail -20 "$d/error.log" >&2; return 1; }
     mariadb --no-defaults -S "$d/mysqld.sock" -uroot <"$STACK_HERE/schema.sql"
+    if [ "$STACK_DB_CPU" -gt 0 ]; then
+        stack_cpu_cap "${STACK_PIDS[-1]}" "$STACK_DB_CPU" || return 1
+    fi
     stack_log "MariaDB up at $DB_ADDR:3306"
 }
 
@@ -149,7 +160,39 @@ stack_fill() {
         -e "s|@ENTRIES_PER_REQUEST@|$STACK_ENTRIES_PER_REQUEST|g" \
         -e "s|@GARBAGE_PER_REQUEST@|$STACK_GARBAGE_PER_REQUEST|g" \
         -e "s|@CPU_WORK@|$STACK_CPU_WORK|g" -e "s|@DB_DELAY_US@|$STACK_DB_DELAY_US|g" \
-        -e "s|@TOMCAT_THREADS@|$STACK_TOMCAT_THREADS|g" "$1"
+        -e "s|@TOMCAT_THREADS@|$STACK_TOMCAT_THREADS|g" \
+        -e "s|@JDBC_POOL@|$STACK_JDBC_POOL|g" -e "s|@DB_CPU_LOOPS@|$STACK_DB_CPU_LOOPS|g" "$1"
+}
+
+# stack_cpu_cap PID PERCENT — confines PID (all its threads, and those it starts
+# later) to PERCENT of one core with a CFS bandwidth quota. The quota is the
+# kernel's smallest, 1 ms, and the period is stretched to give the share: the
+# process is throttled in slices of a few milliseconds, which a 50 ms window
+# sees as a slower CPU rather than as a pause (a 100 ms period would stop it
+# for most of two windows at a time).
+stack_cpu_cap() {
+    local pid=$1 pct=$2 quota=1000 period cg
+    period=$(( quota * 100 / pct ))
+    if grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+        cg=/sys/fs/cgroup/tbstack-db$$
+        grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control \
+            || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control \
+            || { stack_die "cannot enable the cpu controller in /sys/fs/cgroup"; return 1; }
+        mkdir "$cg" || { stack_die "cannot create $cg"; return 1; }
+        STACK_CGROUPS+=("$cg")
+        echo "$quota $period" >"$cg/cpu.max"
+    elif [ -w /sys/fs/cgroup/cpu/cgroup.procs ] || [ -d /sys/fs/cgroup/cpu ]; then
+        cg=/sys/fs/cgroup/cpu/tbstack-db$$
+        mkdir "$cg" || { stack_die "cannot create $cg"; return 1; }
+        STACK_CGROUPS+=("$cg")
+        echo "$period" >"$cg/cpu.cfs_period_us"
+        echo "$quota" >"$cg/cpu.cfs_quota_us"
+    else
+        stack_die "no cgroup cpu controller (v2 cpu.max or v1 cpu) to cap the database's CPU"
+        return 1
+    fi
+    echo "$pid" >"$cg/cgroup.procs" || { stack_die "cannot move $pid into $cg"; return 1; }
+    stack_log "database CPU capped at ${pct}% of one core ($cg: ${quota} us every ${period} us)"
 }
 
 STACK_CATALINA_HOME=/usr/share/tomcat10
@@ -279,4 +322,7 @@ stack_down() {
     local l
     for l in "${STACK_LINKS[@]}"; do ip link del "$l" 2>/dev/null || true; done
     STACK_LINKS=()
+    local cg
+    for cg in "${STACK_CGROUPS[@]}"; do rmdir "$cg" 2>/dev/null || true; done
+    STACK_CGROUPS=()
 }

@@ -42,6 +42,13 @@ expect 2 "unknown option '--bogus'" "$TBNECK" report --tier "$tier" --db "$db" -
 expect 2 "needs a value" "$TBNECK" report --tier "$tier" --db "$db" --window
 expect 2 "--window 'abc'" "$TBNECK" report --tier "$tier" --db "$db" --window abc
 expect 2 "--window '0ms'" "$TBNECK" report --tier "$tier" --db "$db" --window 0ms
+# Issue 13, finding 9: every command's window lies in 1 ms..1 h, as the API's.
+expect 2 "--window '999999h'.*1ms to 1h" "$TBNECK" report --tier "$tier" --db "$db" --window 999999h
+expect 2 "--window '500us'.*1ms to 1h" "$TBNECK" report --tier "$tier" --db "$db" --window 500us
+expect 2 "--window '61m'.*1ms to 1h" "$TBNECK" export windows --tier "$tier" --db "$db" --window 61m
+expect 2 "--window '2h'.*1ms to 1h" "$TBNECK" events report --tier "$tier" --db "$db" --window 2h
+expect 2 "--window '0.5ms'.*1ms to 1h" "$TBNECK" serve --db "$db" --window 0.5ms
+expect 2 "window '999999h'.*1ms to 1h" "$TBNECK" capture -r "$work/q.pcap" --db "$work/w.db" --window 999999h
 expect 2 "--format 'xml'.*text, json or csv" "$TBNECK" report --tier "$tier" --db "$db" \
     --format xml
 expect 2 "--plot out.gif.*png or .svg" "$TBNECK" report --tier "$tier" --db "$db" \

@@ -183,5 +183,8 @@ editcap -s 200 "$work/cap.pcap" "$work/cut.pcap"
 "$TBNECK" capture -r "$work/cut.pcap" --db "$work/cut.db" >"$work/cut.out" 2>&1 ||
     { echo "FAIL: tbneck capture (snaplen)"; cat "$work/cut.out"; exit 1; }
 "$TBNECK" export requests --db "$work/cut.db" >"$work/cut.csv"
+# Tolerance: a pipelined request whose request line lies wholly past the cut
+# cannot be seen at all (1 of 1038 in a typical run: one of the raw
+# pipelined batch); nothing is ever invented or shifted (checked exactly).
 python3 "$lib/proto_snaplen_compare.py" "$work/requests.csv" "$work/cut.csv" 0.99
 echo "PASS"

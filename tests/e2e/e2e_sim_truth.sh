@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: MIT
 # e2e_sim_truth.sh — on clean tbneck-sim captures, `tbneck capture -r` reproduces
 # the ground truth exactly (IPv4, IPv6 in 802.1Q, a tap started late): every
-# request once, same tier, server, client and class, arrival and departure to
-# the nanosecond, same status; and the simulator is deterministic (same seed,
+# request once, same tier, server, client and class (the class the
+# configuration states, never computed by tbneck's code), arrival and departure to
+# the nanosecond, same status; every connection with its tiers, open and close
+# times and request count; and the simulator is deterministic (same seed,
 # byte-identical pcap; PREFIX.truth.conf replays the run).
 set -euo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}"
@@ -20,7 +22,18 @@ check() { # check NAME CONFIG ALLOWED_FLAGS [sim options...]
     "$TBNECK" capture -q -r "$work/$name.pcap" --db "$work/$name.db"
     "$TBNECK" export requests --db "$work/$name.db" >"$work/$name.export.csv"
     python3 "$cmp_py" exact "$work/$name.requests.csv" "$work/$name.export.csv" "$flags" || fail=1
+    # Every connection the tap saw, idle pooled ones and ones open before it too.
+    "$TBNECK" export connections --db "$work/$name.db" >"$work/$name.conns.csv"
+    python3 "$cmp_py" connections "$work/$name.connections.csv" "$work/$name.conns.csv" || fail=1
 }
+
+# The truth's classes are an independent oracle: the configurations state them
+# (class.TIER, or the template rules of docs/sim.md); the simulator does not
+# contain tbneck's fingerprint code, so a fault there cannot hide itself.
+if nm "$TBNECK_SIM" | grep -E ' [TtWw] tb_fp_'; then
+    echo "FAIL: tbneck-sim links tbneck's fingerprint code"
+    fail=1
+fi
 
 check quick "$TB_SRCDIR/sim/examples/quick.conf" 0
 check eof "$TB_SRCDIR/tests/e2e/lib/sim_eof.conf" 0

@@ -44,15 +44,22 @@ check(len(per_tier) == 3, f"exactly three tiers carry requests: {sorted(per_tier
 for t in ("http", "http-8080", "mysql"):
     check(t in tiers_out.split(), f"'tbneck tiers' lists {t}")
 
-def close(a, b, what):
-    check(b > 1000 and abs(a - b) <= 0.005 * b, f"{what}: tbneck {a} vs {b} (within 0.5%)")
+def same(a, b, what):
+    # The capture sees every request (no drop at this rate): equal, not "close".
+    check(b > 1000 and a == b, f"{what}: tbneck {a} vs {b} (equal)")
 
 check(counts["app_errors"] == 0, f"webapp errors: {counts['app_errors']}")
-close(per_tier.get(names["web"], 0), counts["nginx_requests"], "web tier vs nginx access log")
-close(per_tier.get(names["app"], 0), counts["nginx_requests"], "tomcat tier vs nginx access log")
-close(per_tier.get(names["app"], 0), counts["tomcat_requests"], "tomcat tier vs webapp's own count")
-close(per_tier.get(names["db"], 0), counts["jdbc_queries"], "mysql tier vs JDBC query count")
-close(per_tier.get(names["db"], 0), counts["mysql_questions"], "mysql tier vs MariaDB's Questions")
+same(per_tier.get(names["web"], 0), counts["nginx_requests"], "web tier vs nginx access log")
+same(per_tier.get(names["app"], 0), counts["nginx_requests"], "tomcat tier vs nginx access log")
+same(per_tier.get(names["app"], 0), counts["tomcat_requests"], "tomcat tier vs webapp's own count")
+same(per_tier.get(names["db"], 0), counts["mysql_questions"], "mysql tier vs MariaDB's Questions")
+# The webapp counts only its own queries; MariaDB Connector/J adds set-up
+# statements on each new connection (2 each with Debian 12's driver), which
+# the wire and MariaDB's Questions carry.
+extra = per_tier.get(names["db"], 0) - counts["jdbc_queries"]
+check(0 <= extra <= 3 * counts["jdbc_connections"],
+      f"mysql tier vs JDBC query count: tbneck {per_tier.get(names['db'], 0)} vs "
+      f"{counts['jdbc_queries']} + set-up statements of {counts['jdbc_connections']} connections")
 
 # The GC figures, computed here from Tomcat's own GC log and the episodes the
 # report exported (not by `tbneck events report`, which is then held to them).
@@ -90,9 +97,14 @@ print(f"from the GC log: {len(pauses)} pauses in the capture, {len(long_)} of 50
       f"{len(long_in)} of those inside one of {len(eps)} episodes; {len(freeze_gc)} of "
       f"{len(freeze)} freeze episodes overlap a pause")
 check(len(long_) >= 5, f"at least 5 GC pauses of 50 ms or more in the run: {len(long_)}")
-check(long_ and len(long_in) >= 0.9 * len(long_),
-      f"GC pauses >= 50 ms inside a Tomcat congestion episode: {len(long_in)}/{len(long_)} >= 90%")
+# A stop-the-world pause of 50 ms with 16 connections in flight always piles
+# requests up in Tomcat: every one must lie in an episode (21/21 and 14/14 measured).
+check(long_ and len(long_in) == len(long_),
+      f"GC pauses >= 50 ms inside a Tomcat congestion episode: {len(long_in)}/{len(long_)}")
 check(len(freeze) >= 3, f"Tomcat has freeze episodes: {len(freeze)}")
+# Tolerance: a JVM also stops for what its [gc] log does not record (safepoints
+# for deoptimisation or biased locking, class loading) and the kernel may stall
+# it, so a freeze need not be a logged pause (15 of 15 and 14 of 15 in two runs).
 check(freeze and len(freeze_gc) >= 0.8 * len(freeze),
       f"Tomcat freeze episodes overlapping a GC pause: {len(freeze_gc)}/{len(freeze)} >= 80%")
 # `tbneck events report` must give the same counts as computed here.
@@ -122,6 +134,9 @@ mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
 sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
 sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
 c = sxy / (sxx * syy) ** 0.5 if sxx > 0 and syy > 0 else None
+# Tolerance: how strongly GC and load go together depends on the JVM's heap
+# and the machine (0.90 measured here); the paper's Figure 10a claims a clear
+# positive correlation, not a value.
 check(c is not None and c >= 0.5,
       f"GC running ratio and Tomcat load correlate per window (paper's Figure 10a): r = {c}")
 check(c is not None and ev["correlation"] is not None and abs(ev["correlation"] - c) < 1e-6,

@@ -150,7 +150,7 @@ def talk(data, timeout=5):
 r = talk(b"\x16\x03\x01\x00\xa5\x01\x00\x00\xa1\x03\x03garbage\xff\xfe\r\n\r\n")
 assert r.startswith(b"HTTP/1.1 400"), r[:80]
 print("ok: garbage bytes -> 400")
-r = talk(b"GET /api/tiers HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n")
+r = talk(b"GET /api/tiers HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 99999999\r\n\r\n")
 assert r.startswith(b"HTTP/1.1 413"), r[:80]
 print("ok: announced oversized body -> 413")
 # 300 idle connections (cap 256): a real request must still be answered.
@@ -158,7 +158,7 @@ idle = []
 for i in range(300):
     idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
 time.sleep(0.5)
-r = talk(b"GET /api/tiers HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+r = talk(b"GET /api/tiers HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
 assert r.startswith(b"HTTP/1.1 200"), r[:80]
 # The oldest idle ones were closed to make room.
 closed = 0
@@ -177,7 +177,7 @@ assert closed > 0, "no idle connection was evicted"
 print("ok: 300 idle connections, a request still answered; %d of the oldest 40 evicted" % closed)
 # Keep-alive: two requests on one connection.
 s = socket.create_connection(("127.0.0.1", port), timeout=5)
-s.sendall(b"GET /api/health HTTP/1.1\r\nHost: x\r\n\r\nGET /api/tiers HTTP/1.1\r\nHost: x\r\n\r\n")
+s.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /api/tiers HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
 data = b""
 t0 = time.time()
 while data.count(b"HTTP/1.1 200") < 2 and time.time() - t0 < 5:
@@ -190,7 +190,25 @@ assert data.count(b"HTTP/1.1 200") == 2, data[:200]
 print("ok: pipelined keep-alive requests")
 PY
 
+# DNS rebinding: a page of another site reaching this loopback server under
+# its own name is refused; addresses and localhost are not.
+expect 403 "foreign Host name" -H "Host: rebind.attacker.example" "$base/api/tiers"
+expect 200 "Host localhost" -H "Host: localhost:$port" "$base/api/tiers"
+expect 200 "Host [::1]" -H "Host: [::1]:$port" "$base/api/tiers"
+grep -q "frame-ancestors 'none'" <(curl -sI "$base/") || fail "no CSP frame-ancestors on the page"
+ok "CSP frame-ancestors 'none' on the page"
+
 kill -0 "$serve_pid" || fail "serve died during the error cases"
+stop_serve
+"$TBNECK" serve --db "$work/web.db" --listen 127.0.0.1:0 --allow-host 'bad name!' >/dev/null \
+  2>"$work/host.err"
+rc=$?
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$work/host.err")" -eq 1 ] && grep -q 'bad name!' "$work/host.err" ||
+  { cat "$work/host.err"; fail "bad --allow-host: exit $rc, want 2 with one line naming it"; }
+ok "bad --allow-host: exit 2"
+start_serve "$work/web.db" "$work" --allow-host dash.example.org,mon
+expect 200 "--allow-host name" -H "Host: Dash.Example.org:$port" "http://127.0.0.1:$port/api/tiers"
+expect 403 "name not in --allow-host" -H "Host: other.example.org" "http://127.0.0.1:$port/api/tiers"
 stop_serve
 grep -qi 'sanitizer\|runtime error' "$work/serve.err" && { cat "$work/serve.err"; fail "sanitizer report"; }
 [ "$serve_rc" = 0 ] || { cat "$work/serve.err"; fail "serve exit status $serve_rc after SIGTERM, want 0"; }

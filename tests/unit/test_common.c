@@ -42,6 +42,31 @@ static void test_time(void **state)
     assert_int_equal(tb_parse_time("+10s", 1000, &ns), 0);
     assert_int_equal(ns, 10 * TB_NS_PER_SEC + 1000);
     assert_int_equal(tb_parse_time("yesterday", 0, &ns), TB_E_INVAL);
+    /* An offset that would overflow 64 bits is refused, not wrapped. */
+    assert_int_equal(tb_parse_time("+9000000000s", INT64_C(1700000000000000000), &ns),
+                     TB_E_INVAL);
+}
+
+/* Issue 13, finding 9: windows of 1 ms to 1 h, the API's range, everywhere. */
+static void test_window(void **state)
+{
+    (void)state;
+    int64_t ns = 7;
+    assert_int_equal(tb_parse_window("50ms", &ns), 0);
+    assert_int_equal(ns, 50 * TB_NS_PER_MS);
+    assert_int_equal(tb_parse_window("1ms", &ns), 0);
+    assert_int_equal(ns, TB_NS_PER_MS);
+    assert_int_equal(tb_parse_window("1h", &ns), 0);
+    assert_int_equal(ns, 3600 * TB_NS_PER_SEC);
+    assert_int_equal(tb_parse_window("20", &ns), 0);
+    assert_int_equal(ns, 20 * TB_NS_PER_MS);
+    ns = 7;
+    assert_int_equal(tb_parse_window("999999h", &ns), TB_E_INVAL);
+    assert_int_equal(tb_parse_window("3600.001s", &ns), TB_E_INVAL);
+    assert_int_equal(tb_parse_window("999us", &ns), TB_E_INVAL);
+    assert_int_equal(tb_parse_window("0", &ns), TB_E_INVAL);
+    assert_int_equal(tb_parse_window("nan", &ns), TB_E_INVAL);
+    assert_int_equal(ns, 7);
 }
 
 static void test_addr(void **state)
@@ -82,6 +107,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_duration),
         cmocka_unit_test(test_time),
+        cmocka_unit_test(test_window),
         cmocka_unit_test(test_addr),
         cmocka_unit_test(test_strerror),
     };

@@ -2,7 +2,8 @@
 /* test_engine.c — the capture engine end to end on hand-built frames: one
  * HTTP exchange over every link type, reordering, retransmission, a lost
  * segment, sequence wraparound, FIN/RST, idle close, mid-stream pickup,
- * fragments, snaplen cuts, eviction, port reuse and a tiers file. */
+ * fragments, snaplen cuts, eviction, port reuse and a tiers file; hundreds of
+ * interleaved keep-alive exchanges, every one of them reported. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include <cmocka.h>
 
 #include "capture.h"
+#include "conn.h"
 #include "decode.h"
 #include "tiers.h"
 #include "test_pkt.h"
@@ -26,7 +28,7 @@ struct h {
     struct tb_catalog *cat;
     struct tb_engine *e;
     struct tb_tiers *tiers;
-    struct tb_request req[64];
+    struct tb_request req[512];
     size_t n;
     int dlt;         /* link type frames are built for */
     uint32_t snap;   /* 0 = whole frames */
@@ -207,6 +209,59 @@ static void conversation(struct h *h, struct conn *k, uint32_t cisn, uint32_t si
 }
 
 /* ---- tests ---------------------------------------------------------------- */
+
+/* Three keep-alive connections, 150 exchanges each, interleaved in time: every
+ * exchange is reported once, in completion order, with its own times, bytes
+ * and connection (no count is "about right": each is checked). */
+static void test_many_exchanges(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, NULL);
+    enum { NCONN = 3, PER = 150 };
+    struct conn k[NCONN] = {conn4("10.0.0.9:51000", "10.0.0.1:80"),
+                            conn4("10.0.0.9:51001", "10.0.0.1:80"),
+                            conn4("10.0.0.8:40000", "10.0.0.1:80")};
+    for (int c = 0; c < NCONN; c++)
+        handshake(&h, &k[c], 1000u + (uint32_t)c * 7919u, 5000u + (uint32_t)c * 104729u, T0 + c);
+    char req[96], resp[128];
+    for (int i = 0; i < PER; i++) {
+        for (int c = 0; c < NCONN; c++) {
+            int64_t t = T0 + MS + (int64_t)(i * NCONN + c) * MS;
+            snprintf(req, sizeof req, "GET /item/%d HTTP/1.1\r\nHost: shop\r\n\r\n", i);
+            int body = 1 + (i * 7 + c) % 40;
+            int hl = snprintf(resp, sizeof resp, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n",
+                              body);
+            memset(resp + hl, 'x', (size_t)body);
+            resp[hl + body] = '\0';
+            xmit(&h, &k[c], true, req, t);
+            xmit(&h, &k[c], false, resp, t + 300 * 1000);
+        }
+    }
+    assert_int_equal(h.n, NCONN * PER);
+    for (int i = 0; i < PER; i++) {
+        for (int c = 0; c < NCONN; c++) {
+            const struct tb_request *r = &h.req[i * NCONN + c];
+            int64_t t = T0 + MS + (int64_t)(i * NCONN + c) * MS;
+            int body = 1 + (i * 7 + c) % 40;
+            snprintf(req, sizeof req, "GET /item/%d HTTP/1.1\r\nHost: shop\r\n\r\n", i);
+            int hl = snprintf(resp, sizeof resp, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n",
+                              body);
+            assert_int_equal(r->arrival_ns, t);
+            assert_int_equal(r->departure_ns, t + 300 * 1000);
+            assert_int_equal(r->req_bytes, strlen(req));
+            assert_int_equal(r->resp_bytes, (uint64_t)(hl + body));
+            assert_int_equal(r->status, 200);
+            assert_int_equal(r->flags, 0);
+            assert_int_equal(r->conn, h.req[c].conn);
+            assert_string_equal(class_text(&h, r->class_id), "GET /item/{id}");
+            assert_true(tb_addr_eq(&r->client, &k[c].c));
+        }
+    }
+    assert_true(h.req[0].conn != h.req[1].conn && h.req[1].conn != h.req[2].conn &&
+                h.req[0].conn != h.req[2].conn);
+    h_fini(&h);
+}
 
 static void test_http_every_link_type(void **state)
 {
@@ -737,10 +792,115 @@ static void test_garbage(void **state)
     h_fini(&h);
 }
 
+/* Connection records: one when a connection opens and one when it ends, for
+ * each way the tap sees a connection begin (SYN, SYN-ACK, mid-stream) and end
+ * (FIN, RST, idle, eviction is covered by the flow cap elsewhere, the end of
+ * the capture), with the requests, packets and payload bytes counted by hand
+ * from the frames fed (the opening record is written before its packet's
+ * payload is handled). An idle pooled connection (handshake only) is reported
+ * too, with no tier since no protocol was seen on it. */
+struct conns {
+    struct tb_conn c[16];
+    size_t n;
+};
+
+static void on_conn(void *ud, const struct tb_conn *c)
+{
+    struct conns *cs = ud;
+    assert_true(cs->n < TB_ARRAY_SIZE(cs->c));
+    cs->c[cs->n++] = *c;
+}
+
+static void expect_conn(const struct tb_conn *c, uint64_t id, const char *client,
+                        const char *server, int opened, int closed, int64_t open_ns,
+                        int64_t close_ns, uint64_t requests, uint64_t packets, uint64_t c2s,
+                        uint64_t s2c)
+{
+    char b[TB_ADDR_STRLEN];
+    assert_int_equal(c->conn, id);
+    assert_string_equal(tb_addr_fmt(&c->client, b, sizeof b), client);
+    assert_string_equal(tb_addr_fmt(&c->server, b, sizeof b), server);
+    assert_int_equal(c->opened, opened);
+    assert_int_equal(c->closed, closed);
+    assert_int_equal(c->open_ns, open_ns);
+    assert_int_equal(c->close_ns, close_ns);
+    assert_int_equal(c->requests, requests);
+    assert_int_equal(c->packets, packets);
+    assert_int_equal(c->bytes_c2s, c2s);
+    assert_int_equal(c->bytes_s2c, s2c);
+}
+
+static void test_connection_records(void **state)
+{
+    (void)state;
+    struct h h;
+    struct conns cs = {.n = 0};
+    struct tb_engine_opts o = {.idle_timeout_ns = 60 * TB_NS_PER_SEC, .first_conn = 10};
+    h_init(&h, TB_DLT_EN10MB, &o, NULL);
+    tb_engine_set_conn_cb(h.e, on_conn, &cs);
+    const uint64_t rq = sizeof REQ - 1, rs = sizeof RESP_HDR - 1 + sizeof BODY - 1;
+
+    /* SYN ... FIN both ways: 9 packets through the second FIN; the last ACK
+     * comes after the close and is not counted. */
+    struct conn k = conn4("10.0.0.9:51000", "10.0.0.1:80");
+    conversation(&h, &k, 1000, 5000, T0);
+    assert_int_equal(cs.n, 2);
+    expect_conn(&cs.c[0], 10, "10.0.0.9:51000", "10.0.0.1:80", TB_CONN_SYN, TB_CONN_OPEN, T0, T0,
+                0, 1, 0, 0);
+    assert_int_equal(cs.c[0].tier, 0);
+    expect_conn(&cs.c[1], 10, "10.0.0.9:51000", "10.0.0.1:80", TB_CONN_SYN, TB_CONN_FIN, T0,
+                T0 + 41 * MS, 1, 8, rq, rs);
+    assert_string_equal(tier_name(&h, cs.c[1].tier), "http");
+    assert_int_equal(cs.c[1].server_id, h.req[0].server);
+
+    /* A pooled connection that only shakes hands, then stays silent: ended
+     * by the idle timeout, at its last packet, no tier. */
+    struct conn p = conn4("10.0.0.7:40000", "10.0.0.4:3306");
+    handshake(&h, &p, 10, 20, T0 + 50 * MS);
+    tb_engine_expire(h.e, T0 + 50 * MS + 2 + 60 * TB_NS_PER_SEC);
+    assert_int_equal(cs.n, 4);
+    expect_conn(&cs.c[3], 11, "10.0.0.7:40000", "10.0.0.4:3306", TB_CONN_SYN, TB_CONN_IDLE,
+                T0 + 50 * MS, T0 + 50 * MS + 2, 0, 3, 0, 0);
+    assert_int_equal(cs.c[3].tier, 0);
+    assert_int_equal(cs.c[3].server_id, 0);
+
+    /* The SYN missed: opened by its SYN-ACK; reset by the server. */
+    int64_t t = T0 + 100 * TB_NS_PER_SEC;
+    struct conn r = conn4("10.0.0.9:51001", "10.0.0.1:80");
+    r.cn = 301;
+    r.sn = 0;
+    tcp(&h, &r, false, 700, TB_TCP_SYN | TB_TCP_ACK, NULL, 0, t);
+    r.sn = 701;
+    xmit(&h, &r, true, REQ, t + 1 * MS);
+    xmit(&h, &r, false, RESP_HDR, t + 2 * MS);
+    xmit(&h, &r, false, BODY, t + 3 * MS);
+    tcp(&h, &r, false, r.sn, TB_TCP_RST, NULL, 0, t + 4 * MS);
+    assert_int_equal(cs.n, 6);
+    expect_conn(&cs.c[5], 12, "10.0.0.9:51001", "10.0.0.1:80", TB_CONN_SYNACK, TB_CONN_RST, t,
+                t + 4 * MS, 1, 5, rq, rs);
+
+    /* Opened before the capture: first packet seen, still open at the end. */
+    struct conn m = conn4("10.0.0.9:51002", "10.0.0.2:8080");
+    m.cn = 77;
+    m.sn = 999;
+    xmit(&h, &m, false, "tail of an earlier body", t + 10 * MS);
+    xmit(&h, &m, true, REQ, t + 11 * MS);
+    xmit(&h, &m, false, RESP_HDR, t + 12 * MS);
+    xmit(&h, &m, false, BODY, t + 13 * MS);
+    tb_engine_finish(h.e, t + 20 * MS);
+    assert_int_equal(cs.n, 8);
+    expect_conn(&cs.c[6], 13, "10.0.0.9:51002", "10.0.0.2:8080", TB_CONN_MIDSTREAM, TB_CONN_OPEN,
+                t + 10 * MS, t + 10 * MS, 0, 1, 0, 0);
+    expect_conn(&cs.c[7], 13, "10.0.0.9:51002", "10.0.0.2:8080", TB_CONN_MIDSTREAM, TB_CONN_END,
+                t + 10 * MS, t + 13 * MS, 1, 4, rq, 23 + rs);
+    h_fini(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_http_every_link_type),
+        cmocka_unit_test(test_many_exchanges),
         cmocka_unit_test(test_reorder_and_retransmit),
         cmocka_unit_test(test_lost_segment_gap),
         cmocka_unit_test(test_ack_before_data),
@@ -756,6 +916,7 @@ int main(void)
         cmocka_unit_test(test_detection_waits_for_bytes),
         cmocka_unit_test(test_parser_stop_inside_delivery),
         cmocka_unit_test(test_garbage),
+        cmocka_unit_test(test_connection_records),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -270,6 +270,34 @@ static bool sign_follows(const char *w, size_t n)
     return false;
 }
 
+/* PostgreSQL: "$<digits>" (not followed by a word byte) is a parameter and
+ * "$tag$ … $tag$" a string (tag: word bytes but '$', none to start with a
+ * digit); both are literals, an unterminated string runs to the end. Returns
+ * the end of the literal at s[i], or 0. */
+static size_t ref_dollar(const char *s, size_t i, size_t n)
+{
+    if (s[i] != '$')
+        return 0;
+    size_t j = i + 1;
+    if (j < n && is_digit((unsigned char)s[j])) {
+        while (j < n && is_digit((unsigned char)s[j]))
+            j++;
+        if (j < n && is_word((unsigned char)s[j]))
+            return 0;
+        return j;
+    }
+    while (j < n && s[j] != '$' && is_word((unsigned char)s[j]))
+        j++;
+    if (j == n || s[j] != '$')
+        return 0;
+    const char *tag = s + i;
+    size_t tl = j - i + 1;
+    for (size_t k = j + 1; k + tl <= n; k++)
+        if (strncmp(s + k, tag, tl) == 0)
+            return k + tl;
+    return n;
+}
+
 static size_t ref_fp_sql(const char *sql, size_t len, char *out, size_t cap)
 {
     struct out o = {out, 0, cap};
@@ -308,7 +336,7 @@ static size_t ref_fp_sql(const char *sql, size_t len, char *out, size_t cap)
          * the query sure to fit the output: found, lowered and copied in one
          * pass. Not a word when it opens X'..', b'..' or N'..'; otherwise the
          * same steps as the general path below (spacing, then the word). */
-        if ((sql_cc[c] & CC_WORD_START) &&
+        if ((sql_cc[c] & CC_WORD_START) && !ref_dollar(s, i, n) &&
             !(i + 1 < n && s[i + 1] == '\'' &&
               (c == 'x' || c == 'X' || c == 'b' || c == 'B' || c == 'n' || c == 'N')) &&
             o.len + 1 + (n - i) < o.cap) {
@@ -331,7 +359,10 @@ static size_t ref_fp_sql(const char *sql, size_t len, char *out, size_t cap)
         /* Classify the token and find its extent. */
         enum tok t;
         size_t j = i;
-        if (c == '\'' || c == '"') {
+        if (ref_dollar(s, i, n)) {
+            t = T_LIT;
+            j = ref_dollar(s, i, n);
+        } else if (c == '\'' || c == '"') {
             t = T_LIT;
             j = skip_quoted(s, i, n);
         } else if ((c == 'x' || c == 'X' || c == 'b' || c == 'B' || c == 'n' || c == 'N') &&
@@ -481,6 +512,7 @@ static const char *const sql_pieces[] = {
     "@v", "$x", "_y", "\x01", "\x7f", "\xc3\xa9", "\xff", "NULL", "LIMIT", "OFFSET", "BY",
     "between", "AND", "or", "Set", "return", "case", "when", "interval", "like", "is", "having",
     "123", "0", "007", "1.5", "e", "E", "-e", "a-1", "*", "<=", "!=", "%", "\\", "(?, ?)", "(?)",
+    "$1", "$23", "$1a", "$", "$$", "$$ x $$", "$q$", "$q$ 'a' $q$", "$Q$", "$_1$", "$9$",
 };
 
 static void test_sql_differential(void **state)
@@ -618,6 +650,15 @@ static void test_sql(void **state)
     sql("SELECT c FROM sbtest1 WHERE id BETWEEN ? AND ? ORDER BY c",
         "select c from sbtest1 where id between ? and ? order by c");
     sql("COMMIT", "commit");
+    /* PostgreSQL parameters and dollar-quoted strings: the same class as the
+     * statement with its values inline. */
+    sql("UPDATE pgbench_accounts SET abalance = abalance + $1 WHERE aid = $2",
+        "update pgbench_accounts set abalance = abalance + ? where aid = ?");
+    sql("UPDATE pgbench_accounts SET abalance = abalance + -4210 WHERE aid = 77",
+        "update pgbench_accounts set abalance = abalance + ? where aid = ?");
+    sql("select * from t where id in ($1, $2, $3)", "select * from t where id in (?+)");
+    sql("SELECT $fn$ select 'x'; $fn$ || $$a$b$$, $1x, $x", "select ? || ?, $1x, $x");
+    sql("select $body$ never closed", "select ?");
     sql("  ", "");
     sql("select 'unterminated", "select ?");
     /* Control bytes, NUL included, are replaced: the class is a C string. */

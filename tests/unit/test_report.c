@@ -122,6 +122,9 @@ static int setup(void **state)
     r->nservers = 1;
     r->servers = calloc(1, sizeof *r->servers);
     r->servers[0] = make_result(s1, NAN, 2.0);
+    /* The server waits on calls: its self-load N* (from the diagnosis). */
+    r->servers[0].have_self = true;
+    r->servers[0].n_star_self = 1.25;
     r->front_tier = t2;
     r->nfront = 6;
     r->front_win = calloc(6, sizeof *r->front_win);
@@ -168,7 +171,7 @@ static void test_json(void **state)
         "\"from_ns\":1700000000000000000,\"to_ns\":1700000000300000000,\"requests\":29,"
         "\"windows\":6,\"n_star\":2.5,\"n_star_fit\":2.6000000000000001,"
         "\"n_star_disagree\":false,\"n_star_status\":\"knee\","
-        "\"n_star_reason\":\"knee shown \\\"here\\\"\",\"threshold\":2.5,\"tp_max\":480,\"slope\":200,"
+        "\"n_star_reason\":\"knee shown \\\"here\\\"\",\"n_star_self\":null,\"threshold\":2.5,\"tp_max\":480,\"slope\":200,"
         "\"work_unit_ns\":10000000,"
         "\"congested_fraction\":0.5,\"episodes_per_min\":200,\"levels\":[480,250.5],"
         "\"level_spans\":[{\"level\":1,\"start_ns\":1700000000050000000,"
@@ -194,7 +197,7 @@ static void test_json(void **state)
         "\"samples\":25,\"requests\":9,\"method\":\"isolated\"}],"
         "\"servers\":[{\"server\":\"10.0.0.5:3306\",\"requests\":29,\"windows\":6,"
         "\"n_star\":null,\"n_star_fit\":2,\"n_star_disagree\":false,\"n_star_status\":\"knee\","
-        "\"n_star_reason\":\"knee shown \\\"here\\\"\",\"threshold\":2,";
+        "\"n_star_reason\":\"knee shown \\\"here\\\"\",\"n_star_self\":1.25,\"threshold\":2,";
     assert_true(strlen(out) > strlen(head));
     if (strncmp(out, head, strlen(head)) != 0) {
         size_t i = 0;
@@ -237,6 +240,8 @@ static void test_text(void **state)
         "  10.0.0.5:3306                 29    0.00   1.83    4.00      96.7    240.0        -"
         "    2.00      480.0    50.0%   200.0\n",
         "note: 10.0.0.5:3306: only one N* estimate (fit) could be made\n",
+        "note: 10.0.0.5:3306: waits on the tiers it calls; N* of its own resources, on "
+        "self-load (load minus that waiting): 1.25\n",
         "work unit: 10ms",
         "top classes (2 of 2 by requests):\n",
         "  UPDATE t SET \"n\" = ?                           10ms    1.00        7        20  "
@@ -347,7 +352,7 @@ static void test_text_no_threshold(void **state)
     assert_non_null(strstr(out, "\"n_star\":null,\"n_star_fit\":null,\"n_star_disagree\":false,"
                                 "\"n_star_status\":\"no_congestion\",\"n_star_reason\":\"no "
                                 "congestion: throughput still rises with load up to 4.00\","
-                                "\"threshold\":null,"));
+                                "\"n_star_self\":null,\"threshold\":null,"));
     free(out);
     fx->rep.total.a.n_star_fit = 1.5;
     assert_true(tb_analysis_threshold(&fx->rep.total.a) == 1.5);

@@ -114,6 +114,8 @@ static void test_good(void **state)
     assert_true(back.classes[0].calls[1].a == 3);
     assert_int_equal(back.freezes[0].at_ns[0], TB_NS_PER_SEC);
     assert_string_equal(back.classes[0].sql, c.classes[0].sql);
+    for (int t = 0; t < 3; t++)
+        assert_string_equal(back.classes[0].expect[t], c.classes[0].expect[t]);
     free(text);
 }
 
@@ -136,7 +138,7 @@ static void test_errors(void **state)
                  "bad.conf:2: users: 'many' is not an integer in [1, 1000000]");
     expect_error("users = 3\n", "bad.conf:1: 'users' outside any section");
     expect_error("[sim]\n\n[bogus]\n",
-                 "bad.conf:3: unknown section [bogus] (sim, tier NAME, class NAME, freeze)");
+                 "bad.conf:3: unknown section [bogus] (sim, tier NAME, class NAME, freeze, expect)");
     expect_error("[tier a]\nproto = ftp\n", "bad.conf:2: proto: 'ftp' is not http or mysql");
     expect_error("[tier a]\ncolor = red\n", "bad.conf:2: unknown key 'color' in [tier a]");
     expect_error("[tier a]\n[class c]\ndemand.b = 1ms\n",
@@ -177,6 +179,83 @@ static void test_finish_errors(void **state)
     assert_string_equal(err, "tiers 'a' and 'b' share port 80");
 }
 
+/* Expected classes: stated literally by class.TIER, or by each protocol's
+ * template rule; the expected strings here are written out by hand from
+ * docs/sim.md, not computed. */
+static void test_expected_class(void **state)
+{
+    (void)state;
+    static struct sim_conf c;
+    char err[256] = "";
+    sim_conf_defaults(&c);
+    static const char text[] =
+        "[tier web]\n[tier app]\nport = 8080\n[tier db]\nproto = mysql\nport = 3306\n"
+        "[class A]\nmethod = POST\npath.web = /a/{id}/b.php?x={word}&y={ids}\n"
+        "path.app = /img/{n}.png#frag{word}\n"
+        "sql = SELECT a FROM t WHERE b IN ({ids}) AND c = '{word}' AND d = {id} LIMIT 5\n"
+        "[class B]\npath = /s/{word}\nclass.web = GET /s/stated\nclass.app = GET /s/also\n"
+        "class.db = select 1\n";
+    assert_int_equal(sim_conf_parse(&c, text, "x", err, sizeof err), 0);
+    assert_int_equal(sim_conf_finish(&c, err, sizeof err), 0);
+    assert_string_equal(c.classes[0].expect[0], "POST /a/{id}/b.php");
+    assert_string_equal(c.classes[0].expect[1], "POST /img/{id}.png");
+    /* The SQL rule replaces placeholders only; the rest stays as written. */
+    assert_string_equal(c.classes[0].expect[2],
+                        "SELECT a FROM t WHERE b IN (?+) AND c = ? AND d = ? LIMIT 5");
+    assert_string_equal(c.classes[1].expect[0], "GET /s/stated");
+    assert_string_equal(c.classes[1].expect[1], "GET /s/also");
+    assert_string_equal(c.classes[1].expect[2], "select 1");
+
+    /* {word} in a path gives no fixed class: the configuration must state it. */
+    sim_conf_defaults(&c);
+    assert_int_equal(sim_conf_parse(&c, "[tier web]\n[class B]\npath = /s/{word}\n", "x", err,
+                                    sizeof err),
+                     0);
+    assert_int_equal(sim_conf_finish(&c, err, sizeof err), TB_E_INVAL);
+    assert_string_equal(err, "class 'B' at tier 'web': path '/s/{word}' has {word} before its "
+                             "query, which gives no fixed class; state it with class.web");
+}
+
+/* [expect]: the diagnosis a configuration states, written as verdict.csv. */
+static void test_expect(void **state)
+{
+    (void)state;
+    static struct sim_conf c;
+    char err[256] = "", *text = NULL;
+    size_t len = 0;
+    static const char base[] = "[tier web]\n[tier app]\nport = 8080\nservers = 2\n"
+                               "[tier db]\nproto = mysql\nport = 3306\n[class A]\n";
+    char conf[512];
+    snprintf(conf, sizeof conf, "%s[expect]\nserver = app/2\ncause = freeze\n", base);
+    sim_conf_defaults(&c);
+    assert_int_equal(sim_conf_parse(&c, conf, "x", err, sizeof err), 0);
+    assert_int_equal(sim_conf_finish(&c, err, sizeof err), 0);
+    FILE *f = open_memstream(&text, &len);
+    assert_int_equal(sim_write_verdict(&c, f), 0);
+    fclose(f);
+    assert_string_equal(text, "http-8080,10.0.3.2:8080,freeze\n");
+    free(text);
+
+    snprintf(conf, sizeof conf, "%s[expect]\nserver = db\ncause = cpu\n", base);
+    sim_conf_defaults(&c);
+    assert_int_equal(sim_conf_parse(&c, conf, "x", err, sizeof err), 0);
+    assert_int_equal(sim_conf_finish(&c, err, sizeof err), 0);
+    f = open_memstream(&text, &len);
+    assert_int_equal(sim_write_verdict(&c, f), 0);
+    fclose(f);
+    assert_string_equal(text, "mysql,*,cpu\n");
+    free(text);
+
+    expect_error("[tier web]\n[expect]\ncause = slow\n",
+                 "bad.conf:3: cause: 'slow' is not cpu, freeze, speed, pool, threads or none");
+    expect_error("[tier web]\n[expect]\nserver = web\ncause = none\n",
+                 "bad.conf: [expect] needs 'cause', and 'server' unless the cause is none");
+    expect_error("[tier web]\n[expect]\nserver = web\n",
+                 "bad.conf: [expect] needs 'cause', and 'server' unless the cause is none");
+    expect_error("[tier web]\n[expect]\nserver = nope\ncause = cpu\n",
+                 "bad.conf:3: server: unknown tier 'nope' (tiers must be declared first)");
+}
+
 static void test_load_missing(void **state)
 {
     (void)state;
@@ -206,6 +285,8 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_finish_errors),
         cmocka_unit_test(test_load_missing),
+        cmocka_unit_test(test_expected_class),
+        cmocka_unit_test(test_expect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

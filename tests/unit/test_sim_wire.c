@@ -219,13 +219,15 @@ static void run_wire(const char *extra, bool v6, uint16_t vlan)
     assert_non_null(f);
     char line[2048];
     assert_non_null(fgets(line, sizeof line, f));
-    assert_string_equal(
-        line, "tier,server,client,conn,class,fingerprint,arrival_ns,departure_ns,status\n");
+    assert_string_equal(line, "tier,server,client,conn,class,fingerprint,arrival_ns,departure_ns,"
+                              "status,id,parent\n");
     uint64_t rows = 0;
     while (fgets(line, sizeof line, f)) {
-        char *last = strrchr(line, ',');
-        assert_non_null(last);
-        *last = 0;
+        for (int k = 0; k < 3; k++) { /* parent, id, status */
+            char *last = strrchr(line, ',');
+            assert_non_null(last);
+            *last = 0;
+        }
         char *dep = strrchr(line, ',');
         *dep = 0;
         char *arr = strrchr(line, ',');
@@ -242,8 +244,10 @@ static void run_wire(const char *extra, bool v6, uint16_t vlan)
     assert_int_equal(st.requests[2], 2 * st.pages);
     free(data_ts);
 
-    static const char *const sfx[] = {"pcap", "requests.csv", "freezes.csv", "speed.csv",
-                                      "expected.csv", "truth.conf", "dropped.csv"};
+    static const char *const sfx[] = {"pcap",        "requests.csv",    "freezes.csv",
+                                      "speed.csv",   "expected.csv",    "truth.conf",
+                                      "dropped.csv", "connections.csv", "causes.csv",
+                                      "verdict.csv"};
     for (size_t i = 0; i < TB_ARRAY_SIZE(sfx); i++) {
         snprintf(path, sizeof path, "%s.%s", prefix, sfx[i]);
         assert_int_equal(unlink(path), 0);

@@ -209,6 +209,75 @@ static void test_writer_windows(void **state)
     tb_store_close(st);
 }
 
+/* Connection records: the record written when a connection ends replaces the
+ * one written when it opened (same id), addresses and counters come back as
+ * written, a range selects the connections open in it, and an id taken by a
+ * connection without any request still advances next_conn. */
+static void test_writer_conns(void **state)
+{
+    struct fix *f = *state;
+    struct tb_store *st = open_new(f->path);
+    struct tb_writer *w;
+    struct tb_conn c[3];
+    memset(c, 0, sizeof c);
+    for (int i = 0; i < 3; i++) {
+        c[i].conn = (uint64_t)(7 + i);
+        client_of((uint32_t)(i + 1), &c[i].client);
+        assert_int_equal(tb_addr_parse(i == 2 ? "[2001:db8::9]:3306" : "10.0.4.1:3306",
+                                       &c[i].server), 0);
+        c[i].open_ns = 1000 * (i + 1);
+        c[i].close_ns = c[i].open_ns + 500;
+        c[i].opened = (uint8_t)i;
+        c[i].closed = TB_CONN_OPEN;
+    }
+    assert_int_equal(tb_writer_start(&w, st, 3), 0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(tb_writer_conn(w, &c[i]), 0);
+    assert_int_equal(tb_writer_flush(w), 0);
+    /* conn 8 ends: its final record, with counters, replaces the first. */
+    c[1].closed = TB_CONN_FIN;
+    c[1].close_ns = 9000;
+    c[1].requests = 12;
+    c[1].packets = 80;
+    c[1].bytes_c2s = 1234;
+    c[1].bytes_s2c = 56789;
+    c[1].tier = 2;
+    c[1].server_id = 5;
+    assert_int_equal(tb_writer_conn(w, &c[1]), 0);
+    assert_int_equal(tb_writer_finish(w), 0);
+
+    struct tb_conn *got;
+    size_t n;
+    assert_int_equal(tb_store_connections(st, INT64_MIN, INT64_MAX, &got, &n), 0);
+    assert_int_equal(n, 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(got[i].conn, c[i].conn);
+        assert_true(tb_addr_eq(&got[i].client, &c[i].client));
+        assert_int_equal(got[i].client.family, c[i].client.family);
+        assert_true(tb_addr_eq(&got[i].server, &c[i].server));
+        assert_int_equal(got[i].open_ns, c[i].open_ns);
+        assert_int_equal(got[i].close_ns, c[i].close_ns);
+        assert_int_equal(got[i].opened, c[i].opened);
+        assert_int_equal(got[i].closed, c[i].closed);
+    }
+    assert_int_equal(got[1].requests, 12);
+    assert_int_equal(got[1].packets, 80);
+    assert_int_equal(got[1].bytes_c2s, 1234);
+    assert_int_equal(got[1].bytes_s2c, 56789);
+    assert_int_equal(got[1].tier, 2);
+    assert_int_equal(got[1].server_id, 5);
+    free(got);
+    /* [2600, 2700): conn 8 (2000..9000) only; conn 9 opens at 3000. */
+    assert_int_equal(tb_store_connections(st, 2600, 2700, &got, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(got[0].conn, 8);
+    free(got);
+    uint64_t next;
+    assert_int_equal(tb_store_next_conn(st, &next), 0);
+    assert_int_equal(next, 10);
+    tb_store_close(st);
+}
+
 /* A catalog that was not loaded from the file reuses its ids: the writer
  * refuses the batch and finish reports it; no request row is stored. */
 static void test_writer_error(void **state)
@@ -334,6 +403,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_writer_200k, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_windows, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writer_conns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_backpressure, setup, teardown),
     };

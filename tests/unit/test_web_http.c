@@ -17,8 +17,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -143,6 +147,17 @@ static int setup(void **state)
     write_file(p, "<!doctype html><title>t</title>");
     snprintf(p, sizeof p, "%s/app.js", f->root);
     write_file(p, "console.log(1);");
+    /* 4 MiB: more than the socket buffers hold, so writing it outlasts a
+     * client that hangs up at once. */
+    snprintf(p, sizeof p, "%s/big.txt", f->root);
+    FILE *bf = fopen(p, "w");
+    assert_non_null(bf);
+    for (int i = 0; i < 4 << 10; i++)
+        fprintf(bf, "%01023d\n", i);
+    fclose(bf);
+    snprintf(p, sizeof p, "%s/fifo.txt", f->root);
+    unlink(p);
+    assert_int_equal(mkfifo(p, 0600), 0);
     write_file(f->outside, "secret");
     snprintf(p, sizeof p, "%s/escape.txt", f->root);
     unlink(p);
@@ -154,7 +169,9 @@ static int setup(void **state)
     f->cmd.data = f;
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
-    struct tb_http_opts o = {.listen = "127.0.0.1:0", .max_conns = 8, .idle_ms = 400};
+    static const char *const hosts[] = {"x"};
+    struct tb_http_opts o = {.listen = "127.0.0.1:0", .max_conns = 8, .idle_ms = 400,
+                             .request_ms = 600, .allow_hosts = hosts, .nallow_hosts = 1};
     char err[256];
     assert_int_equal(tb_http_new(&f->srv, &f->loop, &o, handler, f, err, sizeof err), 0);
     f->port = tb_http_port(f->srv);
@@ -176,6 +193,10 @@ static int teardown(void **state)
     snprintf(p, sizeof p, "%s/app.js", f->root);
     unlink(p);
     snprintf(p, sizeof p, "%s/escape.txt", f->root);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/big.txt", f->root);
+    unlink(p);
+    snprintf(p, sizeof p, "%s/fifo.txt", f->root);
     unlink(p);
     rmdir(f->root);
     unlink(f->outside);
@@ -340,10 +361,10 @@ static void test_bad_requests(void **state)
     strcpy(big + o + 5000, " HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_int_equal(one_request(f, big, buf, sizeof buf, &eof), 414);
     /* Announced body beyond the limit: 413 before it is read. */
-    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n", buf,
+    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n", buf,
                                  sizeof buf, &eof), 413);
     /* The server is still fine afterwards. */
-    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n", buf,
+    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", buf,
                                  sizeof buf, &eof), 200);
 }
 
@@ -352,20 +373,20 @@ static void test_static_confinement(void **state)
     struct fixture *f = *state;
     static char buf[65536];
     bool eof;
-    assert_int_equal(one_request(f, "GET / HTTP/1.1\r\n\r\n", buf, sizeof buf, &eof), 200);
+    assert_int_equal(one_request(f, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", buf, sizeof buf, &eof), 200);
     assert_non_null(strstr(buf, "Content-Type: text/html"));
     assert_non_null(strstr(buf, "<title>t</title>"));
-    assert_int_equal(one_request(f, "GET /app.js HTTP/1.1\r\n\r\n", buf, sizeof buf, &eof), 200);
+    assert_int_equal(one_request(f, "GET /app.js HTTP/1.1\r\nHost: x\r\n\r\n", buf, sizeof buf, &eof), 200);
     assert_non_null(strstr(buf, "Content-Type: text/javascript"));
-    assert_int_equal(one_request(f, "GET /nope.css HTTP/1.1\r\n\r\n", buf, sizeof buf, &eof), 404);
+    assert_int_equal(one_request(f, "GET /nope.css HTTP/1.1\r\nHost: x\r\n\r\n", buf, sizeof buf, &eof), 404);
     const char *bad400[] = {
-        "GET /../../etc/passwd HTTP/1.1\r\n\r\n",
-        "GET /%2e%2e/%2e%2e/etc/passwd HTTP/1.1\r\n\r\n",
-        "GET /%2E%2E%2Fetc%2Fpasswd HTTP/1.1\r\n\r\n",
-        "GET /..%5c..%5cetc HTTP/1.1\r\n\r\n",
-        "GET /a/%2e%2e/index.html HTTP/1.1\r\n\r\n",
-        "GET /index.html%00.js HTTP/1.1\r\n\r\n",
-        "GET /%zz HTTP/1.1\r\n\r\n",
+        "GET /../../etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /%2e%2e/%2e%2e/etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /%2E%2E%2Fetc%2Fpasswd HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /..%5c..%5cetc HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /a/%2e%2e/index.html HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /index.html%00.js HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /%zz HTTP/1.1\r\nHost: x\r\n\r\n",
     };
     for (size_t i = 0; i < TB_ARRAY_SIZE(bad400); i++) {
         int st = one_request(f, bad400[i], buf, sizeof buf, &eof);
@@ -374,10 +395,10 @@ static void test_static_confinement(void **state)
         assert_null(strstr(buf, "secret"));
     }
     const char *bad404[] = {
-        "GET //etc/passwd HTTP/1.1\r\n\r\n",
-        "GET /escape.txt HTTP/1.1\r\n\r\n", /* symlink out of the root */
-        "GET /%2fetc%2fpasswd HTTP/1.1\r\n\r\n",
-        "GET /.hidden HTTP/1.1\r\n\r\n",
+        "GET //etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /escape.txt HTTP/1.1\r\nHost: x\r\n\r\n", /* symlink out of the root */
+        "GET /%2fetc%2fpasswd HTTP/1.1\r\nHost: x\r\n\r\n",
+        "GET /.hidden HTTP/1.1\r\nHost: x\r\n\r\n",
     };
     for (size_t i = 0; i < TB_ARRAY_SIZE(bad404); i++) {
         int st = one_request(f, bad404[i], buf, sizeof buf, &eof);
@@ -471,7 +492,7 @@ static void test_deferred_order(void **state)
     send_str(fd, r3, strlen(r3));
     close(fd);
     usleep(300 * 1000);
-    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n", buf,
+    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", buf,
                                  sizeof buf, &eof), 200);
 }
 
@@ -484,7 +505,7 @@ static void test_mutations(void **state)
     struct fixture *f = *state;
     static const char base[] = "GET /hello?tier=mysql&width=50ms HTTP/1.1\r\nHost: x\r\n"
                                "Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n"
-                               "4\r\nabcd\r\n0\r\n\r\nGET /%2e%2e/index.html HTTP/1.1\r\n\r\n";
+                               "4\r\nabcd\r\n0\r\n\r\nGET /%2e%2e/index.html HTTP/1.1\r\nHost: x\r\n\r\n";
     static const char inject[] = {'\r', '\n', '\0', '%', ' ', ':', '/', '.', (char)0xff};
     uint64_t x = 0x9e3779b97f4a7c15u;
     static char req[4096], buf[65536];
@@ -530,8 +551,295 @@ static void test_mutations(void **state)
     assert_non_null(strstr(buf, "hello p"));
     assert_non_null(strstr(buf, "hello q"));
     close(fd);
-    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nConnection: close\r\n\r\n", buf,
+    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", buf,
                                  sizeof buf, &eof), 200);
+}
+
+/* Finding 1 of issue 13: a client that hangs up while its answers are being
+ * written made write(2) raise SIGPIPE, which killed the process. Two
+ * pipelined requests for a file larger than the socket buffers, then a
+ * reset: the server must live on (this test process is the server). */
+static void test_sigpipe(void **state)
+{
+    struct fixture *f = *state;
+    static char buf[65536];
+    bool eof;
+    for (int round = 0; round < 5; round++) {
+        int fd = dial(f);
+        const char *r = "GET /big.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /big.txt HTTP/1.1\r\nHost: x\r\n\r\n";
+        send_str(fd, r, strlen(r));
+        /* Read a little, so the server is mid-write, then reset. */
+        recv(fd, buf, 100, 0);
+        struct linger lg = {.l_onoff = 1, .l_linger = 0};
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+        close(fd);
+        usleep(50 * 1000);
+    }
+    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                                 buf, sizeof buf, &eof), 200);
+    struct sigaction sa;
+    sigaction(SIGPIPE, NULL, &sa);
+    assert_true(sa.sa_handler == SIG_IGN);
+}
+
+/* Finding 2: pipelined deferred (API-like) requests whose last one says
+ * "Connection: close" get every answer, in order, and then the close. */
+static void test_pipelined_close(void **state)
+{
+    struct fixture *f = *state;
+    static char buf[65536];
+    bool eof;
+    int fd = dial(f);
+    const char *r = "GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /hello?mid HTTP/1.1\r\nHost: x\r\n\r\n"
+                    "GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    send_str(fd, r, strlen(r));
+    size_t n = recv_responses(fd, buf, sizeof buf, 3, &eof);
+    assert_true(n > 0);
+    char *a = strstr(buf, "slow done"), *b = strstr(buf, "hello mid");
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_true(a < b);
+    assert_non_null(strstr(b, "slow done"));
+    assert_true(eof || closes(fd));
+    close(fd);
+}
+
+/* Finding 3: a thousand connections, each with a complete request, against
+ * a cap of 8 slots: every request is answered (200, or 503), none is
+ * closed unanswered. Half ask to close, half keep the connection open. */
+static void test_burst(void **state)
+{
+    struct fixture *f = *state;
+    enum { N = 1000 };
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+    assert_true(rl.rlim_cur > N + 64);
+    static int fd[N];
+    static bool sent[N], done[N];
+    static int status[N];
+    static char in[N][512];
+    static size_t inlen[N];
+    static struct pollfd pfd[N];
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)f->port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    for (int i = 0; i < N; i++) {
+        fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        assert_true(fd[i] >= 0);
+        int rc = connect(fd[i], (struct sockaddr *)&a, sizeof a);
+        assert_true(rc == 0 || errno == EINPROGRESS);
+        sent[i] = done[i] = false;
+        status[i] = 0;
+        inlen[i] = 0;
+    }
+    int left = N;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (left > 0) {
+        for (int i = 0; i < N; i++) {
+            pfd[i].fd = done[i] ? -1 : fd[i];
+            pfd[i].events = sent[i] ? POLLIN : POLLOUT;
+            pfd[i].revents = 0;
+        }
+        int k = poll(pfd, N, 1000);
+        assert_true(k >= 0);
+        for (int i = 0; i < N; i++) {
+            if (done[i] || !pfd[i].revents)
+                continue;
+            if (!sent[i]) {
+                char req[128];
+                int len = snprintf(req, sizeof req, "GET /hello?%d HTTP/1.1\r\nHost: x\r\n%s\r\n",
+                                   i, i % 2 ? "Connection: close\r\n" : "");
+                ssize_t w = send(fd[i], req, (size_t)len, MSG_NOSIGNAL);
+                if (w < 0 && (errno == EAGAIN || errno == EINPROGRESS))
+                    continue;
+                assert_int_equal(w, len);
+                sent[i] = true;
+                continue;
+            }
+            ssize_t r = recv(fd[i], in[i] + inlen[i], sizeof in[i] - 1 - inlen[i], 0);
+            if (r < 0 && errno == EAGAIN)
+                continue;
+            if (r > 0)
+                inlen[i] += (size_t)r;
+            in[i][inlen[i]] = '\0';
+            char *body = strstr(in[i], "\r\n\r\n");
+            if (r <= 0 || (body && (strstr(body, "hello") || strstr(body, "error")))) {
+                status[i] = status_of(in[i]);
+                done[i] = true;
+                left--;
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (t1.tv_sec - t0.tv_sec > 60)
+            break;
+    }
+    int ok = 0, busy = 0, other = 0;
+    for (int i = 0; i < N; i++) {
+        if (status[i] == 200) {
+            char want[32];
+            snprintf(want, sizeof want, "hello %d", i);
+            assert_non_null(strstr(in[i], want));
+            ok++;
+        } else if (status[i] == 503) {
+            busy++;
+        } else {
+            other++;
+        }
+        close(fd[i]);
+    }
+    print_message("burst: %d answered 200, %d 503, %d unanswered\n", ok, busy, other);
+    assert_int_equal(other, 0);
+    assert_int_equal(ok + busy, N);
+    struct tb_http_stats st;
+    tb_http_stats(f->srv, &st);
+    assert_true(st.accepted >= (uint64_t)N);
+}
+
+/* Finding 4: a FIFO inside the static folder made open(2) block the loop for
+ * good (and SIGTERM with it). It must be a quick 404. */
+static void test_fifo(void **state)
+{
+    struct fixture *f = *state;
+    static char buf[65536];
+    bool eof;
+    int fd = dial(f);
+    const char *r = "GET /fifo.txt HTTP/1.1\r\nHost: x\r\n\r\n";
+    send_str(fd, r, strlen(r));
+    buf[0] = '\0';
+    recv_responses(fd, buf, sizeof buf, 1, &eof);
+    int st = status_of(buf);
+    /* Unblock a server stuck in open() before judging, so the test ends. */
+    char p[512];
+    snprintf(p, sizeof p, "%s/fifo.txt", f->root);
+    int w = open(p, O_WRONLY | O_NONBLOCK);
+    if (w >= 0)
+        close(w);
+    close(fd);
+    assert_int_equal(st, 404);
+    assert_int_equal(one_request(f, "GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                                 buf, sizeof buf, &eof), 200);
+}
+
+/* Finding 8: strict parsing (RFC 9112) and the Host allow-list. */
+static void test_strict(void **state)
+{
+    struct fixture *f = *state;
+    static char buf[65536];
+    bool eof;
+    static const struct {
+        const char *req;
+        int status;
+    } cases[] = {
+        {"GET /hello HTTP/1.1\r\nHost : x\r\n\r\n", 400},
+        {"GET /hello HTTP/1.1\nHost: x\n\n", 400},
+        {"GET /hello HTTP/1.1\r\nHost: x\n\r\n", 400},
+        {"GET /hello HTTP/9.9\r\nHost: x\r\n\r\n", 505},
+        {"GET /hello HTTP/2.0\r\nHost: x\r\n\r\n", 505},
+        {"GET /hello HTTP/1.10\r\nHost: x\r\n\r\n", 400},
+        {"GET /hello HTTP/1.1\r\n\r\n", 400},
+        {"GET /hello HTTP/1.1\r\nHost: x\r\nHost: x\r\n\r\n", 400},
+        {" GET /hello HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET  /hello HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+        {"GET /hello HTTP/1.1\r\nHost: x\r\n X-Fold: y\r\n\r\n", 400},
+        {"GET /hello HTTP/1.1\r\nHost: x\r\nX: a\rb\r\n\r\n", 400},
+        {"GET /hello HTTP/1.1\r\nHost: x\r\nX: a\x01\r\n\r\n", 400},
+        {"GET /hello HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 501},
+        {"GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n", 400},
+        {"GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab", 400},
+        {"GET /hello HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400},
+        {"GET /hello HTTP/1.1\r\nHost: x y\r\n\r\n", 400},
+        {"\x16\x03\x01\x02\x00\x01", 400}, /* TLS, no line end: refused at once */
+        {"GET /hello HTTP/1.1\r\nHost: evil.example\r\n\r\n", 403},
+        {"GET /hello HTTP/1.1\r\nHost: localhost.evil.example:80\r\n\r\n", 403},
+        {"GET http://evil.example/hello HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", 403},
+        {"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n", 200},
+        {"GET /hello HTTP/1.1\r\nHost: X.\r\n\r\n", 200},
+        {"GET /hello HTTP/1.1\r\nHost: localhost:8080\r\n\r\n", 200},
+        {"GET /hello HTTP/1.1\r\nHost: app.localhost\r\n\r\n", 200},
+        {"GET /hello HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n", 200},
+        {"GET /hello HTTP/1.1\r\nHost: [::1]:80\r\n\r\n", 200},
+        {"GET /hello HTTP/1.1\r\nHost: 192.0.2.7\r\n\r\n", 200},
+        {"GET http://127.0.0.1:9/hello?abs HTTP/1.1\r\nHost: evil.example\r\n\r\n", 200},
+        {"GET /hello HTTP/1.0\r\n\r\n", 200},
+        {"\r\nGET /hello HTTP/1.1\r\nHost: x\r\n\r\n", 200},
+    };
+    for (size_t i = 0; i < TB_ARRAY_SIZE(cases); i++) {
+        int st = one_request(f, cases[i].req, buf, sizeof buf, &eof);
+        if (st != cases[i].status)
+            fail_msg("case %zu (%.40s...) -> %d, want %d", i, cases[i].req, st, cases[i].status);
+    }
+    one_request(f, "GET http://127.0.0.1:9/hello?abs HTTP/1.1\r\nHost: evil.example\r\n\r\n", buf,
+                sizeof buf, &eof);
+    assert_non_null(strstr(buf, "hello abs"));
+    /* Every answer carries the browser-side protections. */
+    one_request(f, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", buf, sizeof buf, &eof);
+    assert_non_null(strstr(buf, "\r\nContent-Security-Policy: default-src 'self';"));
+    assert_non_null(strstr(buf, "frame-ancestors 'none'"));
+    assert_non_null(strstr(buf, "\r\nX-Content-Type-Options: nosniff\r\n"));
+    assert_non_null(strstr(buf, "\r\nX-Frame-Options: DENY\r\n"));
+}
+
+/* A request that trickles in (slowloris) is answered 408 after request_ms
+ * (600 ms here) from its first byte, however often bytes come. */
+static void test_slow_request(void **state)
+{
+    struct fixture *f = *state;
+    static char buf[65536];
+    bool eof;
+    int fd = dial(f);
+    const char *part = "GET /hello HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    send_str(fd, part, strlen(part));
+    for (int i = 0; i < 12; i++) {
+        send_str(fd, "a", 1);
+        usleep(100 * 1000);
+    }
+    recv_responses(fd, buf, sizeof buf, 1, &eof);
+    assert_int_equal(status_of(buf), 408);
+    assert_true(eof || closes(fd));
+    close(fd);
+}
+
+static void test_parse_head(void **state)
+{
+    (void)state;
+    struct tb_http_head h;
+    const char *r = "GET /a?b=1 HTTP/1.1\r\nHost: localhost\r\nContent-Length: 3\r\n\r\nxyz";
+    assert_int_equal(tb_http_parse_head(r, strlen(r), &h), (long)strlen(r) - 3);
+    assert_int_equal(h.method, TB_HTTP_GET);
+    assert_int_equal(h.target_len, 6);
+    assert_memory_equal(h.target, "/a?b=1", 6);
+    assert_int_equal(h.content_length, 3);
+    assert_true(h.keep_alive);
+    /* Every proper prefix of a valid head asks for more bytes. */
+    for (size_t n = 0; n < strlen(r) - 3; n++)
+        assert_int_equal(tb_http_parse_head(r, n, &h), 0);
+    assert_int_equal(tb_http_parse_head("GE\x01", 3, &h), -400);
+    assert_int_equal(tb_http_parse_head("GET /x HTTP/1.0\r\n\r\n", 19, &h), 19);
+    assert_false(h.keep_alive);
+    r = "GET /x HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n";
+    assert_int_equal(tb_http_parse_head(r, strlen(r), &h), (long)strlen(r));
+    assert_true(h.keep_alive);
+    r = "GET /x HTTP/1.1\r\nHost: a\r\nConnection: foo, close\r\n\r\n";
+    assert_int_equal(tb_http_parse_head(r, strlen(r), &h), (long)strlen(r));
+    assert_false(h.keep_alive);
+    static char big[TB_HTTP_URL_MAX + 64];
+    memcpy(big, "GET /", 5);
+    memset(big + 5, 'u', TB_HTTP_URL_MAX);
+    assert_int_equal(tb_http_parse_head(big, 5 + TB_HTTP_URL_MAX, &h), -414);
+
+    static const char *const extra[] = {"dash.example.org"};
+    assert_true(tb_http_host_allowed("127.0.0.1:8080", 14, NULL, 0));
+    assert_true(tb_http_host_allowed("[::1]", 5, NULL, 0));
+    assert_true(tb_http_host_allowed("LocalHost", 9, NULL, 0));
+    assert_true(tb_http_host_allowed("a.b.localhost.:1", 16, NULL, 0));
+    assert_false(tb_http_host_allowed("localhost.evil", 14, NULL, 0));
+    assert_false(tb_http_host_allowed("dash.example.org", 16, NULL, 0));
+    assert_true(tb_http_host_allowed("Dash.Example.org:443", 20, extra, 1));
+    assert_false(tb_http_host_allowed("example.org", 11, extra, 1));
+    assert_false(tb_http_host_allowed("[evil]", 6, NULL, 0));
+    assert_false(tb_http_host_allowed("", 0, NULL, 0));
 }
 
 static void test_helpers(void **state)
@@ -548,19 +856,6 @@ static void test_helpers(void **state)
     assert_int_equal(tb_http_query_get("tier=%zz", "tier", out, sizeof out), -1);
     assert_int_equal(tb_http_query_get("flag&x=1", "flag", out, sizeof out), 1);
     assert_string_equal(out, "");
-
-    struct tb_buf b;
-    tb_buf_init(&b);
-    tb_buf_json_str(&b, "a\"b\\c\n\x01\xff\xc3\xa9");
-    tb_buf_add(&b, " ", 1);
-    tb_buf_json_num(&b, NAN);
-    tb_buf_add(&b, " ", 1);
-    tb_buf_json_num(&b, 2.5);
-    tb_buf_add(&b, " ", 1);
-    tb_buf_json_num(&b, 42);
-    assert_true(tb_buf_ok(&b));
-    assert_string_equal(b.p, "\"a\\\"b\\\\c\\u000a\\u0001\\ufffd\xc3\xa9\" null 2.5 42");
-    tb_buf_free(&b);
 
     struct sockaddr_in s4 = {.sin_family = AF_INET};
     inet_pton(AF_INET, "127.1.2.3", &s4.sin_addr);
@@ -614,6 +909,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_event_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deferred_order, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mutations, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sigpipe, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipelined_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_burst, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fifo, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_strict, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_request, setup, teardown),
+        cmocka_unit_test(test_parse_head),
         cmocka_unit_test(test_helpers),
         cmocka_unit_test(test_listen_policy),
     };

@@ -18,6 +18,7 @@ import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.LinkedBlockingDeque;
+import java.util.concurrent.Semaphore;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReferenceArray;
@@ -45,6 +46,13 @@ public class StackServlet extends HttpServlet {
     // memory: Tomcat's requests spend most of their time waiting on MariaDB, as
     // in RUBBoS, so its load is several requests without using the CPU.
     private double dbDelay; // seconds
+    // Rounds of MD5 the database computes in each query (BENCHMARK), so that
+    // its CPU, not a SLEEP, is what the queries cost: the run script caps that
+    // CPU with a cgroup to make the database the bottleneck. 0 = none.
+    private int dbCpuLoops;
+    // The pool's ceiling, as maxTotal of a JDBC pool: a request that finds all
+    // of them lent waits for one, holding its Tomcat thread. 0 = unbounded.
+    private Semaphore permits;
     private static volatile long blackhole;
     // A fixed-size pool of our own rather than the container's: the run script
     // closes every database connection after the warm-up (GET /stats?reset=1)
@@ -65,9 +73,24 @@ public class StackServlet extends HttpServlet {
         garbagePerRequest = intParam("garbagePerRequest", 2000);
         cpuWork = intParam("cpuWork", 0);
         dbDelay = intParam("dbDelayMicros", 0) / 1e6;
+        dbCpuLoops = intParam("dbCpuLoops", 0);
+        int poolSize = intParam("poolSize", 0);
+        permits = poolSize > 0 ? new Semaphore(poolSize, true) : null;
     }
 
     private Connection borrow() throws SQLException {
+        if (permits != null)
+            permits.acquireUninterruptibly();
+        try {
+            return open();
+        } catch (SQLException | RuntimeException e) {
+            if (permits != null)
+                permits.release();
+            throw e;
+        }
+    }
+
+    private Connection open() throws SQLException {
         Connection c = idle.pollFirst();
         if (c != null)
             return c;
@@ -77,6 +100,18 @@ public class StackServlet extends HttpServlet {
 
     private void giveBack(Connection c) {
         idle.offerFirst(c);
+        if (permits != null)
+            permits.release();
+    }
+
+    /** Gives up a broken connection (closed, not returned): its permit is freed. */
+    private void discard(Connection c) throws SQLException {
+        try {
+            c.close();
+        } finally {
+            if (permits != null)
+                permits.release();
+        }
     }
 
     private void closeIdle() {
@@ -176,7 +211,7 @@ public class StackServlet extends HttpServlet {
             ERRORS.incrementAndGet();
             if (c != null) {
                 try {
-                    c.close();
+                    discard(c);
                 } catch (SQLException e2) {
                     e.addSuppressed(e2);
                 }
@@ -203,9 +238,13 @@ public class StackServlet extends HttpServlet {
     }
 
     private void story(Connection c, StringBuilder page, long id) throws SQLException {
-        try (PreparedStatement ps = c.prepareStatement(
-                 "SELECT id, title, body, author, SLEEP(?) FROM stories WHERE id = ?")) {
-            ps.setDouble(1, dbDelay);
+        try (PreparedStatement ps = c.prepareStatement(dbCpuLoops > 0
+                 ? "SELECT id, title, body, author, BENCHMARK(?, MD5(body)) FROM stories WHERE id = ?"
+                 : "SELECT id, title, body, author, SLEEP(?) FROM stories WHERE id = ?")) {
+            if (dbCpuLoops > 0)
+                ps.setInt(1, dbCpuLoops);
+            else
+                ps.setDouble(1, dbDelay);
             ps.setLong(2, id);
             try (ResultSet rs = query(ps)) {
                 while (rs.next())

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* buf.h — a growable byte buffer with JSON helpers, used to build HTTP responses. */
+/* buf.h — a growable byte buffer: HTTP responses, JSON documents (json.h). */
 #ifndef TB_BUF_H
 #define TB_BUF_H
 
@@ -23,12 +23,6 @@ static inline bool tb_buf_ok(const struct tb_buf *b) { return !b->oom; }
 void tb_buf_add(struct tb_buf *b, const void *s, size_t n);
 void tb_buf_puts(struct tb_buf *b, const char *s);
 void tb_buf_printf(struct tb_buf *b, const char *fmt, ...) TB_PRINTF(2, 3);
-/* A JSON string literal, quotes included; bytes that are not valid UTF-8 are
- * replaced by U+FFFD so a class fingerprint can never break the document. */
-void tb_buf_json_str(struct tb_buf *b, const char *s);
-/* A JSON number; NaN and infinities (undetermined N*) become null. */
-void tb_buf_json_num(struct tb_buf *b, double v);
-void tb_buf_json_i64(struct tb_buf *b, int64_t v);
 /* Drops a trailing ',' so loops can emit "x," for every element. */
 void tb_buf_trim_comma(struct tb_buf *b);
 

@@ -1,0 +1,1445 @@
+/* SPDX-License-Identifier: MIT */
+/* diagnose.c — `tbneck diagnose`: which server (or pool) holds the front tier
+ * up, and why (diagnose.h; docs/diagnose.md has the method and every
+ * threshold with its reason).
+ *
+ * Inputs, all from the store: the per-tier analyses of the report pipeline
+ * (service times, N*, episodes, per tier and per server), every request in
+ * the range (one sweep builds the layered load, stats.h), the connection
+ * records (pool sizes). Per window of the front tier's congestion the
+ * wait-for graph is walked from the front tier down: a server whose requests
+ * mostly wait on a callee that is itself slow passes the blame down; the
+ * first server whose own time is stretched with no slow callee below it is
+ * the root, and its signals name the cause. */
+#include "diagnose.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analyze.h"
+#include "callers.h"
+
+/* ---- thresholds (docs/diagnose.md "Rules and thresholds") --------------------------- */
+
+/* A server's own time is stretched in a window when its self-load is at
+ * least this many times what its usual windows show for the same work. */
+#define STRETCH_REL 2.0
+/* ... and at least this much self-load beyond its work: half a request
+ * waiting on average, so that a nearly idle server is never "stretched". */
+#define QUEUE_MIN 0.5
+/* A callee is slow in a window when its requests take this many times longer,
+ * relative to their work, than usual. */
+#define SLOW_REL 2.0
+/* A pool is full in a window when every connection was busy at least this
+ * share of the window. */
+#define FULL_SHARE 0.5
+/* A window without completions is a stall only where the server usually
+ * completes at least this many requests per window. */
+#define FREEZE_MIN_COMPLETIONS 5.0
+/* A verdict names one server when it holds this share of its tier's root time. */
+#define ONE_SERVER_SHARE 0.8
+
+const char *tb_cause_name(enum tb_cause c)
+{
+    static const char *const names[] = {"none", "cpu", "freeze", "speed", "pool", "threads"};
+    return (unsigned)c < TB_ARRAY_SIZE(names) ? names[c] : "none";
+}
+
+const char *tb_diag_state_name(enum tb_diag_state s)
+{
+    static const char *const names[] = {"ok", "downstream", "root"};
+    return (unsigned)s < TB_ARRAY_SIZE(names) ? names[s] : "ok";
+}
+
+TB_PRINTF(3, 4) static void seterr(char *buf, size_t len, const char *fmt, ...)
+{
+    if (!buf || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+/* ---- working state ---------------------------------------------------------------- */
+
+struct tier {
+    uint32_t id;
+    uint64_t requests;
+    struct tb_analysis_result total;
+    struct tb_analysis_result *srv; /* per server of the tier, catalog order */
+    size_t nsrv;
+    struct tb_units *units;
+    int64_t wu;                     /* work unit, ns */
+    int64_t off;                    /* first window of its analysis, in the grid */
+    bool *cong;                     /* per window: in an episode of the tier series */
+    double base_rs;                 /* usual (median) load/own of the tier */
+};
+
+struct server {
+    uint32_t id, tier;
+    uint64_t requests;
+    const struct tb_analysis_result *res; /* its series from the tier's analysis */
+    const struct tb_layer_win *lw;
+    bool *cong;                     /* per window: in an episode of its own series */
+    bool *frozen;                   /* per window: in a freeze episode of its own series */
+    double base_ss;                 /* usual (median) self/own */
+    double base_rs;                 /* usual (median) load/own */
+    double mean_completions;        /* per window, over windows with requests in flight */
+    enum tb_cause busy_cause;       /* cpu, speed or threads: what saturation is here */
+};
+
+/* One caller server → callee tier. */
+struct edge {
+    uint32_t from_server, from_tier, to_tier;
+    const struct tb_layer_edge_win *ew;
+    uint32_t *open;                 /* per window: most connections open at once */
+    uint32_t connections, seen;
+    uint64_t conn_requests;
+    bool pooled;
+};
+
+struct ctx {
+    struct tb_store *st;
+    const struct tb_catalog *cat;
+    const struct tb_diag_opts *o;
+    struct tb_diagnosis *d;
+    char *err;
+    size_t errlen;
+    struct tb_callers *callers;
+    struct tb_callgraph g;
+    struct tb_request *rq;
+    size_t nrq;
+    struct tb_conn *cn;
+    size_t ncn;
+    uint32_t ntiers_cat, nservers_cat;
+    struct tier *tiers;             /* by catalog tier id (index 0 unused) */
+    struct server *servers;         /* by catalog server id (index 0 unused) */
+    struct tb_layer *layer;
+    struct edge *edges;
+    size_t nedges;
+    double w_s;                     /* window width, seconds */
+};
+
+static void ctx_free(struct ctx *c)
+{
+    tb_callers_free(c->callers);
+    tb_callgraph_free(&c->g);
+    free(c->rq);
+    free(c->cn);
+    if (c->tiers) {
+        for (uint32_t t = 0; t <= c->ntiers_cat; t++) {
+            struct tier *T = &c->tiers[t];
+            tb_analysis_result_free(&T->total);
+            for (size_t i = 0; i < T->nsrv; i++)
+                tb_analysis_result_free(&T->srv[i]);
+            free(T->srv);
+            if (T->units)
+                tb_units_free(T->units);
+            free(T->cong);
+        }
+    }
+    free(c->tiers);
+    if (c->servers)
+        for (uint32_t s = 0; s <= c->nservers_cat; s++) {
+            free(c->servers[s].cong);
+            free(c->servers[s].frozen);
+        }
+    free(c->servers);
+    for (size_t e = 0; e < c->nedges; e++)
+        free(c->edges[e].open);
+    free(c->edges);
+    tb_layer_free(c->layer);
+}
+
+/* ---- per-window quantities ---------------------------------------------------------- */
+
+static double s_load(const struct ctx *c, const struct server *s, size_t k)
+{
+    return (double)s->lw[k].load_ns / (double)c->d->width_ns;
+}
+
+static double s_wait(const struct ctx *c, const struct server *s, size_t k)
+{
+    return (double)s->lw[k].wait_ns / (double)c->d->width_ns;
+}
+
+static double s_self(const struct ctx *c, const struct server *s, size_t k)
+{
+    return (double)(s->lw[k].load_ns - s->lw[k].wait_ns) / (double)c->d->width_ns;
+}
+
+/* Work done: Σ service time of the completions / w (busy servers). */
+static double s_own(const struct ctx *c, const struct server *s, size_t k)
+{
+    const struct tier *T = &c->tiers[s->tier];
+    return s->lw[k].work_units * (double)T->wu / (double)c->d->width_ns;
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, size_t n)
+{
+    if (!n)
+        return NAN;
+    qsort(v, n, sizeof *v, cmp_dbl);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ---- loading ----------------------------------------------------------------------- */
+
+static int load_inputs(struct ctx *c)
+{
+    const struct tb_diag_opts *o = c->o;
+    int rc = tb_store_requests(c->st, 0, o->from_ns, o->to_ns, &c->rq, &c->nrq);
+    if (!rc)
+        rc = tb_store_connections(c->st, o->from_ns, o->to_ns, &c->cn, &c->ncn);
+    if (!rc)
+        rc = tb_callers_new(&c->callers, c->cat);
+    if (rc) {
+        seterr(c->err, c->errlen, "reading requests and connections: %s", tb_strerror(rc));
+        return rc;
+    }
+    c->ntiers_cat = tb_catalog_tier_count(c->cat);
+    c->nservers_cat = tb_catalog_server_count(c->cat);
+    c->tiers = calloc((size_t)c->ntiers_cat + 1, sizeof *c->tiers);
+    c->servers = calloc((size_t)c->nservers_cat + 1, sizeof *c->servers);
+    if (!c->tiers || !c->servers)
+        return TB_E_NOMEM;
+    for (uint32_t t = 0; t <= c->ntiers_cat; t++)
+        c->tiers[t].id = t;
+    for (uint32_t s = 1; s <= c->nservers_cat; s++) {
+        const struct tb_server_info *si = tb_catalog_server_get(c->cat, s);
+        c->servers[s].id = s;
+        c->servers[s].tier = si ? si->tier : 0;
+    }
+    /* Connections opened before the catalog knew their server carry tier 0:
+     * resolve them by address now. */
+    for (size_t i = 0; i < c->ncn; i++)
+        if (!c->cn[i].tier)
+            c->cn[i].tier = tb_callers_server_tier(c->callers, &c->cn[i].server,
+                                                   &c->cn[i].server_id);
+    rc = tb_callgraph_build(&c->g, c->callers, c->ntiers_cat, c->rq, c->nrq, c->cn, c->ncn);
+    if (rc)
+        return rc;
+    /* The window grid over everything. */
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t i = 0; i < c->nrq; i++) {
+        lo = TB_MIN(lo, c->rq[i].arrival_ns);
+        hi = TB_MAX(hi, c->rq[i].departure_ns);
+        c->tiers[c->rq[i].tier <= c->ntiers_cat ? c->rq[i].tier : 0].requests++;
+        if (c->rq[i].server <= c->nservers_cat)
+            c->servers[c->rq[i].server].requests++;
+    }
+    if (o->from_ns != INT64_MIN)
+        lo = o->from_ns;
+    if (o->to_ns != INT64_MAX)
+        hi = o->to_ns;
+    struct tb_diagnosis *d = c->d;
+    d->width_ns = o->width_ns;
+    if (!c->nrq || hi < lo)
+        return 0;
+    int64_t w0, w1;
+    if (tb_win_floor(lo, o->width_ns, &w0) || tb_win_floor(hi, o->width_ns, &w1)) {
+        seterr(c->err, c->errlen, "time range outside what windows can cover");
+        return TB_E_INVAL;
+    }
+    uint64_t nw = (uint64_t)(w1 - w0) / (uint64_t)o->width_ns + 1;
+    if (hi == w1 && o->to_ns != INT64_MAX)
+        nw--;
+    d->from_ns = w0;
+    d->nwin = (size_t)nw;
+    d->to_ns = w0 + (int64_t)nw * o->width_ns;
+    c->w_s = (double)o->width_ns / 1e9;
+    return 0;
+}
+
+/* The report pipeline per tier: service times, N*, episodes, per server. */
+static int analyse_tiers(struct ctx *c)
+{
+    struct tb_analyze_opts ao = {.width_ns = c->o->width_ns, .from_ns = c->o->from_ns,
+                                 .to_ns = c->o->to_ns, .recompute = c->o->recompute};
+    size_t nwin = c->d->nwin;
+    for (uint32_t t = 1; t <= c->ntiers_cat; t++) {
+        struct tier *T = &c->tiers[t];
+        if (!T->requests)
+            continue;
+        int rc = tb_analyze_tier_servers(c->st, c->cat, t, &ao, &T->total, &T->srv, &T->nsrv,
+                                         c->err, c->errlen);
+        if (rc)
+            return rc;
+        T->wu = T->total.a.work_unit_ns > 0 ? T->total.a.work_unit_ns : 1;
+        if ((rc = tb_units_new(&T->units, T->total.svc, T->total.nsvc, 1.0)))
+            return rc;
+        T->off = T->total.nwin ? (T->total.win[0].start_ns - c->d->from_ns) / c->d->width_ns : 0;
+        if (!(T->cong = calloc(nwin ? nwin : 1, sizeof *T->cong)))
+            return TB_E_NOMEM;
+        for (size_t e = 0; e < T->total.nep; e++)
+            for (int64_t s = T->total.ep[e].start_ns; s < T->total.ep[e].end_ns;
+                 s += c->d->width_ns) {
+                int64_t k = (s - c->d->from_ns) / c->d->width_ns;
+                if (k >= 0 && (size_t)k < nwin)
+                    T->cong[k] = true;
+            }
+        for (size_t i = 0; i < T->nsrv; i++) {
+            const struct tb_analysis_result *r = &T->srv[i];
+            if (!r->a.server || r->a.server > c->nservers_cat)
+                continue;
+            struct server *S = &c->servers[r->a.server];
+            S->res = r;
+            S->cong = calloc(nwin ? nwin : 1, sizeof *S->cong);
+            S->frozen = calloc(nwin ? nwin : 1, sizeof *S->frozen);
+            if (!S->cong || !S->frozen)
+                return TB_E_NOMEM;
+            for (size_t e = 0; e < r->nep; e++)
+                for (int64_t s = r->ep[e].start_ns; s < r->ep[e].end_ns; s += c->d->width_ns) {
+                    int64_t k = (s - c->d->from_ns) / c->d->width_ns;
+                    if (k < 0 || (size_t)k >= nwin)
+                        continue;
+                    S->cong[k] = true;
+                    if (r->ep[e].kind == TB_EP_FREEZE)
+                        S->frozen[k] = true;
+                }
+        }
+    }
+    return 0;
+}
+
+/* The layered load: one sweep over every request. */
+static int sweep(struct ctx *c)
+{
+    int rc = tb_layer_new(&c->layer, c->d->width_ns, c->d->from_ns, c->d->to_ns,
+                          c->nservers_cat + 1, c->ntiers_cat + 1);
+    if (rc) {
+        seterr(c->err, c->errlen, "layered load over %zu windows: %s", c->d->nwin,
+               tb_strerror(rc));
+        return rc;
+    }
+    for (size_t i = 0; i < c->nrq; i++) {
+        const struct tb_request *r = &c->rq[i];
+        if (!r->server || r->server > c->nservers_cat || !r->tier || r->tier > c->ntiers_cat)
+            continue;
+        uint32_t ct, cs;
+        tb_callers_of(c->callers, &r->client, r->tier, &ct, &cs);
+        /* A call from a tier's host that is none of its servers (hosts=) has
+         * no server to charge; with one server on the tier it is that one. */
+        if (ct && !cs) {
+            uint32_t only = 0, n = 0;
+            for (uint32_t s = 1; s <= c->nservers_cat; s++)
+                if (c->servers[s].tier == ct) {
+                    only = s;
+                    n++;
+                }
+            cs = n == 1 ? only : 0;
+        }
+        const struct tier *T = &c->tiers[r->tier];
+        double units = T->units ? tb_units_get(T->units, r->class_id, r->arrival_ns) : 1.0;
+        if ((rc = tb_layer_add(c->layer, r, r->server, cs == r->server ? 0 : cs, r->tier,
+                               units)) != 0) {
+            seterr(c->err, c->errlen, "layered load: %s", tb_strerror(rc));
+            return rc;
+        }
+    }
+    if ((rc = tb_layer_finish(c->layer)))
+        return rc;
+    for (uint32_t s = 1; s <= c->nservers_cat; s++)
+        c->servers[s].lw = tb_layer_row(c->layer, s);
+    return 0;
+}
+
+/* Usual ratios of each server: medians over the windows it completed work in. */
+static int baselines(struct ctx *c)
+{
+    size_t nwin = c->d->nwin;
+    double *v = malloc((nwin ? nwin : 1) * sizeof *v), *u = malloc((nwin ? nwin : 1) * sizeof *u);
+    if (!v || !u) {
+        free(v);
+        free(u);
+        return TB_E_NOMEM;
+    }
+    for (uint32_t s = 1; s <= c->nservers_cat; s++) {
+        struct server *S = &c->servers[s];
+        if (!S->requests || !S->lw)
+            continue;
+        size_t n = 0, busy = 0;
+        double comp = 0;
+        for (size_t k = 0; k < nwin; k++) {
+            double own = s_own(c, S, k);
+            if (S->lw[k].load_ns > 0) {
+                busy++;
+                comp += S->lw[k].completions;
+            }
+            if (own <= 0 || S->lw[k].completions < 2)
+                continue;
+            v[n] = s_self(c, S, k) / own;
+            u[n] = s_load(c, S, k) / own;
+            n++;
+        }
+        S->base_ss = median(v, n);
+        S->base_rs = median(u, n);
+        S->mean_completions = busy ? comp / (double)busy : 0;
+    }
+    free(v);
+    free(u);
+    return 0;
+}
+
+
+/* ---- edges: calls and connections from a caller server to a callee tier ------------- */
+
+static struct edge *edge_get(struct ctx *c, uint32_t from_server, uint32_t to_tier, bool add)
+{
+    for (size_t e = 0; e < c->nedges; e++)
+        if (c->edges[e].from_server == from_server && c->edges[e].to_tier == to_tier)
+            return &c->edges[e];
+    if (!add)
+        return NULL;
+    struct edge *ne = realloc(c->edges, (c->nedges + 1) * sizeof *ne);
+    if (!ne)
+        return NULL;
+    c->edges = ne;
+    struct edge *e = &c->edges[c->nedges++];
+    memset(e, 0, sizeof *e);
+    e->from_server = from_server;
+    e->from_tier = c->servers[from_server].tier;
+    e->to_tier = to_tier;
+    return e;
+}
+
+/* The caller server of a request or connection from `client` to `tier`: the
+ * caller tier's server on that address, or its only server. 0 = none. */
+static uint32_t caller_server(const struct ctx *c, const struct tb_addr *client, uint32_t tier)
+{
+    uint32_t ct, cs;
+    tb_callers_of(c->callers, client, tier, &ct, &cs);
+    if (!ct || cs)
+        return cs;
+    uint32_t only = 0, n = 0;
+    for (uint32_t s = 1; s <= c->nservers_cat; s++)
+        if (c->servers[s].tier == ct) {
+            only = s;
+            n++;
+        }
+    return n == 1 ? only : 0;
+}
+
+struct conn_ev {
+    int64_t t;
+    int d; /* +1 open, -1 close */
+};
+
+static int cmp_ev(const void *a, const void *b)
+{
+    const struct conn_ev *x = a, *y = b;
+    if (x->t != y->t)
+        return (x->t > y->t) - (x->t < y->t);
+    return y->d - x->d; /* an open before a close at the same time */
+}
+
+/* Connection records when the store has none (a database written before
+ * they were recorded): one per connection id, from its requests. */
+static int conns_from_requests(struct ctx *c)
+{
+    size_t cap = 0;
+    for (size_t i = 0; i < c->nrq; i++) {
+        const struct tb_request *r = &c->rq[i];
+        size_t j;
+        /* Requests come in arrival order; a connection's requests are
+         * mostly near each other, so search backwards a little first. */
+        for (j = c->ncn; j > 0; j--)
+            if (c->cn[j - 1].conn == r->conn)
+                break;
+        if (j == 0) {
+            if (c->ncn == cap) {
+                size_t nc = cap ? cap * 2 : 256;
+                struct tb_conn *n = realloc(c->cn, nc * sizeof *n);
+                if (!n)
+                    return TB_E_NOMEM;
+                c->cn = n;
+                cap = nc;
+            }
+            struct tb_conn *x = &c->cn[c->ncn++];
+            memset(x, 0, sizeof *x);
+            x->conn = r->conn;
+            x->client = r->client;
+            x->tier = r->tier;
+            x->server_id = r->server;
+            x->server = tb_catalog_server_get(c->cat, r->server)->addr;
+            x->open_ns = r->arrival_ns;
+            x->opened = TB_CONN_MIDSTREAM;
+            x->closed = TB_CONN_END;
+            j = c->ncn;
+        }
+        struct tb_conn *x = &c->cn[j - 1];
+        x->close_ns = TB_MAX(x->close_ns, r->departure_ns);
+        x->requests++;
+    }
+    return 0;
+}
+
+static int build_edges(struct ctx *c)
+{
+    size_t nwin = c->d->nwin;
+    for (uint32_t s = 1; s <= c->nservers_cat; s++)
+        for (uint32_t t = 1; t <= c->ntiers_cat; t++) {
+            const struct tb_layer_edge_win *ew = tb_layer_edge(c->layer, s, t);
+            if (!ew)
+                continue;
+            struct edge *e = edge_get(c, s, t, true);
+            if (!e)
+                return TB_E_NOMEM;
+            e->ew = ew;
+        }
+    if (!c->ncn) {
+        int rc = conns_from_requests(c);
+        if (rc)
+            return rc;
+    }
+    /* Each connection to an edge: its life as two events. */
+    size_t nev = 0;
+    struct conn_ev *ev = malloc((2 * c->ncn + 1) * sizeof *ev);
+    uint32_t *owner = malloc((c->ncn + 1) * sizeof *owner);
+    if (!ev || !owner) {
+        free(ev);
+        free(owner);
+        return TB_E_NOMEM;
+    }
+    for (size_t i = 0; i < c->ncn; i++) {
+        owner[i] = UINT32_MAX;
+        const struct tb_conn *x = &c->cn[i];
+        if (!x->tier || x->tier > c->ntiers_cat)
+            continue;
+        uint32_t cs = caller_server(c, &x->client, x->tier);
+        if (!cs || cs == x->server_id)
+            continue;
+        struct edge *e = edge_get(c, cs, x->tier, true);
+        if (!e) {
+            free(ev);
+            free(owner);
+            return TB_E_NOMEM;
+        }
+        owner[i] = (uint32_t)(e - c->edges);
+    }
+    for (size_t ei = 0; ei < c->nedges; ei++) {
+        struct edge *e = &c->edges[ei];
+        if (!(e->open = calloc(nwin ? nwin : 1, sizeof *e->open))) {
+            free(ev);
+            free(owner);
+            return TB_E_NOMEM;
+        }
+        nev = 0;
+        for (size_t i = 0; i < c->ncn; i++) {
+            if (owner[i] != ei)
+                continue;
+            const struct tb_conn *x = &c->cn[i];
+            e->seen++;
+            e->conn_requests += x->requests;
+            /* Opened before the capture: open since its start. Never seen to
+             * end (still open at the end, or silent past the idle timeout,
+             * as an idle pooled connection is): open to the end. */
+            int64_t open_ns = x->opened == TB_CONN_MIDSTREAM ? c->d->from_ns : x->open_ns;
+            int64_t close_ns = x->closed == TB_CONN_END || x->closed == TB_CONN_OPEN ||
+                                       x->closed == TB_CONN_IDLE
+                                   ? c->d->to_ns
+                                   : x->close_ns;
+            ev[nev++] = (struct conn_ev){TB_MIN(open_ns, x->open_ns), +1};
+            ev[nev++] = (struct conn_ev){TB_MAX(close_ns, x->close_ns), -1};
+        }
+        qsort(ev, nev, sizeof *ev, cmp_ev);
+        /* Most connections open at once, overall and per window: the level
+         * between two events holds over [t_i, t_i+1). */
+        int64_t open = 0;
+        for (size_t i = 0; i < nev; i++) {
+            open += ev[i].d;
+            if (open > (int64_t)e->connections)
+                e->connections = (uint32_t)open;
+            int64_t a = ev[i].t, b = i + 1 < nev ? ev[i + 1].t : a;
+            if (open <= 0)
+                continue;
+            int64_t lo = TB_MAX(a, c->d->from_ns), hi = TB_MIN(TB_MAX(a + 1, b), c->d->to_ns);
+            for (int64_t t = lo; t < hi;) {
+                size_t k = (size_t)((t - c->d->from_ns) / c->d->width_ns);
+                if ((uint32_t)open > e->open[k])
+                    e->open[k] = (uint32_t)open;
+                t = c->d->from_ns + (int64_t)(k + 1) * c->d->width_ns;
+            }
+        }
+        /* A pool keeps its connections for many calls; a connection per call
+         * has no ceiling to hit. */
+        e->pooled = e->seen && e->conn_requests >= 2 * (uint64_t)e->seen;
+    }
+    free(ev);
+    free(owner);
+    return 0;
+}
+
+/* ---- the wait-for graph, per window ------------------------------------------------- */
+
+/* Own time stretched: much more self-load than usual for the work done. */
+static bool stretched(const struct ctx *c, const struct server *S, size_t k)
+{
+    if (!S->lw)
+        return false;
+    double self = s_self(c, S, k), own = s_own(c, S, k);
+    if (self - own < QUEUE_MIN)
+        return false;
+    if (own <= 0)
+        return true; /* requests inside, nothing completed */
+    double base = isfinite(S->base_ss) && S->base_ss > 0 ? S->base_ss : 1;
+    return self / own >= STRETCH_REL * base;
+}
+
+/* Slow for its callers: its requests, waiting included, take much longer
+ * than usual for their work. */
+static bool slow(const struct ctx *c, const struct server *S, size_t k)
+{
+    if (!S->lw)
+        return false;
+    double load = s_load(c, S, k), own = s_own(c, S, k);
+    if (load - own < QUEUE_MIN)
+        return false;
+    if (own <= 0)
+        return true;
+    double base = isfinite(S->base_rs) && S->base_rs > 0 ? S->base_rs : 1;
+    return load / own >= SLOW_REL * base;
+}
+
+/* Whether the pool of edge e was full in window k. */
+static bool pool_full(const struct ctx *c, const struct edge *e, size_t k)
+{
+    return e->pooled && e->ew && e->open[k] && e->ew[k].max_calls >= e->open[k] &&
+           (double)e->ew[k].at_max_ns >= FULL_SHARE * (double)c->d->width_ns;
+}
+
+/* What saturation is at server r: threads when its calls sit at a ceiling
+ * below its connections and every thread is busy or waiting; speed when its
+ * congested throughput shows several levels; else cpu. */
+static enum tb_cause busy_cause(struct ctx *c, struct server *R)
+{
+    if (R->busy_cause != TB_CAUSE_NONE)
+        return R->busy_cause;
+    uint32_t m = 0, conns = 0;
+    bool any_pool = false;
+    for (size_t k = 0; k < c->d->nwin; k++)
+        m = TB_MAX(m, R->lw[k].max_c);
+    for (size_t ei = 0; ei < c->nedges; ei++) {
+        const struct edge *e = &c->edges[ei];
+        if (e->from_server == R->id && e->pooled) {
+            conns += e->connections;
+            any_pool = true;
+        }
+    }
+    double act = 0, wait = 0;
+    size_t n = 0;
+    for (size_t k = 0; k < c->d->nwin; k++) {
+        if (!stretched(c, R, k) || R->frozen[k])
+            continue;
+        act += s_own(c, R, k) + s_wait(c, R, k);
+        wait += s_wait(c, R, k);
+        n++;
+    }
+    enum tb_cause cause = TB_CAUSE_CPU;
+    if (n && m >= 1 && (!any_pool || m < conns) && act / (double)n >= 0.8 * m &&
+        wait / (double)n >= 0.5 * m)
+        cause = TB_CAUSE_THREADS;
+    /* While saturated a server completes work at the rate its CPUs allow:
+     * one plateau; a CPU changing frequency gives one per speed. The report's
+     * levels (correlate/, over the server's congested windows) say which. */
+    else if (R->res && R->res->a.n_levels >= 2)
+        cause = TB_CAUSE_SPEED;
+    R->busy_cause = cause;
+    return cause;
+}
+
+/* The cause at root r in window k; *pool receives the full pool's edge. */
+static enum tb_cause cause_at(struct ctx *c, uint32_t r, size_t k, const struct edge **pool)
+{
+    struct server *R = &c->servers[r];
+    *pool = NULL;
+    for (size_t ei = 0; ei < c->nedges; ei++) {
+        const struct edge *e = &c->edges[ei];
+        if (e->from_server == r && pool_full(c, e, k)) {
+            *pool = e;
+            return TB_CAUSE_POOL;
+        }
+    }
+    if (R->frozen[k] ||
+        (R->lw[k].completions == 0 && R->mean_completions >= FREEZE_MIN_COMPLETIONS))
+        return TB_CAUSE_FREEZE;
+    return busy_cause(c, R);
+}
+
+/* Time held per (root server, cause), accumulated over windows. */
+struct tally {
+    uint32_t server;
+    enum tb_cause cause;
+    double t;
+};
+
+struct tallies {
+    struct tally *v;
+    size_t n, cap;
+};
+
+static int tally_add(struct tallies *ts, uint32_t server, enum tb_cause cause, double t)
+{
+    for (size_t i = 0; i < ts->n; i++)
+        if (ts->v[i].server == server && ts->v[i].cause == cause) {
+            ts->v[i].t += t;
+            return 0;
+        }
+    if (ts->n == ts->cap) {
+        size_t nc = ts->cap ? ts->cap * 2 : 8;
+        struct tally *nv = realloc(ts->v, nc * sizeof *nv);
+        if (!nv)
+            return TB_E_NOMEM;
+        ts->v = nv;
+        ts->cap = nc;
+    }
+    ts->v[ts->n++] = (struct tally){server, cause, t};
+    return 0;
+}
+
+/* From server x in window k down the calls to the roots, with weight w: a
+ * server whose callees include slow servers passes its weight down to them
+ * (split by how much work is queued in each); a server with no slow callee
+ * is a root when its own time is stretched. Adds (root, cause) to ts. */
+static int descend(struct ctx *c, uint32_t x, size_t k, double w, uint32_t depth,
+                   struct tallies *ts)
+{
+    if (depth > c->ntiers_cat)
+        return 0; /* a call cycle */
+    double tot = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint32_t y = 1; y <= c->nservers_cat; y++) {
+            const struct server *Y = &c->servers[y];
+            if (y == x || !Y->lw || Y->tier == c->servers[x].tier)
+                continue;
+            bool called = false;
+            for (size_t ei = 0; ei < c->nedges && !called; ei++) {
+                const struct edge *e = &c->edges[ei];
+                called = e->from_server == x && e->to_tier == Y->tier && e->ew &&
+                         e->ew[k].calls_ns;
+            }
+            if (!called || !slow(c, Y, k))
+                continue;
+            double excess = s_load(c, Y, k) - s_own(c, Y, k);
+            if (pass == 0) {
+                tot += excess;
+            } else {
+                int rc = descend(c, y, k, w * excess / tot, depth + 1, ts);
+                if (rc)
+                    return rc;
+            }
+        }
+        if (pass == 0 && tot <= 0)
+            break;
+    }
+    if (tot > 0)
+        return 0;
+    if (!stretched(c, &c->servers[x], k))
+        return 0;
+    const struct edge *pool;
+    enum tb_cause cause = cause_at(c, x, k, &pool);
+    return tally_add(ts, x, cause, w);
+}
+
+/* The roots of window k as seen from the servers `from`, each weighted by
+ * its share of their load, w_time in all; *top and *tc the heaviest root. */
+static int roots_of_window(struct ctx *c, const uint32_t *from, size_t nfrom, size_t k,
+                           double w_time, struct tallies *ts, uint32_t *top, enum tb_cause *tc)
+{
+    double tot = 0;
+    for (size_t i = 0; i < nfrom; i++)
+        tot += c->servers[from[i]].lw ? s_load(c, &c->servers[from[i]], k) : 0;
+    *top = 0;
+    *tc = TB_CAUSE_NONE;
+    if (tot <= 0)
+        return 0;
+    struct tallies here = {0};
+    int rc = 0;
+    for (size_t i = 0; i < nfrom && !rc; i++) {
+        const struct server *F = &c->servers[from[i]];
+        double share = F->lw ? s_load(c, F, k) / tot : 0;
+        if (share > 0)
+            rc = descend(c, from[i], k, share * w_time, 0, &here);
+    }
+    double best = 0;
+    for (size_t i = 0; i < here.n && !rc; i++) {
+        rc = tally_add(ts, here.v[i].server, here.v[i].cause, here.v[i].t);
+        if (here.v[i].t > best) {
+            best = here.v[i].t;
+            *top = here.v[i].server;
+            *tc = here.v[i].cause;
+        }
+    }
+    free(here.v);
+    return rc;
+}
+
+/* The servers of tier t with a layer row. */
+static size_t tier_servers(const struct ctx *c, uint32_t t, uint32_t *out)
+{
+    size_t n = 0;
+    for (uint32_t s = 1; s <= c->nservers_cat; s++)
+        if (c->servers[s].tier == t && c->servers[s].lw && c->servers[s].requests)
+            out[n++] = s;
+    return n;
+}
+
+/* ---- results ------------------------------------------------------------------------- */
+
+static const char *tname(const struct ctx *c, uint32_t t)
+{
+    const struct tb_tier_info *ti = t ? tb_catalog_tier_get(c->cat, t) : NULL;
+    return ti ? ti->name : "?";
+}
+
+static const char *saddr(const struct ctx *c, uint32_t s, char *buf, size_t len)
+{
+    const struct tb_server_info *si = s ? tb_catalog_server_get(c->cat, s) : NULL;
+    if (!si) {
+        snprintf(buf, len, "*");
+        return buf;
+    }
+    return tb_addr_fmt(&si->addr, buf, len);
+}
+
+/* Episodes: each tier's, and each server's when its tier has several; the
+ * root of each is the (server, cause) holding most of its windows. An
+ * episode in which no server's own time is stretched anywhere below it is
+ * not a bottleneck (load above N* with no queue anywhere) and is dropped. */
+static int build_episodes(struct ctx *c, bool no_roots, size_t *dismissed)
+{
+    struct tb_diagnosis *d = c->d;
+    uint32_t *from = malloc(((size_t)c->nservers_cat + 1) * sizeof *from);
+    size_t cap = 0;
+    int rc = 0;
+    if (!from)
+        return TB_E_NOMEM;
+    *dismissed = 0;
+    for (uint32_t t = 1; t <= c->ntiers_cat && !rc; t++) {
+        struct tier *T = &c->tiers[t];
+        if (!T->requests)
+            continue;
+        size_t nsrv = tier_servers(c, t, from);
+        for (size_t series = 0; series <= (nsrv > 1 ? nsrv : 0) && !rc; series++) {
+            const struct tb_analysis_result *res =
+                series == 0 ? &T->total : c->servers[from[series - 1]].res;
+            if (!res)
+                continue;
+            for (size_t e = 0; e < res->nep && !rc; e++) {
+                const struct tb_episode *ep = &res->ep[e];
+                struct tallies ts = {0};
+                for (int64_t s = ep->start_ns; s < ep->end_ns && !rc; s += d->width_ns) {
+                    int64_t k = (s - d->from_ns) / d->width_ns;
+                    if (k < 0 || (size_t)k >= d->nwin)
+                        continue;
+                    uint32_t top;
+                    enum tb_cause tc;
+                    if (!no_roots)
+                        rc = roots_of_window(c, series ? &from[series - 1] : from,
+                                             series ? 1 : nsrv, (size_t)k, 1.0, &ts, &top, &tc);
+                }
+                size_t best = SIZE_MAX;
+                for (size_t i = 0; i < ts.n; i++)
+                    if (best == SIZE_MAX || ts.v[i].t > ts.v[best].t ||
+                        (ts.v[i].t == ts.v[best].t && ts.v[i].cause == TB_CAUSE_FREEZE))
+                        best = i;
+                /* A stall inside an episode is its cause even when the drain
+                 * that follows holds more windows: the drain is the stall's
+                 * consequence. */
+                for (size_t i = 0; best != SIZE_MAX && i < ts.n; i++)
+                    if (ts.v[i].cause == TB_CAUSE_FREEZE && ts.v[i].server == ts.v[best].server)
+                        best = i;
+                if (!rc && (best != SIZE_MAX || no_roots)) {
+                    if (d->nepisodes == cap) {
+                        size_t nc = cap ? cap * 2 : 16;
+                        struct tb_diag_episode *ne = realloc(d->episodes, nc * sizeof *ne);
+                        if (!ne) {
+                            rc = TB_E_NOMEM;
+                        } else {
+                            d->episodes = ne;
+                            cap = nc;
+                        }
+                    }
+                    if (!rc) {
+                        struct tb_diag_episode *x = &d->episodes[d->nepisodes++];
+                        x->start_ns = ep->start_ns;
+                        x->end_ns = ep->end_ns;
+                        x->tier = t;
+                        x->server = series ? from[series - 1] : 0;
+                        x->kind = ep->kind;
+                        x->root_tier = x->root_server = 0;
+                        x->cause = TB_CAUSE_NONE;
+                        if (best != SIZE_MAX) {
+                            const struct server *R = &c->servers[ts.v[best].server];
+                            x->root_tier = R->tier;
+                            x->root_server = R->id;
+                            x->cause = ts.v[best].cause;
+                        }
+                    }
+                } else if (!rc) {
+                    (*dismissed)++;
+                }
+                free(ts.v);
+            }
+        }
+    }
+    free(from);
+    return rc;
+}
+
+static int cmp_episode(const void *a, const void *b)
+{
+    const struct tb_diag_episode *x = a, *y = b;
+    if (x->start_ns != y->start_ns)
+        return (x->start_ns > y->start_ns) - (x->start_ns < y->start_ns);
+    if (x->tier != y->tier)
+        return (x->tier > y->tier) - (x->tier < y->tier);
+    return (x->server > y->server) - (x->server < y->server);
+}
+
+/* Whether a callee server of edge e is slow in window k. */
+static bool callee_slow(const struct ctx *c, const struct edge *e, size_t k)
+{
+    for (uint32_t y = 1; y <= c->nservers_cat; y++)
+        if (c->servers[y].tier == e->to_tier && slow(c, &c->servers[y], k))
+            return true;
+    return false;
+}
+
+/* Mean response time of a tier's requests in the windows where it is not
+ * slow: load / completions (Little). */
+static double calm_rt_ns(const struct ctx *c, uint32_t tier)
+{
+    double load = 0, comp = 0;
+    for (uint32_t y = 1; y <= c->nservers_cat; y++) {
+        const struct server *Y = &c->servers[y];
+        if (Y->tier != tier || !Y->lw)
+            continue;
+        for (size_t k = 0; k < c->d->nwin; k++)
+            if (!slow(c, Y, k)) {
+                load += (double)Y->lw[k].load_ns;
+                comp += Y->lw[k].completions;
+            }
+    }
+    return comp > 0 ? load / comp : NAN;
+}
+
+static int build_pools(struct ctx *c)
+{
+    struct tb_diagnosis *d = c->d;
+    d->pools = calloc(c->nedges ? c->nedges : 1, sizeof *d->pools);
+    if (!d->pools)
+        return TB_E_NOMEM;
+    for (size_t ei = 0; ei < c->nedges; ei++) {
+        const struct edge *e = &c->edges[ei];
+        const struct server *F = &c->servers[e->from_server];
+        if (!F->requests || !c->tiers[e->to_tier].requests)
+            continue;
+        struct tb_diag_pool *p = &d->pools[d->npools++];
+        p->from_tier = e->from_tier;
+        p->from_server = e->from_server;
+        p->to_tier = e->to_tier;
+        p->connections = e->connections;
+        p->connections_seen = e->seen;
+        p->pooled = e->pooled;
+        size_t cong = 0, full = 0, nf = 0;
+        double peak = 0, calls = 0, reqs = 0, cm = 0, cm_all = 0;
+        for (size_t k = 0; k < d->nwin; k++) {
+            double ck = e->ew ? (double)e->ew[k].calls_ns / (double)d->width_ns : 0;
+            cm_all += ck;
+            if (d->front_congested[k]) {
+                cm += ck;
+                nf++;
+            }
+            if (e->ew)
+                p->max_concurrent = TB_MAX(p->max_concurrent, e->ew[k].max_calls);
+            if (e->ew) {
+                calls += e->ew[k].started;
+                reqs += F->lw[k].arrivals;
+            }
+            if (!F->cong || !F->cong[k])
+                continue;
+            cong++;
+            peak = fmax(peak, F->lw[k].arrivals);
+            if (e->ew && pool_full(c, e, k) && !callee_slow(c, e, k))
+                full++;
+        }
+        p->full_fraction = cong ? (double)full / (double)cong : 0;
+        p->calls_mean = nf ? cm / (double)nf : d->nwin ? cm_all / (double)d->nwin : 0;
+        p->recommended = p->connections;
+        char nbuf[TB_ADDR_STRLEN];
+        if (!p->pooled || p->full_fraction < 0.2 || !cong || reqs <= 0) {
+            snprintf(p->reason, sizeof p->reason, "%s",
+                     !p->pooled ? "one connection per call: no pool to size"
+                     : p->full_fraction < 0.2 ? "rarely full while the callee is not slow: "
+                                               "keep the size"
+                                             : "no calls to size from");
+            continue;
+        }
+        /* Little's law on the calls the caller is offered at its busiest:
+         * (requests arriving per second in its busiest congested window) x
+         * (calls per request) x (the callee's response time when not slow)
+         * = connections busy; half again for bursts inside a window. The
+         * busiest window, not the mean: behind a closed loop of users the
+         * arrivals slow down to what the full pool lets through, so their
+         * mean under congestion understates the demand. At least twice the
+         * present size, a step that shows whether the pool was the limit. */
+        double rate = peak / c->w_s * (calls / reqs);
+        double rt = calm_rt_ns(c, e->to_tier);
+        double need = rate * (isfinite(rt) ? rt : 0) / 1e9;
+        uint32_t want = (uint32_t)ceil(1.5 * need);
+        want = TB_MAX(want, 2 * p->connections);
+        /* More connections than the callee can work on at once only moves
+         * the queue into the callee: its N* shared among its callers caps
+         * the advice. */
+        double ns = tb_analysis_threshold(&c->tiers[e->to_tier].total.a);
+        uint32_t callers = 0;
+        for (size_t ej = 0; ej < c->nedges; ej++)
+            callers += c->edges[ej].to_tier == e->to_tier && c->edges[ej].ew;
+        char capnote[TB_NAME_MAX + 96] = "";
+        if (isfinite(ns) && callers) {
+            uint32_t cap = (uint32_t)ceil(ns / callers);
+            if (cap > p->connections && cap < want) {
+                want = cap;
+                snprintf(capnote, sizeof capnote, ", capped at %s's N* %.1f shared by %u callers",
+                         tname(c, e->to_tier), ns, callers);
+            }
+        }
+        p->recommended = want;
+        snprintf(p->reason, sizeof p->reason,
+                 "%s is offered up to %.0f calls/s to %s while congested, %s answers in %.2f ms "
+                 "when not slow: %.1f connections busy; x1.5 for bursts = %u, at least twice the "
+                 "present size%s",
+                 saddr(c, e->from_server, nbuf, sizeof nbuf), rate, tname(c, e->to_tier),
+                 tname(c, e->to_tier), (isfinite(rt) ? rt : 0) / 1e6, need,
+                 (uint32_t)ceil(1.5 * need), capnote);
+    }
+    return 0;
+}
+
+/* N* of a series of self-loads (load - waiting), its work as throughput. */
+static double n_star_self(const struct ctx *c, const uint32_t *srv, size_t n, int64_t wu)
+{
+    struct tb_window *w = calloc(c->d->nwin ? c->d->nwin : 1, sizeof *w);
+    if (!w)
+        return NAN;
+    for (size_t k = 0; k < c->d->nwin; k++) {
+        w[k].start_ns = c->d->from_ns + (int64_t)k * c->d->width_ns;
+        w[k].width_ns = c->d->width_ns;
+        for (size_t i = 0; i < n; i++) {
+            const struct server *S = &c->servers[srv[i]];
+            w[k].load += s_self(c, S, k);
+            w[k].completions += S->lw[k].completions;
+            w[k].work_units += S->lw[k].work_units;
+        }
+        w[k].throughput = w[k].completions / c->w_s;
+        w[k].norm_throughput = w[k].work_units / c->w_s;
+    }
+    struct tb_nstar_opts o;
+    tb_nstar_opts_default(&o);
+    o.slope_hint = wu > 0 ? 1e9 / (double)wu : 0;
+    struct tb_nstar ns;
+    double v = NAN;
+    if (tb_nstar_windows(w, c->d->nwin, &o, &ns) == 0)
+        v = tb_nstar_threshold(&ns);
+    free(w);
+    return v;
+}
+
+static void fill_row(struct ctx *c, struct tb_diag_row *row, const uint32_t *srv, size_t n,
+                     const bool *fcong, size_t nfcong)
+{
+    double load = 0, self = 0, wait = 0, own = 0, cs = 0, co = 0;
+    for (size_t k = 0; k < c->d->nwin; k++)
+        for (size_t i = 0; i < n; i++) {
+            const struct server *S = &c->servers[srv[i]];
+            load += s_load(c, S, k);
+            self += s_self(c, S, k);
+            wait += s_wait(c, S, k);
+            own += s_own(c, S, k);
+            if (!nfcong || fcong[k]) {
+                cs += s_self(c, S, k);
+                co += s_own(c, S, k);
+            }
+        }
+    double nw = (double)c->d->nwin;
+    row->load_mean = load / nw;
+    row->self_load_mean = self / nw;
+    row->wait_load_mean = wait / nw;
+    row->own_load_mean = own / nw;
+    row->stretch = co > 0 ? cs / co : NAN;
+    row->n_star_self = n_star_self(c, srv, n, c->tiers[row->tier].wu);
+}
+
+static int build_rows(struct ctx *c, const bool *fcong, size_t nfcong)
+{
+    struct tb_diagnosis *d = c->d;
+    uint32_t *srv = malloc(((size_t)c->nservers_cat + 1) * sizeof *srv);
+    d->tiers = calloc((size_t)c->ntiers_cat + 1, sizeof *d->tiers);
+    d->servers = calloc((size_t)c->nservers_cat + 1, sizeof *d->servers);
+    if (!srv || !d->tiers || !d->servers) {
+        free(srv);
+        return TB_E_NOMEM;
+    }
+    /* Tiers front first, then by depth, then by id. */
+    for (uint32_t depth = 0; depth <= c->ntiers_cat + 1; depth++) {
+        for (uint32_t t = 1; t <= c->ntiers_cat; t++) {
+            uint32_t dt = c->g.depth[t] == UINT32_MAX ? c->ntiers_cat + 1 : c->g.depth[t];
+            if (dt != depth || !c->tiers[t].requests)
+                continue;
+            struct tier *T = &c->tiers[t];
+            size_t n = tier_servers(c, t, srv);
+            struct tb_diag_row *row = &d->tiers[d->ntiers++];
+            row->tier = t;
+            row->requests = T->requests;
+            row->depth = c->g.depth[t];
+            row->n_star = tb_analysis_threshold(&T->total.a);
+            row->congested_fraction = T->total.a.congested_fraction;
+            fill_row(c, row, srv, n, fcong, nfcong);
+            for (size_t i = 0; i < n; i++) {
+                struct tb_diag_row *sr = &d->servers[d->nservers++];
+                const struct server *S = &c->servers[srv[i]];
+                sr->tier = t;
+                sr->server = srv[i];
+                sr->requests = S->requests;
+                sr->depth = row->depth;
+                sr->n_star = S->res ? tb_analysis_threshold(&S->res->a) : NAN;
+                sr->congested_fraction = S->res ? S->res->a.congested_fraction : 0;
+                fill_row(c, sr, &srv[i], 1, fcong, nfcong);
+            }
+        }
+    }
+    free(srv);
+    /* States: root when it holds some root time (the verdict's tier at
+     * least), downstream when it was congested by someone else. */
+    for (size_t i = 0; i < d->nepisodes; i++) {
+        const struct tb_diag_episode *x = &d->episodes[i];
+        for (size_t j = 0; j < d->ntiers; j++) {
+            struct tb_diag_row *row = &d->tiers[j];
+            if (row->tier == x->root_tier)
+                row->state = TB_DIAG_ROOT;
+            else if (row->tier == x->tier && row->state == TB_DIAG_OK)
+                row->state = TB_DIAG_DOWNSTREAM;
+        }
+        for (size_t j = 0; j < d->nservers; j++) {
+            struct tb_diag_row *row = &d->servers[j];
+            if (row->server == x->root_server)
+                row->state = TB_DIAG_ROOT;
+            else if ((row->server == x->server || (!x->server && row->tier == x->tier)) &&
+                     row->state == TB_DIAG_OK)
+                row->state = TB_DIAG_DOWNSTREAM;
+        }
+    }
+    return 0;
+}
+
+/* Per window: the front tier's congestion and root, each tier's layers. */
+static int build_series(struct ctx *c, bool **fcong_out, size_t *nfcong)
+{
+    struct tb_diagnosis *d = c->d;
+    size_t nwin = d->nwin;
+    d->front_congested = calloc(nwin, sizeof *d->front_congested);
+    d->root_server = calloc(nwin, sizeof *d->root_server);
+    d->root_cause = calloc(nwin, sizeof *d->root_cause);
+    if (!d->front_congested || !d->root_server || !d->root_cause)
+        return TB_E_NOMEM;
+    *nfcong = 0;
+    if (c->g.front)
+        for (size_t k = 0; k < nwin; k++)
+            if ((d->front_congested[k] = c->tiers[c->g.front].cong[k]))
+                (*nfcong)++;
+    *fcong_out = d->front_congested;
+    return 0;
+}
+
+static int fill_layers(struct ctx *c)
+{
+    struct tb_diagnosis *d = c->d;
+    size_t nwin = d->nwin;
+    d->self = calloc(d->ntiers * nwin + 1, sizeof *d->self);
+    d->wait = calloc(d->ntiers * nwin + 1, sizeof *d->wait);
+    if (!d->self || !d->wait)
+        return TB_E_NOMEM;
+    for (size_t i = 0; i < d->ntiers; i++)
+        for (uint32_t s = 1; s <= c->nservers_cat; s++) {
+            const struct server *S = &c->servers[s];
+            if (S->tier != d->tiers[i].tier || !S->lw)
+                continue;
+            for (size_t k = 0; k < nwin; k++) {
+                d->self[i * nwin + k] += s_self(c, S, k);
+                d->wait[i * nwin + k] += s_wait(c, S, k);
+            }
+        }
+    return 0;
+}
+
+/* ---- the verdict ----------------------------------------------------------------------- */
+
+struct group {
+    uint32_t tier;
+    enum tb_cause cause;
+    double t;
+};
+
+static void verdict_text(struct ctx *c, const struct group *g, uint32_t server, double share)
+{
+    struct tb_diagnosis *d = c->d;
+    struct tb_diag_verdict *v = &d->verdict;
+    char sb[TB_ADDR_STRLEN], waits[160] = "";
+    const char *tier = tname(c, g->tier), *front = tname(c, d->front);
+    saddr(c, server, sb, sizeof sb);
+    v->tier = g->tier;
+    v->server = server;
+    v->cause = g->cause;
+    v->share = share;
+    /* The tiers above the root that only waited on it. */
+    size_t used = 0;
+    for (size_t i = 0; i < d->ntiers && used < sizeof waits; i++)
+        if (d->tiers[i].tier != g->tier && d->tiers[i].state == TB_DIAG_DOWNSTREAM)
+            used += (size_t)snprintf(waits + used, sizeof waits - used, "%s%s", used ? ", " : "",
+                                     tname(c, d->tiers[i].tier));
+    char who[TB_NAME_MAX + TB_ADDR_STRLEN + 32];
+    if (server)
+        snprintf(who, sizeof who, "%s %s", tier, sb);
+    else
+        snprintf(who, sizeof who, "every server of %s", tier);
+    int pct = (int)lround(share * 100);
+    char tail[200] = "";
+    if (used)
+        snprintf(tail, sizeof tail, "; %s only %s on it", waits,
+                 strchr(waits, ',') ? "wait" : "waits");
+    switch (g->cause) {
+    case TB_CAUSE_CPU:
+        snprintf(v->resource, sizeof v->resource, "cpu of %s %s", tier, server ? sb : "(all)");
+        snprintf(v->evidence, sizeof v->evidence,
+                 "%s is CPU-saturated in %d%% of %s's congested time (completed work at its "
+                 "plateau, requests waiting for it)%s",
+                 who, pct, front, tail);
+        break;
+    case TB_CAUSE_SPEED:
+        snprintf(v->resource, sizeof v->resource, "cpu speed of %s %s", tier,
+                 server ? sb : "(all)");
+        snprintf(v->evidence, sizeof v->evidence,
+                 "%s saturates at changing speeds in %d%% of %s's congested time (its "
+                 "completed-work rate steps between levels: a CPU changing frequency)%s",
+                 who, pct, front, tail);
+        break;
+    case TB_CAUSE_FREEZE:
+        snprintf(v->resource, sizeof v->resource, "%s %s stalls", tier, server ? sb : "(all)");
+        snprintf(v->evidence, sizeof v->evidence,
+                 "%s stalls (requests inside, nothing completes: e.g. a stop-the-world "
+                 "garbage collection) in %d%% of %s's congested time%s",
+                 who, pct, front, tail);
+        break;
+    case TB_CAUSE_THREADS:
+        snprintf(v->resource, sizeof v->resource, "threads of %s %s", tier,
+                 server ? sb : "(all)");
+        snprintf(v->evidence, sizeof v->evidence,
+                 "%s works on a capped number of requests at once while the rest queue "
+                 "(its thread pool) in %d%% of %s's congested time, with idle connections and "
+                 "an unhurried tier below%s",
+                 who, pct, front, tail);
+        break;
+    case TB_CAUSE_POOL: {
+        /* The pool's callee and size: the edge of the root tier at ceiling. */
+        uint32_t to = 0, conns = 0, rec = 0;
+        for (size_t i = 0; i < d->npools; i++) {
+            const struct tb_diag_pool *p = &d->pools[i];
+            if (p->from_tier == g->tier && (!server || p->from_server == server) &&
+                p->full_fraction > 0 && (!to || p->full_fraction > 0)) {
+                to = p->to_tier;
+                conns = TB_MAX(conns, p->connections);
+                rec = TB_MAX(rec, p->recommended);
+            }
+        }
+        snprintf(v->resource, sizeof v->resource, "%s → %s connections", tier,
+                 to ? tname(c, to) : "?");
+        snprintf(v->evidence, sizeof v->evidence,
+                 "%s has all of its %u connections to %s busy in %d%% of %s's congested "
+                 "time while %s answers at its usual speed: raise the pool to %u%s",
+                 who, conns, to ? tname(c, to) : "?", pct, front, to ? tname(c, to) : "?",
+                 rec, tail);
+        break;
+    }
+    case TB_CAUSE_NONE:
+        break;
+    }
+}
+
+static void verdict_none(struct ctx *c, const char *fmt, ...) TB_PRINTF(2, 3);
+static void verdict_none(struct ctx *c, const char *fmt, ...)
+{
+    struct tb_diag_verdict *v = &c->d->verdict;
+    memset(v, 0, sizeof *v);
+    v->cause = TB_CAUSE_NONE;
+    snprintf(v->resource, sizeof v->resource, "none");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->evidence, sizeof v->evidence, fmt, ap);
+    va_end(ap);
+}
+
+/* A capture the layered method cannot judge: nothing, one tier, no calls.
+ * Sets the verdict `none` with its reason and returns true. */
+static bool structural_none(struct ctx *c)
+{
+    uint32_t front = c->g.front;
+    uint32_t tiers_with_requests = 0;
+    bool any_call = false;
+    for (uint32_t t = 1; t <= c->ntiers_cat; t++) {
+        tiers_with_requests += c->tiers[t].requests > 0;
+        for (uint32_t u = 1; u <= c->ntiers_cat; u++)
+            any_call |= tb_callgraph_calls(&c->g, t, u);
+    }
+    if (!front) {
+        verdict_none(c, "no requests in the range: nothing to diagnose");
+        return true;
+    }
+    if (tiers_with_requests < 2) {
+        verdict_none(c, "only one tier (%s) has requests: a bottleneck is told from waiting "
+                        "only between tiers that call each other",
+                     tname(c, front));
+        return true;
+    }
+    if (!any_call) {
+        verdict_none(c, "no tier calls another: no client of a tier is another tier's machine "
+                        "(give the tiers' machines with hosts= in a tiers file)");
+        return true;
+    }
+    return false;
+}
+
+static int build_verdict(struct ctx *c, size_t nfcong)
+{
+    struct tb_diagnosis *d = c->d;
+    uint32_t front = c->g.front;
+    if (!nfcong) {
+        double ns = tb_analysis_threshold(&c->tiers[front].total.a);
+        if (isfinite(ns))
+            verdict_none(c, "%s, the front tier, was never congested (load below N* = %.2f in "
+                            "every window)",
+                         tname(c, front), ns);
+        else
+            verdict_none(c, "%s, the front tier, was never congested (its load never reached a "
+                            "congestion point)",
+                         tname(c, front));
+        return 0;
+    }
+    uint32_t *from = malloc(((size_t)c->nservers_cat + 1) * sizeof *from);
+    struct tallies ts = {0};
+    if (!from)
+        return TB_E_NOMEM;
+    size_t nfrom = tier_servers(c, front, from);
+    int rc = 0;
+    for (size_t k = 0; k < d->nwin && !rc; k++) {
+        if (!d->front_congested[k])
+            continue;
+        uint32_t top;
+        enum tb_cause tc;
+        rc = roots_of_window(c, from, nfrom, k, 1.0, &ts, &top, &tc);
+        d->root_server[k] = top;
+        d->root_cause[k] = (uint8_t)tc;
+    }
+    free(from);
+    if (rc) {
+        free(ts.v);
+        return rc;
+    }
+    /* Group the roots by (tier, cause): a pool hit by both servers of a tier
+     * is one verdict. */
+    struct group best = {0, TB_CAUSE_NONE, 0};
+    for (size_t i = 0; i < ts.n; i++) {
+        struct group g = {c->servers[ts.v[i].server].tier, ts.v[i].cause, 0};
+        for (size_t j = 0; j < ts.n; j++)
+            if (c->servers[ts.v[j].server].tier == g.tier && ts.v[j].cause == g.cause)
+                g.t += ts.v[j].t;
+        if (g.t > best.t)
+            best = g;
+    }
+    if (best.t <= 0) {
+        free(ts.v);
+        verdict_none(c, "%s was congested in %zu windows (%.0f%%), but no server's own time "
+                        "was stretched anywhere below it: load above N* with no queue, not a "
+                        "bottleneck",
+                     tname(c, front), nfcong, 100.0 * (double)nfcong / (double)d->nwin);
+        return 0;
+    }
+    uint32_t server = 0;
+    for (size_t i = 0; i < ts.n; i++)
+        if (c->servers[ts.v[i].server].tier == best.tier && ts.v[i].cause == best.cause &&
+            ts.v[i].t >= ONE_SERVER_SHARE * best.t)
+            server = ts.v[i].server;
+    free(ts.v);
+    verdict_text(c, &best, server, best.t / (double)nfcong);
+    return 0;
+}
+
+int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct tb_diag_opts *o,
+                struct tb_diagnosis *d, char *err, size_t errlen)
+{
+    memset(d, 0, sizeof *d);
+    if (err && errlen)
+        err[0] = '\0';
+    struct ctx c = {.st = st, .cat = cat, .o = o, .d = d, .err = err, .errlen = errlen};
+    bool *fcong = NULL;
+    size_t nfcong = 0, dismissed = 0;
+    int rc = load_inputs(&c);
+    d->front = c.g.front;
+    bool structural = !rc && structural_none(&c);
+    if (!rc && d->nwin) {
+        if (!rc)
+            rc = analyse_tiers(&c);
+        if (!rc)
+            rc = sweep(&c);
+        if (!rc)
+            rc = baselines(&c);
+        if (!rc)
+            rc = build_edges(&c);
+        if (!rc)
+            rc = build_series(&c, &fcong, &nfcong);
+        if (!rc)
+            rc = build_pools(&c);
+        if (!rc)
+            rc = build_episodes(&c, structural, &dismissed);
+        if (!rc)
+            qsort(d->episodes, d->nepisodes, sizeof *d->episodes, cmp_episode);
+        if (!rc)
+            rc = build_rows(&c, fcong, nfcong);
+        if (!rc)
+            rc = fill_layers(&c);
+    }
+    d->dismissed = dismissed;
+    if (!rc && !structural)
+        rc = build_verdict(&c, nfcong);
+    ctx_free(&c);
+    if (rc) {
+        if (err && errlen && !err[0])
+            seterr(err, errlen, "%s", tb_strerror(rc));
+        tb_diagnosis_free(d);
+    }
+    return rc;
+}
+
+void tb_diagnosis_free(struct tb_diagnosis *d)
+{
+    free(d->tiers);
+    free(d->servers);
+    free(d->pools);
+    free(d->episodes);
+    free(d->self);
+    free(d->wait);
+    free(d->front_congested);
+    free(d->root_server);
+    free(d->root_cause);
+    memset(d, 0, sizeof *d);
+}

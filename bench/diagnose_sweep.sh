@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# diagnose_sweep.sh — `tbneck diagnose` over SEEDS seeds of each simulated cause
+# (tests/e2e/lib/diag/*.conf: db-cpu, app-cpu, db-pool, app-threads, gc-one,
+# db-speed, none), each run scored by tests/e2e/lib/diag_check.py against the
+# configuration's cause and the simulator's truth. Prints one line per run and
+# the tally; exit 1 when fewer than 95% of the verdicts are right.
+#   bench/diagnose_sweep.sh [BUILD_DIR] [SEEDS] [DURATION]    (defaults build 5 15s)
+set -uo pipefail
+src=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$src/build}
+seeds=${2:-5}
+dur=${3:-15s}
+tb=${TBNECK:-$build/tbneck}
+sim=${TBNECK_SIM:-$build/sim/tbneck-sim}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ok=0
+n=0
+for conf in db-cpu app-cpu db-pool app-threads gc-one db-speed none; do
+    for seed in $(seq 1 "$seeds"); do
+        p="$work/$conf-$seed"
+        "$sim" "$src/tests/e2e/lib/diag/$conf.conf" --out "$p" --seed "$seed" --duration "$dur" -q
+        "$tb" capture -q -r "$p.pcap" --db "$p.db"
+        "$tb" diagnose --db "$p.db" --format json >"$p.json"
+        extra=()
+        if [ "$conf" = db-pool ]; then
+            tshark -r "$p.pcap" -T fields -E separator=, -e tcp.stream -e ip.src -e tcp.srcport \
+                -e ip.dst -e tcp.dstport 2>/dev/null >"$p.streams.csv"
+            extra=("$p.streams.csv")
+        fi
+        n=$((n + 1))
+        if python3 "$src/tests/e2e/lib/diag_check.py" "$conf" "$p.json" "$p" "${extra[@]}"; then
+            ok=$((ok + 1))
+        fi
+        rm -f "$p.pcap" "$p".db*
+    done
+done
+echo "diagnose sweep: $ok/$n verdicts right ($(( 100 * ok / n ))%), $seeds seeds x 7 causes, $dur each"
+[ $((100 * ok)) -ge $((95 * n)) ]

@@ -1,0 +1,903 @@
+/* SPDX-License-Identifier: MIT */
+/* redis.c — Redis serialization protocol, RESP2 and RESP3: every command its
+ * own request, pipelined or not (https://redis.io/docs/latest/develop/reference/protocol-spec/).
+ *
+ * A command is an array of bulk strings, or an inline line of words:
+ *
+ *   *<argc> CRLF  ( $<len> CRLF <len bytes> CRLF ){argc}
+ *   PING CRLF                                  (inline; an empty line is nothing)
+ *
+ * A reply is one RESP value; aggregates nest:
+ *
+ *   + simple string   - error   : integer   $ bulk ($-1 null)   * array (*-1 null)
+ *   RESP3: _ null  , double  # boolean  ( big number  ! blob error  = verbatim
+ *          % map (2n values)  ~ set  | attribute (2n values, then the reply
+ *          it annotates)  > push (out of band: never a reply)
+ *
+ * Replies come back in command order, so a FIFO pairs them: the commands of a
+ * pipeline are separate requests, arriving with the packet that carries each
+ * command's first byte and departing with the packet that carries its reply's
+ * last byte. Inside MULTI each command is answered +QUEUED and EXEC answers
+ * with the array of results: each is a request of its own.
+ *
+ * Exceptions to one reply per command: CLIENT REPLY OFF silences every
+ * command up to CLIENT REPLY ON, CLIENT REPLY SKIP itself and the next one
+ * (counted "unanswered", not recorded); SUBSCRIBE, PSUBSCRIBE, SSUBSCRIBE and
+ * MONITOR turn a RESP2 connection into a server push stream (counted as a
+ * stream once the replies before it are in, then no longer parsed); on RESP3
+ * (after HELLO 3) subscriptions are confirmed by pushes and the connection
+ * goes on answering commands.
+ *
+ * Class: the command in upper case, with its subcommand for container
+ * commands ("CONFIG GET", "CLIENT SETNAME"), as INFO commandstats counts them
+ * (cmdstat_config|get). Status: 0, or for an error reply the number of its
+ * code in resp_errs[] below (1 = ERR or a code not listed).
+ *
+ * Mid-stream the client side synchronises on a chunk that starts with an
+ * array of bulk strings (or a known inline command), and the server side on
+ * its next chunk that starts with a RESP type byte.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "proto-int.h"
+
+#define RS_HDR_MAX 32u                /* "*<count>" and "$<len>" lines */
+#define RS_INLINE_MAX (64u * 1024u)   /* Redis' own inline limit */
+#define RS_LINE_MAX (64u * 1024u)     /* simple strings and errors in replies */
+#define RS_ARGC_MAX (1024u * 1024u)   /* Redis refuses more arguments */
+#define RS_BULK_MAX (512ull << 20)    /* proto-max-bulk-len default */
+#define RS_WORD 24u                   /* command, subcommand and argument kept */
+
+/* Error codes, by status number: the first word of an error reply. */
+static const char *const resp_errs[] = {
+    "", "ERR", "WRONGTYPE", "MOVED", "ASK", "NOSCRIPT", "BUSY", "LOADING", "NOAUTH", "OOM",
+    "EXECABORT", "READONLY", "MASTERDOWN", "NOPERM", "MISCONF", "TRYAGAIN", "CROSSSLOT",
+    "CLUSTERDOWN", "NOREPLICAS", "BUSYKEY", "UNBLOCKED", "WRONGPASS", "NOGROUP", "NOPROTO",
+};
+
+/* Commands whose first argument is a subcommand (INFO commandstats counts
+ * them as "config|get"). */
+static const char *const containers[] = {
+    "ACL", "CLIENT", "CLUSTER", "COMMAND", "CONFIG", "FUNCTION", "LATENCY", "MEMORY",
+    "MODULE", "OBJECT", "PUBSUB", "SCRIPT", "SLOWLOG", "XGROUP", "XINFO", "SENTINEL",
+};
+
+enum c_st { C_START, C_BULKLEN, C_BULK };
+enum s_st { S_LINE, S_BULK };
+
+/* What a finished command does to the pairing. */
+enum kind { K_PLAIN, K_HELLO2, K_HELLO3, K_SUBSCRIBE, K_MONITOR, K_REPLY_ON, K_REPLY_OFF,
+            K_REPLY_SKIP };
+
+struct rs_word {
+    uint8_t len;
+    bool bad; /* longer than RS_WORD or not a command's characters */
+    char s[RS_WORD];
+};
+
+struct rs_cli {
+    struct tb__line ln;
+    uint8_t st;
+    bool synced;
+    bool gap;          /* a hole inside the command being read */
+    bool started;      /* some bytes of a command were read */
+    uint32_t argi;     /* argument being read */
+    uint32_t argc;
+    uint64_t left;     /* bulk bytes to go, CRLF included */
+    uint64_t blen;     /* the current bulk's length without CRLF */
+    int64_t ts0;
+    uint64_t bytes;
+    struct rs_word w[3]; /* command, subcommand, first argument after it */
+};
+
+struct rs_srv {
+    struct tb__line ln;
+    uint8_t st;
+    bool synced;
+    bool push;          /* the value being read is an out-of-band push */
+    bool gap;
+    bool err_bulk;      /* the top-level value is a blob error: its code is in the data */
+    uint64_t need;      /* values still to read for the current reply (0: between replies) */
+    uint64_t left;      /* bulk bytes to go, CRLF included */
+    int32_t status;
+    uint8_t elen;
+    char ecode[16];     /* a blob error's first bytes */
+};
+
+struct rs {
+    struct rs_cli c;
+    struct rs_srv s;
+    struct tb__pq pq;
+    bool stopped;
+    bool resp3;
+    bool reply_off;   /* CLIENT REPLY OFF in force */
+    bool skip_next;   /* CLIENT REPLY SKIP: the next command has no reply */
+    bool stream;      /* SUBSCRIBE/MONITOR on RESP2: stop once the queue drains */
+    bool streamed;    /* counted as a stream already */
+    bool s2c_armed;
+    bool s2c_lost;    /* the head's reply lost its framing in a hole */
+};
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static bool name_char(uint8_t c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+           c == '_' || c == '-' || c == '.' || c == '|' || c == ':';
+}
+
+static void word_add(struct rs_word *w, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (w->len >= RS_WORD || !name_char(p[i])) {
+            w->bad = true;
+            return;
+        }
+        uint8_t c = p[i];
+        w->s[w->len++] = (char)(c >= 'a' && c <= 'z' ? c - 32 : c);
+    }
+}
+
+static bool word_is(const struct rs_word *w, const char *s)
+{
+    size_t n = strlen(s);
+    return !w->bad && w->len == n && memcmp(w->s, s, n) == 0;
+}
+
+/* Parses "<digits>" or "-1"-like signed decimals; false on anything else. */
+static bool parse_int(const char *s, size_t n, int64_t *v)
+{
+    bool neg = n > 0 && s[0] == '-';
+    size_t i = neg ? 1 : 0;
+    if (i == n || n - i > 18)
+        return false;
+    int64_t x = 0;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        x = x * 10 + (s[i] - '0');
+    }
+    *v = neg ? -x : x;
+    return true;
+}
+
+static bool text_line_ok(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < 0x20 && p[i] != '\t')
+            return false;
+    return true;
+}
+
+static int32_t err_status(const char *s, size_t n)
+{
+    size_t k = 0;
+    while (k < n && s[k] != ' ' && s[k] != '\r' && s[k] != '\n')
+        k++;
+    for (size_t i = 1; i < TB_ARRAY_SIZE(resp_errs); i++)
+        if (strlen(resp_errs[i]) == k && memcmp(resp_errs[i], s, k) == 0)
+            return (int32_t)i;
+    return 1;
+}
+
+/* ---- synchronisation ---------------------------------------------------- */
+
+static void cli_reset(struct rs_cli *c)
+{
+    c->st = C_START;
+    c->gap = c->started = false;
+    c->argi = c->argc = 0;
+    c->left = c->bytes = 0;
+    memset(c->w, 0, sizeof c->w);
+    tb__line_reset(&c->ln);
+}
+
+static void srv_reset(struct rs_srv *s)
+{
+    s->st = S_LINE;
+    s->push = s->gap = s->err_bulk = false;
+    s->need = s->left = 0;
+    s->status = 0;
+    s->elen = 0;
+    tb__line_reset(&s->ln);
+}
+
+static void lose_sync(struct rs *r, const struct tb_proto_ctx *ctx, bool error)
+{
+    tb__pq_clear(&r->pq);
+    cli_reset(&r->c);
+    srv_reset(&r->s);
+    r->c.synced = r->s.synced = false;
+    r->s2c_armed = r->s2c_lost = false;
+    ctx->ctr->resyncs++;
+    if (error)
+        ctx->ctr->parse_errors++;
+}
+
+/* Inline commands a client may start a connection with. Those memcached also
+ * has (get, set, incr, decr, append, touch, quit) are not here: detection
+ * tells the two apart by their arguments and by the server's answer. */
+static const char *const inline_cmds[] = {
+    "PING", "ECHO", "INFO", "AUTH", "SELECT", "HELLO", "CLIENT", "CONFIG", "DEL", "EXISTS",
+    "EXPIRE", "TTL", "KEYS", "SCAN", "MGET", "MSET", "SETEX", "SETNX", "INCRBY", "DECRBY",
+    "LPUSH", "RPUSH", "LPOP", "RPOP", "LRANGE", "LLEN", "SADD", "SREM", "SMEMBERS", "SPOP",
+    "ZADD", "ZRANGE", "ZREM", "ZPOPMIN", "HSET", "HGET", "HGETALL", "HDEL", "HMSET",
+    "HMGET", "MULTI", "EXEC", "DISCARD", "WATCH", "SUBSCRIBE", "PUBLISH", "PSUBSCRIBE",
+    "MONITOR", "FLUSHDB", "FLUSHALL", "DBSIZE", "XADD", "EVAL", "EVALSHA", "SCRIPT", "TYPE",
+    "STRLEN", "GETSET", "COMMAND", "UNLINK",
+};
+
+static bool inline_known(const uint8_t *p, size_t n)
+{
+    size_t k = 0;
+    while (k < n && k < 12 && p[k] != ' ' && p[k] != '\r' && p[k] != '\n')
+        k++;
+    if (k == 0 || k == n || k == 12)
+        return false;
+    for (size_t i = 0; i < TB_ARRAY_SIZE(inline_cmds); i++)
+        if (strlen(inline_cmds[i]) == k && strncasecmp(inline_cmds[i], (const char *)p, k) == 0)
+            return true;
+    return false;
+}
+
+/* "*<digits>\r\n$" — the start of a command array. */
+static bool array_start(const uint8_t *p, size_t n)
+{
+    size_t i = 1;
+    if (n < 5 || p[0] != '*')
+        return false;
+    while (i < n && i < 9 && p[i] >= '0' && p[i] <= '9')
+        i++;
+    return i > 1 && n - i >= 3 && p[i] == '\r' && p[i + 1] == '\n' && p[i + 2] == '$';
+}
+
+static bool resp_type(uint8_t b)
+{
+    return memchr("+-:$*_,#!=(%~|>", b, 15) != NULL && b != 0;
+}
+
+static bool try_sync(struct rs *r, int dir, const uint8_t *p, size_t n)
+{
+    if (dir == TB_DIR_C2S) {
+        if (!array_start(p, n) && !inline_known(p, n))
+            return false;
+        r->c.synced = true;
+        if (!r->s.synced && !r->s2c_lost) {
+            /* Outside a pipeline the server's next chunk starts the reply to
+             * this command. */
+            srv_reset(&r->s);
+            r->s2c_armed = true;
+        }
+        return true;
+    }
+    if (r->s2c_armed && n > 0 && resp_type(p[0])) {
+        r->s.synced = true;
+        r->s2c_armed = false;
+        return true;
+    }
+    return false;
+}
+
+/* ---- replies -------------------------------------------------------------- */
+
+static void maybe_stream(struct rs *r, const struct tb_proto_ctx *ctx)
+{
+    if (r->stream && r->pq.len == 0 && r->pq.untracked == 0) {
+        if (!r->streamed)
+            ctx->ctr->streams++;
+        r->streamed = true;
+        r->stopped = true;
+    }
+}
+
+/* The reply being read is complete. */
+static void reply_done(struct rs *r, const struct tb_proto_ctx *ctx)
+{
+    struct rs_srv *s = &r->s;
+    if (s->push) {
+        s->push = false;
+        return;
+    }
+    struct tb__pend *e = tb__pq_head(&r->pq);
+    if (e && s->gap)
+        e->flags |= TB_REQ_GAP;
+    if (e && s->status == 0 && (e->kind == K_HELLO2 || e->kind == K_HELLO3))
+        r->resp3 = e->kind == K_HELLO3;
+    tb__pq_emit_head(&r->pq, ctx, s->status, 0, NULL, 0);
+    s->gap = false;
+    maybe_stream(r, ctx);
+}
+
+/* Bytes of the server stream consumed for the reply being read. */
+static void s_acct(struct rs *r, uint64_t n, int64_t ts)
+{
+    if (r->s.push || n == 0)
+        return;
+    struct tb__pend *e = tb__pq_head(&r->pq);
+    if (e) {
+        e->resp_bytes += n;
+        if (ts != TB__NO_TS) {
+            e->resp_seen = true;
+            e->last_ns = TB_MAX(e->last_ns, ts);
+        }
+    }
+}
+
+/* One value's header line. Returns false when it is not RESP. */
+static bool s_line(struct rs *r, const struct tb_proto_ctx *ctx, const char *l, size_t n)
+{
+    struct rs_srv *s = &r->s;
+    if (n == 0)
+        return false;
+    bool top = s->need == 0;
+    if (top) {
+        s->need = 1;
+        s->status = 0;
+        s->push = l[0] == '>';
+        s->err_bulk = false;
+    }
+    int64_t v;
+    switch (l[0]) {
+    case '-':
+        if (top)
+            s->status = err_status(l + 1, n - 1);
+        s->need--;
+        break;
+    case '+': case ':': case ',': case '#': case '_': case '(':
+        s->need--;
+        break;
+    case '$': case '=': case '!':
+        if (!parse_int(l + 1, n - 1, &v) || v < -1 || (v > 0 && (uint64_t)v > RS_BULK_MAX))
+            return false;
+        if (v == -1) {
+            s->need--;
+            break;
+        }
+        if (top && l[0] == '!') {
+            s->err_bulk = true;
+            s->elen = 0;
+        }
+        s->left = (uint64_t)v + 2;
+        s->st = S_BULK;
+        return true;
+    case '*': case '~': case '>': case '%': case '|':
+        if (!parse_int(l + 1, n - 1, &v) || v < -1 || v > (int64_t)UINT32_MAX)
+            return false;
+        if (l[0] == '|')
+            s->need += 2 * (uint64_t)(v < 0 ? 0 : v); /* annotates the value that follows */
+        else if (v <= 0)
+            s->need--;
+        else
+            s->need += (l[0] == '%' ? 2 : 1) * (uint64_t)v - 1;
+        break;
+    default:
+        return false;
+    }
+    if (s->need == 0)
+        reply_done(r, ctx);
+    return true;
+}
+
+static enum tb_pstate s_consume(struct rs *r, const struct tb_proto_ctx *ctx, const uint8_t *p,
+                                size_t n, int64_t ts)
+{
+    struct rs_srv *s = &r->s;
+    const uint8_t *end = p + n;
+    while (p < end && !r->stopped) {
+        if (s->st == S_BULK) {
+            size_t k = (size_t)TB_MIN(s->left, (uint64_t)(end - p));
+            if (s->err_bulk && s->elen < sizeof s->ecode) {
+                size_t c = TB_MIN(k, sizeof s->ecode - s->elen);
+                memcpy(s->ecode + s->elen, p, c);
+                s->elen = (uint8_t)(s->elen + c);
+            }
+            p += k;
+            s->left -= k;
+            s_acct(r, k, ts);
+            if (s->left > 0)
+                break;
+            s->st = S_LINE;
+            if (s->err_bulk && s->need == 1)
+                s->status = err_status(s->ecode, s->elen);
+            s->err_bulk = false;
+            if (--s->need == 0)
+                reply_done(r, ctx);
+            continue;
+        }
+        if (s->need == 0 && s->ln.len == 0)
+            s->push = *p == '>'; /* so that a push's bytes are never counted */
+        const char *l;
+        size_t ll;
+        uint64_t raw;
+        int64_t ts0;
+        const uint8_t *before = p;
+        int rc = tb__line_take(&s->ln, &p, end, RS_LINE_MAX, ts, &l, &ll, &raw, &ts0);
+        s_acct(r, (uint64_t)(p - before), ts);
+        if (rc == TB__LINE_MORE)
+            break;
+        if (rc != TB__LINE_OK || !s_line(r, ctx, l, ll)) {
+            lose_sync(r, ctx, true);
+            return TB_PS_ERROR;
+        }
+    }
+    return TB_PS_OK;
+}
+
+/* ---- commands ------------------------------------------------------------- */
+
+static bool is_container(const struct rs_word *w)
+{
+    for (size_t i = 0; i < TB_ARRAY_SIZE(containers); i++)
+        if (word_is(w, containers[i]))
+            return true;
+    return false;
+}
+
+static enum kind cmd_kind(const struct rs_cli *c)
+{
+    const struct rs_word *w = c->w;
+    if (word_is(&w[0], "SUBSCRIBE") || word_is(&w[0], "PSUBSCRIBE") ||
+        word_is(&w[0], "SSUBSCRIBE"))
+        return K_SUBSCRIBE;
+    if (word_is(&w[0], "MONITOR"))
+        return K_MONITOR;
+    if (word_is(&w[0], "HELLO") && w[1].len > 0)
+        return word_is(&w[1], "3") ? K_HELLO3 : word_is(&w[1], "2") ? K_HELLO2 : K_PLAIN;
+    if (word_is(&w[0], "CLIENT") && word_is(&w[1], "REPLY")) {
+        if (word_is(&w[2], "ON"))
+            return K_REPLY_ON;
+        if (word_is(&w[2], "OFF"))
+            return K_REPLY_OFF;
+        if (word_is(&w[2], "SKIP"))
+            return K_REPLY_SKIP;
+    }
+    return K_PLAIN;
+}
+
+/* A whole command has been read. */
+static void cmd_done(struct rs *r, const struct tb_proto_ctx *ctx)
+{
+    struct rs_cli *c = &r->c;
+    enum kind k = cmd_kind(c);
+    bool answered = true;
+    if (r->reply_off) {
+        answered = k == K_REPLY_ON;
+        if (answered)
+            r->reply_off = false;
+    } else if (r->skip_next) {
+        answered = false;
+        r->skip_next = false;
+    }
+    if (k == K_REPLY_OFF) {
+        r->reply_off = true;
+        answered = false;
+    } else if (k == K_REPLY_SKIP) {
+        r->skip_next = true;
+        answered = false;
+    }
+    if (answered && (k == K_MONITOR || (k == K_SUBSCRIBE && !r->resp3))) {
+        r->stream = true;
+        maybe_stream(r, ctx);
+        answered = false;
+    } else if (answered && k == K_SUBSCRIBE) {
+        /* RESP3: confirmed by a push; the connection goes on answering. */
+        if (!r->streamed)
+            ctx->ctr->streams++;
+        r->streamed = true;
+        answered = false;
+    } else if (!answered) {
+        ctx->ctr->unanswered++;
+    }
+    if (answered && !r->stream) {
+        struct tb__pend *e = tb__pq_push(&r->pq, ctx->ctr, c->ts0);
+        if (e) {
+            e->req_bytes = c->bytes;
+            e->kind = (uint8_t)k;
+            if (c->gap)
+                e->flags |= TB_REQ_GAP;
+            char cls[2 * RS_WORD + 1];
+            size_t n = 0;
+            if (c->w[0].bad || c->w[0].len == 0) {
+                memcpy(cls, "unknown", 7);
+                n = 7;
+            } else {
+                memcpy(cls, c->w[0].s, c->w[0].len);
+                n = c->w[0].len;
+                if (c->argc > 1 && is_container(&c->w[0])) {
+                    cls[n++] = ' ';
+                    if (c->w[1].bad) {
+                        cls[n++] = '?';
+                    } else {
+                        memcpy(cls + n, c->w[1].s, c->w[1].len);
+                        n += c->w[1].len;
+                    }
+                }
+            }
+            tb__pend_set_class(e, cls, n);
+        }
+    }
+    cli_reset(c);
+}
+
+/* An inline command line: words split by blanks. */
+static void inline_cmd(struct rs *r, const struct tb_proto_ctx *ctx, const char *l, size_t n)
+{
+    struct rs_cli *c = &r->c;
+    size_t i = 0;
+    c->argc = 0;
+    while (i < n) {
+        while (i < n && (l[i] == ' ' || l[i] == '\t'))
+            i++;
+        size_t j = i;
+        while (j < n && l[j] != ' ' && l[j] != '\t')
+            j++;
+        if (j > i) {
+            if (c->argc < 3)
+                word_add(&c->w[c->argc], (const uint8_t *)l + i, j - i);
+            c->argc++;
+        }
+        i = j;
+    }
+    if (c->argc == 0) {
+        cli_reset(c); /* an empty line: Redis ignores it, no reply */
+        return;
+    }
+    cmd_done(r, ctx);
+}
+
+static enum tb_pstate c_consume(struct rs *r, const struct tb_proto_ctx *ctx, const uint8_t *p,
+                                size_t n, int64_t ts)
+{
+    struct rs_cli *c = &r->c;
+    const uint8_t *end = p + n;
+    while (p < end && !r->stopped) {
+        if (!c->started) {
+            c->started = true;
+            c->ts0 = ts;
+            c->bytes = 0;
+        }
+        if (c->st == C_BULK) {
+            size_t k = (size_t)TB_MIN(c->left, (uint64_t)(end - p));
+            if (c->argi < 3) {
+                /* Only the bytes of the value itself, not its CRLF. */
+                uint64_t done = c->blen + 2 - c->left;
+                if (done < c->blen)
+                    word_add(&c->w[c->argi], p, (size_t)TB_MIN((uint64_t)k, c->blen - done));
+            }
+            p += k;
+            c->left -= k;
+            c->bytes += k;
+            if (c->left > 0)
+                break;
+            c->st = C_BULKLEN;
+            if (++c->argi == c->argc)
+                cmd_done(r, ctx);
+            continue;
+        }
+        const char *l;
+        size_t ll;
+        uint64_t raw;
+        int64_t ts0;
+        bool inl = c->st == C_START && c->ln.len == 0 && *p != '*';
+        if (c->st == C_START && c->ln.len > 0)
+            inl = c->ln.buf[0] != '*';
+        int rc = tb__line_take(&c->ln, &p, end, inl ? RS_INLINE_MAX : RS_HDR_MAX, ts, &l, &ll,
+                               &raw, &ts0);
+        if (rc == TB__LINE_MORE)
+            break; /* the line's bytes are counted (raw) when it is whole */
+        if (rc != TB__LINE_OK) {
+            lose_sync(r, ctx, true);
+            return TB_PS_ERROR;
+        }
+        c->bytes += raw;
+        int64_t v;
+        if (c->st == C_START) {
+            if (ll == 0 || l[0] != '*') {
+                inline_cmd(r, ctx, l, ll);
+                continue;
+            }
+            if (!parse_int(l + 1, ll - 1, &v) || v > (int64_t)RS_ARGC_MAX) {
+                lose_sync(r, ctx, true);
+                return TB_PS_ERROR;
+            }
+            if (v <= 0) {
+                cli_reset(c); /* an empty command: no reply */
+                continue;
+            }
+            c->argc = (uint32_t)v;
+            c->argi = 0;
+            c->st = C_BULKLEN;
+        } else {
+            if (ll < 2 || l[0] != '$' || !parse_int(l + 1, ll - 1, &v) || v < 0 ||
+                (uint64_t)v > RS_BULK_MAX) {
+                lose_sync(r, ctx, true);
+                return TB_PS_ERROR;
+            }
+            c->blen = (uint64_t)v;
+            c->left = (uint64_t)v + 2;
+            c->st = C_BULK;
+        }
+    }
+    return TB_PS_OK;
+}
+
+/* ---- answers cut by a capture hole ---------------------------------------- */
+
+/* A hole took the framing of the server's stream while one command was
+ * outstanding: its reply ends before the client's next command (outside a
+ * pipeline), which closes it (GAP) with the last reply bytes captured. */
+static bool keep_lost(struct rs *r, const struct tb_proto_ctx *ctx, uint64_t len, int64_t ts)
+{
+    struct tb__pend *e = tb__pq_head(&r->pq);
+    if (!e || r->pq.len != 1 || r->pq.untracked || r->c.started || !r->c.synced || r->s.push)
+        return false;
+    e->flags |= TB_REQ_GAP;
+    e->resp_bytes += len;
+    if (ts != TB__NO_TS) {
+        e->last_ns = TB_MAX(e->last_ns, ts);
+        e->resp_seen = true;
+    }
+    srv_reset(&r->s);
+    r->s.synced = false;
+    r->s2c_armed = false;
+    r->s2c_lost = true;
+    ctx->ctr->resyncs++;
+    return true;
+}
+
+static void lost_more(struct rs *r, uint64_t len, int64_t ts)
+{
+    struct tb__pend *e = tb__pq_head(&r->pq);
+    if (e) {
+        e->resp_bytes += len;
+        if (ts != TB__NO_TS) {
+            e->last_ns = TB_MAX(e->last_ns, ts);
+            e->resp_seen = true;
+        }
+    }
+}
+
+static void lost_done(struct rs *r, const struct tb_proto_ctx *ctx)
+{
+    r->s.status = -1;
+    r->s.push = false;
+    reply_done(r, ctx);
+    srv_reset(&r->s);
+    r->s2c_lost = false;
+    r->s.synced = false;
+    r->s2c_armed = true;
+}
+
+/* ---- descriptor ------------------------------------------------------------ */
+
+static enum tb_pstate rs_consume(void *st, const struct tb_proto_ctx *ctx, enum tb_dir dir,
+                                 const uint8_t *p, size_t n, int64_t ts)
+{
+    struct rs *r = st;
+    if (r->stopped)
+        return TB_PS_STOP;
+    if (dir == TB_DIR_S2C && r->s2c_lost) {
+        lost_more(r, n, ts);
+        return TB_PS_OK;
+    }
+    if (dir == TB_DIR_C2S) {
+        if (!r->c.synced && !try_sync(r, TB_DIR_C2S, p, n))
+            return TB_PS_OK;
+        if (r->s2c_lost && !r->c.started)
+            lost_done(r, ctx);
+        enum tb_pstate ps = c_consume(r, ctx, p, n, ts);
+        return r->stopped ? TB_PS_STOP : ps;
+    }
+    if (!r->s.synced && !try_sync(r, TB_DIR_S2C, p, n))
+        return TB_PS_OK;
+    enum tb_pstate ps = s_consume(r, ctx, p, n, ts);
+    return r->stopped ? TB_PS_STOP : ps;
+}
+
+static enum tb_pstate rs_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_dir dir,
+                             uint64_t len, int64_t ts)
+{
+    struct rs *r = st;
+    if (r->stopped)
+        return TB_PS_STOP;
+    if (dir == TB_DIR_C2S) {
+        struct rs_cli *c = &r->c;
+        if (c->synced && c->st == C_BULK && len > 0 && len <= c->left) {
+            /* Inside a value: its length still frames what follows. */
+            c->left -= len;
+            c->bytes += len;
+            c->gap = true;
+            if (c->argi < 3)
+                c->w[c->argi].bad = true;
+            if (c->left == 0) {
+                c->st = C_BULKLEN;
+                if (++c->argi == c->argc)
+                    cmd_done(r, ctx);
+            }
+            return r->stopped ? TB_PS_STOP : TB_PS_OK;
+        }
+        if (c->synced || r->pq.len)
+            lose_sync(r, ctx, false);
+        return TB_PS_OK;
+    }
+    struct rs_srv *s = &r->s;
+    if (r->s2c_lost) {
+        lost_more(r, len, ts);
+        return TB_PS_OK;
+    }
+    if (s->synced && s->st == S_BULK && len > 0 && len <= s->left) {
+        s->left -= len;
+        s->gap = true;
+        s->elen = sizeof s->ecode; /* an error code cut: taken as far as it goes */
+        s_acct(r, len, ts);
+        if (s->left == 0) {
+            s->st = S_LINE;
+            if (--s->need == 0)
+                reply_done(r, ctx);
+        }
+        return r->stopped ? TB_PS_STOP : TB_PS_OK;
+    }
+    if ((s->synced || r->s2c_armed) && keep_lost(r, ctx, len, ts))
+        return TB_PS_OK;
+    if (s->synced || r->pq.len)
+        lose_sync(r, ctx, false);
+    return TB_PS_OK;
+}
+
+static void rs_close(void *st, const struct tb_proto_ctx *ctx, int fin_dir, int64_t ts)
+{
+    struct rs *r = st;
+    TB_UNUSED(fin_dir);
+    TB_UNUSED(ts);
+    if (!r->stopped) {
+        struct tb__pend *e = tb__pq_head(&r->pq);
+        if (e && r->s2c_lost)
+            lost_done(r, ctx);
+        else if (e && e->resp_seen && !r->s.push)
+            tb__pq_emit_head(&r->pq, ctx, -1, TB_REQ_NORESP, NULL, 0);
+    }
+    r->stopped = true;
+}
+
+static void rs_init(void *st, bool midstream)
+{
+    struct rs *r = st;
+    memset(r, 0, sizeof *r);
+    r->c.synced = r->s.synced = !midstream;
+}
+
+static void rs_fini(void *st)
+{
+    struct rs *r = st;
+    tb__pq_free(&r->pq);
+    tb__line_free(&r->c.ln);
+    tb__line_free(&r->s.ln);
+}
+
+/* Arguments of an inline line, for telling Redis from memcached: memcached's
+ * get takes any number of keys, Redis' exactly one. */
+static size_t inline_words(const uint8_t *p, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != ' ' && (i == 0 || p[i - 1] == ' '))
+            w++;
+    return w;
+}
+
+/* Words 3 to 5 of a line are numbers: memcached's "set k flags exptime bytes". */
+static bool mc_numbers(const uint8_t *p, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] == ' ') {
+            if (i + 1 < n && p[i + 1] != ' ')
+                w++;
+            continue;
+        }
+        if (w >= 2 && w <= 4 && (p[i] < '0' || p[i] > '9'))
+            return false;
+    }
+    return w >= 4;
+}
+
+static enum tb_detect rs_detect(const uint8_t *p, size_t n, enum tb_dir dir, bool *client_sent)
+{
+    TB_UNUSED(dir);
+    if (n == 0)
+        return TB_DETECT_MAYBE;
+    if (p[0] == '*') {
+        if (array_start(p, n)) {
+            *client_sent = true;
+            return TB_DETECT_YES;
+        }
+        /* A reply array: "*<n>\r\n" and a value. */
+        const uint8_t *nl = memchr(p, '\n', TB_MIN(n, (size_t)16));
+        if (!nl)
+            return n < 16 ? TB_DETECT_MAYBE : TB_DETECT_NO;
+        if (nl + 1 < p + n && resp_type(nl[1]) && nl[-1] == '\r') {
+            *client_sent = false;
+            return TB_DETECT_YES;
+        }
+        return TB_DETECT_NO;
+    }
+    const uint8_t *nl = memchr(p, '\n', TB_MIN(n, (size_t)1024));
+    if (resp_type(p[0]) && p[0] != '>' && p[0] != '|') {
+        /* A reply: one well-formed first line. */
+        if (!nl)
+            return n < 1024 ? TB_DETECT_MAYBE : TB_DETECT_NO;
+        size_t ll = (size_t)(nl - p);
+        if (ll < 2 || p[ll - 1] != '\r')
+            return TB_DETECT_NO;
+        int64_t v;
+        bool ok;
+        switch (p[0]) {
+        case '+': case '-':
+            ok = text_line_ok(p + 1, ll - 2);
+            break;
+        case ':': case '$': case '%': case '~':
+            ok = parse_int((const char *)p + 1, ll - 2, &v);
+            break;
+        default:
+            ok = false;
+        }
+        if (!ok)
+            return TB_DETECT_NO;
+        *client_sent = false;
+        return TB_DETECT_YES;
+    }
+    /* An inline command. */
+    if (!nl)
+        return n < 64 && ((p[0] >= 'a' && p[0] <= 'z') || (p[0] >= 'A' && p[0] <= 'Z'))
+                   ? TB_DETECT_MAYBE
+                   : TB_DETECT_NO;
+    size_t ll = (size_t)(nl - p);
+    if (ll > 0 && p[ll - 1] == '\r')
+        ll--;
+    if (inline_known(p, n)) {
+        *client_sent = true;
+        return TB_DETECT_YES;
+    }
+    /* Words memcached has too: told apart by their arguments, else by the
+     * server's answer ("get k" is both). */
+    static const char *const shared[] = {"GET", "SET", "INCR", "DECR", "APPEND", "TOUCH",
+                                         "QUIT"};
+    size_t k = 0;
+    while (k < ll && p[k] != ' ')
+        k++;
+    for (size_t i = 0; i < TB_ARRAY_SIZE(shared); i++) {
+        if (strlen(shared[i]) != k || strncasecmp(shared[i], (const char *)p, k) != 0)
+            continue;
+        size_t w = inline_words(p, ll);
+        bool yes = false, no = false;
+        switch (i) {
+        case 0: no = w != 2; break;                             /* get k1 k2 … */
+        case 1: no = (w == 5 || w == 6) && mc_numbers(p, ll); yes = !no; break;
+        case 2: case 3: yes = w == 2; no = !yes; break;         /* incr k 5 */
+        case 4: yes = w == 3; no = !yes; break;                 /* append k 0 0 5 */
+        default: break;
+        }
+        if (yes) {
+            *client_sent = true;
+            return TB_DETECT_YES;
+        }
+        return no ? TB_DETECT_NO : TB_DETECT_MAYBE;
+    }
+    return TB_DETECT_NO;
+}
+
+static const uint16_t rs_ports[] = {6379, 0};
+
+const struct tb_proto tb_proto_redis = {
+    .name = "redis",
+    .ports = rs_ports,
+    .state_size = sizeof(struct rs),
+    .detect = rs_detect,
+    .init = rs_init,
+    .consume = rs_consume,
+    .gap = rs_gap,
+    .close = rs_close,
+    .fini = rs_fini,
+};

@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: MIT */
+/* cmd_diagnose.c — `tbneck diagnose`: the root cause of the front tier's
+ * transient bottlenecks (analysis/diagnose.h), as text, JSON (DESIGN.md
+ * "Interfaces") or per-window CSV, with plots (cli/plot.h). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "diagnose.h"
+#include "plot.h"
+#include "report_util.h"
+
+static const char diagnose_usage[] =
+    "usage: tbneck diagnose [--window 50ms] [--from T --to T] [--format text|json|csv]\n"
+    "                       [--plot FILE.png|svg] [--recompute] [--db FILE]\n"
+    "\n"
+    "Which server (or connection pool) holds the front tier up in its congested\n"
+    "windows, and why: cpu, freeze, speed, pool, threads (or none). Text: the\n"
+    "verdict first, then tiers, servers, pools and episodes. --format json: the\n"
+    "object DESIGN.md fixes; csv: per tier and window the self and waiting load,\n"
+    "the front tier's congestion and the root found. --plot FILE: stacked self and\n"
+    "waiting load per tier with the root marked (FILE), and the wait-for graph\n"
+    "drawn by Graphviz (FILE with -graph before the extension).\n"
+    "T is ns since the epoch, seconds (1700000000.25), or +OFFSET from the first request.\n";
+
+static const char *tier_name(const struct tb_catalog *cat, uint32_t t)
+{
+    const struct tb_tier_info *ti = t ? tb_catalog_tier_get(cat, t) : NULL;
+    return ti ? ti->name : "";
+}
+
+static const char *server_name(const struct tb_catalog *cat, uint32_t s, char *buf, size_t len)
+{
+    const struct tb_server_info *si = s ? tb_catalog_server_get(cat, s) : NULL;
+    if (!si) {
+        snprintf(buf, len, "*");
+        return buf;
+    }
+    return tb_addr_fmt(&si->addr, buf, len);
+}
+
+/* "%.2f" of v with an optional suffix, or "-" when undetermined. */
+static void fmt_num(char *buf, size_t len, double v, const char *suffix)
+{
+    if (isfinite(v))
+        snprintf(buf, len, "%.*f%s", *suffix ? 1 : 2, v, suffix);
+    else
+        snprintf(buf, len, "-");
+}
+
+static void print_row(FILE *f, const struct tb_catalog *cat, const struct tb_diag_row *r,
+                      bool server)
+{
+    char name[TB_ADDR_STRLEN + TB_NAME_MAX], st[16], ns[16], nss[16];
+    if (server) {
+        char b[TB_ADDR_STRLEN];
+        snprintf(name, sizeof name, "%s", server_name(cat, r->server, b, sizeof b));
+    } else {
+        snprintf(name, sizeof name, "%s", tier_name(cat, r->tier));
+    }
+    fmt_num(st, sizeof st, r->stretch, "x");
+    fmt_num(ns, sizeof ns, r->n_star, "");
+    fmt_num(nss, sizeof nss, r->n_star_self, "");
+    fprintf(f, "  %-22s %-10s %9" PRIu64 " %8.2f %8.2f %8.2f %8.2f %8s %7s %7s %6.1f%%\n", name,
+            tb_diag_state_name(r->state), r->requests, r->load_mean, r->self_load_mean,
+            r->wait_load_mean, r->own_load_mean, st, ns, nss, 100 * r->congested_fraction);
+}
+
+static void print_text(FILE *f, const struct tb_catalog *cat, const struct tb_diagnosis *d)
+{
+    char b[TB_ADDR_STRLEN], b2[TB_ADDR_STRLEN], w[32];
+    const struct tb_diag_verdict *v = &d->verdict;
+    fprintf(f, "verdict: %s\n", v->evidence);
+    if (v->cause != TB_CAUSE_NONE)
+        fprintf(f, "  root %s %s, cause %s (%s), %.0f%% of the front tier's congested time\n",
+                tier_name(cat, v->tier), server_name(cat, v->server, b, sizeof b),
+                tb_cause_name(v->cause), v->resource, 100 * v->share);
+    if (!d->ntiers)
+        return;
+    fprintf(f, "\nwindow %s, front tier %s; loads are means over every window, stretch = self / "
+               "own in the front tier's congested windows\n",
+            tb_fmt_duration(d->width_ns, w, sizeof w), tier_name(cat, d->front));
+#define ROW_HDR "  %-22s %-10s %9s %8s %8s %8s %8s %8s %7s %7s %7s\n"
+    fprintf(f, ROW_HDR, "tier", "state", "requests", "load", "self", "wait", "own", "stretch", "N*",
+            "N*self", "cong");
+    for (size_t i = 0; i < d->ntiers; i++)
+        print_row(f, cat, &d->tiers[i], false);
+    fprintf(f, "\n");
+    fprintf(f, ROW_HDR, "server", "state", "requests", "load", "self", "wait", "own", "stretch",
+            "N*", "N*self", "cong");
+    for (size_t i = 0; i < d->nservers; i++)
+        print_row(f, cat, &d->servers[i], true);
+    if (d->npools) {
+        fprintf(f, "\npools (caller server -> callee tier):\n");
+        fprintf(f, "  %-22s %-12s %5s %5s %6s %6s %5s %5s  %s\n", "from", "to", "conns", "seen",
+                "maxcon", "pooled", "full", "rec", "reason");
+        for (size_t i = 0; i < d->npools; i++) {
+            const struct tb_diag_pool *p = &d->pools[i];
+            fprintf(f, "  %-22s %-12s %5u %5u %6u %6s %4.0f%% %5u  %s\n",
+                    server_name(cat, p->from_server, b, sizeof b), tier_name(cat, p->to_tier),
+                    p->connections, p->connections_seen, p->max_concurrent,
+                    p->pooled ? "yes" : "no", 100 * p->full_fraction, p->recommended, p->reason);
+        }
+    }
+    fprintf(f, "\nepisodes: %zu", d->nepisodes);
+    if (d->dismissed)
+        fprintf(f, " (%zu more of the report's had no stretched server below them: not "
+                   "bottlenecks)",
+                d->dismissed);
+    fprintf(f, "\n");
+    if (d->nepisodes)
+        fprintf(f, "  %-14s %8s %-12s %-22s %-9s %-12s %-22s %s\n", "start (s)", "length",
+                "tier", "server", "kind", "root tier", "root server", "cause");
+    for (size_t i = 0; i < d->nepisodes; i++) {
+        const struct tb_diag_episode *e = &d->episodes[i];
+        fprintf(f, "  %-14.3f %8s %-12s %-22s %-9s %-12s %-22s %s\n",
+                (double)(e->start_ns - d->from_ns) / 1e9,
+                tb_fmt_duration(e->end_ns - e->start_ns, w, sizeof w), tier_name(cat, e->tier),
+                server_name(cat, e->server, b, sizeof b),
+                e->kind == TB_EP_FREEZE ? "freeze" : "saturated", tier_name(cat, e->root_tier),
+                server_name(cat, e->root_server, b2, sizeof b2), tb_cause_name(e->cause));
+    }
+}
+
+static void json_row(FILE *f, const struct tb_catalog *cat, const struct tb_diag_row *r,
+                     bool server)
+{
+    char b[TB_ADDR_STRLEN];
+    fputs("{\"tier\": ", f);
+    tb_json_str(f, tier_name(cat, r->tier));
+    if (server) {
+        fputs(", \"server\": ", f);
+        tb_json_str(f, server_name(cat, r->server, b, sizeof b));
+    }
+    fputs(", \"state\": ", f);
+    tb_json_str(f, tb_diag_state_name(r->state));
+    fprintf(f, ", \"requests\": %" PRIu64 ", \"depth\": ", r->requests);
+    if (r->depth == UINT32_MAX)
+        fputs("null", f);
+    else
+        fprintf(f, "%u", r->depth);
+    fputs(", \"load_mean\": ", f);
+    tb_json_num(f, r->load_mean);
+    fputs(", \"self_load_mean\": ", f);
+    tb_json_num(f, r->self_load_mean);
+    fputs(", \"wait_load_mean\": ", f);
+    tb_json_num(f, r->wait_load_mean);
+    fputs(", \"own_load_mean\": ", f);
+    tb_json_num(f, r->own_load_mean);
+    fputs(", \"stretch\": ", f);
+    tb_json_num(f, r->stretch);
+    fputs(", \"n_star\": ", f);
+    tb_json_num(f, r->n_star);
+    fputs(", \"n_star_self\": ", f);
+    tb_json_num(f, r->n_star_self);
+    fputs(", \"congested_fraction\": ", f);
+    tb_json_num(f, r->congested_fraction);
+    fputs("}", f);
+}
+
+static void print_json(FILE *f, const struct tb_catalog *cat, const struct tb_diagnosis *d)
+{
+    char b[TB_ADDR_STRLEN];
+    const struct tb_diag_verdict *v = &d->verdict;
+    fprintf(f, "{\"window_ns\": %" PRId64 ", \"from_ns\": %" PRId64 ", \"to_ns\": %" PRId64
+               ", \"front_tier\": ",
+            d->width_ns, d->from_ns, d->to_ns);
+    tb_json_str(f, tier_name(cat, d->front));
+    fputs(",\n \"verdict\": {\"tier\": ", f);
+    tb_json_str(f, tier_name(cat, v->tier));
+    fputs(", \"server\": ", f);
+    tb_json_str(f, server_name(cat, v->server, b, sizeof b));
+    fputs(", \"cause\": ", f);
+    tb_json_str(f, tb_cause_name(v->cause));
+    fputs(", \"resource\": ", f);
+    tb_json_str(f, v->resource);
+    fputs(", \"evidence\": ", f);
+    tb_json_str(f, v->evidence);
+    fputs(", \"share\": ", f);
+    tb_json_num(f, v->share);
+    fputs("},\n \"tiers\": [", f);
+    for (size_t i = 0; i < d->ntiers; i++) {
+        fputs(i ? ",\n   " : "\n   ", f);
+        json_row(f, cat, &d->tiers[i], false);
+    }
+    fputs("],\n \"servers\": [", f);
+    for (size_t i = 0; i < d->nservers; i++) {
+        fputs(i ? ",\n   " : "\n   ", f);
+        json_row(f, cat, &d->servers[i], true);
+    }
+    fputs("],\n \"pools\": [", f);
+    for (size_t i = 0; i < d->npools; i++) {
+        const struct tb_diag_pool *p = &d->pools[i];
+        fputs(i ? ",\n   {\"from_tier\": " : "\n   {\"from_tier\": ", f);
+        tb_json_str(f, tier_name(cat, p->from_tier));
+        fputs(", \"from_server\": ", f);
+        tb_json_str(f, server_name(cat, p->from_server, b, sizeof b));
+        fputs(", \"to_tier\": ", f);
+        tb_json_str(f, tier_name(cat, p->to_tier));
+        fprintf(f, ", \"connections\": %u, \"connections_seen\": %u, \"max_concurrent\": %u, "
+                   "\"pooled\": %s, \"full_fraction\": ",
+                p->connections, p->connections_seen, p->max_concurrent,
+                p->pooled ? "true" : "false");
+        tb_json_num(f, p->full_fraction);
+        fprintf(f, ", \"recommended\": %u, \"reason\": ", p->recommended);
+        tb_json_str(f, p->reason);
+        fputs("}", f);
+    }
+    fprintf(f, "],\n \"episodes_dismissed\": %zu,\n \"episodes\": [", d->dismissed);
+    for (size_t i = 0; i < d->nepisodes; i++) {
+        const struct tb_diag_episode *e = &d->episodes[i];
+        fprintf(f, "%s{\"start_ns\": %" PRId64 ", \"end_ns\": %" PRId64 ", \"tier\": ",
+                i ? ",\n   " : "\n   ", e->start_ns, e->end_ns);
+        tb_json_str(f, tier_name(cat, e->tier));
+        fputs(", \"server\": ", f);
+        tb_json_str(f, server_name(cat, e->server, b, sizeof b));
+        fputs(", \"kind\": ", f);
+        tb_json_str(f, e->kind == TB_EP_FREEZE ? "freeze" : "saturated");
+        fputs(", \"root_tier\": ", f);
+        tb_json_str(f, tier_name(cat, e->root_tier));
+        fputs(", \"root_server\": ", f);
+        tb_json_str(f, server_name(cat, e->root_server, b, sizeof b));
+        fputs(", \"cause\": ", f);
+        tb_json_str(f, tb_cause_name(e->cause));
+        fputs("}", f);
+    }
+    fputs("]}\n", f);
+}
+
+/* Per tier and window: the layers, and the front tier's state and root. */
+static void print_csv(FILE *f, const struct tb_catalog *cat, const struct tb_diagnosis *d)
+{
+    char b[TB_ADDR_STRLEN];
+    fputs("tier,start_ns,width_ns,self_load,wait_load,front_congested,root_tier,root_server,"
+          "cause\n",
+          f);
+    for (size_t i = 0; i < d->ntiers; i++)
+        for (size_t k = 0; k < d->nwin; k++) {
+            tb_csv_field(f, tier_name(cat, d->tiers[i].tier));
+            uint32_t r = d->root_server[k];
+            const struct tb_server_info *si = r ? tb_catalog_server_get(cat, r) : NULL;
+            fprintf(f, ",%" PRId64 ",%" PRId64 ",%.17g,%.17g,%d,", d->from_ns +
+                    (int64_t)k * d->width_ns, d->width_ns, d->self[i * d->nwin + k],
+                    d->wait[i * d->nwin + k], d->front_congested[k] ? 1 : 0);
+            tb_csv_field(f, si ? tier_name(cat, si->tier) : "");
+            fputc(',', f);
+            tb_csv_field(f, si ? server_name(cat, r, b, sizeof b) : "");
+            fprintf(f, ",%s\n", r ? tb_cause_name((enum tb_cause)d->root_cause[k]) : "");
+        }
+}
+
+int tb_cmd_diagnose(int argc, char **argv)
+{
+    const char *dbpath = TB_DEFAULT_DB, *window = "50ms", *from = NULL, *to = NULL;
+    const char *format = "text", *plot = NULL;
+    bool recompute = false;
+    const struct tb_cli_opt opts[] = {
+        {"db", &dbpath, NULL},     {"window", &window, NULL}, {"from", &from, NULL},
+        {"to", &to, NULL},         {"format", &format, NULL}, {"plot", &plot, NULL},
+        {"recompute", NULL, &recompute},
+    };
+    int rc = tb_cli_parse(argc, argv, 1, opts, TB_ARRAY_SIZE(opts), "diagnose");
+    if (rc < 0) {
+        fputs(diagnose_usage, stdout);
+        return TB_EXIT_OK;
+    }
+    if (rc)
+        return rc;
+    if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "csv")) {
+        tb_log_error("diagnose: --format '%s': expected text, json or csv", format);
+        return TB_EXIT_USAGE;
+    }
+    struct tb_diag_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX, .recompute = recompute};
+    if (tb_parse_duration(window, TB_NS_PER_MS, &o.width_ns) != 0 || o.width_ns <= 0) {
+        tb_log_error("--window '%s': expected a positive duration such as 50ms or 1s", window);
+        return TB_EXIT_USAGE;
+    }
+    if (plot && tb_plot_format(plot) < 0) {
+        tb_log_error("--plot %s: the file name must end in .png or .svg", plot);
+        return TB_EXIT_USAGE;
+    }
+    struct tb_cli_db db;
+    if ((rc = tb_cli_db_open(&db, dbpath, false)) != 0)
+        return rc;
+    if ((rc = tb_cli_range(db.st, 0, from, to, &o.from_ns, &o.to_ns)) != 0)
+        goto out;
+    struct tb_diagnosis d;
+    char err[512] = "";
+    int e = tb_diagnose(db.st, db.cat, &o, &d, err, sizeof err);
+    if (e) {
+        tb_log_error("diagnose: %s", err[0] ? err : tb_strerror(e));
+        rc = TB_EXIT_FAIL;
+        goto out;
+    }
+    if (!strcmp(format, "json"))
+        print_json(stdout, db.cat, &d);
+    else if (!strcmp(format, "csv"))
+        print_csv(stdout, db.cat, &d);
+    else
+        print_text(stdout, db.cat, &d);
+    if (fflush(stdout) != 0) {
+        tb_log_error("diagnose: cannot write to stdout");
+        rc = TB_EXIT_FAIL;
+    }
+    if (!rc && plot) {
+        char perr[512] = "";
+        if (tb_plot_diagnosis(plot, db.cat, &d, perr, sizeof perr) != 0) {
+            tb_log_error("diagnose: --plot %s: %s", plot, perr);
+            rc = TB_EXIT_FAIL;
+        }
+    }
+    tb_diagnosis_free(&d);
+out:
+    tb_cli_db_close(&db);
+    return rc;
+}

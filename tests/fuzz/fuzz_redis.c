@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/* fuzz_redis.c — libFuzzer harness for the redis parser: both directions in random
+ * splits, holes and a close (see pt_fuzz_drive in capture/proto/proto-test.h).
+ * Seeds: tests/fuzz/mkcorpus_db.py. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto-test.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    pt_fuzz_drive(&tb_proto_redis, data, size);
+    return 0;
+}

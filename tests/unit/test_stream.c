@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/* test_stream.c — the streaming analysis of a live capture (analysis/stream.c)
+ * fed a simulated single-core server: 10 ms requests served one at a time,
+ * quiet stretches and overload bursts, and one 400 ms pause. Requests go in
+ * completion order with a tick per simulated second, as a live capture does.
+ * Checked against oracles written here: every closed window's load and
+ * completions equal the exact ones computed from the requests; every
+ * window's congested flag is load >= the threshold of the analysis in force
+ * when it closed; the episodes handed out are the maximal runs of those
+ * congested windows, opened and closed in order, with their peak and mean;
+ * and the pause is one freeze episode while bursts are saturated ones. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "catalog.h"
+#include "stream.h"
+
+#define MS TB_NS_PER_MS
+#define SEC TB_NS_PER_SEC
+#define T0 (INT64_C(1700000000) * SEC)
+#define W (50 * MS)
+#define SVC (10 * MS)
+#define DURATION (60 * SEC)
+#define PAUSE_AT (T0 + 41 * SEC + 20 * MS)
+#define PAUSE (400 * MS)
+#define MAXREQ 20000
+#define MAXWIN 2000
+
+static uint64_t rs = 88172645463325252u;
+static double unif(void)
+{
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return ((double)(rs >> 11) + 0.5) / 9007199254740992.0;
+}
+
+/* What the sink saw. */
+struct seen {
+    struct tb_window win[MAXWIN];
+    bool cong[MAXWIN];
+    double thr_at[MAXWIN]; /* threshold in force when the window closed */
+    size_t nwin;
+    double thr;            /* of the last analysis event; NAN before */
+    size_t nanalysis;
+    struct tb_episode closed[MAXWIN];
+    size_t nclosed;
+    int64_t opened[MAXWIN];
+    size_t nopened;
+    size_t rows;           /* windows handed to the store callback */
+    uint32_t tier;
+};
+
+static void on_windows(void *ud, const struct tb_window *w, size_t n)
+{
+    struct seen *s = ud;
+    s->rows += n;
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(w[i].width_ns, W);
+}
+
+static void on_window(void *ud, uint32_t tier, const struct tb_window *w, bool congested)
+{
+    struct seen *s = ud;
+    assert_int_equal(tier, s->tier);
+    assert_int_equal(w->server, 0);
+    assert_true(s->nwin < MAXWIN);
+    s->win[s->nwin] = *w;
+    s->cong[s->nwin] = congested;
+    s->thr_at[s->nwin] = s->thr;
+    s->nwin++;
+}
+
+static void on_episode(void *ud, uint32_t tier, const struct tb_episode *ep, bool ongoing)
+{
+    struct seen *s = ud;
+    assert_int_equal(tier, s->tier);
+    if (ongoing) {
+        s->opened[s->nopened++] = ep->start_ns;
+    } else {
+        s->closed[s->nclosed++] = *ep;
+    }
+}
+
+static void on_analysis(void *ud, uint32_t tier, const struct tb_analysis *a,
+                        const struct tb_congestion *rule)
+{
+    struct seen *s = ud;
+    assert_int_equal(tier, s->tier);
+    assert_int_equal(a->width_ns, W);
+    s->thr = rule->threshold;
+    s->nanalysis++;
+}
+
+/* One server, FIFO, one request in service at a time: a 10 ms demand each;
+ * arrivals at 30/s, with a 150/s burst of 0.5 s every 4 s; nothing departs
+ * during the pause (the requests in service and queued wait it out). */
+static size_t simulate(struct tb_request *rq, uint32_t tier, uint32_t server, uint32_t cls)
+{
+    size_t n = 0;
+    int64_t t = T0, free_at = T0;
+    while (t < T0 + DURATION && n < MAXREQ) {
+        int64_t off = (t - T0) % (4 * SEC);
+        double rate = off < 500 * MS ? 150 : 30;
+        t += (int64_t)(-log(unif()) / rate * 1e9);
+        struct tb_request *r = &rq[n++];
+        memset(r, 0, sizeof *r);
+        int64_t start = t > free_at ? t : free_at;
+        if (start < PAUSE_AT + PAUSE && start + SVC > PAUSE_AT)
+            start = PAUSE_AT + PAUSE; /* stopped the world */
+        r->arrival_ns = t;
+        r->departure_ns = start + SVC;
+        free_at = r->departure_ns;
+        r->tier = tier;
+        r->server = server;
+        r->class_id = cls;
+        r->conn = 1;
+        r->status = 200;
+        assert_int_equal(tb_addr_parse("10.0.0.9:40000", &r->client), 0);
+    }
+    return n;
+}
+
+static int by_departure(const void *pa, const void *pb)
+{
+    const struct tb_request *a = pa, *b = pb;
+    return (a->departure_ns > b->departure_ns) - (a->departure_ns < b->departure_ns);
+}
+
+static void test_stream_live(void **state)
+{
+    (void)state;
+    struct tb_catalog *cat;
+    uint32_t tier, server, cls;
+    struct tb_addr a;
+    assert_int_equal(tb_catalog_new(&cat), 0);
+    assert_int_equal(tb_catalog_tier(cat, "db", "mysql", &tier), 0);
+    assert_int_equal(tb_addr_parse("10.0.0.1:3306", &a), 0);
+    assert_int_equal(tb_catalog_server(cat, tier, &a, &server), 0);
+    assert_int_equal(tb_catalog_class(cat, tier, "select ?", 8, &cls), 0);
+    struct tb_request *rq = calloc(MAXREQ, sizeof *rq);
+    struct seen *s = calloc(1, sizeof *s);
+    assert_true(rq && s);
+    size_t n = simulate(rq, tier, server, cls);
+    assert_true(n > 2000);
+    qsort(rq, n, sizeof *rq, by_departure);
+    s->tier = tier;
+    s->thr = NAN;
+    const struct tb_stream_sink sink = {
+        .ud = s,
+        .windows = on_windows,
+        .window = on_window,
+        .episode = on_episode,
+        .analysis = on_analysis,
+    };
+    const struct tb_stream_opts o = {.width_ns = W};
+    struct tb_stream *st;
+    assert_int_equal(tb_stream_new(&st, cat, &o, &sink), 0);
+    size_t k = 0;
+    for (int64_t clock = T0 + SEC; clock <= T0 + DURATION + 5 * SEC; clock += SEC) {
+        while (k < n && rq[k].departure_ns <= clock)
+            assert_int_equal(tb_stream_request(st, &rq[k++]), 0);
+        tb_stream_tick(st, clock);
+    }
+    assert_int_equal(k, n);
+
+    /* Windows: consecutive from the first arrival's, exact loads. */
+    assert_true(s->nwin > 1000);
+    assert_int_equal(s->rows, 2 * s->nwin); /* the tier, then its one server */
+    for (size_t i = 0; i < s->nwin; i++) {
+        const struct tb_window *w = &s->win[i];
+        assert_int_equal(w->start_ns, T0 + (int64_t)i * W);
+        double busy = 0;
+        uint32_t done = 0;
+        for (size_t j = 0; j < n; j++) {
+            int64_t lo = rq[j].arrival_ns > w->start_ns ? rq[j].arrival_ns : w->start_ns;
+            int64_t hi = rq[j].departure_ns < w->start_ns + W ? rq[j].departure_ns
+                                                              : w->start_ns + W;
+            if (hi > lo)
+                busy += (double)(hi - lo);
+            done += rq[j].departure_ns >= w->start_ns && rq[j].departure_ns < w->start_ns + W;
+        }
+        if (fabs(w->load - busy / (double)W) > 1e-9)
+            fail_msg("window %zu: load %.12f, expected %.12f", i, w->load, busy / (double)W);
+        assert_int_equal(w->completions, done);
+        /* Congested by the threshold in force when it closed. */
+        bool want = isfinite(s->thr_at[i]) && w->load >= s->thr_at[i];
+        if (s->cong[i] != want)
+            fail_msg("window %zu: load %.3f threshold %.3f congested %d", i, w->load,
+                     s->thr_at[i], s->cong[i]);
+    }
+    /* A few re-estimates, each with a threshold near the one core. */
+    assert_true(s->nanalysis >= 5);
+    assert_true(s->thr > 0.5 && s->thr < 2.0);
+
+    /* Episodes: the maximal runs of congested windows, in order; the last run
+     * may still be open when the stream stops. */
+    size_t ne = 0, freeze = 0, sat = 0;
+    for (size_t i = 0; i < s->nwin; i++) {
+        if (!s->cong[i] || (i > 0 && s->cong[i - 1]))
+            continue;
+        size_t j = i;
+        while (j + 1 < s->nwin && s->cong[j + 1])
+            j++;
+        assert_true(ne < s->nopened);
+        assert_int_equal(s->opened[ne], s->win[i].start_ns);
+        if (j + 1 == s->nwin)
+            break; /* still open */
+        assert_true(ne < s->nclosed);
+        const struct tb_episode *e = &s->closed[ne];
+        double peak = 0, sum = 0;
+        for (size_t m = i; m <= j; m++) {
+            peak = fmax(peak, s->win[m].load);
+            sum += s->win[m].load;
+        }
+        assert_int_equal(e->start_ns, s->win[i].start_ns);
+        assert_int_equal(e->end_ns, s->win[j].start_ns + W);
+        assert_true(peak == e->peak_load);
+        assert_true(fabs(e->mean_load - sum / (double)(j - i + 1)) < 1e-9);
+        bool in_pause = e->start_ns < PAUSE_AT + PAUSE && e->end_ns > PAUSE_AT;
+        if (in_pause) {
+            assert_int_equal(e->kind, TB_EP_FREEZE);
+            freeze++;
+        } else {
+            sat += e->kind == TB_EP_SATURATED;
+        }
+        ne++;
+    }
+    assert_int_equal(ne, s->nclosed);
+    assert_int_equal(freeze, 1);
+    assert_true(sat >= 8); /* the bursts */
+    assert_int_equal(tb_stream_episodes(st, tier), s->nclosed);
+    tb_stream_free(st);
+    tb_catalog_free(cat);
+    free(rq);
+    free(s);
+}
+
+static void test_stream_args(void **state)
+{
+    (void)state;
+    struct tb_stream *st;
+    struct tb_catalog *cat;
+    assert_int_equal(tb_catalog_new(&cat), 0);
+    assert_int_equal(tb_stream_new(&st, NULL, NULL, NULL), TB_E_INVAL);
+    const struct tb_stream_opts bad = {.width_ns = -1};
+    assert_int_equal(tb_stream_new(&st, cat, &bad, NULL), TB_E_INVAL);
+    /* No sink, no traffic: ticks do nothing. */
+    assert_int_equal(tb_stream_new(&st, cat, NULL, NULL), 0);
+    tb_stream_tick(st, T0);
+    tb_stream_tick(st, T0 + 100 * SEC);
+    assert_int_equal(tb_stream_episodes(st, 1), 0);
+    tb_stream_free(st);
+    tb_catalog_free(cat);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stream_live),
+        cmocka_unit_test(test_stream_args),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
