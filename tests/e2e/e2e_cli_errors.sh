@@ -61,7 +61,7 @@ expect 2 "--server 'nonsense'.*ADDR:PORT" "$TBNECK" report --tier "$tier" --db "
 expect 2 "exclude each other" "$TBNECK" report --tier "$tier" --db "$db" \
     --service-times a.txt --calibrate b.pcap
 expect 2 "unexpected argument 'extra'" "$TBNECK" report --tier "$tier" --db "$db" extra
-expect 2 "requests' or 'windows'" "$TBNECK" export
+expect 2 "'requests', 'windows' or 'connections'" "$TBNECK" export
 expect 2 "unknown kind 'rows'" "$TBNECK" export rows --db "$db"
 expect 2 "--tier NAME is required" "$TBNECK" export windows --db "$db"
 expect 2 "unknown option '--width'" "$TBNECK" export windows --tier "$tier" --width 50ms
