@@ -327,7 +327,8 @@ struct tb_level_span {
 };
 
 /* Levels over time (levels.c): w one series in time order; the windows the
- * rule calls congested and not frozen, in stretches of >= 4 consecutive ones,
+ * rule calls congested and not frozen with load >= 2 x its threshold (deep
+ * enough to be at capacity), in stretches of >= 4 consecutive ones,
  * are cut where their mean steps (binary segmentation: the cut that best
  * separates the two sides' means, kept while they differ by >= 4.5 standard
  * errors, the noise of a window estimated from neighbours' differences, and

@@ -133,6 +133,11 @@ int tb_levels_find(const double *tp, size_t n, uint32_t max_levels, double *leve
  * with windows that are partly idle (the queue filling, the last drain); a
  * piece that short would be one of those, not a speed. */
 #define LV_MINSEG 4
+/* Windows this far past the threshold: a plateau is the capacity, and a
+ * window just past N* can be congested (queued) without being at capacity,
+ * its throughput the arrival rate (a CPU at 70% speed and 70% busy showed a
+ * "level" at the offered 1000/s between the 0.45 and 0.7 plateaus). */
+#define LV_DEEP 2.0
 /* A step between two pieces must be this many standard errors: the largest
  * of ~100 candidate cuts of a flat stretch reaches about 3.5 by chance. */
 #define LV_STEP_Z 4.5
@@ -269,6 +274,7 @@ int tb_levels_over_time(const struct tb_window *w, size_t n, const struct tb_con
     pre[0] = 0;
     for (size_t i = 0; i < n; i++) {
         use[i] = tb_congestion_congested(rule, w[i].load) &&
+                 w[i].load >= LV_DEEP * rule->threshold &&
                  !tb_congestion_frozen(rule, w[i].load, w[i].norm_throughput);
         pre[i + 1] = pre[i] + w[i].norm_throughput;
     }

@@ -46,6 +46,22 @@ SCENARIOS = {
     "ramp": ("sim", "ramp.conf", "nstar", "mysql"),
     "light": ("sim", "light.conf", "light", None),
     "dvfs": ("sim", "dvfs.conf", "levels", "mysql"),
+    # The independent generator (mmc_pcap.py): first come first served on c
+    # workers, exponential work of 1 ms, users thinking 1 s, bursts of 1 s
+    # every 4 s at 3x the rate (steady: none, 95% busy).
+    "py1": ("py", "--cores 1 --users 400 --think 1000 --service 1 --burst 1000,3000,0.33",
+            "nstar", "http-8080"),
+    "py2": ("py", "--cores 2 --users 800 --think 1000 --service 1 --burst 1000,3000,0.33",
+            "nstar", "http-8080"),
+    "py4": ("py", "--cores 4 --users 1600 --think 1000 --service 1 --burst 1000,3000,0.33",
+            "nstar", "http-8080"),
+    "py8": ("py", "--cores 8 --users 3200 --think 1000 --service 1 --burst 1000,3000,0.33",
+            "nstar", "http-8080"),
+    "pysteady": ("py", "--cores 2 --users 1900 --think 1000 --service 1", "nstar", "http-8080"),
+    "pylight": ("py", "--cores 4 --users 1200 --think 1000 --service 1", "light", None),
+    "pydvfs": ("py", "--cores 2 --users 1000 --think 1000 --service 1 --const "
+               "--burst 1000,3000,0.33 --speeds 0.45,0.7,1.0 --switch 600,6000",
+               "levels", "http-8080"),
 }
 
 
