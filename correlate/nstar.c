@@ -59,6 +59,9 @@
 #define KNEE_MIN_GROUPS 5
 #define KNEE_MIN_BEYOND 10
 #define KNEE_MAX_RATIO 0.5
+/* The slope before K is the chord between the two bands below it, at least
+ * this fraction of the slope through the origin (see ksum_ratio). */
+#define KNEE_BEFORE_MIN 0.7
 /* Below one request in service, with room for the estimates' own error (a
  * 1-core server's knee comes out 0.9-1.1). */
 #define KNEE_MIN_LOAD 0.8
@@ -674,16 +677,28 @@ static double fit_robust(const struct pt *p, size_t n, double freeze_frac, doubl
 /* A candidate knee K is shown, not assumed (DESIGN.md "N*": "the smallest
  * load beyond which more load brings negligible throughput" is a claim about
  * the windows beyond K, so they must be there and must say so):
- *   b     = the least-squares slope through the origin of the windows below
- *           K (the linear part);
- *   chord = the slope from the centroid (mean load, mean throughput) of the
- *           windows in [K/4, K) to the centroid of the windows at or above K
- *           that are not freezes (below freeze_frac x a·K: a pause says
- *           nothing about where the curve flattens, and would make any K
- *           look flat);
- *   r = chord / b. K stands when at least KNEE_MIN_BEYOND windows lie at or
- *   above it and the one-sided 95% upper bound of r is at most
+ *   after  = the slope of the chord from the centroid (mean load, mean
+ *            throughput) of the windows in [K/2, K) — [K/4, K) when that
+ *            holds fewer than 3 — to the centroid of the windows at or above
+ *            K that are not freezes (below freeze_frac x a·K: a pause says
+ *            nothing about where the curve flattens, and would make any K
+ *            look flat);
+ *   before = the chord from [K/4, K/2) to [K/2, K), but at least
+ *            KNEE_BEFORE_MIN x the slope through the origin of the windows
+ *            below K;
+ *   r = after / before. K stands when at least KNEE_MIN_BEYOND windows lie
+ *   at or above it and the one-sided 95% upper bound of r is at most
  *   KNEE_MAX_RATIO: beyond K throughput rises at most half as fast as below.
+ * Chords, not least-squares slopes: the windows beyond K often share one
+ * load (a pool or thread cap pins it at 16 while the throughput varies with
+ * the CPU's speed), and a slope over no spread of load is noise. Chord
+ * against chord: within-window noise flattens every local slope alike —
+ * with exponential service, half of a steady stream's load variation is
+ * the sizes of its requests, which do not change how many complete, so a
+ * light M/M/4 shows a local slope of half the linear part's below K and
+ * beyond it — and only the comparison of like with like tells a bend from
+ * that. The floor keeps a thin band below K (a server overloaded nearly
+ * throughout) from making r large by chance.
  * The bound comes from a delete-a-group jackknife. Windows next to each other
  * in time are alike (a burst lasts many windows), so a bound that treated
  * them as independent would be far too narrow; the points are cut, in the
@@ -694,42 +709,53 @@ static double fit_robust(const struct pt *p, size_t n, double freeze_frac, doubl
  * can still be shown.
  *
  * Why: the fit finds some knee in any cloud that bends at all, and a cloud
- * with no congestion bends too (a window's completions lag its load: the
- * requests that make a window's load high often finish in the next one). On
- * a simulated stack with no bottleneck (a 4-core database whose load never
- * passed 2, idle app servers) the fit put knees at 1.0-2.0 and flagged 2-4%
- * of the windows of every tier; there r is 0.62-0.75, bound 0.70-0.85. On
- * saturated tiers r is 0.02-0.06, bound under 0.08 (tbneck-sim, 1 to 4
- * cores, steady or bursty); a database whose load a connection pool pins at
- * 16 while its CPU changes speed: 0.20, bound 0.22. */
+ * with no congestion bends too (a window's completions lag its load; its
+ * requests' sizes vary). On a simulated stack with no bottleneck (a 4-core
+ * database whose load never passed 2, idle app servers) the fit put knees
+ * at 1.0-2.0 and flagged 2-4% of the windows of every tier; there r is
+ * 0.81-0.86, bound 0.96-1.02, and on a light M/M/4 from the independent
+ * generator 0.60, bound 0.73. On saturated tiers r is 0.03-0.11, bound under
+ * 0.19 (tbneck-sim and the independent generator, 1 to 4 cores, steady or
+ * bursty); a database whose load a connection pool pins at 16 while its CPU
+ * changes speed: 0.26, bound 0.30. */
 
-/* Sums of one group: through-origin sums of the windows below K, plain sums
- * of those in [K/4, K) (the band below), and of the non-freeze ones at
- * or above K (load taken relative to K, for precision). */
+/* Sums of one group: through-origin sums of the windows below K; plain sums
+ * (load taken relative to K, for precision) of those in [K/4, K/2), in
+ * [K/2, K), and of the non-freeze ones at or above K. */
 struct ksum {
     double bll, blt;
-    double na, xa, ta;
-    double n, x, t;
+    double n1, x1, t1; /* [K/4, K/2) */
+    double na, xa, ta; /* [K/2, K) */
+    double n, x, t;    /* >= K, not freezes */
 };
 
-/* r: the chord from the centroid of the band just below K to the centroid of
- * the windows beyond it, over the slope of the linear part (through the
- * origin, the windows below K). 1: throughput keeps rising as below; 0:
- * flat. A chord rather than a least-squares slope of the windows beyond:
- * those often share one load (a pool or thread cap pins it at 16 while the
- * throughput varies with the CPU's speed), and a slope over no spread of
- * load is noise; the chord needs only that the two centroids differ. Its
- * lower end is the band below K, not the line's value at K: a window's
- * completions lag its load, which bends every cloud below the line as load
- * grows, congested or not, and against the line a light cloud looks flat. */
 static double ksum_ratio(const struct ksum *s)
 {
-    if (!(s->bll > 0) || s->n < 3 || s->na < 3)
+    /* The band just below K anchors the chord after it; when it holds fewer
+     * than 3 windows, the band below that joins it. */
+    bool split = s->na >= 3 && s->n1 >= 3;
+    double na = s->na, xa = s->xa, ta = s->ta;
+    if (s->na < 3) {
+        na += s->n1;
+        xa += s->x1;
+        ta += s->t1;
+    }
+    if (!(s->bll > 0) || s->n < 3 || na < 3)
         return NAN;
-    double b = s->blt / s->bll, dx = s->x / s->n - s->xa / s->na;
-    if (!(b > 0) || !(dx > 0))
+    double dx = s->x / s->n - xa / na;
+    if (!(dx > 0))
         return NAN;
-    return (s->t / s->n - s->ta / s->na) / dx / b;
+    double after = (s->t / s->n - ta / na) / dx;
+    /* Before: the same kind of chord one band lower, but at least
+     * KNEE_BEFORE_MIN x the slope through the origin (a thin or mixed band
+     * makes that chord noise). */
+    double before = KNEE_BEFORE_MIN * s->blt / s->bll;
+    double dxb = split ? s->xa / s->na - s->x1 / s->n1 : 0;
+    if (dxb > 0)
+        before = fmax(before, (s->ta / s->na - s->t1 / s->n1) / dxb);
+    if (!(before > 0))
+        return NAN;
+    return after / before;
 }
 
 struct knee {
@@ -752,10 +778,14 @@ static void knee_test(const struct pt *p, size_t n, uint32_t groups, double K, d
         if (l < K) {
             s->bll += l * l;
             s->blt += l * t;
-            if (l >= K / 4) {
+            if (l >= K / 2) {
                 s->na += 1;
                 s->xa += l - K;
                 s->ta += t;
+            } else if (l >= K / 4) {
+                s->n1 += 1;
+                s->x1 += l - K;
+                s->t1 += t;
             }
         } else if (t >= cut) {
             s->n += 1;
@@ -767,6 +797,9 @@ static void knee_test(const struct pt *p, size_t n, uint32_t groups, double K, d
     for (uint32_t j = 0; j < groups; j++) {
         tot.bll += g[j].bll;
         tot.blt += g[j].blt;
+        tot.n1 += g[j].n1;
+        tot.x1 += g[j].x1;
+        tot.t1 += g[j].t1;
         tot.na += g[j].na;
         tot.xa += g[j].xa;
         tot.ta += g[j].ta;
@@ -782,6 +815,9 @@ static void knee_test(const struct pt *p, size_t n, uint32_t groups, double K, d
         struct ksum s = tot;
         s.bll -= g[j].bll;
         s.blt -= g[j].blt;
+        s.n1 -= g[j].n1;
+        s.x1 -= g[j].x1;
+        s.t1 -= g[j].t1;
         s.na -= g[j].na;
         s.xa -= g[j].xa;
         s.ta -= g[j].ta;
