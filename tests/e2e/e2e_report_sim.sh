@@ -12,6 +12,7 @@
 #     least-squares knee and the intervention analysis; when the two differ
 #     by more than 20% the report must say so; --window auto picks a width
 #     of its list, says why, and N* there is within 10% too;
+#  2b. a stack with no bottleneck: no congested window anywhere (3 seeds);
 #  3. freeze episodes at 50 ms against the truth freezes of 100 ms or more:
 #     every one found and nothing else (precision and recall 1: 26 of 26 over
 #     seeds 1-2, what the code achieves), kind "freeze";
@@ -126,6 +127,35 @@ print("N*: fit within 10%% in %d of %d runs; intervention within 10%% in %d of %
          fine, len(runs)))
 sys.exit(1 if bad else 0)
 EOF
+
+# ---- 2b. no false alarm -------------------------------------------------------------
+# A stack with no bottleneck (bench/nstar/light.conf: a 4-core database whose
+# load stays under about 2, idle app servers), 3 seeds of 8 s: no tier and no
+# server may show a congested window or an episode, and each says why.
+for seed in 1 2 3; do
+    p="$work/light_$seed"
+    sim "$TB_SRCDIR/bench/nstar/light.conf" "$p" --seed "$seed" --duration 8s
+    for tier in http http-8080 mysql; do
+        "$TBNECK" report --tier "$tier" --db "$p.db" --format json >"$p.$tier.json"
+    done
+    python3 - "$p" "$seed" <<'PY' || failed=1
+import json, sys
+bad = []
+for tier in ("http", "http-8080", "mysql"):
+    r = json.load(open("%s.%s.json" % (sys.argv[1], tier)))
+    for who in [r] + r["servers"]:
+        name = tier + " " + who.get("server", "*")
+        if who["congested_fraction"] != 0 or who["episodes"]:
+            bad.append("%s: %.1f%% congested, %d episodes" % (
+                name, 100 * who["congested_fraction"], len(who["episodes"])))
+        if not who["n_star_reason"]:
+            bad.append("%s: no reason given" % name)
+print("light seed %s: %s" % (sys.argv[2], "; ".join(bad) if bad else
+                             "no congested window in any tier or server"))
+sys.exit(1 if bad else 0)
+PY
+    rm -f "$p.db" "$p".*.csv
+done
 
 # ---- 3. freezes ---------------------------------------------------------------------
 tp=0; fp=0; found=0; total=0

@@ -248,8 +248,10 @@ static void test_smeared_mmc(void **state)
     struct tb_nstar_opts o;
     tb_nstar_opts_default(&o);
     o.slope_hint = MU;
+    /* 20 seeds per core count (issue 18: N* checked over >= 20 seeds with a
+     * stated pass rate): all 80 within 10%, by both estimates. */
     for (int c = 1; c <= 8; c *= 2) {
-        for (uint64_t seed = 1; seed <= 8; seed++) {
+        for (uint64_t seed = 1; seed <= 20; seed++) {
             mmc_windows(c, N, seed, l, t);
             struct tb_nstar ns;
             assert_int_equal(tb_nstar_estimate(l, t, N, &o, &ns), 0);
