@@ -142,7 +142,7 @@ void tb_nstar_opts_default(struct tb_nstar_opts *o);
  *     server is limited by something other than its own concurrency (0.8,
  *     not 1: a 1-core server's estimates scatter 0.9-1.1);
  *   - at least 10 windows have load >= K and are not freezes;
- *   - r = after / before has a one-sided 95% upper bound <= 0.5, after =
+ *   - r = after / before has a one-sided 95% upper bound <= 0.6, after =
  *     the slope of the chord from the centroid (mean load, mean throughput)
  *     of the windows in [K/2, K) to that of the non-freeze windows at or
  *     above K, before = the chord from [K/4, K/2) to [K/2, K) but at least
