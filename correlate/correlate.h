@@ -62,9 +62,10 @@ struct tb_analysis {
 /* ---- N* -----------------------------------------------------------------------
  * DESIGN.md "N*". Both estimates share the slope of the linear part, a: the
  * ratio Σtp/Σload of the lowest-load tenth of the windows, or slope_hint when
- * the data reach 70% of it (for a tier that waits on nothing a request alone
- * completes service/u units in its service time, so a = 1/u; less at low load
- * is windows mixing idle and queued moments, more is selection).
+ * the data reach 70% of it and not twice it (for a tier that waits on
+ * nothing a request alone completes service/u units in its service time, so
+ * a = 1/u; less at low load is windows mixing idle and queued moments, a
+ * little more is selection, twice as much a wrong service time).
  *
  * Intervention analysis (n_star): windows with load > 0; k even bins over
  * [Nmin, Nmax]; bins with fewer than min_per_bin windows skipped; per bin the

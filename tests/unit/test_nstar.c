@@ -195,6 +195,12 @@ static void test_slope_hint(void **state)
     assert_true(fabs(hinted.n_star_fit - 2) < fabs(plain.n_star_fit - 2));
     assert_near(wrong.slope, plain.slope, 1e-9); /* and ignored when far off */
     assert_near(wrong.n_star_fit, plain.n_star_fit, 1e-9);
+    /* A hint far below the data (a server never idle: its fallback service
+     * time is a queued life, 8x too long) is ignored too. */
+    o.slope_hint = MU / 3;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &wrong), 0);
+    assert_near(wrong.slope, plain.slope, 1e-9);
+    assert_near(wrong.n_star_fit, plain.n_star_fit, 1e-9);
     free(l);
     free(t);
 }
