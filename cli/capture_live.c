@@ -302,12 +302,14 @@ static void final_analysis(struct live *L, FILE *out)
         if (out) {
             char buf[32];
             fprintf(out, "  tier %-16s %10" PRIu64 " requests", tier_name(L, tier), n);
-            if (isfinite(res.a.n_star))
-                fprintf(out, ", N* %.2f, TPmax %.1f/s, congested %.1f%%, %zu episode%s",
-                        res.a.n_star, res.a.tp_max, 100.0 * res.a.congested_fraction, res.nep,
+            double thr = tb_analysis_threshold(&res.a);
+            if (isfinite(thr))
+                fprintf(out, ", N* %.2f, TPmax %.1f/s, congested %.1f%%, %zu episode%s", thr,
+                        res.a.tp_max, 100.0 * res.a.congested_fraction, res.nep,
                         res.nep == 1 ? "" : "s");
             else
-                fprintf(out, ", N* undetermined");
+                fprintf(out, ", %s",
+                        res.a.n_star_reason[0] ? res.a.n_star_reason : "N* undetermined");
             fprintf(out, " (window %s)\n", tb_fmt_duration(L->width_ns, buf, sizeof buf));
         }
         tb_analysis_result_free(&res);
