@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "analyze.h"
 #include "diagnose.h"
 
+#define LIVE_RECENT_NS (10 * TB_NS_PER_SEC)
 #define API_MAX_WINDOWS 2000000 /* ~100 MB of JSON: a range that large is a mistake */
 
 /* Parameters shared by the per-tier endpoints. */
@@ -280,6 +282,7 @@ static void api_windows(struct tb_web *w, struct reply *c, const struct params *
     COLUMN(&b, "throughput", r, tb_buf_json_num(&b, win->throughput));
     COLUMN(&b, "norm_throughput", r, tb_buf_json_num(&b, win->norm_throughput));
     COLUMN(&b, "rt_mean_ns", r, tb_buf_json_num(&b, win->rt_mean_ns));
+    COLUMN(&b, "rt_p95_ns", r, tb_buf_json_num(&b, win->rt_p95_ns));
     tb_buf_puts(&b, "}\n");
     reply_buf(c, &b);
 }
@@ -496,7 +499,19 @@ static void api_health(struct tb_web *w, struct reply *c)
                       cont ? r->if_drops - pr->if_drops : r->if_drops);
     }
     tb_buf_trim_comma(&b);
-    tb_buf_puts(&b, "]}\n");
+    /* Whether anything can stream: this server runs inside a live capture,
+     * or another process's live capture wrote a health row in the last
+     * LIVE_RECENT_NS (it writes one a second). The page opens the event
+     * stream only then, so a finished database leaves nothing pending (a
+     * headless browser's screenshot waits for pending requests). */
+    bool live = w->live != NULL;
+    if (!live && nh) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t now = (int64_t)ts.tv_sec * TB_NS_PER_SEC + ts.tv_nsec;
+        live = now - h[nh - 1].ts_ns < LIVE_RECENT_NS;
+    }
+    tb_buf_printf(&b, "],\"live\":%s}\n", live ? "true" : "false");
     free(cap);
     free(h);
     reply_buf(c, &b);

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: MIT
 // app.js — the dashboard: fetches the JSON API, draws timelines and the
 // load/throughput scatter on <canvas>, lists episodes and capture health, and
-// follows /api/stream for live windows, episodes and health.
+// follows /api/stream for live windows, episodes and health when something is
+// live. Operators drive it: a server picker, a time range chosen by dragging
+// over a timeline (a brush) or by clicking an episode, hover values, and the
+// whole selection in the URL (?tier=&server=&width=&from=&to=&live=), so a
+// reload or a shared link shows the same view.
 'use strict';
 
 const $ = (id) => document.getElementById(id);
@@ -9,6 +13,9 @@ const MAX_LIVE_WINDOWS = 20000; // points kept per series while following the st
 
 const state = {
   tier: null,
+  server: '*',    // '*' = the tier as a whole, else 'ADDR:PORT'
+  tiers: [],      // /api/tiers
+  view: null,     // {from, to} in ns: the time range shown; null = everything
   width: '50ms',
   widthNs: 50e6,
   win: null,      // {start_ns: [], load: [], throughput: [], norm_throughput: [], ...}
@@ -111,50 +118,74 @@ function axes(ctx, L, T, W, H, xmin, xmax, ymax, xlabel, ylabel, xfmt) {
 // so a 20 ms spike among 100 000 windows still shows.
 function drawTimeline(canvas, starts, values, opts) {
   const [ctx, w, h] = prepCanvas(canvas);
-  const n = starts ? starts.length : 0;
-  canvas.dataset.points = String(n);
+  const all = starts ? starts.length : 0;
   const L = 52, T = 8, W = w - L - 10, H = h - T - 34;
+  // The windows in the view: [i0, i1).
+  let i0 = 0, i1 = all;
+  if (opts.view && all) {
+    i0 = lowerBound(starts, opts.view.from - state.widthNs + 1);
+    i1 = lowerBound(starts, opts.view.to);
+  }
+  const n = Math.max(0, i1 - i0);
+  canvas.dataset.points = String(n);
+  canvas._geo = null;
   if (!n) {
     ctx.fillStyle = '#667085';
-    ctx.fillText('no windows yet', L + 10, T + 20);
+    ctx.fillText(all ? 'no windows in the selected range' : 'no windows yet', L + 10, T + 20);
+    snapshot(canvas, ctx);
     return;
   }
-  const x0 = starts[0], x1 = starts[n - 1] + state.widthNs;
+  const x0 = opts.view ? opts.view.from : starts[0];
+  const x1 = opts.view ? opts.view.to : starts[all - 1] + state.widthNs;
+  canvas._geo = { L, T, W, H, x0, x1, starts, i0, i1 };
+  canvas.dataset.from = String(x0);
+  canvas.dataset.to = String(x1);
   let vmax = 0;
-  for (let i = 0; i < n; i++) if (values[i] > vmax) vmax = values[i];
+  for (let i = i0; i < i1; i++) if (values[i] > vmax) vmax = values[i];
+  if (opts.values2) for (let i = i0; i < i1; i++) if (opts.values2[i] > vmax) vmax = opts.values2[i];
   if (opts.hline > vmax) vmax = opts.hline;
   const ymax = niceMax(vmax * 1.05);
-  axes(ctx, L, T, W, H, 0, (x1 - x0) / 1e9, ymax, 'seconds from ' + fmtClock(x0) + ' UTC',
-       opts.ylabel, (s) => s.toFixed(s >= 100 ? 0 : 1));
+  const span = (x1 - x0) / 1e9;
+  axes(ctx, L, T, W, H, 0, span, ymax, 'seconds from ' + fmtClock(x0) + ' UTC',
+       opts.ylabel, (s) => s.toFixed(span >= 100 ? 0 : span >= 2 ? 1 : 3));
   const px = (t) => L + ((t - x0) / (x1 - x0)) * W;
   const py = (v) => T + H - (v / ymax) * H;
+  ctx.save();
+  ctx.beginPath();
+  ctx.rect(L, T - 1, W, H + 2);
+  ctx.clip();
   // Congested windows shaded behind the series.
   if (opts.congested) {
     ctx.fillStyle = 'rgba(220, 38, 38, 0.13)';
-    for (let i = 0; i < n; i++) {
+    for (let i = i0; i < i1; i++) {
       if (!opts.congested[i]) continue;
       const a = px(starts[i]), b = Math.max(px(starts[i] + state.widthNs), a + 1);
       ctx.fillRect(a, T, b - a, H);
     }
   }
-  const cols = Math.max(1, Math.floor(W));
-  const lo = new Float64Array(cols).fill(Infinity), hi = new Float64Array(cols).fill(-Infinity);
-  for (let i = 0; i < n; i++) {
-    const c = Math.min(cols - 1, Math.max(0, Math.floor(px(starts[i]) - L)));
-    if (values[i] < lo[c]) lo[c] = values[i];
-    if (values[i] > hi[c]) hi[c] = values[i];
-  }
-  ctx.strokeStyle = opts.color;
-  ctx.lineWidth = 1.2;
-  ctx.beginPath();
-  let started = false;
-  for (let c = 0; c < cols; c++) {
-    if (hi[c] === -Infinity) continue;
-    const x = L + c + 0.5;
-    if (!started) { ctx.moveTo(x, py(lo[c])); started = true; } else ctx.lineTo(x, py(lo[c]));
-    if (hi[c] !== lo[c]) ctx.lineTo(x, py(hi[c]));
-  }
-  ctx.stroke();
+  const series = (vals, color, width) => {
+    const cols = Math.max(1, Math.floor(W));
+    const lo = new Float64Array(cols).fill(Infinity), hi = new Float64Array(cols).fill(-Infinity);
+    for (let i = i0; i < i1; i++) {
+      const c = Math.min(cols - 1, Math.max(0, Math.floor(px(starts[i]) - L)));
+      if (vals[i] < lo[c]) lo[c] = vals[i];
+      if (vals[i] > hi[c]) hi[c] = vals[i];
+    }
+    ctx.strokeStyle = color;
+    ctx.lineWidth = width;
+    ctx.beginPath();
+    let started = false;
+    for (let c = 0; c < cols; c++) {
+      if (hi[c] === -Infinity) continue;
+      const x = L + c + 0.5;
+      if (!started) { ctx.moveTo(x, py(lo[c])); started = true; } else ctx.lineTo(x, py(lo[c]));
+      if (hi[c] !== lo[c]) ctx.lineTo(x, py(hi[c]));
+    }
+    ctx.stroke();
+  };
+  if (opts.values2) series(opts.values2, opts.color2, 1);
+  series(values, opts.color, 1.2);
+  ctx.restore();
   if (opts.hline > 0) {
     ctx.setLineDash([6, 4]);
     ctx.strokeStyle = '#111';
@@ -167,6 +198,35 @@ function drawTimeline(canvas, starts, values, opts) {
     ctx.textBaseline = 'bottom';
     ctx.fillText(opts.hlabel + ' ' + fmt(opts.hline), L + 4, py(opts.hline) - 2);
   }
+  if (opts.legend) {
+    ctx.textAlign = 'right';
+    ctx.textBaseline = 'top';
+    let x = L + W - 4;
+    for (const [label, color] of opts.legend.slice().reverse()) {
+      ctx.fillStyle = color;
+      ctx.fillText(label, x, T + 2);
+      x -= ctx.measureText(label).width + 14;
+    }
+  }
+  snapshot(canvas, ctx);
+}
+
+// The first index whose value is >= v in a sorted array.
+function lowerBound(a, v) {
+  let lo = 0, hi = a.length;
+  while (lo < hi) {
+    const m = (lo + hi) >> 1;
+    if (a[m] < v) lo = m + 1; else hi = m;
+  }
+  return lo;
+}
+
+// The drawn picture is kept so that the hover line and the brush are drawn
+// over it without redrawing the series.
+function snapshot(canvas, ctx) {
+  // A hidden canvas has no pixels to keep.
+  canvas._img = canvas.width && canvas.height
+    ? ctx.getImageData(0, 0, canvas.width, canvas.height) : null;
 }
 
 // The congestion threshold the episodes were cut with: the intervention N*,
@@ -189,16 +249,26 @@ function congestedFlags() {
 }
 
 function drawTimelines() {
-  const win = state.win || { start_ns: [], load: [], norm_throughput: [] };
+  const win = state.win || { start_ns: [], load: [], norm_throughput: [], rt_mean_ns: [] };
   const a = state.analysis || {};
   const cong = congestedFlags();
+  const view = state.view;
   drawTimeline($('load'), win.start_ns, win.load, {
     color: '#2563eb', ylabel: 'load', hline: threshold(a) || 0, hlabel: thresholdLabel(a),
-    congested: cong,
+    congested: cong, view,
   });
   drawTimeline($('tput'), win.start_ns, win.norm_throughput, {
     color: '#16a34a', ylabel: 'units/s', hline: a.tp_max || 0, hlabel: 'TPmax', congested: cong,
+    view,
   });
+  // Response times in ms: the mean and, lighter, the 95th percentile.
+  const ms = (arr) => (arr || []).map((v) => v / 1e6);
+  drawTimeline($('rt'), win.start_ns, ms(win.rt_mean_ns), {
+    color: '#7c3aed', ylabel: 'ms', hline: 0, hlabel: '', congested: cong, view,
+    values2: win.rt_p95_ns ? ms(win.rt_p95_ns) : null, color2: 'rgba(234, 88, 12, 0.6)',
+    legend: [['mean', '#7c3aed'], ['p95', '#ea580c']],
+  });
+  renderRange();
 }
 
 // ---- scatter ---------------------------------------------------------------------
@@ -207,7 +277,12 @@ function drawScatter() {
   const c = $('scatter');
   const [ctx, w, h] = prepCanvas(c);
   const s = state.scatter;
-  const n = s ? s.load.length : 0;
+  const all = s ? s.load.length : 0;
+  // Only the windows of the selected range (all of them while not zoomed).
+  const inView = (i) => !state.view ||
+    (s.start_ns[i] + state.widthNs > state.view.from && s.start_ns[i] < state.view.to);
+  let n = 0;
+  for (let i = 0; i < all; i++) if (inView(i)) n++;
   c.dataset.points = String(n);
   const L = 52, T = 10, W = w - L - 14, H = h - T - 36;
   if (!n) {
@@ -216,7 +291,8 @@ function drawScatter() {
     return;
   }
   let xm = 0, ym = 0;
-  for (let i = 0; i < n; i++) {
+  for (let i = 0; i < all; i++) {
+    if (!inView(i)) continue;
     if (s.load[i] > xm) xm = s.load[i];
     if (s.norm_throughput[i] > ym) ym = s.norm_throughput[i];
   }
@@ -226,13 +302,13 @@ function drawScatter() {
   const px = (v) => L + (v / xmax) * W, py = (v) => T + H - (v / ymax) * H;
   // Normal points first, then congested and freeze on top so they stay visible.
   const passes = [
-    [(i) => !s.congested[i] && !s.freeze[i], 'rgba(37, 99, 235, 0.45)'],
-    [(i) => s.congested[i] && !s.freeze[i], 'rgba(220, 38, 38, 0.75)'],
-    [(i) => s.freeze[i], 'rgba(124, 58, 237, 0.9)'],
+    [(i) => !s.congested[i] && !s.freeze[i] && inView(i), 'rgba(37, 99, 235, 0.45)'],
+    [(i) => s.congested[i] && !s.freeze[i] && inView(i), 'rgba(220, 38, 38, 0.75)'],
+    [(i) => s.freeze[i] && inView(i), 'rgba(124, 58, 237, 0.9)'],
   ];
   for (const [pick, color] of passes) {
     ctx.fillStyle = color;
-    for (let i = 0; i < n; i++) {
+    for (let i = 0; i < all; i++) {
       if (!pick(i)) continue;
       ctx.beginPath();
       ctx.arc(px(s.load[i]), py(s.norm_throughput[i]), 2.5, 0, 2 * Math.PI);
@@ -270,7 +346,13 @@ function drawScatter() {
 
 function episodeRow(e, i) {
   const tr = document.createElement('tr');
-  if (e.ongoing) tr.className = 'ongoing';
+  tr.className = 'zoomable' + (e.ongoing ? ' ongoing' : '');
+  tr.title = 'show this episode (zoom to it)';
+  // Exact nanoseconds as the API gave them, for scripts and tests.
+  tr.dataset.start = String(e.start_ns);
+  tr.dataset.end = String(e.end_ns);
+  tr.dataset.kind = e.kind;
+  tr.addEventListener('click', () => zoomToEpisode(e));
   const cells = [
     String(i + 1),
     '+' + ((e.start_ns - state.t0) / 1e9).toFixed(2) + ' s',
@@ -290,12 +372,23 @@ function episodeRow(e, i) {
 function renderEpisodes() {
   const tb = $('episodes').querySelector('tbody');
   tb.textContent = '';
-  state.episodes.forEach((e, i) => tb.appendChild(episodeRow(e, i)));
-  if (!state.episodes.length) {
+  const v = state.view;
+  let shown = 0;
+  state.episodes.forEach((e, i) => {
+    if (v && (e.end_ns <= v.from || e.start_ns >= v.to)) return;
+    tb.appendChild(episodeRow(e, i));
+    shown++;
+  });
+  const freezes = state.episodes.filter((e) => e.kind === 'freeze').length;
+  $('episodes-note').textContent = (v ? `${shown} of ` : '') +
+    `${state.episodes.length} episodes (${freezes} freeze) of ` +
+    (state.server === '*' ? `tier ${state.tier} as a whole` : `server ${state.server}`) +
+    (v ? ' in the selected range' : '') + '; click one to zoom to it';
+  if (!shown) {
     const tr = document.createElement('tr');
     const td = document.createElement('td');
     td.colSpan = 8;
-    td.textContent = 'no episodes';
+    td.textContent = state.episodes.length ? 'no episodes in the selected range' : 'no episodes';
     tr.appendChild(td);
     tb.appendChild(tr);
   }
@@ -305,7 +398,7 @@ function renderEpisodes() {
 function episodeRoot(e) {
   const d = state.diag;
   if (!d) return '…';
-  const x = d.episodes.find((y) => y.tier === state.tier && y.server === '*' &&
+  const x = d.episodes.find((y) => y.tier === state.tier && y.server === state.server &&
                                    y.start_ns === e.start_ns);
   if (!x) return 'not a bottleneck';
   return x.cause === 'none' ? 'none' : `${x.root_tier} ${x.root_server}: ${x.cause}`;
@@ -455,28 +548,36 @@ function renderHealth() {
 // ---- loading -------------------------------------------------------------------
 
 function q() {
-  return `tier=${encodeURIComponent(state.tier)}&width=${encodeURIComponent(state.width)}`;
+  let s = `tier=${encodeURIComponent(state.tier)}&width=${encodeURIComponent(state.width)}`;
+  if (state.server !== '*') s += `&server=${encodeURIComponent(state.server)}`;
+  return s;
 }
 
-let lastFullLoad = 0;
+// Answers to an older selection are dropped: the newest choice wins.
+let lastFullLoad = 0, loadSeq = 0;
 async function loadTier() {
   if (!state.tier) return;
+  const seq = ++loadSeq, query = q();
   lastFullLoad = Date.now();
   showError('');
   try {
     const [an, win, sc, ep] = await Promise.all([
-      getJSON('/api/analysis?' + q()), getJSON('/api/windows?' + q()),
-      getJSON('/api/scatter?' + q()), getJSON('/api/episodes?' + q()),
+      getJSON('/api/analysis?' + query), getJSON('/api/windows?' + query),
+      getJSON('/api/scatter?' + query), getJSON('/api/episodes?' + query),
     ]);
+    if (seq !== loadSeq) return;
     state.analysis = an;
     state.win = win;
     state.scatter = sc;
     state.episodes = ep.episodes;
     state.t0 = win.start_ns.length ? win.start_ns[0] : 0;
   } catch (e) {
+    if (seq !== loadSeq) return;
     showError(String(e.message || e));
   }
   renderAll();
+  // What is on screen, for scripts and tests: the API query it came from.
+  document.body.dataset.shown = query;
 }
 
 async function loadDiagnose() {
@@ -528,11 +629,211 @@ async function loadTiers() {
     showError('The database has no tiers yet.');
     return;
   }
+  state.tiers = tiers;
   const params = new URLSearchParams(location.search);
   const want = keep || params.get('tier');
   state.tier = tiers.some((t) => t.name === want) ? want : tiers[0].name;
   sel.value = state.tier;
+  fillServers(keep ? state.server : params.get('server') || '*');
 }
+
+// The server picker: the tier as a whole, then each of its servers (the
+// per-server view is where one frozen server of several shows).
+function fillServers(want) {
+  const sel = $('server');
+  const t = state.tiers.find((x) => x.name === state.tier);
+  const servers = t ? t.servers : [];
+  sel.textContent = '';
+  const all = document.createElement('option');
+  all.value = '*';
+  all.textContent = servers.length > 1 ? `all ${servers.length} (the tier)` : 'the tier';
+  sel.appendChild(all);
+  for (const a of servers) {
+    const o = document.createElement('option');
+    o.value = o.textContent = a;
+    sel.appendChild(o);
+  }
+  state.server = servers.includes(want) ? want : '*';
+  sel.value = state.server;
+}
+
+// ---- the selection in the URL, the range, zoom -----------------------------------
+
+// ns <-> the URL's seconds since the epoch (as the API's from/to take them).
+const nsToSec = (ns) => (ns / 1e9).toFixed(3);
+const secToNs = (s) => Math.round(parseFloat(s) * 1e3) * 1e6;
+
+function syncURL(push) {
+  const p = new URLSearchParams();
+  if (state.tier) p.set('tier', state.tier);
+  if (state.server !== '*') p.set('server', state.server);
+  p.set('width', state.width);
+  if (state.view) {
+    p.set('from', nsToSec(state.view.from));
+    p.set('to', nsToSec(state.view.to));
+  }
+  const live = new URLSearchParams(location.search).get('live');
+  if (live !== null) p.set('live', live);
+  const url = location.pathname + '?' + p.toString();
+  if (url === location.pathname + location.search) return;
+  if (push) history.pushState(null, '', url); else history.replaceState(null, '', url);
+}
+
+function renderRange() {
+  const r = $('range');
+  const win = state.win;
+  const n = win ? win.start_ns.length : 0;
+  $('zoomout').disabled = !state.view;
+  if (!n) { r.textContent = ''; return; }
+  const from = state.view ? state.view.from : win.start_ns[0];
+  const to = state.view ? state.view.to : win.start_ns[n - 1] + state.widthNs;
+  r.textContent = `${fmtClock(from)} – ${fmtClock(to)} UTC (${fmtDur(to - from)}` +
+    (state.view ? ', zoomed)' : ', everything)');
+  r.dataset.from = String(from);
+  r.dataset.to = String(to);
+}
+
+// Zooms to [from, to) (ns), aligned outward to whole windows; null shows all.
+function setView(v, push = true) {
+  if (v) {
+    const w = state.widthNs;
+    v = { from: Math.floor(v.from / w) * w, to: Math.ceil(v.to / w) * w };
+    if (v.to - v.from < 2 * w) v.to = v.from + 2 * w;
+  }
+  state.view = v;
+  syncURL(push);
+  renderAll();
+}
+
+function zoomToEpisode(e) {
+  // The episode with as much again on each side (at least 20 windows).
+  const pad = Math.max(e.end_ns - e.start_ns, 20 * state.widthNs);
+  setView({ from: e.start_ns - pad, to: e.end_ns + pad });
+}
+
+// Reads tier, server, width and range from the URL (at start and on back/forward).
+function readURL() {
+  const p = new URLSearchParams(location.search);
+  if (p.get('width')) {
+    state.width = p.get('width');
+    const sel = $('width');
+    if (![...sel.options].some((o) => o.value === state.width)) {
+      const o = document.createElement('option');
+      o.value = o.textContent = state.width;
+      sel.appendChild(o);
+    }
+    sel.value = state.width;
+  }
+  state.widthNs = widthToNs(state.width);
+  state.server = p.get('server') || '*';
+  const f = p.get('from'), t = p.get('to');
+  state.view = f && t && Number.isFinite(parseFloat(f)) && parseFloat(t) > parseFloat(f)
+    ? { from: secToNs(f), to: secToNs(t) } : null;
+}
+
+// ---- hover values and the brush ---------------------------------------------------
+
+const TIMELINES = ['load', 'tput', 'rt'];
+let brush = null; // {canvas, x0, x1} while dragging
+
+// Redraws every timeline's kept picture with the hover line at time t (ns)
+// and the brush's band, if any.
+function overlay(t) {
+  for (const id of TIMELINES) {
+    const c = $(id), g = c._geo;
+    if (!c._img) continue;
+    const ctx = c.getContext('2d');
+    ctx.putImageData(c._img, 0, 0);
+    if (!g) continue;
+    const px = (v) => g.L + ((v - g.x0) / (g.x1 - g.x0)) * g.W;
+    if (brush) {
+      const a = Math.min(brush.t0, brush.t1), b = Math.max(brush.t0, brush.t1);
+      ctx.fillStyle = 'rgba(37, 99, 235, 0.15)';
+      ctx.fillRect(px(a), g.T, Math.max(1, px(b) - px(a)), g.H);
+    }
+    if (t !== null) {
+      ctx.strokeStyle = 'rgba(17, 17, 17, 0.55)';
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      ctx.moveTo(Math.round(px(t)) + 0.5, g.T);
+      ctx.lineTo(Math.round(px(t)) + 0.5, g.T + g.H);
+      ctx.stroke();
+    }
+  }
+}
+
+// Time (ns) under the mouse on a timeline, clamped to its plot.
+function timeAt(c, ev) {
+  const g = c._geo;
+  if (!g) return null;
+  const r = c.getBoundingClientRect();
+  const x = Math.min(Math.max(ev.clientX - r.left, g.L), g.L + g.W);
+  return g.x0 + ((x - g.L) / g.W) * (g.x1 - g.x0);
+}
+
+function showTip(c, ev, t) {
+  const tip = $('tip'), g = c._geo, win = state.win;
+  const i = lowerBound(g.starts, t + 1) - 1;
+  if (i < g.i0 || i >= g.i1) { tip.hidden = true; return; }
+  const a = state.analysis || {}, thr = threshold(a);
+  const ms = (v) => (v / 1e6).toFixed(v >= 1e7 ? 1 : 3) + ' ms';
+  const lines = [
+    `${fmtClock(win.start_ns[i])} UTC (+${((win.start_ns[i] - state.t0) / 1e9).toFixed(3)} s)`,
+    `load ${win.load[i].toFixed(3)}` + (thr !== null && win.load[i] >= thr ? ' (congested)' : ''),
+    `throughput ${fmt(win.throughput[i], 1)}/s, ${fmt(win.completions[i], 0)} done`,
+    `normalized ${fmt(win.norm_throughput[i], 1)} units/s`,
+    win.completions[i] ? `response time mean ${ms(win.rt_mean_ns[i])}` +
+      (win.rt_p95_ns ? `, p95 ${ms(win.rt_p95_ns[i])}` : '') : 'no completion',
+  ];
+  tip.textContent = '';
+  for (const l of lines) {
+    const d = document.createElement('div');
+    d.textContent = l;
+    tip.appendChild(d);
+  }
+  tip.dataset.start = String(win.start_ns[i]);
+  tip.dataset.load = String(win.load[i]);
+  tip.hidden = false;
+  // Beside the pointer, kept inside the window.
+  const w = tip.offsetWidth, h = tip.offsetHeight;
+  let x = ev.clientX + 14, y = ev.clientY + 14;
+  if (x + w > window.innerWidth - 4) x = ev.clientX - w - 14;
+  if (y + h > window.innerHeight - 4) y = ev.clientY - h - 14;
+  tip.style.left = x + 'px';
+  tip.style.top = y + 'px';
+}
+
+function attachTimeline(c) {
+  c.addEventListener('mousedown', (ev) => {
+    const t = timeAt(c, ev);
+    if (t === null || ev.button !== 0) return;
+    brush = { t0: t, t1: t, x0: ev.clientX };
+    ev.preventDefault();
+  });
+  c.addEventListener('mousemove', (ev) => {
+    const t = timeAt(c, ev);
+    if (t === null) return;
+    if (brush) brush.t1 = t;
+    overlay(t);
+    if (brush) $('tip').hidden = true; else showTip(c, ev, t);
+  });
+  c.addEventListener('mouseleave', () => {
+    $('tip').hidden = true;
+    if (!brush) overlay(null);
+  });
+  c.addEventListener('dblclick', () => setView(null));
+}
+
+// The brush ends wherever the button is released: a drag of a few pixels or
+// more selects that range; a click does nothing.
+window.addEventListener('mouseup', (ev) => {
+  if (!brush) return;
+  const b = brush;
+  brush = null;
+  if (Math.abs(ev.clientX - b.x0) < 4) { overlay(null); return; }
+  $('tip').hidden = true;
+  setView({ from: Math.min(b.t0, b.t1), to: Math.max(b.t0, b.t1) });
+});
 
 // ---- live stream ---------------------------------------------------------------
 
@@ -567,7 +868,9 @@ function maybeNewTier(name) {
 
 function onWindow(w) {
   maybeNewTier(w.tier);
-  if (w.tier !== state.tier || w.width_ns !== state.widthNs || w.server !== 0) return;
+  // The stream carries the tiers' windows; a server's view follows on reloads.
+  if (w.tier !== state.tier || w.width_ns !== state.widthNs || w.server !== 0 ||
+      state.server !== '*') return;
   if (!state.win) return;
   const win = state.win, n = win.start_ns.length;
   if (n && w.start_ns <= win.start_ns[n - 1]) return;
@@ -577,7 +880,9 @@ function onWindow(w) {
   win.norm_throughput.push(w.norm_throughput);
   win.completions.push(w.completions);
   win.rt_mean_ns.push(w.rt_mean_ns);
-  trim(win, ['start_ns', 'load', 'throughput', 'norm_throughput', 'completions', 'rt_mean_ns']);
+  if (win.rt_p95_ns) win.rt_p95_ns.push(NaN); // not on the stream: a gap until the next reload
+  trim(win, ['start_ns', 'load', 'throughput', 'norm_throughput', 'completions', 'rt_mean_ns']
+    .concat(win.rt_p95_ns ? ['rt_p95_ns'] : []));
   if (!state.t0) state.t0 = w.start_ns;
   const s = state.scatter;
   if (s) {
@@ -593,7 +898,7 @@ function onWindow(w) {
 }
 
 function onEpisode(e) {
-  if (e.tier !== state.tier) return;
+  if (e.tier !== state.tier || state.server !== '*') return;
   const i = state.episodes.findIndex((x) => x.start_ns === e.start_ns);
   if (i >= 0) state.episodes[i] = e; else state.episodes.push(e);
   scheduleRedraw();
@@ -627,11 +932,26 @@ function onHealth() {
   healthTimer = setTimeout(() => { healthTimer = null; loadHealth(); }, 5000);
 }
 
+// The stream is opened after the page is drawn, and only when something can
+// stream (a live capture: /api/health's "live"), or when ?live=1 asks; ?live=0
+// never opens it. A finished database thus leaves no request pending, and a
+// headless browser (chromium --headless --screenshot --virtual-time-budget)
+// can finish the page.
 function connectStream() {
-  if (!window.EventSource) return;
-  const es = new EventSource('/api/stream');
   const live = $('live');
-  es.onopen = () => { live.textContent = 'stream: live'; live.className = 'live on'; };
+  const want = new URLSearchParams(location.search).get('live');
+  const isLive = state.health ? !!state.health.live : false;
+  if (want === '0' || (want !== '1' && !isLive) || !window.EventSource) {
+    live.textContent = want === '0' ? 'stream: off (live=0)' : 'stream: off (nothing live)';
+    live.className = 'live off';
+    live.dataset.state = 'off';
+    return;
+  }
+  live.dataset.state = 'connecting';
+  const es = new EventSource('/api/stream');
+  es.onopen = () => {
+    live.textContent = 'stream: live'; live.className = 'live on'; live.dataset.state = 'on';
+  };
   es.onerror = () => { live.textContent = 'stream: reconnecting'; live.className = 'live off'; };
   const on = (name, fn) => es.addEventListener(name, (ev) => {
     try { fn(JSON.parse(ev.data)); } catch (e) { /* one bad event must not stop the page */ }
@@ -650,24 +970,36 @@ function widthToNs(s) {
 }
 
 async function main() {
-  const params = new URLSearchParams(location.search);
-  if (params.get('width')) {
-    state.width = params.get('width');
-    const sel = $('width');
-    if (![...sel.options].some((o) => o.value === state.width)) {
-      const o = document.createElement('option');
-      o.value = o.textContent = state.width;
-      sel.appendChild(o);
-    }
-    sel.value = state.width;
-  }
-  state.widthNs = widthToNs(state.width);
-  $('tier').addEventListener('change', (e) => { state.tier = e.target.value; loadTier(); });
+  readURL();
+  $('tier').addEventListener('change', (e) => {
+    state.tier = e.target.value;
+    fillServers('*');
+    state.view = null;
+    syncURL(true);
+    loadTier();
+  });
+  $('server').addEventListener('change', (e) => {
+    state.server = e.target.value;
+    syncURL(true);
+    loadTier();
+  });
   $('width').addEventListener('change', (e) => {
     state.width = e.target.value;
     state.widthNs = widthToNs(state.width);
+    syncURL(true);
     loadTier();
     loadDiagnose();
+  });
+  $('zoomout').addEventListener('click', () => setView(null));
+  for (const id of TIMELINES) attachTimeline($(id));
+  // Back and forward walk through the selections made.
+  window.addEventListener('popstate', async () => {
+    const tier = new URLSearchParams(location.search).get('tier');
+    readURL();
+    if (tier && tier !== state.tier) state.tier = tier;
+    $('tier').value = state.tier;
+    fillServers(state.server);
+    await loadTier();
   });
   $('reload').addEventListener('click', async () => {
     await loadTiers();
@@ -677,9 +1009,12 @@ async function main() {
   });
   window.addEventListener('resize', scheduleRedraw);
   await loadTiers();
+  syncURL(false);
   await Promise.all([loadTier(), loadHealth(), loadDiagnose()]);
   document.body.dataset.ready = '1';
-  connectStream();
+  // After the load event: the page is complete before anything long-lived.
+  if (document.readyState === 'complete') connectStream();
+  else window.addEventListener('load', connectStream, { once: true });
 }
 
 main();
