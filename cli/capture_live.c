@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,10 +29,12 @@
 #include "capture.h"
 #include "cli.h"
 #include "dump.h"
+#include "jsonl.h"
 #include "live.h"
 #include "store.h"
 #include "stream.h"
 #include "tiers.h"
+#include "util.h"
 #include "web.h"
 
 #define TICK_MS 1000
@@ -59,6 +62,9 @@ struct live {
     int64_t last_pkt_ns, clock_ns, started_ns;
     int err;             /* first runtime error (stops the capture) */
     bool stopping, interrupted;
+    FILE *jsonl;        /* --format jsonl: stdout */
+    bool *has_rule;     /* per tier id: a re-estimate has given a congestion rule */
+    size_t nhas_rule;
     struct tb_live_stats ls;
 };
 
@@ -138,10 +144,28 @@ static const char *tier_name(struct live *L, uint32_t tier)
     return ti ? ti->name : "?";
 }
 
+static void server_name(struct live *L, uint32_t server, char *buf, size_t len)
+{
+    const struct tb_server_info *si = tb_catalog_server_get(L->cat, server);
+    if (si)
+        tb_addr_fmt(&si->addr, buf, len);
+    else
+        snprintf(buf, len, "?");
+}
+
 static void on_windows(void *ud, const struct tb_window *w, size_t n)
 {
     struct live *L = ud;
     tb_web_publish_windows(L->web, w, n);
+    /* The servers' rows here; the tier's come through on_window with their
+     * congestion (a server has no live rule: null). */
+    for (size_t i = 0; L->jsonl && i < n; i++) {
+        if (!w[i].server)
+            continue;
+        char sb[TB_ADDR_STRLEN];
+        server_name(L, w[i].server, sb, sizeof sb);
+        tb_jsonl_window(L->jsonl, tier_name(L, w[i].tier), sb, &w[i], -1);
+    }
     if (L->wr) {
         int rc = tb_writer_windows(L->wr, w, n);
         if (rc < 0)
@@ -153,12 +177,18 @@ static void on_window(void *ud, uint32_t tier, const struct tb_window *w, bool c
 {
     struct live *L = ud;
     tb_web_publish_window(L->web, tier_name(L, tier), w, congested);
+    if (L->jsonl) {
+        bool known = tier < L->nhas_rule && L->has_rule[tier];
+        tb_jsonl_window(L->jsonl, tier_name(L, tier), "*", w, known ? congested : -1);
+    }
 }
 
 static void on_episode(void *ud, uint32_t tier, const struct tb_episode *ep, bool ongoing)
 {
     struct live *L = ud;
     tb_web_publish_episode(L->web, tier_name(L, tier), ep, ongoing);
+    if (L->jsonl)
+        tb_jsonl_episode(L->jsonl, tier_name(L, tier), "*", ep, ongoing);
 }
 
 static void on_analysis(void *ud, uint32_t tier, const struct tb_analysis *a,
@@ -166,6 +196,13 @@ static void on_analysis(void *ud, uint32_t tier, const struct tb_analysis *a,
 {
     struct live *L = ud;
     tb_web_publish_analysis(L->web, tier_name(L, tier), a, rule);
+    if (L->jsonl) {
+        if (tier >= L->nhas_rule)
+            tb_grow_zero(&L->has_rule, &L->nhas_rule, (size_t)tier + 1, sizeof *L->has_rule);
+        if (tier < L->nhas_rule)
+            L->has_rule[tier] = true;
+        tb_jsonl_analysis(L->jsonl, tier_name(L, tier), "*", a, rule->threshold);
+    }
 }
 
 static void health(struct live *L, int64_t now)
@@ -178,6 +215,8 @@ static void health(struct live *L, int64_t now)
             fail(L, rc);
     }
     tb_web_publish_health(L->web, now, L->ls.received, L->ls.kernel_drops, L->ls.if_drops);
+    if (L->jsonl)
+        tb_jsonl_health(L->jsonl, now, L->ls.received, L->ls.kernel_drops, L->ls.if_drops);
 }
 
 static void on_tick(uv_timer_t *h)
@@ -188,6 +227,14 @@ static void on_tick(uv_timer_t *h)
     tb_engine_expire(L->eng, L->clock_ns);
     health(L, now);
     tb_stream_tick(L->stream, L->clock_ns);
+    /* A reader that went away (`| head`) stops the capture as SIGINT would:
+     * what was captured is kept and analysed. */
+    if (L->jsonl && (fflush(L->jsonl) != 0 || ferror(L->jsonl))) {
+        tb_log_warn("capture: --format jsonl: standard output is closed; stopping");
+        L->jsonl = NULL;
+        L->interrupted = true;
+        stop(L, true);
+    }
 }
 
 /* ---- stopping ------------------------------------------------------------------ */
@@ -351,6 +398,12 @@ int tb_capture_live(const struct tb_capture_args *a)
         return TB_EXIT_FAIL;
     L->args = a;
     L->width_ns = a->window_ns > 0 ? a->window_ns : TB_WINDOW_DEFAULT_NS;
+    if (a->jsonl) {
+        L->jsonl = stdout;
+        /* A closed reader must be an error on write, not a signal that
+         * kills the capture before it stores what it has. */
+        signal(SIGPIPE, SIG_IGN);
+    }
     const struct tb_stream_opts so = {.width_ns = L->width_ns};
     const struct tb_stream_sink sink = {
         .ud = L,
@@ -528,7 +581,13 @@ int tb_capture_live(const struct tb_capture_args *a)
         tb_log_warn("capture: -w: maximum file limit reached: %d (as tcpdump, the capture "
                     "stopped there)", a->rotate_files);
     /* With -w - the packets own standard output. */
-    FILE *out = a->quiet ? NULL : a->write && !strcmp(a->write, "-") ? stderr : stdout;
+    /* Standard output may carry packets (-w -) or JSON lines: the summary
+     * then goes to stderr. */
+    FILE *out = a->quiet                                            ? NULL
+                : (a->write && !strcmp(a->write, "-")) || a->jsonl ? stderr
+                                                                    : stdout;
+    if (L->jsonl)
+        fflush(L->jsonl);
     if (out)
         summary(L, out, cpu_seconds(), secs);
     if (L->st && !L->err)
@@ -563,6 +622,7 @@ out:
     tb_stream_free(L->stream);
     if (L->cat)
         tb_catalog_free(L->cat);
+    free(L->has_rule);
     free(L);
     return exit_code;
 }

@@ -45,6 +45,7 @@ struct tb_capture_args {
     int64_t rotate_bytes, rotate_secs;
     int rotate_files;
     int dump_prec;
+    bool jsonl;          /* --format jsonl: live events as JSON lines on stdout */
 };
 int tb_capture_live(const struct tb_capture_args *a);
 

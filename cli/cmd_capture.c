@@ -55,6 +55,9 @@ static void usage(FILE *f)
             "  --duration D     stop after D of capture time (e.g. 60s)\n"
             "  --window D       streaming analysis window, live (default " TB_WINDOW_DEFAULT ")\n"
             "  --serve ADDR     live: serve the dashboard on ADDR while capturing\n"
+            "  --format jsonl   live: windows (tier and servers), episodes, N* re-estimates\n"
+            "                   and health as JSON lines on stdout while capturing; the\n"
+            "                   summary goes to stderr (default: text, the summary)\n"
             "  --allow-remote   let --serve listen on a non-loopback address\n"
             "  --allow-host N   host names the dashboard answers to (comma-separated)\n"
             "  -Z USER          live: drop privileges to USER after opening the interface\n"
@@ -85,7 +88,7 @@ static int usage_error(const char *fmt, ...)
 
 enum {
     OPT_TIERS = 256, OPT_DB, OPT_SERVE, OPT_ALLOW_REMOTE, OPT_PROTO, OPT_DURATION, OPT_WINDOW,
-    OPT_IMMEDIATE, OPT_NO_STORE, OPT_ALLOW_HOST, OPT_TSPREC, OPT_NANO, OPT_MICRO,
+    OPT_IMMEDIATE, OPT_NO_STORE, OPT_ALLOW_HOST, OPT_TSPREC, OPT_NANO, OPT_MICRO, OPT_FORMAT,
 };
 
 static const struct option long_opts[] = {
@@ -102,6 +105,7 @@ static const struct option long_opts[] = {
     {"time-stamp-precision", required_argument, NULL, OPT_TSPREC},
     {"nano", no_argument, NULL, OPT_NANO},
     {"micro", no_argument, NULL, OPT_MICRO},
+    {"format", required_argument, NULL, OPT_FORMAT},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -265,6 +269,12 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
         case OPT_MICRO:
             a->dump_prec = TB_DUMP_MICRO;
             break;
+        case OPT_FORMAT:
+            if (!strcmp(optarg, "jsonl"))
+                a->jsonl = true;
+            else if (strcmp(optarg, "text"))
+                return usage_error("bad format '%s' (text or jsonl)", optarg);
+            break;
         case ':':
             return usage_error("option '%s' needs an argument", argv[optind - 1]);
         default:
@@ -317,6 +327,11 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
         return usage_error("-w - (standard output) cannot be rotated with -C, -G or -W");
     if (a->nfiles && a->iface)
         return usage_error("-r and -i cannot be combined");
+    if (a->jsonl && a->nfiles)
+        return usage_error("--format jsonl streams a live capture (-i); after an offline "
+                           "capture use 'tbneck report --format jsonl'");
+    if (a->jsonl && a->write && !strcmp(a->write, "-"))
+        return usage_error("-w - and --format jsonl would both write to standard output");
     if (a->nfiles && a->serve)
         return usage_error("--serve works with -i; after an offline capture use "
                            "'tbneck serve'");

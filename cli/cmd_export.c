@@ -10,6 +10,7 @@
 #include "analyze.h"
 #include "callers.h"
 #include "cli.h"
+#include "jsonl.h"
 #include "report_util.h"
 
 static const char export_usage[] =
@@ -17,6 +18,7 @@ static const char export_usage[] =
     "       tbneck export windows --tier NAME [--window " TB_WINDOW_DEFAULT "]"
     " [--server ADDR:PORT]\n"
     "                             [--from T --to T] [--service-times FILE] [--db FILE]\n"
+    "                             [--format csv|jsonl]\n"
     "       tbneck export connections [--tier NAME] [--from T --to T] [--db FILE]\n"
     "\n"
     "requests: every stored request as CSV, header\n"
@@ -25,7 +27,8 @@ static const char export_usage[] =
     "  tier,server,start_ns,width_ns,load,completions,throughput,work_units,norm_throughput,"
     "rt_mean_ns\n"
     "  (server '*' = the tier as a whole; throughputs per second; windows aligned to\n"
-    "  multiples of the width since the epoch).\n"
+    "  multiples of the width since the epoch). --format jsonl: one JSON object a line,\n"
+    "  {\"event\":\"window\", ..., \"congested\"} (docs/web.md, \"JSON lines\").\n"
     "connections: every TCP connection the tap saw (idle pooled ones too), header\n"
     "  conn,client,server,client_tier,server_tier,open_ns,close_ns,opened,closed,requests,\n"
     "  packets,bytes_c2s,bytes_s2c\n"
@@ -83,9 +86,10 @@ static void print_windows(FILE *f, const char *tier, const char *server,
 static int export_windows(int argc, char **argv)
 {
     const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *window = TB_WINDOW_DEFAULT, *server = NULL;
-    const char *from = NULL, *to = NULL, *svcfile = NULL;
+    const char *from = NULL, *to = NULL, *svcfile = NULL, *format = "csv";
     bool recompute = false;
     const struct tb_cli_opt opts[] = {
+        {"format", &format, NULL},
         {"tier", &tier, NULL},       {"db", &dbpath, NULL},   {"window", &window, NULL},
         {"server", &server, NULL},   {"from", &from, NULL},   {"to", &to, NULL},
         {"service-times", &svcfile, NULL}, {"recompute", NULL, &recompute},
@@ -99,6 +103,11 @@ static int export_windows(int argc, char **argv)
         return rc;
     if (!tier) {
         tb_log_error("export windows: --tier NAME is required (see 'tbneck tiers')");
+        return TB_EXIT_USAGE;
+    }
+    bool jsonl = !strcmp(format, "jsonl");
+    if (!jsonl && strcmp(format, "csv")) {
+        tb_log_error("export windows: --format '%s': expected csv or jsonl", format);
         return TB_EXIT_USAGE;
     }
     struct tb_analyze_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX};
@@ -129,7 +138,16 @@ static int export_windows(int argc, char **argv)
         const struct tb_server_info *sv = tb_catalog_server_get(db.cat, o.server);
         tb_addr_fmt(&sv->addr, sbuf, sizeof sbuf);
     }
-    print_windows(stdout, tier, sbuf, res.win, res.nwin);
+    if (jsonl) {
+        /* Congested by the rule the analysis' episodes were cut with. */
+        struct tb_congestion rule;
+        tb_congestion_from_analysis(&rule, &res.a, res.win, res.nwin);
+        for (size_t i = 0; i < res.nwin; i++)
+            tb_jsonl_window(stdout, tier, sbuf, &res.win[i],
+                            tb_congestion_congested(&rule, res.win[i].load));
+    } else {
+        print_windows(stdout, tier, sbuf, res.win, res.nwin);
+    }
     if (fflush(stdout) != 0) {
         tb_log_error("export windows: cannot write to stdout");
         rc = TB_EXIT_FAIL;

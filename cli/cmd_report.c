@@ -6,6 +6,7 @@
 
 #include "analyze.h"
 #include "cli.h"
+#include "jsonl.h"
 #include "plot.h"
 #include "report_fmt.h"
 #include "report_util.h"
@@ -13,7 +14,7 @@
 static const char report_usage[] =
     "usage: tbneck report --tier NAME [--window " TB_WINDOW_DEFAULT "|auto] [--server ADDR:PORT]"
     " [--from T --to T]\n"
-    "                     [--format text|json|csv] [--plot FILE.png|svg]\n"
+    "                     [--format text|json|csv|jsonl] [--plot FILE.png|svg]\n"
     "                     [--service-times FILE | --calibrate CAPTURE] [--recompute] [--db FILE]\n"
     "\n"
     "Analyses a tier (or one of its servers) at a window length: load and throughput per\n"
@@ -22,6 +23,8 @@ static const char report_usage[] =
     "\n"
     "  --format text   for people (default)\n"
     "  --format json   one JSON object (fields in docs/report.md)\n"
+    "  --format jsonl  JSON lines: per row (the tier, then each server) an analysis line,\n"
+    "                  its windows and its episodes in time order (docs/web.md)\n"
     "  --format csv    the episode list, header\n"
     "                  " TB_EPISODE_CSV_HEADER "\n"
     "  --plot FILE     one image: load, throughput and response-time timelines and the\n"
@@ -32,6 +35,23 @@ static const char report_usage[] =
     "  --recompute     ignore results stored by an earlier run\n"
     "T is ns since the epoch, seconds (1700000000.25), or +OFFSET from the first request.\n"
     "Exit status: 0 success, 1 runtime failure (missing database, unknown tier), 2 usage.\n";
+
+/* The tier (or the one --server) and then each of its servers. */
+static int report_jsonl(const struct tb_report *rep, const struct tb_catalog *cat, const char *tier)
+{
+    char sbuf[TB_ADDR_STRLEN] = "*";
+    const struct tb_server_info *si =
+        rep->total.a.server ? tb_catalog_server_get(cat, rep->total.a.server) : NULL;
+    if (si)
+        tb_addr_fmt(&si->addr, sbuf, sizeof sbuf);
+    int e = tb_jsonl_result(stdout, tier, sbuf, &rep->total);
+    for (size_t i = 0; !e && i < rep->nservers; i++) {
+        si = tb_catalog_server_get(cat, rep->servers[i].a.server);
+        tb_addr_fmt(&si->addr, sbuf, sizeof sbuf);
+        e = tb_jsonl_result(stdout, tier, sbuf, &rep->servers[i]);
+    }
+    return e;
+}
 
 int tb_cmd_report(int argc, char **argv)
 {
@@ -63,15 +83,17 @@ int tb_cmd_report(int argc, char **argv)
         tb_log_error("report: --tier NAME is required (see 'tbneck tiers' for the names)");
         return TB_EXIT_USAGE;
     }
-    enum { F_TEXT, F_JSON, F_CSV } fmt;
+    enum { F_TEXT, F_JSON, F_CSV, F_JSONL } fmt;
     if (!strcmp(format, "text")) {
         fmt = F_TEXT;
     } else if (!strcmp(format, "json")) {
         fmt = F_JSON;
     } else if (!strcmp(format, "csv")) {
         fmt = F_CSV;
+    } else if (!strcmp(format, "jsonl")) {
+        fmt = F_JSONL;
     } else {
-        tb_log_error("--format '%s': expected text, json or csv", format);
+        tb_log_error("--format '%s': expected text, json, csv or jsonl", format);
         return TB_EXIT_USAGE;
     }
     struct tb_analyze_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX};
@@ -129,7 +151,7 @@ int tb_cmd_report(int argc, char **argv)
         rc = TB_EXIT_FAIL;
         goto out;
     }
-    if (fmt != F_CSV) {
+    if (fmt != F_CSV && fmt != F_JSONL) {
         /* The cross-tier line is the diagnosis of the same range. */
         struct tb_diag_opts dopt = {.width_ns = o.width_ns, .from_ns = o.from_ns,
                                     .to_ns = o.to_ns, .recompute = recompute};
@@ -170,7 +192,9 @@ int tb_cmd_report(int argc, char **argv)
         rc = TB_EXIT_FAIL;
         goto out;
     }
-    if (fmt == F_JSON)
+    if (fmt == F_JSONL)
+        e = report_jsonl(&rep, db.cat, tier);
+    else if (fmt == F_JSON)
         e = tb_report_write_json(stdout, &rep, db.cat);
     else if (fmt == F_CSV)
         e = tb_report_write_csv(stdout, &rep, db.cat);

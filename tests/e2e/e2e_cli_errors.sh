@@ -49,8 +49,15 @@ expect 2 "--window '61m'.*1ms to 1h" "$TBNECK" export windows --tier "$tier" --d
 expect 2 "--window '2h'.*1ms to 1h" "$TBNECK" events report --tier "$tier" --db "$db" --window 2h
 expect 2 "--window '0.5ms'.*1ms to 1h" "$TBNECK" serve --db "$db" --window 0.5ms
 expect 2 "window '999999h'.*1ms to 1h" "$TBNECK" capture -r "$work/q.pcap" --db "$work/w.db" --window 999999h
-expect 2 "--format 'xml'.*text, json or csv" "$TBNECK" report --tier "$tier" --db "$db" \
+expect 2 "--format 'xml'.*text, json, csv or jsonl" "$TBNECK" report --tier "$tier" --db "$db" \
     --format xml
+expect 2 "--format 'xml'.*csv or jsonl" "$TBNECK" export windows --tier "$tier" --db "$db" \
+    --format xml
+expect 2 "bad format 'xml'" "$TBNECK" capture -i lo --format xml --db "$work/never.db"
+expect 2 "--format jsonl streams a live capture" "$TBNECK" capture -r "$work/q.pcap" \
+    --format jsonl --db "$work/never.db"
+expect 2 "both write to standard output" "$TBNECK" capture -i lo -w - --format jsonl \
+    --db "$work/never.db"
 expect 2 "--plot out.gif.*png or .svg" "$TBNECK" report --tier "$tier" --db "$db" \
     --plot out.gif
 expect 2 "--from 'yesterday'" "$TBNECK" report --tier "$tier" --db "$db" --from yesterday

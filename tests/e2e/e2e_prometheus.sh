@@ -17,7 +17,8 @@
 # stored window it names (export windows after the capture), its congested
 # flag the live stream's, its packet counter tcpreplay's count; every query of
 # contrib/grafana/tbneck.json answers. `promtool check metrics` passes on
-# both endpoints' output.
+# both endpoints' output. The live capture also writes --format jsonl, and
+# tests/e2e/lib/jsonl_check.py checks those lines and report --format jsonl.
 set -uo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}" "${TB_BUILDDIR:?}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -71,7 +72,7 @@ pids+=("$serve_pid")
 sport=$(wait_port "$work/serve.out" 's#^serving http://127\.0\.0\.1:\([0-9]*\)/.*#\1#p' "$serve_pid")
 
 ip netns exec "$ns" "$TBNECK" capture -i tbvb --duration 120s --db "$work/live.db" \
-  --serve 127.0.0.1:0 >"$work/live.out" 2>"$work/live.err" &
+  --serve 127.0.0.1:0 --format jsonl >"$work/live.jsonl" 2>"$work/live.err" &
 cap_pid=$!
 pids+=("$cap_pid")
 lport=$(wait_port "$work/live.err" 's#.*dashboard at http://127\.0\.0\.1:\([0-9]*\)/.*#\1#p' "$cap_pid")
@@ -137,4 +138,7 @@ rc=$?
 nsx python3 "$TB_SRCDIR/tests/e2e/lib/prom_check.py" after --prom http://127.0.0.1:9090 \
   --serve "http://127.0.0.1:$sport" --work "$work" --truth "$work/gc.requests.csv" \
   --grafana "$TB_SRCDIR/contrib/grafana/tbneck.json" || fail "checks against the stored analysis"
+# The same live capture's JSON lines (--format jsonl), and report --format jsonl.
+grep -q '^capture tbvb: ' "$work/live.err" || { cat "$work/live.err"; fail "no summary on stderr"; }
+python3 "$TB_SRCDIR/tests/e2e/lib/jsonl_check.py" "$work" || fail "JSON lines"
 echo "PASS e2e_prometheus"
