@@ -648,6 +648,19 @@ static int copy_svc(struct tb_analysis_result *res, const struct tb_class_servic
     return 0;
 }
 
+/* When each throughput level held, from the row's windows and its analysis
+ * (computed or stored: recomputing them costs one pass over the windows).
+ * The same rule and windows give the same levels as a.levels. */
+static int row_spans(struct tb_analysis_result *res)
+{
+    struct tb_congestion rule;
+    tb_congestion_from_analysis(&rule, &res->a, res->win, res->nwin);
+    double lv[TB_ARRAY_SIZE(res->a.levels)];
+    uint32_t nl;
+    return tb_levels_over_time(res->win, res->nwin, &rule, (uint32_t)TB_ARRAY_SIZE(lv), lv, &nl,
+                               &res->spans, &res->nspans);
+}
+
 /* Runs the pipeline for the rows asked: row 0 (the tier, or the --server) into
  * *total, and with `servers` each server of the tier. */
 static int run(struct pipe *p, struct tb_analysis_result *total,
@@ -735,8 +748,9 @@ static int run(struct pipe *p, struct tb_analysis_result *total,
             goto fail;
     }
     for (size_t r = 0; r < nrows; r++) {
-        if ((rc = copy_svc(&rows[r], svc, nsvc)) != 0)
+        if ((rc = copy_svc(&rows[r], svc, nsvc)) != 0 || (rc = row_spans(&rows[r])) != 0)
             goto fail;
+        rows[r].waits_downstream = p->calls;
     }
     if (nsvc && !o->service_file && !o->calibrate && !all_stored &&
         (rc = tb_store_put_services(p->st, svc, nsvc)) != 0) {
@@ -840,7 +854,97 @@ void tb_analysis_result_free(struct tb_analysis_result *res)
     free(res->win);
     free(res->ep);
     free(res->svc);
+    free(res->spans);
     memset(res, 0, sizeof *res);
+}
+
+/* ---- --window auto ------------------------------------------------------------------ */
+
+/* Within ±10% at 90%: the accuracy the N* sweep asks of the estimate. */
+#define AUTO_STABLE 0.10
+
+static void auto_trials(char *buf, size_t len, const struct tb_window_choice *c, uint32_t upto)
+{
+    size_t off = strlen(buf);
+    for (uint32_t i = 0; i < upto && off < len; i++) {
+        const struct tb_window_try *t = &c->tried[i];
+        char b[32];
+        tb_fmt_duration(t->width_ns, b, sizeof b);
+        if (!isfinite(t->n_star))
+            off += (size_t)snprintf(buf + off, len - off, "%s%s no knee", i ? ", " : "", b);
+        else if (!isfinite(t->half))
+            off += (size_t)snprintf(buf + off, len - off, "%s%s %.2f unbounded", i ? ", " : "",
+                                    b, t->n_star);
+        else
+            off += (size_t)snprintf(buf + off, len - off, "%s%s %.2f ±%.0f%%", i ? ", " : "", b,
+                                    t->n_star, 100 * t->half / t->n_star);
+    }
+}
+
+int tb_analyze_window_auto(struct tb_store *st, const struct tb_catalog *cat, uint32_t tier,
+                           const struct tb_analyze_opts *o, struct tb_window_choice *c,
+                           char *errbuf, size_t errlen)
+{
+    static const int64_t widths[] = {10, 20, 50, 100, 200, 500, 1000};
+    memset(c, 0, sizeof *c);
+    int64_t best = 0;
+    double best_rel = INFINITY;
+    bool stable = false;
+    for (size_t i = 0; i < TB_ARRAY_SIZE(widths) && !stable; i++) {
+        struct tb_analyze_opts ow = *o;
+        ow.width_ns = widths[i] * TB_NS_PER_MS;
+        struct tb_analysis_result res;
+        char err[256] = "";
+        int rc = tb_analyze_tier(st, cat, tier, &ow, &res, err, sizeof err);
+        if (rc == TB_E_FULL)
+            continue; /* too many windows at this width: try a longer one */
+        if (rc) {
+            snprintf(errbuf, errlen, "%s", err[0] ? err : tb_strerror(rc));
+            return rc;
+        }
+        struct tb_nstar_opts no;
+        tb_nstar_opts_default(&no);
+        no.waits_downstream = res.waits_downstream;
+        if (!res.waits_downstream && res.a.work_unit_ns > 0)
+            no.slope_hint = (double)TB_NS_PER_SEC / (double)res.a.work_unit_ns;
+        struct tb_nstar est;
+        double half = NAN;
+        rc = tb_nstar_interval(res.win, res.nwin, &no, &est, &half);
+        tb_analysis_result_free(&res);
+        if (rc) {
+            snprintf(errbuf, errlen, "N* interval at %lld ms: %s", (long long)widths[i],
+                     tb_strerror(rc));
+            return rc;
+        }
+        struct tb_window_try *t = &c->tried[c->ntried++];
+        t->width_ns = ow.width_ns;
+        t->n_star = tb_nstar_threshold(&est);
+        t->half = isfinite(t->n_star) ? half : NAN;
+        double rel = isfinite(t->n_star) && t->n_star > 0 ? t->half / t->n_star : NAN;
+        if (rel < best_rel) {
+            best_rel = rel;
+            best = ow.width_ns;
+        }
+        stable = rel <= AUTO_STABLE;
+    }
+    char b[32];
+    if (stable) {
+        c->width_ns = best;
+        snprintf(c->reason, sizeof c->reason,
+                 "window %s: the shortest at which N* is stable (within ±%.0f%% at 90%%): ",
+                 tb_fmt_duration(best, b, sizeof b), 100 * AUTO_STABLE);
+    } else if (best) {
+        c->width_ns = best;
+        snprintf(c->reason, sizeof c->reason,
+                 "window %s: no width gives N* within ±%.0f%% at 90%%; this one comes closest: ",
+                 tb_fmt_duration(best, b, sizeof b), 100 * AUTO_STABLE);
+    } else {
+        c->width_ns = 50 * TB_NS_PER_MS;
+        snprintf(c->reason, sizeof c->reason,
+                 "window 50ms (the default): no width from 10ms to 1s shows a knee: ");
+    }
+    auto_trials(c->reason, sizeof c->reason, c, c->ntried);
+    return 0;
 }
 
 /* ---- the report: servers and cross-tier attribution ------------------------------- */

@@ -29,6 +29,16 @@ struct tb_analysis_result {
     size_t nep;
     struct tb_class_service *svc; /* per class (and period) */
     size_t nsvc;
+    struct tb_level_span *spans;  /* when each throughput level held, in time order; the
+                                   * level indices index a.levels (tb_levels_over_time) */
+    size_t nspans;
+    bool waits_downstream;        /* the tier's machines called other tiers (N* options) */
+    /* For a series that waits downstream: N* on its self-load (load minus
+     * the time spent waiting on its calls, tb_diagnose), the congestion
+     * point of its own resources; set by the caller that ran the diagnosis.
+     * have_self false: not known. */
+    bool have_self;
+    double n_star_self;
 };
 
 /* Runs (or loads) the analysis of one tier. Returns 0, or a TB_E_* code with a
@@ -45,6 +55,29 @@ int tb_analyze_tier_servers(struct tb_store *st, const struct tb_catalog *cat, u
                             const struct tb_analyze_opts *o, struct tb_analysis_result *total,
                             struct tb_analysis_result **servers, size_t *nservers, char *errbuf,
                             size_t errlen);
+
+/* ---- --window auto ----------------------------------------------------------
+ * The shortest window at which the main-sequence curve is stable (the method
+ * paper's future work): widths 10, 20, 50, 100, 200, 500 ms and 1 s are
+ * analysed in turn (tb_analyze_tier with o's range, server and options; their
+ * results are stored like any other), and the first whose N* has a 90%
+ * interval within ±10% (tb_nstar_interval) is chosen. When none is that
+ * stable, the one with the narrowest interval; when no width shows a knee,
+ * 50 ms. Widths that would make too many windows are skipped. */
+struct tb_window_try {
+    int64_t width_ns;
+    double n_star; /* the threshold at that width; NAN: no knee */
+    double half;   /* its interval's half-width (NAN: no knee; INFINITY: unbounded) */
+};
+struct tb_window_choice {
+    int64_t width_ns;
+    struct tb_window_try tried[8];
+    uint32_t ntried;
+    char reason[512]; /* one line: the choice and why, with what the shorter widths gave */
+};
+int tb_analyze_window_auto(struct tb_store *st, const struct tb_catalog *cat, uint32_t tier,
+                           const struct tb_analyze_opts *o, struct tb_window_choice *c,
+                           char *errbuf, size_t errlen);
 
 /* ---- the report: one tier, each of its servers, cross-tier attribution ---- */
 
@@ -71,6 +104,7 @@ struct tb_report {
      * it: the formats print it instead of the correlation's "explains". */
     bool have_verdict;
     struct tb_diag_verdict verdict;
+    char window_reason[512];            /* --window auto: the choice and why (else empty) */
 };
 
 /* Runs the analysis of the tier (or o->server), of each of its servers, and

@@ -814,6 +814,7 @@ const struct tb_capture_stats *tb_engine_stats(const struct tb_engine *ce)
     s->inflight_dropped = e->pctr.inflight_dropped;
     s->streams = e->pctr.streams;
     s->unanswered = e->pctr.unanswered;
+    s->probes = e->pctr.probes;
     s->flows_open = e->ft.lists[TB_FL_ACTIVE].count;
     return s;
 }

@@ -6,7 +6,8 @@
  *     NAME PROTO SERVER[,SERVER...] [hosts=HOST[,HOST...]]
  *
  * SERVER is a.b.c.d:port, [v6]:port or *:port; PROTO is auto or a parser name
- * (http, mysql, generic, ...). Every error names the file and line. */
+ * (tb_protos: http, mysql, ajp, fastcgi, tls, generic, ...). Every error names
+ * the file and line. */
 #include "tiers.h"
 
 #include <errno.h>

@@ -11,7 +11,7 @@
 #include "report_util.h"
 
 static const char report_usage[] =
-    "usage: tbneck report --tier NAME [--window " TB_WINDOW_DEFAULT "] [--server ADDR:PORT]"
+    "usage: tbneck report --tier NAME [--window " TB_WINDOW_DEFAULT "|auto] [--server ADDR:PORT]"
     " [--from T --to T]\n"
     "                     [--format text|json|csv] [--plot FILE.png|svg]\n"
     "                     [--service-times FILE | --calibrate CAPTURE] [--recompute] [--db FILE]\n"
@@ -75,8 +75,12 @@ int tb_cmd_report(int argc, char **argv)
         return TB_EXIT_USAGE;
     }
     struct tb_analyze_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX};
-    if (tb_parse_window(window, &o.width_ns) != 0) {
-        tb_log_error("--window '%s': expected a duration from 1ms to 1h, such as 50ms", window);
+    bool window_auto = !strcmp(window, "auto");
+    if (window_auto)
+        o.width_ns = 50 * TB_NS_PER_MS; /* until the choice is made */
+    else if (tb_parse_window(window, &o.width_ns) != 0) {
+        tb_log_error("--window '%s': expected a duration from 1ms to 1h, such as 50ms, or auto",
+                     window);
         return TB_EXIT_USAGE;
     }
     if (svcfile && calibrate) {
@@ -107,7 +111,19 @@ int tb_cmd_report(int argc, char **argv)
         goto out;
 
     char err[512] = "";
+    struct tb_window_choice wc;
+    if (window_auto) {
+        int e = tb_analyze_window_auto(db.st, db.cat, tid, &o, &wc, err, sizeof err);
+        if (e) {
+            tb_log_error("report: --window auto: %s", err[0] ? err : tb_strerror(e));
+            rc = TB_EXIT_FAIL;
+            goto out;
+        }
+        o.width_ns = wc.width_ns;
+    }
     int e = tb_report_build(db.st, db.cat, tid, &o, &rep, err, sizeof err);
+    if (!e && window_auto)
+        snprintf(rep.window_reason, sizeof rep.window_reason, "%s", wc.reason);
     if (e) {
         tb_log_error("report: %s", err[0] ? err : tb_strerror(e));
         rc = TB_EXIT_FAIL;
@@ -122,6 +138,26 @@ int tb_cmd_report(int argc, char **argv)
         if (tb_diagnose(db.st, db.cat, &dopt, &dg, derr, sizeof derr) == 0) {
             rep.have_verdict = true;
             rep.verdict = dg.verdict;
+            /* A tier that waits on its calls: its own resources' N* is the
+             * one on self-load (load N* is cores x R/D there, and smeared). */
+            if (rep.total.waits_downstream) {
+                for (size_t i = 0; i < dg.ntiers && !rep.total.a.server; i++)
+                    if (dg.tiers[i].tier == rep.tier) {
+                        rep.total.have_self = true;
+                        rep.total.n_star_self = dg.tiers[i].n_star_self;
+                    }
+                for (size_t i = 0; i < dg.nservers; i++) {
+                    if (dg.servers[i].server == rep.total.a.server && rep.total.a.server) {
+                        rep.total.have_self = true;
+                        rep.total.n_star_self = dg.servers[i].n_star_self;
+                    }
+                    for (size_t k = 0; k < rep.nservers; k++)
+                        if (dg.servers[i].server == rep.servers[k].a.server) {
+                            rep.servers[k].have_self = true;
+                            rep.servers[k].n_star_self = dg.servers[i].n_star_self;
+                        }
+                }
+            }
             tb_diagnosis_free(&dg);
         } else {
             tb_log_warn("report: no root cause: %s", derr);

@@ -220,6 +220,10 @@ static void text_warnings(FILE *f, const char *label, const struct tb_analysis_r
         fprintf(f, "note: %s: only one N* estimate (%s) could be made\n", label,
                 ns ? "intervention" : "fit");
     }
+    if (r->have_self && isfinite(r->n_star_self))
+        fprintf(f, "note: %s: waits on the tiers it calls; N* of its own resources, on "
+                   "self-load (load minus that waiting): %.2f\n",
+                label, r->n_star_self);
 }
 
 static int cmp_svc_requests(const void *pa, const void *pb)
@@ -301,6 +305,38 @@ static int cmp_ep_longest(const void *pa, const void *pb)
     return (a > b) - (a < b);
 }
 
+/* When each level held: per level, its share of the top level, how long in
+ * all, and its first intervals (JSON has them all). Only with several. */
+#define TEXT_SPANS 6
+static void text_level_spans(FILE *f, const struct tb_analysis_result *r)
+{
+    uint32_t nl = TB_MIN(r->a.n_levels, (uint32_t)TB_ARRAY_SIZE(r->a.levels));
+    if (nl < 2 || !r->nspans)
+        return;
+    char b[2][32];
+    for (uint32_t l = 0; l < nl; l++) {
+        size_t cnt = 0;
+        int64_t total = 0;
+        for (size_t i = 0; i < r->nspans; i++)
+            if (r->spans[i].level == l) {
+                cnt++;
+                total += r->spans[i].end_ns - r->spans[i].start_ns;
+            }
+        fprintf(f, "  level %u: %.1f work units/s (%.0f%% of the top), %zu interval%s, %s:", l + 1,
+                r->a.levels[l], 100.0 * r->a.levels[l] / r->a.levels[nl - 1], cnt,
+                cnt == 1 ? "" : "s", fmt_dur((double)total, b[0], 32));
+        size_t shown = 0;
+        for (size_t i = 0; i < r->nspans && shown < TEXT_SPANS; i++) {
+            if (r->spans[i].level != l)
+                continue;
+            fprintf(f, "%s %s for %s", shown ? "," : "", fmt_clock(r->spans[i].start_ns, b[0], 32),
+                    fmt_dur((double)(r->spans[i].end_ns - r->spans[i].start_ns), b[1], 32));
+            shown++;
+        }
+        fprintf(f, "%s\n", cnt > shown ? ", ..." : "");
+    }
+}
+
 static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t origin)
 {
     char b[6][32];
@@ -334,6 +370,7 @@ static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t o
             fprintf(f, "%s%.1f", i ? ", " : "", r->a.levels[i]);
         fprintf(f, " work units/s)%s\n",
                 r->a.n_levels > 1 ? ": several plateaus, e.g. a CPU changing frequency" : "");
+        text_level_spans(f, r);
     } else {
         fprintf(f, "throughput levels among congested windows: none (no congested windows)\n");
     }
@@ -442,6 +479,8 @@ int tb_report_write_text(FILE *f, const struct tb_report *r, const struct tb_cat
                 fmt_dur((double)(last - first), b[5], 64), tot->nwin);
     else
         fprintf(f, "no requests in the range\n");
+    if (r->window_reason[0])
+        fprintf(f, "window auto: %s\n", r->window_reason);
 
     fprintf(f, "\n  %-22s %9s  %-21s  %-17s\n", "", "", "load (in tier)", "completions/s");
     fprintf(f, "  %-22s %9s  %6s %6s %7s  %8s %8s  %7s %7s  %9s  %7s  %6s\n", "", "requests",
@@ -513,6 +552,8 @@ static void json_analysis(FILE *f, const struct tb_analysis_result *r)
     fprintf(f, ",\"n_star_disagree\":%s,\"n_star_status\":\"%s\",\"n_star_reason\":",
             a->disagree ? "true" : "false", tb_nstar_why_status(a->n_star_why));
     tb_json_str(f, a->n_star_reason);
+    fputs(",\"n_star_self\":", f);
+    tb_json_num(f, r->have_self ? r->n_star_self : NAN);
     fputs(",\"threshold\":", f);
     tb_json_num(f, tb_analysis_threshold(a));
     fputs(",\"tp_max\":", f);
@@ -528,6 +569,16 @@ static void json_analysis(FILE *f, const struct tb_analysis_result *r)
         if (i)
             fputc(',', f);
         tb_json_num(f, a->levels[i]);
+    }
+    fputs("],\"level_spans\":[", f);
+    for (size_t i = 0; i < r->nspans; i++) {
+        const struct tb_level_span *sp = &r->spans[i];
+        fprintf(f, "%s{\"level\":%u,\"start_ns\":%lld,\"end_ns\":%lld,\"windows\":%u,"
+                   "\"throughput\":",
+                i ? "," : "", sp->level, (long long)sp->start_ns, (long long)sp->end_ns,
+                sp->windows);
+        tb_json_num(f, sp->throughput);
+        fputc('}', f);
     }
     fputs("],", f);
     json_range(f, "load", tb_win_range(r->win, r->nwin, TB_COL_LOAD));
@@ -565,6 +616,11 @@ int tb_report_write_json(FILE *f, const struct tb_report *r, const struct tb_cat
     int64_t last = tot->nwin ? tot->win[tot->nwin - 1].start_ns + r->width_ns : 0;
     fprintf(f, ",\"window_ns\":%lld,\"from_ns\":%lld,\"to_ns\":%lld,", (long long)r->width_ns,
             (long long)first, (long long)last);
+    if (r->window_reason[0]) {
+        fputs("\"window_reason\":", f);
+        tb_json_str(f, r->window_reason);
+        fputc(',', f);
+    }
     json_analysis(f, tot);
 
     fputs(",\"classes\":[", f);

@@ -12,9 +12,10 @@
 /* ---- N* -----------------------------------------------------------------------
  * DESIGN.md "N*". Both estimates share the slope of the linear part, a: the
  * ratio Σtp/Σload of the lowest-load tenth of the windows, or slope_hint when
- * the data reach 70% of it (for a tier that waits on nothing a request alone
- * completes service/u units in its service time, so a = 1/u; less at low load
- * is windows mixing idle and queued moments, more is selection).
+ * the data reach 70% of it and not twice it (for a tier that waits on
+ * nothing a request alone completes service/u units in its service time, so
+ * a = 1/u; less at low load is windows mixing idle and queued moments, a
+ * little more is selection, twice as much a wrong service time).
  *
  * Intervention analysis (n_star): windows with load > 0; k even bins over
  * [Nmin, Nmax]; bins with fewer than min_per_bin windows skipped; per bin the
@@ -92,10 +93,13 @@ void tb_nstar_opts_default(struct tb_nstar_opts *o);
  *     server is limited by something other than its own concurrency (0.8,
  *     not 1: a 1-core server's estimates scatter 0.9-1.1);
  *   - at least 10 windows have load >= K and are not freezes;
- *   - r = (least-squares slope of throughput over the windows at or above K)
- *     / (slope through the origin of the windows below K) has a one-sided
- *     95% upper bound <= 0.5 (delete-a-group jackknife over chunks of 8
- *     consecutive windows, so bursts do not pass for independent evidence).
+ *   - r = after / before has a one-sided 95% upper bound <= 0.6, after =
+ *     the slope of the chord from the centroid (mean load, mean throughput)
+ *     of the windows in [K/2, K) to that of the non-freeze windows at or
+ *     above K, before = the chord from [K/4, K/2) to [K/2, K) but at least
+ *     0.7 x the slope through the origin of the windows below K
+ *     (delete-a-group jackknife over chunks of 8 consecutive windows, so
+ *     bursts do not pass for independent evidence).
  * A candidate that fails becomes NAN. With no candidate standing there is no
  * threshold: no congested window, no episode, no TPmax, no levels. */
 /* "knee", "no_congestion" (LINEAR, RISING, FEW_BEYOND) or "undetermined". */
@@ -223,6 +227,19 @@ bool tb_episode_track_current(const struct tb_episode_track *t, struct tb_episod
  * none was open. */
 bool tb_episode_track_end(struct tb_episode_track *t, struct tb_episode *closed);
 
+/* ---- N*'s uncertainty ---------------------------------------------------------
+ * *est = tb_nstar_windows(w, n, o) and *half the half-width of the 90%
+ * interval of its threshold (tb_nstar_threshold), from a delete-a-group
+ * jackknife over the knee test's groups (chunks of 8 consecutive windows
+ * with load, chunk c in group c mod G, G = min(20, chunks)): each group left
+ * out in turn, the whole estimate made again; of the two estimates' relative
+ * intervals (those that stand) the wider, times the threshold. *half is NAN
+ * when there is no threshold, INFINITY when fewer than 5 groups or when
+ * leaving some group out leaves a standing estimate with no knee. Costs G + 1
+ * estimates. */
+int tb_nstar_interval(const struct tb_window *w, size_t n, const struct tb_nstar_opts *o,
+                      struct tb_nstar *est, double *half);
+
 /* ---- episodes -------------------------------------------------------------------
  * w: one series (one tier or one server, one width) in time order. The
  * episodes of the rule tb_congestion_from_nstar(threshold, ns, freeze_frac,
@@ -249,9 +266,37 @@ int tb_episodes_summary(const struct tb_window *w, size_t n, double threshold,
  * is kept whose clusters each hold max(3, 5%) of the values and whose adjacent
  * centres are apart by >= 4 pooled within-cluster standard deviations and by
  * >= 5% of the top centre (splitting one noisy plateau gives ~2.7 sd at most).
- * levels[] receives the centres in ascending order. */
+ * levels[] receives the centres in ascending order. Values only, no time:
+ * tb_levels_over_time is what analyses use. */
 int tb_levels_find(const double *tp, size_t n, uint32_t max_levels, double *levels,
                    uint32_t *nlevels);
+
+/* A stretch of time during which a congested series held one level. */
+struct tb_level_span {
+    int64_t start_ns, end_ns; /* [start of its first window, end of its last) */
+    double throughput;        /* mean normalized throughput of its windows, per s */
+    uint32_t level;           /* index into the levels (ascending) */
+    uint32_t windows;
+};
+
+/* Levels over time (levels.c): w one series in time order; the windows the
+ * rule calls congested and not frozen with load >= 2 x its threshold (deep
+ * enough to be at capacity), in stretches of >= 4 consecutive ones,
+ * are cut where their mean steps (binary segmentation: the cut that best
+ * separates the two sides' means, kept while they differ by >= 4.5 standard
+ * errors, the noise of a window estimated from neighbours' differences, and
+ * both sides hold >= 4 windows); the pieces' means, weighted by their
+ * windows, are clustered (1-D k-means, k = 1..max_levels; the largest k kept
+ * whose levels each hold max(4, 5%) of the windows and whose neighbours are
+ * apart by >= 4 window-weighted standard deviations of the pieces around
+ * their levels, at least the noise of an average piece's mean, and by >= 5%
+ * of the top level). levels[] (max_levels entries) receives the levels ascending, 0 of
+ * them when nothing is congested. With spans non-NULL, *spans (malloc'd,
+ * owned by the caller; NULL when none) receives the pieces in time order,
+ * neighbours of one level joined: when each level held. */
+int tb_levels_over_time(const struct tb_window *w, size_t n, const struct tb_congestion *rule,
+                        uint32_t max_levels, double *levels, uint32_t *nlevels,
+                        struct tb_level_span **spans, size_t *nspans);
 
 /* ---- cross-tier attribution ---------------------------------------------------
  * Pearson correlation between a tier's load and the front tier's mean response

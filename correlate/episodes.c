@@ -9,8 +9,6 @@
 
 #include "util.h"
 
-#include "util.h"
-
 /* ------------------------------------------------------ congestion rule --- */
 
 /* Consecutive frozen windows that make an episode a freeze (2 x 50 ms). */
@@ -244,107 +242,6 @@ int tb_episodes_summary(const struct tb_window *w, size_t n, double threshold,
     return 0;
 }
 
-/* ---------------------------------------------------------------- levels --- */
-
-/* Lloyd's k-means on sorted values: clusters are contiguous ranges whose
- * boundaries sit at the midpoints between centres, so one iteration is k
- * binary searches plus prefix-sum lookups. bnd[c] = first index of cluster c,
- * bnd[k] = n. Returns false when a cluster came out empty. */
-static bool kmeans1d(const double *v, const double *pre, size_t n, uint32_t k, double *ctr,
-                     size_t *bnd)
-{
-    for (uint32_t c = 0; c < k; c++) {
-        size_t q = (size_t)(((double)c + 0.5) / k * (double)n);
-        ctr[c] = v[TB_MIN(q, n - 1)];
-    }
-    for (int it = 0; it < 200; it++) {
-        bnd[0] = 0;
-        bnd[k] = n;
-        for (uint32_t c = 1; c < k; c++) {
-            double mid = (ctr[c - 1] + ctr[c]) / 2;
-            size_t lo = bnd[c - 1], hi = n;
-            while (lo < hi) {
-                size_t m = (lo + hi) / 2;
-                if (v[m] < mid)
-                    lo = m + 1;
-                else
-                    hi = m;
-            }
-            bnd[c] = lo;
-        }
-        bool moved = false;
-        for (uint32_t c = 0; c < k; c++) {
-            if (bnd[c + 1] <= bnd[c])
-                return false;
-            double m = (pre[bnd[c + 1]] - pre[bnd[c]]) / (double)(bnd[c + 1] - bnd[c]);
-            moved |= m != ctr[c];
-            ctr[c] = m;
-        }
-        if (!moved)
-            break;
-    }
-    return true;
-}
-
-int tb_levels_find(const double *tp, size_t n, uint32_t max_levels, double *levels,
-                   uint32_t *nlevels)
-{
-    if ((n && !tp) || !levels || !nlevels || !max_levels)
-        return TB_E_INVAL;
-    *nlevels = 0;
-    if (!n)
-        return 0;
-    max_levels = TB_MIN(max_levels, 16u);
-    double *v = malloc(n * sizeof *v), *pre = malloc((n + 1) * sizeof *pre);
-    double *pre2 = malloc((n + 1) * sizeof *pre2);
-    if (!v || !pre || !pre2) {
-        free(v);
-        free(pre);
-        free(pre2);
-        return TB_E_NOMEM;
-    }
-    memcpy(v, tp, n * sizeof *v);
-    qsort(v, n, sizeof *v, tb_cmp_double);
-    pre[0] = pre2[0] = 0;
-    for (size_t i = 0; i < n; i++) {
-        pre[i + 1] = pre[i] + v[i];
-        pre2[i + 1] = pre2[i] + v[i] * v[i];
-    }
-    double ctr[16];
-    size_t bnd[17];
-    size_t minsize = TB_MAX((size_t)3, (n + 19) / 20);
-    /* k = 1 always qualifies: the mean. */
-    levels[0] = pre[n] / (double)n;
-    *nlevels = 1;
-    for (uint32_t k = 2; k <= max_levels && k * minsize <= n; k++) {
-        if (!kmeans1d(v, pre, n, k, ctr, bnd))
-            continue;
-        bool ok = true;
-        for (uint32_t c = 0; c < k && ok; c++)
-            ok = bnd[c + 1] - bnd[c] >= minsize;
-        for (uint32_t c = 1; c < k && ok; c++) {
-            /* Pooled within-cluster sd of the two neighbours. */
-            double ss = 0;
-            for (uint32_t x = c - 1; x <= c; x++) {
-                size_t a = bnd[x], b = bnd[x + 1];
-                double s1 = pre[b] - pre[a], s2 = pre2[b] - pre2[a];
-                ss += fmax(0, s2 - s1 * s1 / (double)(b - a));
-            }
-            double sd = sqrt(ss / (double)(bnd[c + 1] - bnd[c - 1] - 2));
-            double sep = ctr[c] - ctr[c - 1];
-            ok = sep >= 4 * sd && sep >= 0.05 * fabs(ctr[k - 1]);
-        }
-        if (ok) {
-            memcpy(levels, ctr, k * sizeof *ctr);
-            *nlevels = k;
-        }
-    }
-    free(v);
-    free(pre);
-    free(pre2);
-    return 0;
-}
-
 /* ----------------------------------------------------------- attribution --- */
 
 int tb_correlate_load_rt(const struct tb_window *tier, size_t ntier, const struct tb_window *front,
@@ -449,21 +346,11 @@ int tb_correlate_analyze(const struct tb_window *w, size_t n, int64_t work_unit_
     a->ep_dur_median_ns = s.dur_median_ns;
     a->ep_dur_p95_ns = s.dur_p95_ns;
     a->ep_dur_max_ns = s.dur_max_ns;
-    /* Levels among congested windows that are not freezes. */
-    double *lv = malloc((n ? n : 1) * sizeof *lv);
-    if (!lv) {
-        free(e);
-        return TB_E_NOMEM;
-    }
-    size_t nl = 0;
+    /* Levels among congested windows that are not freezes, over time. */
     struct tb_congestion rule;
     tb_congestion_from_nstar(&rule, &ns, o.freeze_frac, w, n);
-    for (size_t i = 0; i < n; i++)
-        if (tb_congestion_congested(&rule, w[i].load) &&
-            !tb_congestion_frozen(&rule, w[i].load, w[i].norm_throughput))
-            lv[nl++] = w[i].norm_throughput;
-    rc = tb_levels_find(lv, nl, (uint32_t)TB_ARRAY_SIZE(a->levels), a->levels, &a->n_levels);
-    free(lv);
+    rc = tb_levels_over_time(w, n, &rule, (uint32_t)TB_ARRAY_SIZE(a->levels), a->levels,
+                             &a->n_levels, NULL, NULL);
     if (rc) {
         free(e);
         return rc;

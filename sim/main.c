@@ -15,9 +15,10 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tbneck-sim [-c] CONFIG --out PREFIX [options]\n"
             "\n"
-            "Simulates a closed n-tier system (HTTP front, HTTP application, MySQL database)\n"
-            "and writes what a tap would see as PREFIX.pcap, with the ground truth beside it:\n"
-            "PREFIX.requests.csv, .freezes.csv, .speed.csv, .expected.csv, .dropped.csv and\n"
+            "Simulates a closed n-tier system (HTTP front, HTTP application, and a MySQL,\n"
+            "PostgreSQL or Redis tier) and writes what a tap would see as PREFIX.pcap, with\n"
+            "the ground truth beside it: PREFIX.requests.csv, .connections.csv, .causes.csv,\n"
+            ".verdict.csv, .freezes.csv, .speed.csv, .expected.csv, .dropped.csv and\n"
             ".truth.conf. The configuration format is described in docs/sim.md.\n"
             "\n"
             "  -c, --config FILE     configuration (or give it as the first argument)\n"

@@ -13,6 +13,8 @@
 const struct sim_wire *const sim_wires[] = {
     &sim_wire_http,
     &sim_wire_mysql,
+    &sim_wire_postgres,
+    &sim_wire_redis,
 };
 const size_t sim_nwires = TB_ARRAY_SIZE(sim_wires);
 _Static_assert(TB_ARRAY_SIZE(sim_wires) <= SIM_MAX_WIRES, "raise SIM_MAX_WIRES in sim.h");

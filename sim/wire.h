@@ -169,6 +169,6 @@ void sim_wire_names(unsigned flags, char *buf, size_t cap);
 /* Its index in sim_wires: the model keeps each protocol's setup() state there. */
 int sim_wire_index(const struct sim_wire *wire);
 
-extern const struct sim_wire sim_wire_http, sim_wire_mysql;
+extern const struct sim_wire sim_wire_http, sim_wire_mysql, sim_wire_postgres, sim_wire_redis;
 
 #endif

@@ -1043,8 +1043,8 @@ int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size
         if (rc)
             goto out;
     }
-    for (size_t i = 0; i < n; i++)
-        rows[i].units = unit > 0 ? (double)rows[i].service_ns / (double)unit : 1.0;
+    if ((rc = tb_work_units_assign(rows, n, unit)))
+        goto out;
     if (work_unit_ns)
         *work_unit_ns = unit;
     *out = rows;

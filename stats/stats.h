@@ -234,4 +234,17 @@ void tb_svcest_free(struct tb_svcest *e);
 int tb_work_unit(const int64_t *service_ns, const double *weight, size_t n, double tolerance,
                  int64_t floor_ns, double min_share, int64_t *unit_ns);
 
+/* ---- units per period -------------------------------------------------------
+ * Sets rows[i].units (rows as tb_service_estimate returns them: sorted by
+ * class, then period). The logs of the estimated rows' service times
+ * (isolated or quantile) are fitted as class effect + period effect + rest
+ * (request-weighted least squares, the period effects centred); an
+ * estimated row is worth service_ns x exp(-period effect) / unit_ns units.
+ * So a class keeps its own drift against the others, but a change every
+ * class of a period shares (a CPU changing speed) stays in the normalized
+ * throughput instead of being absorbed by the units (workunit.c says why).
+ * One period: service_ns / unit_ns. Overridden and calibrated rows:
+ * service_ns / unit_ns. unit_ns 0: 1 unit. */
+int tb_work_units_assign(struct tb_class_service *rows, size_t n, int64_t unit_ns);
+
 #endif

@@ -105,6 +105,25 @@ static inline void tb__pend_set_class(struct tb__pend *e, const char *s, size_t 
     e->class_len = (uint16_t)n;
 }
 
+/* Gathers a fixed-size header that may straddle chunks (a record or packet
+ * header of a binary protocol): copies bytes from *p into hdr until it holds
+ * `size` of them, *have counting. True once it is whole (*have back at 0, *p
+ * just past it); false when the chunk ran out first. */
+static inline bool tb__hdr_take(uint8_t *hdr, uint8_t *have, uint8_t size, const uint8_t **p,
+                                const uint8_t *end)
+{
+    size_t k = (size_t)(size - *have);
+    if (k > (size_t)(end - *p))
+        k = (size_t)(end - *p);
+    memcpy(hdr + *have, *p, k);
+    *p += k;
+    *have = (uint8_t)(*have + k);
+    if (*have < size)
+        return false;
+    *have = 0;
+    return true;
+}
+
 /* Line assembler: returns lines terminated by LF (a preceding CR is dropped),
  * pointing into the input when the line is whole there and into a lazily
  * allocated spill buffer (at most `max` bytes) when it straddles chunks. */

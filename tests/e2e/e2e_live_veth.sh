@@ -136,6 +136,25 @@ if cl != co:
 PY
 ok "live and offline requests identical apart from times ($(($(wc -l <"$work/off.csv") - 1)) rows)"
 
+# Connections, live as offline: the same connections with the same requests,
+# packets and bytes, opened and closed the same way (times differ).
+"$TBNECK" export connections --db "$work/live.db" >"$work/live-conns.csv" || fail "export live conns"
+"$TBNECK" export connections --db "$work/off.db" >"$work/off-conns.csv" || fail "export offline conns"
+python3 - "$work/live-conns.csv" "$work/off-conns.csv" <<'PY' || fail "live and offline connections differ"
+import collections, csv, sys
+key = ("client", "server", "client_tier", "server_tier", "opened", "closed", "requests", "packets",
+       "bytes_c2s", "bytes_s2c")
+def rows(p):
+    return collections.Counter(tuple(r[k] for k in key) for r in csv.DictReader(open(p)))
+live, off = rows(sys.argv[1]), rows(sys.argv[2])
+print("connections: live %d, offline %d, idle (no request) %d" %
+      (sum(live.values()), sum(off.values()), sum(n for r, n in off.items() if r[6] == "0")))
+if not off or live != off:
+    print("only live:", list((live - off).items())[:3])
+    print("only offline:", list((off - live).items())[:3])
+    sys.exit(1)
+PY
+ok "live and offline connections identical apart from times"
 # Live episodes against the simulator's freezes. Requests paired by connection
 # and order give receive time against capture time; a live time is mapped back
 # by the median offset of the requests around it (tcpreplay drifts when the

@@ -9,9 +9,12 @@
 #     and give the same bytes; a stored analysis tampered in SQLite is what
 #     the next report serves, and --recompute restores the true figures;
 #  2. N* within ±10% of the configured cores for a CPU-bound database, over
-#     3 configurations (1, 2, 4 cores) x 5 seeds, by both estimates: the
+#     3 configurations (1, 2, 4 cores) x 5 seeds and the one-core seed 24
+#     that issue 18 found +47%, by both estimates: the
 #     least-squares knee and the intervention analysis; when the two differ
-#     by more than 20% the report must say so;
+#     by more than 20% the report must say so; --window auto picks a width
+#     of its list, says why, and N* there is within 10% too;
+#  2b. a stack with no bottleneck: no congested window anywhere (3 seeds);
 #  3. freeze episodes at 50 ms against the truth freezes of 100 ms or more:
 #     every one found and nothing else (precision and recall 1: 26 of 26 over
 #     seeds 1-2, what the code achieves), kind "freeze";
@@ -72,9 +75,32 @@ for cores in 1 2 4; do
         "$TBNECK" report --tier mysql --db "$p.db" --format json >"$p.json"
         $truth nstar "$p.json" "$p.expected.csv" mysql "cores=$cores/seed=$seed" \
             >>"$work/nstar.txt"
+        if [ "$cores" = 2 ] && [ "$seed" = 1 ]; then
+            # --window auto: a width from the documented list, the reason
+            # printed, and at that width N* still within 10% of the cores.
+            "$TBNECK" report --tier mysql --db "$p.db" --window auto --format json >"$p.auto.json"
+            python3 - "$p.auto.json" <<'PY' || failed=1
+import json, sys
+r = json.load(open(sys.argv[1]))
+w, why, thr = r["window_ns"], r.get("window_reason", ""), r["threshold"]
+print("--window auto: %d ns, threshold %s: %s" % (w, thr, why))
+ok = (w in [m * 1000000 for m in (10, 20, 50, 100, 200, 500, 1000)]
+      and why.startswith("window ") and thr is not None and abs(thr - 2) <= 0.2)
+sys.exit(0 if ok else 1)
+PY
+        fi
         rm -f "$p.db" "$p".*.csv
     done
 done
+# The one-core run issue 18 found +47% (seed 24: 84% of the windows
+# congested, mean load 45, so the lowest windows already queue and their
+# slope is under 70% of 1/u; they lie past half the knee 1/u gives, so the
+# work unit's slope stands): within 10% like the others.
+p="$work/cpu1_24"
+sim "$lib/report_cpu1.conf" "$p" --seed 24
+"$TBNECK" report --tier mysql --db "$p.db" --format json >"$p.json"
+$truth nstar "$p.json" "$p.expected.csv" mysql "cores=1/seed=24" >>"$work/nstar.txt"
+rm -f "$p.db" "$p".*.csv
 echo "N* per run: label, intervention, fit, expected, error %, fit error %, disagree"
 cat "$work/nstar.txt"
 python3 - "$work/nstar.txt" <<'EOF' || failed=1
@@ -111,6 +137,35 @@ print("N*: fit within 10%% in %d of %d runs; intervention within 10%% in %d of %
          fine, len(runs)))
 sys.exit(1 if bad else 0)
 EOF
+
+# ---- 2b. no false alarm -------------------------------------------------------------
+# A stack with no bottleneck (bench/nstar/light.conf: a 4-core database whose
+# load stays under about 2, idle app servers), 3 seeds of 8 s: no tier and no
+# server may show a congested window or an episode, and each says why.
+for seed in 1 2 3; do
+    p="$work/light_$seed"
+    sim "$TB_SRCDIR/bench/nstar/light.conf" "$p" --seed "$seed" --duration 8s
+    for tier in http http-8080 mysql; do
+        "$TBNECK" report --tier "$tier" --db "$p.db" --format json >"$p.$tier.json"
+    done
+    python3 - "$p" "$seed" <<'PY' || failed=1
+import json, sys
+bad = []
+for tier in ("http", "http-8080", "mysql"):
+    r = json.load(open("%s.%s.json" % (sys.argv[1], tier)))
+    for who in [r] + r["servers"]:
+        name = tier + " " + who.get("server", "*")
+        if who["congested_fraction"] != 0 or who["episodes"]:
+            bad.append("%s: %.1f%% congested, %d episodes" % (
+                name, 100 * who["congested_fraction"], len(who["episodes"])))
+        if not who["n_star_reason"]:
+            bad.append("%s: no reason given" % name)
+print("light seed %s: %s" % (sys.argv[2], "; ".join(bad) if bad else
+                             "no congested window in any tier or server"))
+sys.exit(1 if bad else 0)
+PY
+    rm -f "$p.db" "$p".*.csv
+done
 
 # ---- 3. freezes ---------------------------------------------------------------------
 tp=0; fp=0; found=0; total=0

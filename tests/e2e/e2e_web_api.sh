@@ -91,6 +91,19 @@ if len(r["episodes"]) != a["episodes"]:
     print("episodes: report %d, api %d" % (len(r["episodes"]), a["episodes"])); sys.exit(1)
 PY
 ok "API analysis equals the report's"
+# The root cause: the same object as `tbneck diagnose --format json`.
+"$TBNECK" diagnose --window 50ms --db "$work/web.db" --format json >"$work/diag.json" ||
+  fail "diagnose json"
+expect 200 "diagnose" "$base/api/diagnose?width=50ms"
+python3 - "$work/diag.json" "$work/body" <<'PY' || fail "API diagnose differs from the CLI's"
+import json, sys
+c, a = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+for k in ("window_ns", "front_tier", "verdict", "tiers", "pools", "episodes"):
+    if c[k] != a[k]:
+        print("%s: cli %r, api %r" % (k, c[k], a[k])); sys.exit(1)
+PY
+ok "API diagnose equals the CLI's"
+expect 400 "diagnose: bad width" "$base/api/diagnose?width=abc"
 expect 200 "health" "$base/api/health"
 json_ok 'c=d["captures"]; assert len(c) >= 1 and c[0]["packets"] > 0 and "kernel_drops" in c[0]' "health"
 expect 200 "index page" "$base/"

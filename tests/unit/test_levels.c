@@ -95,12 +95,142 @@ static void test_two_and_edge(void **state)
     free(v);
 }
 
+/* ---- levels over time ----------------------------------------------------------- */
+
+#define W50 (50 * TB_NS_PER_MS)
+
+/* A 2-core server seen through 50 ms windows for n windows: its CPU speed
+ * switches among 0.45, 0.7 and 1.0 every 12-120 windows (0.6-6 s), at random;
+ * it is congested in bursts of 20-200 windows (load 3-8) between lulls of
+ * 5-60 windows (load 0.2-1.5). A congested window completes 2000 x speed
+ * work units/s with 12% noise (a hundred completions in 50 ms), its first
+ * window 60% of that (still filling up). speed[i] receives each window's
+ * speed. */
+static struct tb_window *dvfs_series(size_t n, uint64_t seed, double *speed)
+{
+    static const double sp[3] = {0.45, 0.7, 1.0};
+    rs = seed;
+    struct tb_window *w = calloc(n, sizeof *w);
+    size_t left_speed = 0, left_phase = 0;
+    int lv = 2;
+    bool busy = false, first = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!left_speed) {
+            int other = (int)(unif() * 2); /* one of the two other speeds */
+            lv = other >= lv ? other + 1 : other;
+            left_speed = 12 + (size_t)(unif() * 108);
+        }
+        if (!left_phase) {
+            busy = !busy;
+            first = busy;
+            left_phase = busy ? 20 + (size_t)(unif() * 180) : 5 + (size_t)(unif() * 55);
+        }
+        left_speed--;
+        left_phase--;
+        speed[i] = sp[lv];
+        w[i].start_ns = (int64_t)i * W50;
+        w[i].width_ns = W50;
+        w[i].load = busy ? 3 + 5 * unif() : 0.2 + 1.3 * unif();
+        double cap = 2000 * sp[lv];
+        double tp = busy ? cap * (first ? 0.6 : 1) : fmin(cap, 1000 * sp[lv] * w[i].load);
+        w[i].norm_throughput = tp * (1 + 0.12 * gauss());
+        w[i].work_units = w[i].norm_throughput * 0.05;
+        w[i].completions = (uint32_t)w[i].work_units;
+        first = false;
+    }
+    return w;
+}
+
+/* At 50 ms, three speeds give three levels in the right ratios, each with
+ * the intervals it held: over 5 seeds, the windows of the spans are at the
+ * speed of their level in >= 95% of cases. The windows' values alone
+ * (tb_levels_find) do not show three levels here. */
+static void test_levels_over_time(void **state)
+{
+    (void)state;
+    enum { N = 2400 };
+    double *speed = malloc(N * sizeof *speed);
+    struct tb_congestion rule = {.threshold = 2, .slope = 1000, .tp_max = 2000,
+                                 .freeze_frac = 0.3, .ubar = 1};
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        struct tb_window *w = dvfs_series(N, seed, speed);
+        double lv[8];
+        uint32_t nl;
+        struct tb_level_span *sp;
+        size_t nsp;
+        assert_int_equal(tb_levels_over_time(w, N, &rule, 8, lv, &nl, &sp, &nsp), 0);
+        print_message("seed %d: %u levels %.0f %.0f %.0f, %zu spans\n", (int)seed, nl, lv[0],
+                      nl > 1 ? lv[1] : 0, nl > 2 ? lv[2] : 0, nsp);
+        assert_int_equal(nl, 3);
+        assert_near(lv[0] / lv[2], 0.45, 0.045);
+        assert_near(lv[1] / lv[2], 0.70, 0.07);
+        size_t right = 0, all = 0;
+        static const double want[3] = {0.45, 0.7, 1.0};
+        for (size_t k = 0; k < nsp; k++) {
+            assert_true(k == 0 || sp[k].start_ns >= sp[k - 1].end_ns);
+            for (int64_t t = sp[k].start_ns; t < sp[k].end_ns; t += W50) {
+                all++;
+                right += speed[t / W50] == want[sp[k].level];
+            }
+        }
+        print_message("  %zu of %zu span windows at their level's speed\n", right, all);
+        assert_true(right >= 0.95 * (double)all);
+        /* The values alone. */
+        double *v = malloc(N * sizeof *v);
+        size_t nv = 0;
+        for (size_t i = 0; i < N; i++)
+            if (w[i].load >= 2)
+                v[nv++] = w[i].norm_throughput;
+        uint32_t nflat;
+        assert_int_equal(tb_levels_find(v, nv, 8, lv, &nflat), 0);
+        assert_true(nflat < 3);
+        free(v);
+        free(sp);
+        free(w);
+    }
+    free(speed);
+}
+
+/* One speed: one level, however long; no threshold: no level, no span. */
+static void test_levels_over_time_one(void **state)
+{
+    (void)state;
+    enum { N = 2400 };
+    double *speed = malloc(N * sizeof *speed);
+    struct tb_window *w = dvfs_series(N, 11, speed);
+    for (size_t i = 0; i < N; i++)
+        if (w[i].load >= 2)
+            w[i].norm_throughput = 2000 * (1 + 0.12 * gauss());
+    struct tb_congestion rule = {.threshold = 2, .slope = 1000, .tp_max = 2000,
+                                 .freeze_frac = 0.3, .ubar = 1};
+    double lv[8];
+    uint32_t nl;
+    struct tb_level_span *sp;
+    size_t nsp;
+    assert_int_equal(tb_levels_over_time(w, N, &rule, 8, lv, &nl, &sp, &nsp), 0);
+    assert_int_equal(nl, 1);
+    assert_near(lv[0], 2000, 40);
+    for (size_t k = 0; k < nsp; k++)
+        assert_int_equal(sp[k].level, 0);
+    free(sp);
+    rule.threshold = NAN;
+    assert_int_equal(tb_levels_over_time(w, N, &rule, 8, lv, &nl, &sp, &nsp), 0);
+    assert_int_equal(nl, 0);
+    assert_null(sp);
+    assert_int_equal(nsp, 0);
+    assert_int_equal(tb_levels_over_time(w, N, NULL, 8, lv, &nl, NULL, NULL), TB_E_INVAL);
+    free(w);
+    free(speed);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_speeds),
         cmocka_unit_test(test_one_speed),
         cmocka_unit_test(test_two_and_edge),
+        cmocka_unit_test(test_levels_over_time),
+        cmocka_unit_test(test_levels_over_time_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -78,6 +78,10 @@ static struct tb_analysis_result make_result(uint32_t server, double n_star, dou
     r.a.n_levels = 2;
     r.a.levels[0] = 480;
     r.a.levels[1] = 250.5;
+    r.nspans = 2;
+    r.spans = calloc(2, sizeof *r.spans);
+    r.spans[0] = (struct tb_level_span){T0 + 50 * MS, T0 + 100 * MS, 250.5, 1, 1};
+    r.spans[1] = (struct tb_level_span){T0 + 100 * MS, T0 + 150 * MS, 480, 0, 1};
     r.nep = 2;
     r.ep = calloc(2, sizeof *r.ep);
     r.ep[0] = (struct tb_episode){T0 + 100 * MS, T0 + 150 * MS, 3.5, 3.5, 480, TB_EP_SATURATED};
@@ -118,6 +122,9 @@ static int setup(void **state)
     r->nservers = 1;
     r->servers = calloc(1, sizeof *r->servers);
     r->servers[0] = make_result(s1, NAN, 2.0);
+    /* The server waits on calls: its self-load N* (from the diagnosis). */
+    r->servers[0].have_self = true;
+    r->servers[0].n_star_self = 1.25;
     r->front_tier = t2;
     r->nfront = 6;
     r->front_win = calloc(6, sizeof *r->front_win);
@@ -164,9 +171,13 @@ static void test_json(void **state)
         "\"from_ns\":1700000000000000000,\"to_ns\":1700000000300000000,\"requests\":29,"
         "\"windows\":6,\"n_star\":2.5,\"n_star_fit\":2.6000000000000001,"
         "\"n_star_disagree\":false,\"n_star_status\":\"knee\","
-        "\"n_star_reason\":\"knee shown \\\"here\\\"\",\"threshold\":2.5,\"tp_max\":480,\"slope\":200,"
+        "\"n_star_reason\":\"knee shown \\\"here\\\"\",\"n_star_self\":null,\"threshold\":2.5,\"tp_max\":480,\"slope\":200,"
         "\"work_unit_ns\":10000000,"
         "\"congested_fraction\":0.5,\"episodes_per_min\":200,\"levels\":[480,250.5],"
+        "\"level_spans\":[{\"level\":1,\"start_ns\":1700000000050000000,"
+        "\"end_ns\":1700000000100000000,\"windows\":1,\"throughput\":250.5},{\"level\":0,"
+        "\"start_ns\":1700000000100000000,\"end_ns\":1700000000150000000,\"windows\":1,"
+        "\"throughput\":480}],"
         "\"load\":{\"min\":0,\"mean\":1.8333333333333333,\"max\":4},"
         "\"throughput\":{\"min\":0,\"mean\":96.666666666666671,\"max\":240},"
         "\"norm_throughput\":{\"min\":0,\"mean\":193.33333333333334,\"max\":480},"
@@ -186,7 +197,7 @@ static void test_json(void **state)
         "\"samples\":25,\"requests\":9,\"method\":\"isolated\"}],"
         "\"servers\":[{\"server\":\"10.0.0.5:3306\",\"requests\":29,\"windows\":6,"
         "\"n_star\":null,\"n_star_fit\":2,\"n_star_disagree\":false,\"n_star_status\":\"knee\","
-        "\"n_star_reason\":\"knee shown \\\"here\\\"\",\"threshold\":2,";
+        "\"n_star_reason\":\"knee shown \\\"here\\\"\",\"n_star_self\":1.25,\"threshold\":2,";
     assert_true(strlen(out) > strlen(head));
     if (strncmp(out, head, strlen(head)) != 0) {
         size_t i = 0;
@@ -229,6 +240,8 @@ static void test_text(void **state)
         "  10.0.0.5:3306                 29    0.00   1.83    4.00      96.7    240.0        -"
         "    2.00      480.0    50.0%   200.0\n",
         "note: 10.0.0.5:3306: only one N* estimate (fit) could be made\n",
+        "note: 10.0.0.5:3306: waits on the tiers it calls; N* of its own resources, on "
+        "self-load (load minus that waiting): 1.25\n",
         "work unit: 10ms",
         "top classes (2 of 2 by requests):\n",
         "  UPDATE t SET \"n\" = ?                           10ms    1.00        7        20  "
@@ -241,6 +254,10 @@ static void test_text(void **state)
         "  <100ms: 2 | 100-200ms: 0 | 200-500ms: 0 | 500ms-1s: 0 | >=1s: 0\n",
         "throughput levels among congested windows: 2 (480.0, 250.5 work units/s): several "
         "plateaus",
+        "  level 1: 480.0 work units/s (192% of the top), 1 interval, 50ms: 22:13:20.100 for "
+        "50ms\n",
+        "  level 2: 250.5 work units/s (100% of the top), 1 interval, 50ms: 22:13:20.050 for "
+        "50ms\n",
         "response time of the front tier web per window: mean 11ms, max 20ms\n",
         "correlation of each tier's load with it:  mysql r=0.88  web r=-\n",
         "-> mysql's load explains the response-time spikes best (r=0.88)\n",
@@ -335,7 +352,7 @@ static void test_text_no_threshold(void **state)
     assert_non_null(strstr(out, "\"n_star\":null,\"n_star_fit\":null,\"n_star_disagree\":false,"
                                 "\"n_star_status\":\"no_congestion\",\"n_star_reason\":\"no "
                                 "congestion: throughput still rises with load up to 4.00\","
-                                "\"threshold\":null,"));
+                                "\"n_star_self\":null,\"threshold\":null,"));
     free(out);
     fx->rep.total.a.n_star_fit = 1.5;
     assert_true(tb_analysis_threshold(&fx->rep.total.a) == 1.5);

@@ -140,7 +140,7 @@ static void test_errors(void **state)
     expect_error("users = 3\n", "bad.conf:1: 'users' outside any section");
     expect_error("[sim]\n\n[bogus]\n",
                  "bad.conf:3: unknown section [bogus] (sim, tier NAME, class NAME, freeze, expect)");
-    expect_error("[tier a]\nproto = ftp\n", "bad.conf:2: proto: 'ftp' is not http or mysql");
+    expect_error("[tier a]\nproto = ftp\n", "bad.conf:2: proto: 'ftp' is not http, mysql, postgres or redis");
     expect_error("[tier a]\ncolor = red\n", "bad.conf:2: unknown key 'color' in [tier a]");
     expect_error("[tier a]\n[class c]\ndemand.b = 1ms\n",
                  "bad.conf:3: demand.b: unknown tier 'b' (tiers must be declared before classes)");
