@@ -14,6 +14,7 @@
 #include "capture.h"
 #include "proto.h"
 #include "tiers.h"
+#include "util.h"
 
 /* Beyond this many windows a run is almost certainly a mistake (a 1 ms window
  * over a day of traffic); refuse it rather than exhaust memory. */
@@ -169,10 +170,10 @@ static int read_file(const char *path, char **text, size_t *len, char *err, size
         seterr(err, errlen, "%s: %s", path, strerror(errno));
         return TB_E_IO;
     }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
     int rc = 0;
-    while (buf) {
+    for (;;) {
         if (n == cap) {
             if (cap >= SVC_FILE_MAX) {
                 seterr(err, errlen, "%s: larger than %u MiB, not a service-times file", path,
@@ -180,14 +181,11 @@ static int read_file(const char *path, char **text, size_t *len, char *err, size
                 rc = TB_E_FULL;
                 break;
             }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
+            if (tb_grow(&buf, &cap, n + 4096, 1)) {
+                seterr(err, errlen, "%s: out of memory", path);
+                rc = TB_E_NOMEM;
                 break;
             }
-            buf = nb;
-            cap *= 2;
         }
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
@@ -200,10 +198,6 @@ static int read_file(const char *path, char **text, size_t *len, char *err, size
         }
     }
     fclose(f);
-    if (!buf) {
-        seterr(err, errlen, "%s: out of memory", path);
-        return TB_E_NOMEM;
-    }
     if (rc) {
         free(buf);
         return rc;
@@ -270,15 +264,9 @@ static void calib_cb(void *ud, const struct tb_request *r)
     struct calib *c = ud;
     if (c->err)
         return;
-    if (c->n == c->cap) {
-        size_t nc = c->cap ? c->cap * 2 : 4096;
-        struct tb_request *nr = realloc(c->rq, nc * sizeof *nr);
-        if (!nr) {
-            c->err = TB_E_NOMEM;
-            return;
-        }
-        c->rq = nr;
-        c->cap = nc;
+    if (tb_grow(&c->rq, &c->cap, c->n + 1, sizeof *c->rq)) {
+        c->err = TB_E_NOMEM;
+        return;
     }
     c->rq[c->n++] = *r;
 }
@@ -979,7 +967,7 @@ static double called_by_tiers_share(const struct tb_catalog *cat, uint32_t tier,
                                     const struct tb_request *rq, size_t n)
 {
     uint32_t ns = tb_catalog_server_count(cat);
-    uint32_t nt = tb_catalog_tier_count(cat);
+    uint32_t nh = tb_catalog_host_count(cat);
     size_t hit = 0, tot = 0;
     for (size_t i = 0; i < n; i++) {
         if (rq[i].tier != tier)
@@ -991,13 +979,13 @@ static double called_by_tiers_share(const struct tb_catalog *cat, uint32_t tier,
             m = si && si->tier != tier && si->addr.family &&
                 tb_addr_ip_eq(&si->addr, &rq[i].client);
         }
-        for (uint32_t t = 1; t <= nt && !m; t++) {
-            if (t == tier)
-                continue;
-            struct tb_addr h[16];
-            size_t nh = tb_catalog_tier_hosts(cat, t, h, TB_ARRAY_SIZE(h));
-            for (size_t k = 0; k < nh && k < TB_ARRAY_SIZE(h) && !m; k++)
-                m = tb_addr_ip_eq(&h[k], &rq[i].client);
+        /* Every configured host of every other tier (no cap: the same
+         * hosts tb_analysis_svc_hosts hands the service-time estimate). */
+        for (uint32_t h = 0; h < nh && !m; h++) {
+            uint32_t ht;
+            struct tb_addr ha;
+            m = tb_catalog_host_at(cat, h, &ht, &ha) == 0 && ht != tier &&
+                tb_addr_ip_eq(&ha, &rq[i].client);
         }
         hit += m;
     }

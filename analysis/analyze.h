@@ -114,6 +114,22 @@ int tb_report_build(struct tb_store *st, const struct tb_catalog *cat, uint32_t 
                     size_t errlen);
 void tb_report_free(struct tb_report *rep);
 
+/* ---- --service-times FILE ---------------------------------------------------
+ * Lines "CLASS_FINGERPRINT<TAB>DURATION" (the last tab separates; duration as
+ * "30ms", "250us", a bare number is milliseconds); blank lines and lines whose
+ * first non-blank character is '#' are ignored; CRLF accepted. The text is
+ * given in memory (the caller reads the file). *out is malloc'd; each entry's
+ * class points into one allocation freed with tb_service_file_free(). On a
+ * malformed line: TB_E_BADFMT and "line N: what" in errbuf. */
+struct tb_service_line {
+    const char *class_text;
+    int64_t service_ns;
+    uint32_t line;
+};
+int tb_service_file_parse(const char *text, size_t len, struct tb_service_line **out, size_t *n,
+                          char *errbuf, size_t errlen);
+void tb_service_file_free(struct tb_service_line *lines, size_t n);
+
 /* The addresses a tier's servers call downstream from, for the service-time
  * estimate: each server's own IP (its machine) and the tier's configured
  * hosts. *out is malloc'd (possibly with *n = 0). */

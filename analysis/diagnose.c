@@ -13,6 +13,7 @@
  * the root, and its signals name the cause. */
 #include "diagnose.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -21,15 +22,22 @@
 
 #include "analyze.h"
 #include "callers.h"
+#include "json.h"
 
 /* ---- thresholds (docs/diagnose.md "Rules and thresholds") --------------------------- */
 
 /* A server's own time is stretched in a window when its self-load is at
- * least this many times what its usual windows show for the same work. */
+ * least this many times what its usual windows show for the same work... */
 #define STRETCH_REL 2.0
-/* ... and at least this much self-load beyond its work: half a request
- * waiting on average, so that a nearly idle server is never "stretched". */
-#define QUEUE_MIN 0.5
+/* ... and its requests queue at least as much as they are worked on (self
+ * at least twice the work), with at least this much queued: one request on
+ * average over the window, so that a nearly idle server's momentary cluster
+ * of arrivals is never "stretched" (at half a request, one 50 ms window of a
+ * simulated stack at 30% load passed for a bottleneck in 1 seed of 5). */
+#define QUEUE_MIN 1.0
+/* A verdict needs its root to hold at least this many windows of the front
+ * tier's congested time; less is a blip, not a bottleneck. */
+#define VERDICT_MIN_WINDOWS 2.0
 /* A callee is slow in a window when its requests take this many times longer,
  * relative to their work, than usual. */
 #define SLOW_REL 2.0
@@ -39,8 +47,24 @@
 /* A window without completions is a stall only where the server usually
  * completes at least this many requests per window. */
 #define FREEZE_MIN_COMPLETIONS 5.0
-/* A verdict names one server when it holds this share of its tier's root time. */
-#define ONE_SERVER_SHARE 0.8
+/* A server that calls downstream saturates its threads rather than its CPUs
+ * when fewer than this share of the requests arriving behind a queued request
+ * leave before it (docs/diagnose.md "threads"): processor sharing measured
+ * 0.48-0.58 on simulated CPU-bound servers, first-come-first-served thread
+ * pools 0.005-0.19. */
+#define OVERTAKE_MAX 0.3
+/* Without throughput levels, a CPU changed speed when the server did this
+ * much more work per second unhurried than saturated (capacity_gain) and its
+ * own time per request moved this much between seconds (service_spread):
+ * simulated speed changes measured gain 1.25-1.39 with spread 1.26-1.72,
+ * fixed-speed CPUs gain 0.72-1.15 with spread 1.16-1.36. */
+#define SPEED_GAIN 1.2
+#define SPEED_SPREAD 1.5
+/* The verdict is on a tier as a whole (server *) when another of its servers
+ * holds the same cause for at least this share of the top server's time. */
+#define TIER_SHARE 0.25
+#define OVERTAKE_SAMPLES 20000
+#define OVERTAKE_MIN 200
 
 const char *tb_cause_name(enum tb_cause c)
 {
@@ -74,7 +98,6 @@ struct tier {
     size_t nsrv;
     struct tb_units *units;
     int64_t wu;                     /* work unit, ns */
-    int64_t off;                    /* first window of its analysis, in the grid */
     bool *cong;                     /* per window: in an episode of the tier series */
     double base_rs;                 /* usual (median) load/own of the tier */
 };
@@ -85,11 +108,15 @@ struct server {
     const struct tb_analysis_result *res; /* its series from the tier's analysis */
     const struct tb_layer_win *lw;
     bool *cong;                     /* per window: in an episode of its own series */
-    bool *frozen;                   /* per window: in a freeze episode of its own series */
+    bool *frozen;                   /* per window: in a freeze episode of its own series, or
+                                     * in an episode of it holding a stall (no completion
+                                     * where it usually completes several): the drain
+                                     * after a pause belongs to the pause */
     double base_ss;                 /* usual (median) self/own */
     double base_rs;                 /* usual (median) load/own */
     double mean_completions;        /* per window, over windows with requests in flight */
     enum tb_cause busy_cause;       /* cpu, speed or threads: what saturation is here */
+    double overtaken;               /* overtaken_share(), NAN when not measured */
 };
 
 /* One caller server → callee tier. */
@@ -278,7 +305,6 @@ static int analyse_tiers(struct ctx *c)
         T->wu = T->total.a.work_unit_ns > 0 ? T->total.a.work_unit_ns : 1;
         if ((rc = tb_units_new(&T->units, T->total.svc, T->total.nsvc, 1.0)))
             return rc;
-        T->off = T->total.nwin ? (T->total.win[0].start_ns - c->d->from_ns) / c->d->width_ns : 0;
         if (!(T->cong = calloc(nwin ? nwin : 1, sizeof *T->cong)))
             return TB_E_NOMEM;
         for (size_t e = 0; e < T->total.nep; e++)
@@ -354,7 +380,29 @@ static int sweep(struct ctx *c)
     return 0;
 }
 
-/* Usual ratios of each server: medians over the windows it completed work in. */
+/* Nothing completed in a window where the server usually completes several,
+ * with requests inside. */
+static bool stall(const struct server *S, size_t k)
+{
+    return S->lw[k].completions == 0 && S->lw[k].load_ns > 0 &&
+           S->mean_completions >= FREEZE_MIN_COMPLETIONS;
+}
+
+/* Usual ratios of each server: medians over its calm windows (outside its
+ * own congestion episodes) that completed work; a server congested nearly
+ * all the time has too few of those, and its usual is then the 10th
+ * percentile over all its windows (a median there would call the overload
+ * itself usual). */
+#define BASE_MIN_WINDOWS 5
+static double quantile_sorted(double *v, size_t n, double q)
+{
+    if (!n)
+        return NAN;
+    qsort(v, n, sizeof *v, cmp_dbl);
+    size_t k = (size_t)(q * (double)(n - 1));
+    return v[k];
+}
+
 static int baselines(struct ctx *c)
 {
     size_t nwin = c->d->nwin;
@@ -368,29 +416,56 @@ static int baselines(struct ctx *c)
         struct server *S = &c->servers[s];
         if (!S->requests || !S->lw)
             continue;
-        size_t n = 0, busy = 0;
+        size_t busy = 0;
         double comp = 0;
-        for (size_t k = 0; k < nwin; k++) {
-            double own = s_own(c, S, k);
+        for (size_t k = 0; k < nwin; k++)
             if (S->lw[k].load_ns > 0) {
                 busy++;
                 comp += S->lw[k].completions;
             }
-            if (own <= 0 || S->lw[k].completions < 2)
-                continue;
-            v[n] = s_self(c, S, k) / own;
-            u[n] = s_load(c, S, k) / own;
-            n++;
-        }
-        S->base_ss = median(v, n);
-        S->base_rs = median(u, n);
         S->mean_completions = busy ? comp / (double)busy : 0;
+        for (int calm_only = 1; calm_only >= 0; calm_only--) {
+            size_t n = 0;
+            for (size_t k = 0; k < nwin; k++) {
+                double own = s_own(c, S, k);
+                if (own <= 0 || S->lw[k].completions < 2 || (calm_only && S->cong && S->cong[k]))
+                    continue;
+                v[n] = s_self(c, S, k) / own;
+                u[n] = s_load(c, S, k) / own;
+                n++;
+            }
+            if (calm_only && n < BASE_MIN_WINDOWS)
+                continue;
+            S->base_ss = calm_only ? median(v, n) : quantile_sorted(v, n, 0.10);
+            S->base_rs = calm_only ? median(u, n) : quantile_sorted(u, n, 0.10);
+            break;
+        }
     }
     free(v);
     free(u);
     return 0;
 }
 
+static bool stretched(const struct ctx *c, const struct server *S, size_t k);
+
+/* A stall and the drain of what queued during it are one event: from each
+ * stalled window on, the windows in which the server stays stretched are
+ * marked frozen too (once the baselines are known). */
+static void mark_drains(const struct ctx *c)
+{
+    for (uint32_t s = 1; s <= c->nservers_cat; s++) {
+        struct server *S = &c->servers[s];
+        if (!S->lw || !S->frozen)
+            continue;
+        for (size_t k = 0; k < c->d->nwin; k++) {
+            if (!stall(S, k) && !S->frozen[k])
+                continue;
+            S->frozen[k] = true;
+            while (k + 1 < c->d->nwin && stretched(c, S, k + 1))
+                S->frozen[++k] = true;
+        }
+    }
+}
 
 /* ---- edges: calls and connections from a caller server to a callee tier ------------- */
 
@@ -471,7 +546,9 @@ static int conns_from_requests(struct ctx *c)
             x->client = r->client;
             x->tier = r->tier;
             x->server_id = r->server;
-            x->server = tb_catalog_server_get(c->cat, r->server)->addr;
+            const struct tb_server_info *si = tb_catalog_server_get(c->cat, r->server);
+            if (si)
+                x->server = si->addr;
             x->open_ns = r->arrival_ns;
             x->opened = TB_CONN_MIDSTREAM;
             x->closed = TB_CONN_END;
@@ -588,7 +665,7 @@ static bool stretched(const struct ctx *c, const struct server *S, size_t k)
     if (!S->lw)
         return false;
     double self = s_self(c, S, k), own = s_own(c, S, k);
-    if (self - own < QUEUE_MIN)
+    if (self - own < fmax(QUEUE_MIN, own))
         return false;
     if (own <= 0)
         return true; /* requests inside, nothing completed */
@@ -603,7 +680,7 @@ static bool slow(const struct ctx *c, const struct server *S, size_t k)
     if (!S->lw)
         return false;
     double load = s_load(c, S, k), own = s_own(c, S, k);
-    if (load - own < QUEUE_MIN)
+    if (load - own < fmax(QUEUE_MIN, own))
         return false;
     if (own <= 0)
         return true;
@@ -618,43 +695,138 @@ static bool pool_full(const struct ctx *c, const struct edge *e, size_t k)
            (double)e->ew[k].at_max_ns >= FULL_SHARE * (double)c->d->width_ns;
 }
 
-/* What saturation is at server r: threads when its calls sit at a ceiling
- * below its connections and every thread is busy or waiting; speed when its
- * congested throughput shows several levels; else cpu. */
+/* Of the requests that arrived at S after r and before r left, the share that
+ * left before r, summed over S's requests arriving in windows where S is
+ * stretched (at most OVERTAKE_SAMPLES of them, spread evenly): the queueing
+ * discipline seen from the wire. Threads taken first come, first served let
+ * few later arrivals overtake a queued request (they wait behind it); CPUs
+ * shared by every request in the server let the shorter ones through. NAN
+ * with fewer than OVERTAKE_MIN candidates. */
+static double overtaken_share(const struct ctx *c, const struct server *S)
+{
+    size_t total = 0, every = 1, seen = 0;
+    uint64_t over = 0, cand = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < c->nrq; i++) {
+            const struct tb_request *r = &c->rq[i];
+            if (r->server != S->id || r->arrival_ns < c->d->from_ns)
+                continue;
+            size_t k = (size_t)((r->arrival_ns - c->d->from_ns) / c->d->width_ns);
+            if (k >= c->d->nwin || !stretched(c, S, k) || S->frozen[k])
+                continue;
+            if (pass == 0) {
+                total++;
+                continue;
+            }
+            if (seen++ % every)
+                continue;
+            for (size_t j = i + 1; j < c->nrq && c->rq[j].arrival_ns < r->departure_ns; j++) {
+                if (c->rq[j].server != S->id)
+                    continue;
+                cand++;
+                over += c->rq[j].departure_ns < r->departure_ns;
+            }
+        }
+        every = total > OVERTAKE_SAMPLES ? (total + OVERTAKE_SAMPLES - 1) / OVERTAKE_SAMPLES : 1;
+    }
+    return cand >= OVERTAKE_MIN ? (double)over / (double)cand : NAN;
+}
+
+/* How much more work per second the server does unhurried than saturated:
+ * the 90th percentile of its work rate (own) in busy windows where it is not
+ * stretched over the median of its work rate in stretched ones. A CPU of one
+ * speed cannot do more without a queue than with one (about 1, plus noise);
+ * a CPU that changes speed saturates at its slow speed and, at another time,
+ * keeps up with more. NAN without enough windows of both. */
+static double capacity_gain(const struct ctx *c, const struct server *S)
+{
+    size_t nwin = c->d->nwin, ns = 0, nf = 0;
+    double *sat = malloc((nwin ? nwin : 1) * sizeof *sat);
+    double *free_ = malloc((nwin ? nwin : 1) * sizeof *free_);
+    double g = NAN;
+    if (!sat || !free_)
+        goto out;
+    for (size_t k = 0; k < nwin; k++) {
+        if (S->frozen[k] || S->lw[k].completions < 2)
+            continue;
+        if (stretched(c, S, k))
+            sat[ns++] = s_own(c, S, k);
+        else if (s_self(c, S, k) >= QUEUE_MIN)
+            free_[nf++] = s_own(c, S, k);
+    }
+    if (ns >= 5 && nf >= 10) {
+        double m = median(sat, ns);
+        if (m > 0)
+            g = quantile_sorted(free_, nf, 0.90) / m;
+    }
+out:
+    free(sat);
+    free(free_);
+    return g;
+}
+
+/* How much the server's own time per request, when it is not stretched,
+ * moves from one second to another: the 90th over the 10th percentile of
+ * (Σ self-load time / Σ completions) per second of unstretched windows. At
+ * one CPU speed a request costs the same whenever it runs (about 1.1 with
+ * the noise of a second's mix); a CPU changing frequency makes the same work
+ * take longer for seconds at a time. NAN with fewer than 6 usable seconds. */
+#define SPREAD_MIN_COMPLETIONS 20
+static double service_spread(const struct ctx *c, const struct server *S)
+{
+    size_t per = (size_t)((TB_NS_PER_SEC + c->d->width_ns - 1) / c->d->width_ns);
+    size_t nsec = c->d->nwin / (per ? per : 1) + 1, n = 0;
+    double *v = malloc(nsec * sizeof *v);
+    if (!v)
+        return NAN;
+    for (size_t s0 = 0; s0 < c->d->nwin; s0 += per) {
+        double self = 0, comp = 0;
+        for (size_t k = s0; k < s0 + per && k < c->d->nwin; k++) {
+            if (S->frozen[k] || stretched(c, S, k) || !S->lw[k].completions)
+                continue;
+            self += (double)(S->lw[k].load_ns - S->lw[k].wait_ns);
+            comp += S->lw[k].completions;
+        }
+        if (comp >= SPREAD_MIN_COMPLETIONS)
+            v[n++] = self / comp;
+    }
+    double r = NAN;
+    if (n >= 6) {
+        double lo = quantile_sorted(v, n, 0.10), hi = quantile_sorted(v, n, 0.90);
+        if (lo > 0)
+            r = hi / lo;
+    }
+    free(v);
+    return r;
+}
+
+/* What saturation is at server R: threads when it calls downstream and its
+ * queue is served first come, first served (overtaken_share); speed when its
+ * congested throughput shows several levels; else cpu. A server that calls
+ * nothing is read as cpu either way: a cap of K threads on work that is all
+ * CPU looks from the wire exactly like K CPUs, and processor sharing of equal
+ * demands keeps arrival order too. */
 static enum tb_cause busy_cause(struct ctx *c, struct server *R)
 {
     if (R->busy_cause != TB_CAUSE_NONE)
         return R->busy_cause;
-    uint32_t m = 0, conns = 0;
-    bool any_pool = false;
-    for (size_t k = 0; k < c->d->nwin; k++)
-        m = TB_MAX(m, R->lw[k].max_c);
-    for (size_t ei = 0; ei < c->nedges; ei++) {
-        const struct edge *e = &c->edges[ei];
-        if (e->from_server == R->id && e->pooled) {
-            conns += e->connections;
-            any_pool = true;
-        }
-    }
-    double act = 0, wait = 0;
-    size_t n = 0;
-    for (size_t k = 0; k < c->d->nwin; k++) {
-        if (!stretched(c, R, k) || R->frozen[k])
-            continue;
-        act += s_own(c, R, k) + s_wait(c, R, k);
-        wait += s_wait(c, R, k);
-        n++;
-    }
+    bool calls = false;
+    for (size_t ei = 0; ei < c->nedges && !calls; ei++)
+        calls = c->edges[ei].from_server == R->id && c->edges[ei].ew;
+    double ov = calls ? overtaken_share(c, R) : NAN;
+    double gain = capacity_gain(c, R), spread = service_spread(c, R);
     enum tb_cause cause = TB_CAUSE_CPU;
-    if (n && m >= 1 && (!any_pool || m < conns) && act / (double)n >= 0.8 * m &&
-        wait / (double)n >= 0.5 * m)
+    if (isfinite(ov) && ov < OVERTAKE_MAX)
         cause = TB_CAUSE_THREADS;
     /* While saturated a server completes work at the rate its CPUs allow:
-     * one plateau; a CPU changing frequency gives one per speed. The report's
-     * levels (correlate/, over the server's congested windows) say which. */
-    else if (R->res && R->res->a.n_levels >= 2)
+     * one plateau; a CPU changing frequency gives one per speed (the
+     * report's levels, over the server's congested windows), or does more
+     * work unhurried at one time than it manages saturated at another. */
+    else if ((R->res && R->res->a.n_levels >= 2) ||
+             (gain >= SPEED_GAIN && spread >= SPEED_SPREAD))
         cause = TB_CAUSE_SPEED;
     R->busy_cause = cause;
+    R->overtaken = ov;
     return cause;
 }
 
@@ -670,8 +842,7 @@ static enum tb_cause cause_at(struct ctx *c, uint32_t r, size_t k, const struct 
             return TB_CAUSE_POOL;
         }
     }
-    if (R->frozen[k] ||
-        (R->lw[k].completions == 0 && R->mean_completions >= FREEZE_MIN_COMPLETIONS))
+    if (R->frozen[k] || stall(R, k))
         return TB_CAUSE_FREEZE;
     return busy_cause(c, R);
 }
@@ -1355,16 +1526,36 @@ static int build_verdict(struct ctx *c, size_t nfcong)
         free(ts.v);
         return rc;
     }
-    /* Group the roots by (tier, cause): a pool hit by both servers of a tier
-     * is one verdict. */
+    /* The (server, cause) holding the most time is the root; other servers
+     * of its tier with the same cause and at least a quarter of its time
+     * make it a verdict on the tier as a whole (a pool every server hits,
+     * each server's own thread cap). One server's stall must not lose to its
+     * neighbours' echoes of it added up. */
+    size_t bi = SIZE_MAX;
+    for (size_t i = 0; i < ts.n; i++)
+        if (bi == SIZE_MAX || ts.v[i].t > ts.v[bi].t)
+            bi = i;
     struct group best = {0, TB_CAUSE_NONE, 0};
-    for (size_t i = 0; i < ts.n; i++) {
-        struct group g = {c->servers[ts.v[i].server].tier, ts.v[i].cause, 0};
-        for (size_t j = 0; j < ts.n; j++)
-            if (c->servers[ts.v[j].server].tier == g.tier && ts.v[j].cause == g.cause)
-                g.t += ts.v[j].t;
-        if (g.t > best.t)
-            best = g;
+    uint32_t server = 0;
+    if (bi != SIZE_MAX) {
+        best = (struct group){c->servers[ts.v[bi].server].tier, ts.v[bi].cause, 0};
+        server = ts.v[bi].server;
+        for (size_t j = 0; j < ts.n; j++) {
+            if (c->servers[ts.v[j].server].tier != best.tier || ts.v[j].cause != best.cause)
+                continue;
+            if (j != bi && ts.v[j].t >= TIER_SHARE * ts.v[bi].t)
+                server = 0;
+            if (j == bi || ts.v[j].t >= TIER_SHARE * ts.v[bi].t)
+                best.t += ts.v[j].t;
+        }
+    }
+    if (best.t > 0 && best.t < VERDICT_MIN_WINDOWS) {
+        free(ts.v);
+        verdict_none(c, "%s was congested in %zu windows (%.0f%%), but the only root found "
+                        "below it holds less than %.0f windows of it: a blip, not a bottleneck",
+                     tname(c, front), nfcong, 100.0 * (double)nfcong / (double)d->nwin,
+                     VERDICT_MIN_WINDOWS);
+        return 0;
     }
     if (best.t <= 0) {
         free(ts.v);
@@ -1374,11 +1565,6 @@ static int build_verdict(struct ctx *c, size_t nfcong)
                      tname(c, front), nfcong, 100.0 * (double)nfcong / (double)d->nwin);
         return 0;
     }
-    uint32_t server = 0;
-    for (size_t i = 0; i < ts.n; i++)
-        if (c->servers[ts.v[i].server].tier == best.tier && ts.v[i].cause == best.cause &&
-            ts.v[i].t >= ONE_SERVER_SHARE * best.t)
-            server = ts.v[i].server;
     free(ts.v);
     verdict_text(c, &best, server, best.t / (double)nfcong);
     return 0;
@@ -1404,6 +1590,8 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
         if (!rc)
             rc = baselines(&c);
         if (!rc)
+            mark_drains(&c);
+        if (!rc)
             rc = build_edges(&c);
         if (!rc)
             rc = build_series(&c, &fcong, &nfcong);
@@ -1411,7 +1599,7 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
             rc = build_pools(&c);
         if (!rc)
             rc = build_episodes(&c, structural, &dismissed);
-        if (!rc)
+        if (!rc && d->nepisodes)
             qsort(d->episodes, d->nepisodes, sizeof *d->episodes, cmp_episode);
         if (!rc)
             rc = build_rows(&c, fcong, nfcong);
@@ -1442,4 +1630,121 @@ void tb_diagnosis_free(struct tb_diagnosis *d)
     free(d->root_server);
     free(d->root_cause);
     memset(d, 0, sizeof *d);
+}
+
+/* ---- JSON (DESIGN.md "Interfaces"; the CLI and the dashboard's API) ---------- */
+
+static const char *jtier(const struct tb_catalog *cat, uint32_t t)
+{
+    const struct tb_tier_info *ti = t ? tb_catalog_tier_get(cat, t) : NULL;
+    return ti ? ti->name : "";
+}
+
+static const char *jserver(const struct tb_catalog *cat, uint32_t s, char *buf, size_t len)
+{
+    const struct tb_server_info *si = s ? tb_catalog_server_get(cat, s) : NULL;
+    if (!si)
+        return "*";
+    return tb_addr_fmt(&si->addr, buf, len);
+}
+
+static void json_row(struct tb_buf *b, const struct tb_catalog *cat, const struct tb_diag_row *r,
+                     bool server)
+{
+    char sb[TB_ADDR_STRLEN];
+    tb_buf_puts(b, "{\"tier\": ");
+    tb_buf_json_str(b, jtier(cat, r->tier));
+    if (server) {
+        tb_buf_puts(b, ", \"server\": ");
+        tb_buf_json_str(b, jserver(cat, r->server, sb, sizeof sb));
+    }
+    tb_buf_puts(b, ", \"state\": ");
+    tb_buf_json_str(b, tb_diag_state_name(r->state));
+    tb_buf_printf(b, ", \"requests\": %" PRIu64 ", \"depth\": ", r->requests);
+    if (r->depth == UINT32_MAX)
+        tb_buf_puts(b, "null");
+    else
+        tb_buf_printf(b, "%u", r->depth);
+    static const char *const keys[] = {"load_mean", "self_load_mean", "wait_load_mean",
+                                       "own_load_mean", "stretch", "n_star", "n_star_self",
+                                       "congested_fraction"};
+    const double vals[] = {r->load_mean, r->self_load_mean, r->wait_load_mean, r->own_load_mean,
+                           r->stretch, r->n_star, r->n_star_self, r->congested_fraction};
+    for (size_t i = 0; i < TB_ARRAY_SIZE(keys); i++) {
+        tb_buf_printf(b, ", \"%s\": ", keys[i]);
+        tb_buf_json_num(b, vals[i]);
+    }
+    tb_buf_puts(b, "}");
+}
+
+void tb_diagnosis_json(struct tb_buf *b, const struct tb_catalog *cat,
+                       const struct tb_diagnosis *d)
+{
+    char sb[TB_ADDR_STRLEN];
+    const struct tb_diag_verdict *v = &d->verdict;
+    tb_buf_printf(b, "{\"window_ns\": %" PRId64 ", \"from_ns\": %" PRId64 ", \"to_ns\": %" PRId64
+                     ", \"front_tier\": ",
+                  d->width_ns, d->from_ns, d->to_ns);
+    tb_buf_json_str(b, jtier(cat, d->front));
+    tb_buf_puts(b, ",\n \"verdict\": {\"tier\": ");
+    tb_buf_json_str(b, jtier(cat, v->tier));
+    tb_buf_puts(b, ", \"server\": ");
+    tb_buf_json_str(b, jserver(cat, v->server, sb, sizeof sb));
+    tb_buf_puts(b, ", \"cause\": ");
+    tb_buf_json_str(b, tb_cause_name(v->cause));
+    tb_buf_puts(b, ", \"resource\": ");
+    tb_buf_json_str(b, v->resource);
+    tb_buf_puts(b, ", \"evidence\": ");
+    tb_buf_json_str(b, v->evidence);
+    tb_buf_puts(b, ", \"share\": ");
+    tb_buf_json_num(b, v->share);
+    tb_buf_puts(b, "},\n \"tiers\": [");
+    for (size_t i = 0; i < d->ntiers; i++) {
+        tb_buf_puts(b, i ? ",\n   " : "\n   ");
+        json_row(b, cat, &d->tiers[i], false);
+    }
+    tb_buf_puts(b, "],\n \"servers\": [");
+    for (size_t i = 0; i < d->nservers; i++) {
+        tb_buf_puts(b, i ? ",\n   " : "\n   ");
+        json_row(b, cat, &d->servers[i], true);
+    }
+    tb_buf_puts(b, "],\n \"pools\": [");
+    for (size_t i = 0; i < d->npools; i++) {
+        const struct tb_diag_pool *p = &d->pools[i];
+        tb_buf_puts(b, i ? ",\n   {\"from_tier\": " : "\n   {\"from_tier\": ");
+        tb_buf_json_str(b, jtier(cat, p->from_tier));
+        tb_buf_puts(b, ", \"from_server\": ");
+        tb_buf_json_str(b, jserver(cat, p->from_server, sb, sizeof sb));
+        tb_buf_puts(b, ", \"to_tier\": ");
+        tb_buf_json_str(b, jtier(cat, p->to_tier));
+        tb_buf_printf(b, ", \"connections\": %u, \"connections_seen\": %u, \"max_concurrent\": %u, "
+                         "\"pooled\": %s, \"calls_mean\": ",
+                      p->connections, p->connections_seen, p->max_concurrent,
+                      p->pooled ? "true" : "false");
+        tb_buf_json_num(b, p->calls_mean);
+        tb_buf_puts(b, ", \"full_fraction\": ");
+        tb_buf_json_num(b, p->full_fraction);
+        tb_buf_printf(b, ", \"recommended\": %u, \"reason\": ", p->recommended);
+        tb_buf_json_str(b, p->reason);
+        tb_buf_puts(b, "}");
+    }
+    tb_buf_printf(b, "],\n \"episodes_dismissed\": %zu,\n \"episodes\": [", d->dismissed);
+    for (size_t i = 0; i < d->nepisodes; i++) {
+        const struct tb_diag_episode *e = &d->episodes[i];
+        tb_buf_printf(b, "%s{\"start_ns\": %" PRId64 ", \"end_ns\": %" PRId64 ", \"tier\": ",
+                      i ? ",\n   " : "\n   ", e->start_ns, e->end_ns);
+        tb_buf_json_str(b, jtier(cat, e->tier));
+        tb_buf_puts(b, ", \"server\": ");
+        tb_buf_json_str(b, jserver(cat, e->server, sb, sizeof sb));
+        tb_buf_puts(b, ", \"kind\": ");
+        tb_buf_json_str(b, e->kind == TB_EP_FREEZE ? "freeze" : "saturated");
+        tb_buf_puts(b, ", \"root_tier\": ");
+        tb_buf_json_str(b, jtier(cat, e->root_tier));
+        tb_buf_puts(b, ", \"root_server\": ");
+        tb_buf_json_str(b, e->root_server ? jserver(cat, e->root_server, sb, sizeof sb) : "");
+        tb_buf_puts(b, ", \"cause\": ");
+        tb_buf_json_str(b, tb_cause_name(e->cause));
+        tb_buf_puts(b, "}");
+    }
+    tb_buf_puts(b, "]}\n");
 }

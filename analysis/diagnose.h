@@ -118,4 +118,10 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
                 struct tb_diagnosis *d, char *err, size_t errlen);
 void tb_diagnosis_free(struct tb_diagnosis *d);
 
+/* The diagnosis as the JSON object DESIGN.md fixes ("Interfaces"), for the
+ * CLI and the dashboard's /api/diagnose alike. */
+struct tb_buf;
+void tb_diagnosis_json(struct tb_buf *b, const struct tb_catalog *cat,
+                       const struct tb_diagnosis *d);
+
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "analyze.h"
+#include "util.h"
 
 #define RING_SPAN_NS (120 * TB_NS_PER_SEC) /* requests kept for windows and service times */
 #define RING_CAP ((size_t)1 << 19)         /* ...and at most this many (~48 MB) */
@@ -57,17 +58,11 @@ static const struct tb_request *ring_at(const struct tb_stream *s, size_t i)
 static struct tier *tier_state(struct tb_stream *s, uint32_t tier)
 {
     if (tier >= s->nt) {
-        size_t n = s->nt ? s->nt : 8;
-        while (n <= tier)
-            n *= 2;
-        struct tier *p = realloc(s->t, n * sizeof *p);
-        if (!p)
+        size_t old = s->nt;
+        if (tb_grow_zero(&s->t, &s->nt, (size_t)tier + 1, sizeof *s->t))
             return NULL;
-        memset(p + s->nt, 0, (n - s->nt) * sizeof *p);
-        for (size_t i = s->nt; i < n; i++)
-            p[i].next_start = INT64_MIN;
-        s->t = p;
-        s->nt = n;
+        for (size_t i = old; i < s->nt; i++)
+            s->t[i].next_start = INT64_MIN;
     }
     s->t[tier].used = true;
     return &s->t[tier];
@@ -151,14 +146,8 @@ static void remember_window(struct tier *t, const struct tb_window *w, int64_t s
         memmove(t->recent, t->recent + drop, (t->nrecent - drop) * sizeof *t->recent);
         t->nrecent -= drop;
     }
-    if (t->nrecent == t->caprecent) {
-        size_t cap = t->caprecent ? t->caprecent * 2 : 1024;
-        struct tb_window *p = realloc(t->recent, cap * sizeof *p);
-        if (!p)
-            return; /* N* then rests on fewer windows; nothing else depends on it */
-        t->recent = p;
-        t->caprecent = cap;
-    }
+    if (tb_grow(&t->recent, &t->caprecent, t->nrecent + 1, sizeof *t->recent))
+        return; /* N* then rests on fewer windows; nothing else depends on it */
     t->recent[t->nrecent++] = *w;
 }
 

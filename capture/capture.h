@@ -12,7 +12,8 @@
 #include "request.h"
 #include "catalog.h"
 
-struct tb_tiers; /* capture/tiers.h */
+struct tb_tiers;    /* capture/tiers.h */
+struct tb_dump_opts; /* capture/dump.h */
 
 struct tb_capture_stats {
     int linktype;              /* first link type seen (DLT_*) */
@@ -35,6 +36,7 @@ struct tb_capture_stats {
     uint64_t tcp_packets;      /* packets that decoded to a TCP segment */
     uint64_t streams;          /* connections that became push streams (proto.h) */
     uint64_t unanswered;       /* requests that by protocol got no answer (proto.h) */
+    uint64_t probes;           /* health probes, not requests (proto.h) */
 };
 
 struct tb_engine_opts {
@@ -87,8 +89,9 @@ size_t tb_engine_parser_bytes(void);
 /* Live sources report the kernel's and the interface's drop counters. */
 void tb_engine_set_drops(struct tb_engine *e, uint64_t kernel_drops, uint64_t if_drops);
 
-/* Offline source: reads several pcap/pcapng files merged in time order with
- * nanosecond timestamps, applies an optional BPF filter, feeds the engine.
+/* Offline source: reads several pcap/pcapng files (each may be gzip
+ * compressed) merged in time order with nanosecond timestamps, applies an
+ * optional BPF filter, feeds the engine.
  * On a bad or truncated file: a one-line message in errbuf, TB_E_* returned,
  * and everything read before it has been fed (and so is kept). */
 struct tb_offline_opts {
@@ -98,6 +101,13 @@ struct tb_offline_opts {
     bool progress;         /* progress line on stderr (only when it is a terminal) */
     volatile int *stop;    /* set non-zero (e.g. by SIGINT) to stop early */
     int64_t duration_ns;   /* stop after this much capture time; 0 = no limit */
+    uint64_t max_packets;  /* -c: stop after this many packets (those the filter passed) */
+    /* -w: every packet fed to the engine is also written to pcap files
+     * (dump.h), header and records as tcpdump -w writes them; NULL = none.
+     * The inputs must share one link type. */
+    const struct tb_dump_opts *dump;
+    int dump_prec;         /* enum tb_dump_prec, or -1: nanoseconds when any input has them */
+    bool *dump_full;       /* out (may be NULL): -G's -W limit stopped the run */
 };
 /* A bad BPF expression is TB_E_INVAL (a usage error); an unreadable or
  * malformed file TB_E_PCAP; a link type the decoder does not know TB_E_UNSUPP

@@ -4,7 +4,7 @@
  * Every header is read through the checked reader. A frame that ends inside a
  * header is "truncated" when snaplen cut it (caplen < wirelen) and "malformed"
  * otherwise, as tcpdump keeps the two apart. */
-#include "decode.h"
+#include "decode-int.h"
 
 #include <string.h>
 

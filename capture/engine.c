@@ -13,10 +13,10 @@
 #include <string.h>
 
 #include "conn.h"
-#include "decode.h"
-#include "flow.h"
+#include "decode-int.h"
+#include "flow-int.h"
 #include "proto.h"
-#include "reasm.h"
+#include "reasm-int.h"
 #include "tiers.h"
 
 #define DEFAULT_MAX_FLOWS ((size_t)1 << 20)
@@ -814,6 +814,7 @@ const struct tb_capture_stats *tb_engine_stats(const struct tb_engine *ce)
     s->inflight_dropped = e->pctr.inflight_dropped;
     s->streams = e->pctr.streams;
     s->unanswered = e->pctr.unanswered;
+    s->probes = e->pctr.probes;
     s->flows_open = e->ft.lists[TB_FL_ACTIVE].count;
     return s;
 }

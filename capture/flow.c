@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* flow.c — the TCP flow table: chained hash on the canonical 4-tuple, grown
  * by doubling, and two least-recently-active lists (open and closed flows). */
-#include "flow.h"
+#include "flow-int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -209,3 +209,66 @@ void tb_live_close(struct tb_live *l)
     /* The descriptor belongs to pcap: it is closed after libuv let go of it. */
     uv_close((uv_handle_t *)&l->poll, on_closed);
 }
+
+/* tcpdump's words for the flags and the connection status of a device. */
+static void print_flags(FILE *out, bpf_u_int32 fl)
+{
+    static const struct {
+        bpf_u_int32 bit;
+        const char *name;
+    } names[] = {{PCAP_IF_UP, "Up"},
+                 {PCAP_IF_RUNNING, "Running"},
+                 {PCAP_IF_LOOPBACK, "Loopback"},
+                 {PCAP_IF_WIRELESS, "Wireless"}};
+    bool any = false;
+    for (size_t i = 0; i < TB_ARRAY_SIZE(names); i++) {
+        if (fl & names[i].bit) {
+            fprintf(out, "%s%s", any ? ", " : "", names[i].name);
+            any = true;
+        }
+    }
+    if (!any)
+        fputs("none", out);
+    bool wireless = fl & PCAP_IF_WIRELESS;
+    switch (fl & PCAP_IF_CONNECTION_STATUS) {
+    case PCAP_IF_CONNECTION_STATUS_UNKNOWN:
+        fputs(wireless ? ", Association status unknown" : ", Connection status unknown", out);
+        break;
+    case PCAP_IF_CONNECTION_STATUS_CONNECTED:
+        fputs(wireless ? ", Associated" : ", Connected", out);
+        break;
+    case PCAP_IF_CONNECTION_STATUS_DISCONNECTED:
+        fputs(wireless ? ", Not associated" : ", Disconnected", out);
+        break;
+    default:
+        break;
+    }
+}
+
+int tb_live_list(FILE *out, char *errbuf, size_t errlen)
+{
+    char perr[PCAP_ERRBUF_SIZE] = "";
+    pcap_if_t *devs = NULL;
+    if (pcap_findalldevs(&devs, perr) != 0) {
+        snprintf(errbuf, errlen, "cannot list the interfaces: %s", perr);
+        return TB_E_PCAP;
+    }
+    if (!devs) {
+        snprintf(errbuf, errlen, "no interfaces to capture on (permissions?)");
+        return TB_E_PCAP;
+    }
+    int i = 1;
+    for (const pcap_if_t *d = devs; d; d = d->next, i++) {
+        fprintf(out, "%d.%s", i, d->name);
+        if (d->description)
+            fprintf(out, " (%s)", d->description);
+        if (d->flags) {
+            fputs(" [", out);
+            print_flags(out, d->flags);
+            fputc(']', out);
+        }
+        fputc('\n', out);
+    }
+    pcap_freealldevs(devs);
+    return fflush(out) == 0 && !ferror(out) ? 0 : TB_E_IO;
+}

@@ -6,6 +6,7 @@
 #ifndef TB_LIVE_H
 #define TB_LIVE_H
 
+#include <stdio.h>
 #include <uv.h>
 #include "tb.h"
 
@@ -44,6 +45,10 @@ int tb_live_drain(struct tb_live *l);
 int tb_live_linktype(const struct tb_live *l);
 /* Cumulative counters; the kernel's 32-bit counters are widened here. */
 int tb_live_stats(struct tb_live *l, struct tb_live_stats *s);
+/* Lists the devices libpcap can capture on, one a line, as tcpdump -D
+ * prints them ("1.eth0 [Up, Running, Connected]"). On failure TB_E_PCAP
+ * with libpcap's reason in errbuf. */
+int tb_live_list(FILE *out, char *errbuf, size_t errlen);
 /* Stops watching and closes the device; freed once libuv closed the poll
  * handle (run the loop). */
 void tb_live_close(struct tb_live *l);

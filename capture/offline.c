@@ -13,8 +13,10 @@
 
 #include <pcap/pcap.h>
 
-#include "decode.h"
-#include "pcapfile.h"
+#include "decode-int.h"
+#include "dump.h"
+#include "gzin-int.h"
+#include "pcapfile-int.h"
 
 /* One input file. libpcap opens and validates every file; a regular classic
  * pcap file is then read by pcapfile.c (`fast`), everything else by libpcap. */
@@ -31,6 +33,8 @@ struct src {
     int64_t ts_ns;
     bool live;             /* has a current packet */
     char *buf;             /* stdio buffer of the file (freed after pcap_close) */
+    struct tb_gzin *gz;    /* gzip (or standard input) read through zlib; else NULL */
+    int nano;              /* the file's timestamps: 1 ns, 0 us (for -w) */
 };
 
 #define READ_BUF ((size_t)1 << 20)
@@ -114,8 +118,16 @@ static bool advance(struct src *s, char *errbuf, size_t errlen, int *err)
         s->len = h->len;
         return s->live = true;
     }
-    if (r == PCAP_ERROR && !*err) {
-        snprintf(errbuf, errlen, "%s: %s", s->name, pcap_geterr(s->p));
+    const char *gzerr = tb_gzin_error(s->gz);
+    if ((r == PCAP_ERROR || gzerr) && !*err) {
+        /* A damaged or cut gzip stream shows in libpcap as a short read;
+         * zlib's reason is the useful half. */
+        if (gzerr)
+            snprintf(errbuf, errlen, "%s: %s%sgzip: %s", s->name,
+                     r == PCAP_ERROR ? pcap_geterr(s->p) : "", r == PCAP_ERROR ? "; " : "",
+                     gzerr);
+        else
+            snprintf(errbuf, errlen, "%s: %s", s->name, pcap_geterr(s->p));
         *err = TB_E_PCAP;
     }
     return s->live = false;
@@ -125,15 +137,35 @@ static bool advance(struct src *s, char *errbuf, size_t errlen, int *err)
  * the common classic header (read with pread, leaving stdio alone), unless
  * TBNECK_PCAP_READER=libpcap asks for libpcap throughout (the tests compare
  * the two; the benchmark shows both). */
-static bool fast_eligible(FILE *fp, uint8_t hdr[TB_PCAPFILE_HDR])
+static bool fast_eligible(const uint8_t hdr[TB_PCAPFILE_HDR])
 {
     const char *env = getenv("TBNECK_PCAP_READER");
-    struct stat sb;
     if (env && strcmp(env, "libpcap") == 0)
         return false;
+    return tb_pcapfile_eligible(hdr);
+}
+
+/* The file header of a regular file (read with pread, leaving stdio
+ * alone); false for anything else or a file shorter than a header. */
+static bool regular_header(FILE *fp, uint8_t hdr[TB_PCAPFILE_HDR])
+{
+    struct stat sb;
     int fd = fileno(fp);
     return fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
-           pread(fd, hdr, TB_PCAPFILE_HDR, 0) == TB_PCAPFILE_HDR && tb_pcapfile_eligible(hdr);
+           pread(fd, hdr, TB_PCAPFILE_HDR, 0) == TB_PCAPFILE_HDR;
+}
+
+/* The timestamp precision a file starting with `m` was written with: 0 for
+ * the microsecond pcap magic (and the old variants), 1 for the nanosecond
+ * one and for pcapng (whose resolution is per interface; libpcap scales it
+ * to what was asked, nanoseconds). */
+static int magic_nano(const uint8_t m[4])
+{
+    uint32_t be = (uint32_t)m[0] << 24 | (uint32_t)m[1] << 16 | (uint32_t)m[2] << 8 | m[3];
+    uint32_t le = (uint32_t)m[3] << 24 | (uint32_t)m[2] << 16 | (uint32_t)m[1] << 8 | m[0];
+    if (be == 0xa1b2c3d4u || le == 0xa1b2c3d4u || be == 0xa1b2cd34u || le == 0xa1b2cd34u)
+        return 0;
+    return 1;
 }
 
 static bool is_stdin(const char *name)
@@ -155,18 +187,46 @@ static int open_all(struct src *s, const struct tb_offline_opts *o, bool skip_st
         perr[0] = '\0';
         /* libpcap reads record by record through stdio; a large buffer turns
          * the default 4 KiB reads into few big ones. */
-        FILE *fp = is_stdin(o->files[i]) ? stdin : fopen(o->files[i], "rb");
+        FILE *fp = NULL;
         uint8_t hdr[TB_PCAPFILE_HDR];
-        bool fast = false;
+        bool fast = false, have_hdr = false;
+        s[i].nano = 1;
+        if (is_stdin(o->files[i])) {
+            /* zlib passes plain data through: a pipe may carry either. */
+            int fd = dup(STDIN_FILENO);
+            fp = fd >= 0 ? tb_gzin_open(fd, &s[i].gz) : NULL;
+            if (!fp && fd >= 0)
+                close(fd);
+        } else if ((fp = fopen(o->files[i], "rb")) != NULL &&
+                   (have_hdr = regular_header(fp, hdr)) && tb_gzin_magic(hdr)) {
+            int fd = dup(fileno(fp));
+            fclose(fp);
+            fp = fd >= 0 ? tb_gzin_open(fd, &s[i].gz) : NULL;
+            if (!fp && fd >= 0)
+                close(fd);
+            have_hdr = false;
+        }
         if (fp) {
-            fast = fast_eligible(fp, hdr);
+            uint8_t m[4];
+            if (have_hdr)
+                s[i].nano = magic_nano(hdr);
+            else if (s[i].gz && tb_gzin_peek(s[i].gz, m, 4) == 4)
+                s[i].nano = magic_nano(m);
+            fast = have_hdr && fast_eligible(hdr);
             s[i].buf = fast ? NULL : malloc(READ_BUF);
             if (s[i].buf)
                 setvbuf(fp, s[i].buf, _IOFBF, READ_BUF);
             s[i].p = pcap_fopen_offline_with_tstamp_precision(fp, PCAP_TSTAMP_PRECISION_NANO,
                                                               perr);
-            if (!s[i].p)
-                fclose(fp);
+            if (!s[i].p) {
+                const char *gzerr = tb_gzin_error(s[i].gz);
+                if (gzerr) {
+                    size_t pl = strlen(perr);
+                    snprintf(perr + pl, sizeof perr - pl, "; gzip: %s", gzerr);
+                }
+                fclose(fp); /* frees s[i].gz too */
+                s[i].gz = NULL;
+            }
         } else {
             snprintf(perr, sizeof perr, "%s", strerror(errno));
         }
@@ -230,6 +290,58 @@ static void close_all(struct src *s, size_t n)
     free(s);
 }
 
+/* What the -w files are written with: the inputs' link type (one for all,
+ * as a pcap file has one), the largest snapshot length among them, and
+ * nanoseconds when any input has them, unless asked otherwise. Standard
+ * input, not opened by a check, counts as nanosecond. */
+struct dump_params {
+    int linktype;
+    uint32_t snaplen;
+    enum tb_dump_prec prec;
+};
+
+static int dump_params(const struct src *s, size_t n, const struct tb_offline_opts *o,
+                       struct dump_params *dp, char *errbuf, size_t errlen)
+{
+    const struct src *first = NULL;
+    bool nano = false;
+    dp->snaplen = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!s[i].p) {
+            nano = true;
+            continue;
+        }
+        if (first && s[i].linktype != first->linktype) {
+            const char *a = pcap_datalink_val_to_name(first->linktype);
+            const char *b = pcap_datalink_val_to_name(s[i].linktype);
+            snprintf(errbuf, errlen,
+                     "-w %s: the inputs have different link types (%s: %s, %s: %s) and a "
+                     "pcap file holds one",
+                     o->dump->path, first->name, a ? a : "?", s[i].name, b ? b : "?");
+            return TB_E_UNSUPP;
+        }
+        if (!first)
+            first = &s[i];
+        nano |= s[i].nano != 0;
+        uint32_t snap = (uint32_t)pcap_snapshot(s[i].p);
+        if (snap > dp->snaplen)
+            dp->snaplen = snap;
+    }
+    dp->linktype = first ? first->linktype : 1;
+    if (!dp->snaplen)
+        dp->snaplen = TB_PCAPFILE_MAX_CAPLEN;
+    dp->prec = o->dump_prec >= 0 ? (enum tb_dump_prec)o->dump_prec
+                                 : nano ? TB_DUMP_NANO : TB_DUMP_MICRO;
+    return 0;
+}
+
+static int64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * TB_NS_PER_SEC + ts.tv_nsec;
+}
+
 int tb_offline_check(const struct tb_offline_opts *o, char *errbuf, size_t errlen)
 {
     uint64_t total = 0;
@@ -244,6 +356,9 @@ int tb_offline_check(const struct tb_offline_opts *o, char *errbuf, size_t errle
         return TB_E_NOMEM;
     }
     rc = open_all(s, o, true, &total, errbuf, errlen);
+    struct dump_params dp;
+    if (!rc && o->dump)
+        rc = dump_params(s, o->nfiles, o, &dp, errbuf, errlen);
     close_all(s, o->nfiles);
     return rc;
 }
@@ -252,6 +367,7 @@ int tb_offline_run(struct tb_engine *e, const struct tb_offline_opts *o, char *e
                    size_t errlen)
 {
     struct src *s = NULL;
+    struct tb_dump *dump = NULL;
     struct progress pg = {0};
     int rc = 0, err = 0;
     size_t n = o->nfiles;
@@ -272,8 +388,24 @@ int tb_offline_run(struct tb_engine *e, const struct tb_offline_opts *o, char *e
 
     for (size_t i = 0; i < n; i++)
         advance(&s[i], errbuf, errlen, &err);
+    if (o->dump) {
+        /* The first file is opened at the first packet's time (its name with
+         * -G), or now when there is none: an empty capture still leaves a
+         * valid empty file, as tcpdump's does. */
+        struct dump_params dp;
+        int64_t start = INT64_MAX;
+        for (size_t i = 0; i < n; i++)
+            if (s[i].live && s[i].ts_ns < start)
+                start = s[i].ts_ns;
+        if (start == INT64_MAX)
+            start = wall_ns();
+        if ((rc = dump_params(s, n, o, &dp, errbuf, errlen)) ||
+            (rc = tb_dump_open(&dump, o->dump, dp.linktype, dp.snaplen, dp.prec, start, errbuf,
+                               errlen)))
+            goto out;
+    }
     int64_t next_expire = INT64_MIN, first_ts = INT64_MIN;
-    uint64_t count = 0;
+    uint64_t count = 0, fed = 0;
     for (;;) {
         /* k-way merge: the source whose next packet is earliest. A handful of
          * files makes a linear scan cheaper than a heap. */
@@ -291,6 +423,21 @@ int tb_offline_run(struct tb_engine *e, const struct tb_offline_opts *o, char *e
             first_ts = m->ts_ns;
         if (o->duration_ns > 0 && m->ts_ns - first_ts >= o->duration_ns)
             break;
+        if (o->max_packets && fed >= o->max_packets)
+            break;
+        if (dump) {
+            int dr = tb_dump_packet(dump, m->ts_ns, m->data, m->caplen, m->len, errbuf, errlen);
+            if (dr == 1) {
+                if (o->dump_full)
+                    *o->dump_full = true;
+                break;
+            }
+            if (dr < 0) {
+                rc = dr;
+                break;
+            }
+        }
+        fed++;
         if (m->ts_ns >= next_expire) {
             /* Idle flows are closed once per second of capture time. */
             if (next_expire != INT64_MIN)
@@ -314,6 +461,16 @@ int tb_offline_run(struct tb_engine *e, const struct tb_offline_opts *o, char *e
     if (o->stop && *o->stop)
         rc = TB_E_INTR;
 out:
+    if (dump) {
+        /* The packets read so far are kept in the file either way; a failed
+         * flush is the error to report when nothing else went wrong. */
+        char derr[512];
+        int drc = tb_dump_close(dump, derr, sizeof derr);
+        if (drc && (!rc || rc == TB_E_INTR)) {
+            snprintf(errbuf, errlen, "%s", derr);
+            rc = drc;
+        }
+    }
     close_all(s, n);
     return rc;
 }

@@ -6,7 +6,7 @@
  * the wire) and the captured bytes. The block buffer always holds a whole
  * record before it is handed out: the unread tail moves to the front and the
  * rest is refilled, so a record is never split and never copied twice. */
-#include "pcapfile.h"
+#include "pcapfile-int.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -7,7 +7,7 @@
  * copied into the out-of-order list, which is the exceptional path (loss or
  * reordering at the tap), so it allocates per segment; the list is bounded by
  * max_ooo and its memory is gone once the hole closes. */
-#include "reasm.h"
+#include "reasm-int.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,8 @@
  *     NAME PROTO SERVER[,SERVER...] [hosts=HOST[,HOST...]]
  *
  * SERVER is a.b.c.d:port, [v6]:port or *:port; PROTO is auto or a parser name
- * (http, mysql, generic, ...). Every error names the file and line. */
+ * (tb_protos: http, mysql, ajp, fastcgi, tls, generic, ...). Every error names
+ * the file and line. */
 #include "tiers.h"
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 
 #include "proto.h"
+#include "util.h"
 
 #define MAX_FIELDS 8
 #define MAX_ENTRIES 4096 /* servers or hosts per tier: a config, not a capture */
@@ -65,13 +67,8 @@ static int parse_list(char *list, bool server, struct tb_addr **out, size_t *n, 
             return TB_E_BADFMT;
         if (*n == MAX_ENTRIES)
             return TB_E_FULL;
-        if (*n == cap) {
-            cap = cap ? cap * 2 : 4;
-            struct tb_addr *na = realloc(*out, cap * sizeof *na);
-            if (!na)
-                return TB_E_NOMEM;
-            *out = na;
-        }
+        if (tb_grow(out, &cap, *n + 1, sizeof **out))
+            return TB_E_NOMEM;
         (*out)[(*n)++] = a;
     }
     return 0;

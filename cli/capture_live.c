@@ -27,6 +27,7 @@
 #include "analyze.h"
 #include "capture.h"
 #include "cli.h"
+#include "dump.h"
 #include "live.h"
 #include "store.h"
 #include "stream.h"
@@ -49,6 +50,10 @@ struct live {
     struct tb_writer *wr;
     struct tb_web *web;
     struct tb_stream *stream;
+    struct tb_dump *dump;  /* -w */
+    uint64_t packets;      /* packets taken, for -c */
+    bool done;             /* -c reached or -G's -W limit: later packets are not taken */
+    bool dump_full;
     int64_t capture_id;
     int64_t width_ns;
     int64_t last_pkt_ns, clock_ns, started_ns;
@@ -65,6 +70,7 @@ static int64_t wall_ns(void)
 }
 
 static void fail(struct live *L, int rc);
+static void stop(struct live *L, bool drain);
 
 /* ---- requests in --------------------------------------------------------------- */
 
@@ -96,10 +102,31 @@ static void on_packet(void *ud, int linktype, int64_t ts_ns, const uint8_t *data
                       uint32_t wirelen)
 {
     struct live *L = ud;
+    /* The rest of a batch the kernel handed over after -c was reached. */
+    if (L->done)
+        return;
+    if (L->dump) {
+        char err[512];
+        int rc = tb_dump_packet(L->dump, ts_ns, data, caplen, wirelen, err, sizeof err);
+        if (rc == 1) {
+            L->dump_full = L->done = true;
+            stop(L, false);
+            return;
+        }
+        if (rc < 0) {
+            tb_log_error("capture: %s", err);
+            fail(L, rc);
+            return;
+        }
+    }
     if (ts_ns > L->last_pkt_ns)
         L->last_pkt_ns = ts_ns;
     if (tb_engine_packet(L->eng, linktype, ts_ns, data, caplen, wirelen) < 0)
         fail(L, TB_E_NOMEM);
+    if (L->args->max_packets && ++L->packets >= L->args->max_packets) {
+        L->done = true;
+        stop(L, false);
+    }
 }
 
 /* ---- what the streaming analysis closes ---------------------------------------- */
@@ -211,7 +238,7 @@ static void on_signal(uv_signal_t *s, int signum)
  * opened as root; they are handed to USER so that SQLite can go on writing
  * them and remove the WAL at the end (which also needs the folder writable
  * by USER — otherwise the WAL file stays behind, harmless). */
-static int drop_privileges(const char *user, const char *db)
+static int drop_privileges(const char *user, const char *db, const char *dump)
 {
     struct passwd *pw = getpwnam(user);
     if (!pw) {
@@ -229,6 +256,11 @@ static int drop_privileges(const char *user, const char *db)
                 return TB_E_PERM;
             }
         }
+    }
+    /* The -w file open now; the files rotation opens later are USER's. */
+    if (dump && strcmp(dump, "-") != 0 && chown(dump, pw->pw_uid, pw->pw_gid) < 0) {
+        tb_log_error("capture: -Z %s: cannot hand '%s' over: %s", user, dump, strerror(errno));
+        return TB_E_PERM;
     }
     if (initgroups(pw->pw_name, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 ||
         setuid(pw->pw_uid) < 0) {
@@ -423,7 +455,27 @@ int tb_capture_live(const struct tb_capture_args *a)
         if (!a->quiet)
             fprintf(stderr, "tbneck: dashboard at http://%s/\n", tb_web_bound(L->web));
     }
-    if (a->user && (rc = drop_privileges(a->user, L->st ? db : NULL)) < 0)
+    if (a->write) {
+        const struct tb_dump_opts dopt = {
+            .path = a->write,
+            .rotate_bytes = a->rotate_bytes,
+            .rotate_secs = a->rotate_secs,
+            .files = a->rotate_files,
+        };
+        /* Live, tcpdump's -w writes microseconds unless told otherwise;
+         * tbneck keeps the kernel's nanoseconds, the precision it analyses. */
+        enum tb_dump_prec prec = a->dump_prec >= 0 ? (enum tb_dump_prec)a->dump_prec
+                                                   : TB_DUMP_NANO;
+        rc = tb_dump_open(&L->dump, &dopt, tb_live_linktype(L->src),
+                          (uint32_t)(a->snaplen > 0 ? a->snaplen : 262144), prec, wall_ns(), err,
+                          sizeof err);
+        if (rc < 0) {
+            tb_log_error("capture: %s", err);
+            goto out;
+        }
+    }
+    if (a->user && (rc = drop_privileges(a->user, L->st ? db : NULL,
+                                         L->dump ? tb_dump_current(L->dump) : NULL)) < 0)
         goto out;
 
     uv_timer_init(&L->loop, &L->tick);
@@ -460,7 +512,20 @@ int tb_capture_live(const struct tb_capture_args *a)
     if (L->st && (rc = tb_store_capture_end(L->st, L->capture_id, tb_engine_stats(L->eng))) < 0 &&
         !L->err)
         L->err = rc;
-    FILE *out = a->quiet ? NULL : stdout;
+    if (L->dump) {
+        rc = tb_dump_close(L->dump, err, sizeof err);
+        L->dump = NULL;
+        if (rc < 0) {
+            tb_log_error("capture: %s", err);
+            if (!L->err)
+                L->err = rc;
+        }
+    }
+    if (L->dump_full)
+        tb_log_warn("capture: -w: maximum file limit reached: %d (as tcpdump, the capture "
+                    "stopped there)", a->rotate_files);
+    /* With -w - the packets own standard output. */
+    FILE *out = a->quiet ? NULL : a->write && !strcmp(a->write, "-") ? stderr : stdout;
     if (out)
         summary(L, out, cpu_seconds(), secs);
     if (L->st && !L->err)
@@ -473,6 +538,8 @@ int tb_capture_live(const struct tb_capture_args *a)
         exit_code = TB_EXIT_OK;
     }
 out:
+    if (L->dump)
+        tb_dump_close(L->dump, err, sizeof err);
     if (L->wr)
         tb_writer_finish(L->wr);
     if (L->web)

@@ -38,6 +38,13 @@ struct tb_capture_args {
     bool immediate;      /* --immediate */
     bool no_store;       /* --no-store: decode and count, store nothing (benchmarks) */
     bool quiet;
+    uint64_t max_packets; /* -c COUNT: stop after COUNT packets (after the filter); 0 = all */
+    /* -w FILE with tcpdump's rotation (capture/dump.h): -C bytes, -G seconds,
+     * -W files; dump_prec -1 = the inputs' precision (live: nanoseconds). */
+    const char *write;
+    int64_t rotate_bytes, rotate_secs;
+    int rotate_files;
+    int dump_prec;
 };
 int tb_capture_live(const struct tb_capture_args *a);
 

@@ -14,29 +14,46 @@
 
 #include "capture.h"
 #include "cli.h"
+#include "dump.h"
+#include "live.h"
 #include "proto.h"
 #include "store.h"
 #include "tiers.h"
+#include "util.h"
 
 #define MAX_SNAPLEN 262144
 
 static void usage(FILE *f)
 {
+    char names[256];
+    tb_proto_names(names, sizeof names);
     fprintf(f,
-            "usage: tbneck capture -r FILE.pcap[ng]... | -i IFACE [options] [BPF expression]\n"
+            "usage: tbneck capture -r FILE.pcap[ng][.gz]... | -i IFACE [options] [BPF expression]\n"
+            "       tbneck capture -D\n"
             "\n"
             "Reconstructs every request at every tier from a capture and stores the records.\n"
             "\n"
-            "  -r FILE          read a pcap or pcapng file, - for standard input (repeatable;\n"
-            "                   further files may follow; several are merged in time order)\n"
+            "  -r FILE          read a pcap or pcapng file, gzip'd or not, - for standard input\n"
+            "                   (repeatable; further files may follow; merged in time order)\n"
             "  -i IFACE         capture live from an interface\n"
+            "  -D               list the interfaces -i accepts, as tcpdump -D does, and exit\n"
+            "  -c COUNT         stop after COUNT packets (those the filter passed)\n"
+            "  -w FILE          also write the packets to FILE as tcpdump -w does (- = stdout)\n"
+            "  -C SIZE          with -w: a new file when the current one is over SIZE million\n"
+            "                   bytes (or SIZEk/m/g): FILE, FILE1, FILE2, ...\n"
+            "  -G SECONDS       with -w: a new file every SECONDS of capture time; FILE is a\n"
+            "                   strftime pattern (local time), e.g. tap-%%Y%%m%%d-%%H%%M%%S.pcap\n"
+            "  -W N             with -C: a ring of N files (FILE0..); with -G alone: stop after N\n"
+            "  --time-stamp-precision micro|nano\n"
+            "                   timestamps -w writes (default: the input's; live: nano)\n"
+            "  -n               accepted for tcpdump habits; tbneck never resolves names\n"
             "  --tiers FILE     tiers file: NAME PROTO SERVER[,SERVER...] [hosts=HOST,...]\n"
             "                   (without it tiers are discovered: http, http-8080, mysql)\n"
             "  --db FILE        database (default " TB_DEFAULT_DB ")\n"
             "  -f EXPR          BPF filter (or give it after the options, as in tcpdump)\n"
-            "  --proto NAME     parse every connection as NAME (http, mysql, generic)\n"
+            "  --proto NAME     parse every connection as NAME (%s)\n"
             "  --duration D     stop after D of capture time (e.g. 60s)\n"
-            "  --window D       streaming analysis window, live (default 50ms)\n"
+            "  --window D       streaming analysis window, live (default " TB_WINDOW_DEFAULT ")\n"
             "  --serve ADDR     live: serve the dashboard on ADDR while capturing\n"
             "  --allow-remote   let --serve listen on a non-loopback address\n"
             "  --allow-host N   host names the dashboard answers to (comma-separated)\n"
@@ -51,7 +68,7 @@ static void usage(FILE *f)
             "Exit status: 0 success (also when stopped by SIGINT/SIGTERM: everything read so\n"
             "far is kept), 1 runtime failure (unreadable or malformed file, database error),\n"
             "2 usage error.\n",
-            MAX_SNAPLEN);
+            names, MAX_SNAPLEN);
 }
 
 static int usage_error(const char *fmt, ...) TB_PRINTF(1, 2);
@@ -68,7 +85,7 @@ static int usage_error(const char *fmt, ...)
 
 enum {
     OPT_TIERS = 256, OPT_DB, OPT_SERVE, OPT_ALLOW_REMOTE, OPT_PROTO, OPT_DURATION, OPT_WINDOW,
-    OPT_IMMEDIATE, OPT_NO_STORE, OPT_ALLOW_HOST,
+    OPT_IMMEDIATE, OPT_NO_STORE, OPT_ALLOW_HOST, OPT_TSPREC, OPT_NANO, OPT_MICRO,
 };
 
 static const struct option long_opts[] = {
@@ -82,6 +99,9 @@ static const struct option long_opts[] = {
     {"window", required_argument, NULL, OPT_WINDOW},
     {"immediate", no_argument, NULL, OPT_IMMEDIATE},
     {"no-store", no_argument, NULL, OPT_NO_STORE},
+    {"time-stamp-precision", required_argument, NULL, OPT_TSPREC},
+    {"nano", no_argument, NULL, OPT_NANO},
+    {"micro", no_argument, NULL, OPT_MICRO},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -109,10 +129,12 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
 {
     memset(a, 0, sizeof *a);
     a->db = TB_DEFAULT_DB;
-    a->window_ns = 50 * TB_NS_PER_MS;
+    a->window_ns = TB_WINDOW_DEFAULT_NS;
     a->snaplen = MAX_SNAPLEN;
     a->bufsize_mib = 64;
+    a->dump_prec = -1;
     *bpf_owned = NULL;
+    bool list = false;
     a->files = calloc((size_t)argc + 1, sizeof *a->files);
     if (!a->files) {
         tb_log_error("capture: out of memory");
@@ -121,7 +143,7 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
     int c;
     opterr = 0;
     optind = 1;
-    while ((c = getopt_long(argc, argv, ":r:i:f:Z:s:B:qvh", long_opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":r:i:f:Z:s:B:c:w:C:G:W:Dnqvh", long_opts, NULL)) != -1) {
         switch (c) {
         case 'r':
             a->files[a->nfiles++] = optarg;
@@ -146,6 +168,41 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
         case 'B':
             if (!parse_int(optarg, 1, 4096, &a->bufsize_mib))
                 return usage_error("bad buffer size '%s' (1 to 4096 MiB)", optarg);
+            break;
+        case 'c': {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (errno || end == optarg || *end || v == 0 || optarg[0] == '-')
+                return usage_error("bad packet count '%s' (a number of packets, 1 or more)",
+                                   optarg);
+            a->max_packets = v;
+            break;
+        }
+        case 'w':
+            a->write = optarg;
+            break;
+        case 'C':
+            if (tb_dump_parse_size(optarg, &a->rotate_bytes))
+                return usage_error("bad file size '%s' (millions of bytes, or with k, m, g)",
+                                   optarg);
+            break;
+        case 'G': {
+            int secs;
+            if (!parse_int(optarg, 1, INT32_MAX, &secs))
+                return usage_error("bad rotation period '%s' (whole seconds, 1 or more)", optarg);
+            a->rotate_secs = secs;
+            break;
+        }
+        case 'W':
+            if (!parse_int(optarg, 1, INT32_MAX, &a->rotate_files))
+                return usage_error("bad file count '%s' (1 or more)", optarg);
+            break;
+        case 'D':
+            list = true;
+            break;
+        case 'n':
+            /* tcpdump's "don't resolve names": tbneck never resolves any. */
             break;
         case 'q':
             a->quiet = true;
@@ -172,8 +229,11 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
             a->allow_host = optarg;
             break;
         case OPT_PROTO:
-            if (!tb_proto_find(optarg))
-                return usage_error("unknown protocol '%s' (http, mysql, generic)", optarg);
+            if (!tb_proto_find(optarg)) {
+                char names[256];
+                tb_proto_names(names, sizeof names);
+                return usage_error("unknown protocol '%s' (%s)", optarg, names);
+            }
             a->force_proto = optarg;
             break;
         case OPT_DURATION:
@@ -190,6 +250,20 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
             break;
         case OPT_NO_STORE:
             a->no_store = true;
+            break;
+        case OPT_TSPREC:
+            if (!strcmp(optarg, "micro"))
+                a->dump_prec = TB_DUMP_MICRO;
+            else if (!strcmp(optarg, "nano"))
+                a->dump_prec = TB_DUMP_NANO;
+            else
+                return usage_error("bad time stamp precision '%s' (micro or nano)", optarg);
+            break;
+        case OPT_NANO:
+            a->dump_prec = TB_DUMP_NANO;
+            break;
+        case OPT_MICRO:
+            a->dump_prec = TB_DUMP_MICRO;
             break;
         case ':':
             return usage_error("option '%s' needs an argument", argv[optind - 1]);
@@ -222,8 +296,25 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
         }
         a->bpf = *bpf_owned = expr;
     }
+    if (list) {
+        if (a->nfiles || a->iface)
+            return usage_error("-D lists the interfaces; it goes with no -r or -i");
+        char err[512];
+        if (tb_live_list(stdout, err, sizeof err) < 0) {
+            tb_log_error("capture: -D: %s", err);
+            return TB_EXIT_FAIL;
+        }
+        return TB_EXIT_OK;
+    }
     if (!a->nfiles && !a->iface)
         return usage_error("give -r FILE or -i IFACE");
+    if (!a->write && (a->rotate_bytes || a->rotate_secs || a->rotate_files))
+        return usage_error("-C, -G and -W rotate the files of -w FILE; give -w");
+    if (a->rotate_files && !a->rotate_bytes && !a->rotate_secs)
+        return usage_error("-W counts the files of -C or -G; give one of them");
+    if (a->write && !strcmp(a->write, "-") &&
+        (a->rotate_bytes || a->rotate_secs || a->rotate_files))
+        return usage_error("-w - (standard output) cannot be rotated with -C, -G or -W");
     if (a->nfiles && a->iface)
         return usage_error("-r and -i cannot be combined");
     if (a->nfiles && a->serve)
@@ -252,16 +343,9 @@ struct run {
 static void on_request(void *ud, const struct tb_request *r)
 {
     struct run *run = ud;
-    if (r->tier >= run->ntier) {
-        size_t n = TB_MAX((size_t)r->tier + 1, run->ntier * 2);
-        uint64_t *p = realloc(run->per_tier, n * sizeof *p);
-        if (p) {
-            memset(p + run->ntier, 0, (n - run->ntier) * sizeof *p);
-            run->per_tier = p;
-            run->ntier = n;
-        }
-    }
-    if (r->tier < run->ntier)
+    /* Out of memory, the count is lost; the requests are not. */
+    if (tb_grow_zero(&run->per_tier, &run->ntier, (size_t)r->tier + 1, sizeof *run->per_tier) ==
+        0)
         run->per_tier[r->tier]++;
     if (run->w && !run->werr) {
         int rc = tb_writer_request(run->w, r);
@@ -326,6 +410,9 @@ static void summary(const struct tb_capture_args *a, const struct tb_capture_sta
                 ", push streams %" PRIu64 " (not paired), unanswered requests %" PRIu64
                 " (noreply, quiet: not recorded)\n",
                 s->encrypted_flows, s->compressed_flows, s->streams, s->unanswered);
+    if (s->probes)
+        fprintf(stderr, "  health probes %" PRIu64 " (AJP CPing: not requests, not recorded)\n",
+                s->probes);
     if (!a->no_store)
         fprintf(stderr, "  stored in %s\n", a->db);
     tb_log_info("capture: flow state %zu bytes per flow, plus %zu of parser state once a flow "
@@ -347,6 +434,13 @@ static int run_offline(const struct tb_capture_args *a)
     uint64_t first_conn = 1;
     char err[768] = "";
     int rc, exit_code = TB_EXIT_FAIL;
+    bool dump_full = false;
+    const struct tb_dump_opts dump = {
+        .path = a->write,
+        .rotate_bytes = a->rotate_bytes,
+        .rotate_secs = a->rotate_secs,
+        .files = a->rotate_files,
+    };
     struct tb_offline_opts oo = {
         .files = a->files,
         .nfiles = a->nfiles,
@@ -354,6 +448,10 @@ static int run_offline(const struct tb_capture_args *a)
         .progress = !a->quiet,
         .stop = &g_stop,
         .duration_ns = a->duration_ns,
+        .max_packets = a->max_packets,
+        .dump = a->write ? &dump : NULL,
+        .dump_prec = a->dump_prec,
+        .dump_full = &dump_full,
     };
 
     /* From here on an interrupt stops the run cleanly, whatever phase it is in. */
@@ -430,6 +528,9 @@ static int run_offline(const struct tb_capture_args *a)
     if (!a->quiet)
         summary(a, tb_engine_stats(e), cat, &run);
     exit_code = TB_EXIT_OK;
+    if (dump_full)
+        tb_log_warn("capture: -w: maximum file limit reached: %d (as tcpdump, the capture "
+                    "stopped there)", a->rotate_files);
     if (run_rc == TB_E_INTR) {
         tb_log_warn("capture: interrupted; everything read so far is kept");
     } else if (run_rc) {
@@ -456,11 +557,38 @@ out:
     return exit_code;
 }
 
+/* -w's folder must exist and be writable before anything else is created
+ * (a database must not be left behind by a capture that cannot start). The
+ * file itself is created when the capture starts, as tcpdump creates it. */
+static int check_dump_dir(const char *path)
+{
+    if (!strcmp(path, "-"))
+        return -1;
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    /* A folder named by -G's time pattern exists only once expanded. */
+    if (strchr(dir, '%'))
+        return -1;
+    if (access(dir, W_OK | X_OK) != 0) {
+        tb_log_error("capture: -w %s: %s: %s", path, dir, strerror(errno));
+        return TB_EXIT_FAIL;
+    }
+    return -1;
+}
+
 int tb_cmd_capture(int argc, char **argv)
 {
     struct tb_capture_args a;
     char *bpf = NULL;
     int rc = parse_args(argc, argv, &a, &bpf);
+    if (rc < 0 && a.write)
+        rc = check_dump_dir(a.write);
     if (rc < 0)
         rc = a.iface ? tb_capture_live(&a) : run_offline(&a);
     free(a.files);

@@ -124,111 +124,6 @@ static void print_text(FILE *f, const struct tb_catalog *cat, const struct tb_di
     }
 }
 
-static void json_row(FILE *f, const struct tb_catalog *cat, const struct tb_diag_row *r,
-                     bool server)
-{
-    char b[TB_ADDR_STRLEN];
-    fputs("{\"tier\": ", f);
-    tb_json_str(f, tier_name(cat, r->tier));
-    if (server) {
-        fputs(", \"server\": ", f);
-        tb_json_str(f, server_name(cat, r->server, b, sizeof b));
-    }
-    fputs(", \"state\": ", f);
-    tb_json_str(f, tb_diag_state_name(r->state));
-    fprintf(f, ", \"requests\": %" PRIu64 ", \"depth\": ", r->requests);
-    if (r->depth == UINT32_MAX)
-        fputs("null", f);
-    else
-        fprintf(f, "%u", r->depth);
-    fputs(", \"load_mean\": ", f);
-    tb_json_num(f, r->load_mean);
-    fputs(", \"self_load_mean\": ", f);
-    tb_json_num(f, r->self_load_mean);
-    fputs(", \"wait_load_mean\": ", f);
-    tb_json_num(f, r->wait_load_mean);
-    fputs(", \"own_load_mean\": ", f);
-    tb_json_num(f, r->own_load_mean);
-    fputs(", \"stretch\": ", f);
-    tb_json_num(f, r->stretch);
-    fputs(", \"n_star\": ", f);
-    tb_json_num(f, r->n_star);
-    fputs(", \"n_star_self\": ", f);
-    tb_json_num(f, r->n_star_self);
-    fputs(", \"congested_fraction\": ", f);
-    tb_json_num(f, r->congested_fraction);
-    fputs("}", f);
-}
-
-static void print_json(FILE *f, const struct tb_catalog *cat, const struct tb_diagnosis *d)
-{
-    char b[TB_ADDR_STRLEN];
-    const struct tb_diag_verdict *v = &d->verdict;
-    fprintf(f, "{\"window_ns\": %" PRId64 ", \"from_ns\": %" PRId64 ", \"to_ns\": %" PRId64
-               ", \"front_tier\": ",
-            d->width_ns, d->from_ns, d->to_ns);
-    tb_json_str(f, tier_name(cat, d->front));
-    fputs(",\n \"verdict\": {\"tier\": ", f);
-    tb_json_str(f, tier_name(cat, v->tier));
-    fputs(", \"server\": ", f);
-    tb_json_str(f, server_name(cat, v->server, b, sizeof b));
-    fputs(", \"cause\": ", f);
-    tb_json_str(f, tb_cause_name(v->cause));
-    fputs(", \"resource\": ", f);
-    tb_json_str(f, v->resource);
-    fputs(", \"evidence\": ", f);
-    tb_json_str(f, v->evidence);
-    fputs(", \"share\": ", f);
-    tb_json_num(f, v->share);
-    fputs("},\n \"tiers\": [", f);
-    for (size_t i = 0; i < d->ntiers; i++) {
-        fputs(i ? ",\n   " : "\n   ", f);
-        json_row(f, cat, &d->tiers[i], false);
-    }
-    fputs("],\n \"servers\": [", f);
-    for (size_t i = 0; i < d->nservers; i++) {
-        fputs(i ? ",\n   " : "\n   ", f);
-        json_row(f, cat, &d->servers[i], true);
-    }
-    fputs("],\n \"pools\": [", f);
-    for (size_t i = 0; i < d->npools; i++) {
-        const struct tb_diag_pool *p = &d->pools[i];
-        fputs(i ? ",\n   {\"from_tier\": " : "\n   {\"from_tier\": ", f);
-        tb_json_str(f, tier_name(cat, p->from_tier));
-        fputs(", \"from_server\": ", f);
-        tb_json_str(f, server_name(cat, p->from_server, b, sizeof b));
-        fputs(", \"to_tier\": ", f);
-        tb_json_str(f, tier_name(cat, p->to_tier));
-        fprintf(f, ", \"connections\": %u, \"connections_seen\": %u, \"max_concurrent\": %u, "
-                   "\"pooled\": %s, \"full_fraction\": ",
-                p->connections, p->connections_seen, p->max_concurrent,
-                p->pooled ? "true" : "false");
-        tb_json_num(f, p->full_fraction);
-        fprintf(f, ", \"recommended\": %u, \"reason\": ", p->recommended);
-        tb_json_str(f, p->reason);
-        fputs("}", f);
-    }
-    fprintf(f, "],\n \"episodes_dismissed\": %zu,\n \"episodes\": [", d->dismissed);
-    for (size_t i = 0; i < d->nepisodes; i++) {
-        const struct tb_diag_episode *e = &d->episodes[i];
-        fprintf(f, "%s{\"start_ns\": %" PRId64 ", \"end_ns\": %" PRId64 ", \"tier\": ",
-                i ? ",\n   " : "\n   ", e->start_ns, e->end_ns);
-        tb_json_str(f, tier_name(cat, e->tier));
-        fputs(", \"server\": ", f);
-        tb_json_str(f, server_name(cat, e->server, b, sizeof b));
-        fputs(", \"kind\": ", f);
-        tb_json_str(f, e->kind == TB_EP_FREEZE ? "freeze" : "saturated");
-        fputs(", \"root_tier\": ", f);
-        tb_json_str(f, tier_name(cat, e->root_tier));
-        fputs(", \"root_server\": ", f);
-        tb_json_str(f, server_name(cat, e->root_server, b, sizeof b));
-        fputs(", \"cause\": ", f);
-        tb_json_str(f, tb_cause_name(e->cause));
-        fputs("}", f);
-    }
-    fputs("]}\n", f);
-}
-
 /* Per tier and window: the layers, and the front tier's state and root. */
 static void print_csv(FILE *f, const struct tb_catalog *cat, const struct tb_diagnosis *d)
 {
@@ -253,7 +148,7 @@ static void print_csv(FILE *f, const struct tb_catalog *cat, const struct tb_dia
 
 int tb_cmd_diagnose(int argc, char **argv)
 {
-    const char *dbpath = TB_DEFAULT_DB, *window = "50ms", *from = NULL, *to = NULL;
+    const char *dbpath = TB_DEFAULT_DB, *window = TB_WINDOW_DEFAULT, *from = NULL, *to = NULL;
     const char *format = "text", *plot = NULL;
     bool recompute = false;
     const struct tb_cli_opt opts[] = {
@@ -273,8 +168,8 @@ int tb_cmd_diagnose(int argc, char **argv)
         return TB_EXIT_USAGE;
     }
     struct tb_diag_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX, .recompute = recompute};
-    if (tb_parse_duration(window, TB_NS_PER_MS, &o.width_ns) != 0 || o.width_ns <= 0) {
-        tb_log_error("--window '%s': expected a positive duration such as 50ms or 1s", window);
+    if (tb_parse_window(window, &o.width_ns) != 0) {
+        tb_log_error("--window '%s': expected a duration from 1ms to 1h, such as 50ms", window);
         return TB_EXIT_USAGE;
     }
     if (plot && tb_plot_format(plot) < 0) {
@@ -294,8 +189,16 @@ int tb_cmd_diagnose(int argc, char **argv)
         rc = TB_EXIT_FAIL;
         goto out;
     }
-    if (!strcmp(format, "json"))
-        print_json(stdout, db.cat, &d);
+    if (!strcmp(format, "json")) {
+        struct tb_buf b;
+        tb_buf_init(&b);
+        tb_diagnosis_json(&b, db.cat, &d);
+        if (!tb_buf_ok(&b))
+            rc = TB_EXIT_FAIL;
+        else
+            fwrite(b.p, 1, b.len, stdout);
+        tb_buf_free(&b);
+    }
     else if (!strcmp(format, "csv"))
         print_csv(stdout, db.cat, &d);
     else

@@ -20,12 +20,13 @@
 #include "cli.h"
 #include "events.h"
 #include "report_util.h"
+#include "util.h"
 
 static void usage(FILE *f)
 {
     fputs("usage: tbneck events import --gc FILE --tier NAME [--db FILE]\n"
           "       tbneck events list [--kind gc] [--tier NAME] [--db FILE]\n"
-          "       tbneck events report --tier NAME [--window 50ms] [--kind gc]\n"
+          "       tbneck events report --tier NAME [--window " TB_WINDOW_DEFAULT "] [--kind gc]\n"
           "                    [--min-pause 50ms] [--from T --to T] [--plot FILE.png|svg]\n"
           "                    [--format text|json] [--db FILE]\n\n"
           "import  reads a JVM GC log (JDK 9+ -Xlog:gc:FILE:utctime,uptime,level,tags, or\n"
@@ -252,29 +253,6 @@ static void gc_ratio(const struct tb_window *w, size_t nw, const struct tb_event
     }
 }
 
-static double pearson(const double *x, const struct tb_window *w, size_t n)
-{
-    if (n < 3)
-        return NAN;
-    double mx = 0, my = 0;
-    for (size_t i = 0; i < n; i++) {
-        mx += x[i];
-        my += w[i].load;
-    }
-    mx /= (double)n;
-    my /= (double)n;
-    double sxy = 0, sxx = 0, syy = 0;
-    for (size_t i = 0; i < n; i++) {
-        double dx = x[i] - mx, dy = w[i].load - my;
-        sxy += dx * dy;
-        sxx += dx * dx;
-        syy += dy * dy;
-    }
-    if (sxx <= 0 || syy <= 0)
-        return NAN;
-    return sxy / sqrt(sxx * syy);
-}
-
 static double frac(size_t a, size_t b)
 {
     return b ? (double)a / (double)b : NAN;
@@ -443,7 +421,7 @@ static int plot(const char *path, const struct ev_report *r, const struct tb_ana
 
 static int cmd_report(int argc, char **argv)
 {
-    const char *dbpath = TB_DEFAULT_DB, *tier = NULL, *window = "50ms", *kind = "gc";
+    const char *dbpath = TB_DEFAULT_DB, *tier = NULL, *window = TB_WINDOW_DEFAULT, *kind = "gc";
     const char *minp = "50ms", *from = NULL, *to = NULL, *plotpath = NULL, *format = "text";
     const struct tb_cli_opt opts[] = {
         {"db", &dbpath, NULL},     {"tier", &tier, NULL},   {"window", &window, NULL},
@@ -535,7 +513,15 @@ static int cmd_report(int argc, char **argv)
         goto out;
     }
     gc_ratio(res.win, res.nwin, ev, nev, r.ratio);
-    r.corr = pearson(r.ratio, res.win, res.nwin);
+    double *load = malloc((res.nwin ? res.nwin : 1) * sizeof *load);
+    if (!load) {
+        tb_log_error("out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < res.nwin; i++)
+        load[i] = res.win[i].load;
+    r.corr = tb_pearson(r.ratio, load, res.nwin);
+    free(load);
     for (size_t i = 0; i < nev; i++) {
         int64_t d = ev[i].end_ns - ev[i].start_ns;
         bool in = false;

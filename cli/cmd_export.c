@@ -14,7 +14,8 @@
 
 static const char export_usage[] =
     "usage: tbneck export requests [--tier NAME] [--db FILE]\n"
-    "       tbneck export windows --tier NAME [--window 50ms] [--server ADDR:PORT]\n"
+    "       tbneck export windows --tier NAME [--window " TB_WINDOW_DEFAULT "]"
+    " [--server ADDR:PORT]\n"
     "                             [--from T --to T] [--service-times FILE] [--db FILE]\n"
     "       tbneck export connections [--tier NAME] [--from T --to T] [--db FILE]\n"
     "\n"
@@ -81,7 +82,7 @@ static void print_windows(FILE *f, const char *tier, const char *server,
 
 static int export_windows(int argc, char **argv)
 {
-    const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *window = "50ms", *server = NULL;
+    const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *window = TB_WINDOW_DEFAULT, *server = NULL;
     const char *from = NULL, *to = NULL, *svcfile = NULL;
     bool recompute = false;
     const struct tb_cli_opt opts[] = {

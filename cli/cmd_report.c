@@ -11,7 +11,8 @@
 #include "report_util.h"
 
 static const char report_usage[] =
-    "usage: tbneck report --tier NAME [--window 50ms|auto] [--server ADDR:PORT] [--from T --to T]\n"
+    "usage: tbneck report --tier NAME [--window " TB_WINDOW_DEFAULT "|auto] [--server ADDR:PORT]"
+    " [--from T --to T]\n"
     "                     [--format text|json|csv] [--plot FILE.png|svg]\n"
     "                     [--service-times FILE | --calibrate CAPTURE] [--recompute] [--db FILE]\n"
     "\n"
@@ -34,7 +35,7 @@ static const char report_usage[] =
 
 int tb_cmd_report(int argc, char **argv)
 {
-    const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *window = "50ms", *server = NULL;
+    const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *window = TB_WINDOW_DEFAULT, *server = NULL;
     const char *from = NULL, *to = NULL, *format = "text", *plot = NULL, *svcfile = NULL;
     const char *calibrate = NULL;
     bool recompute = false;

@@ -13,7 +13,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: tbneck serve [--db FILE] [--listen 127.0.0.1:8080] [--allow-remote]\n"
-            "                    [--allow-host NAME[,NAME...]] [--static DIR] [--window 50ms]\n\n"
+            "                    [--allow-host NAME[,NAME...]] [--static DIR]"
+            " [--window " TB_WINDOW_DEFAULT "]\n\n"
             "Serves the dashboard and its JSON API (/api/tiers, /api/windows, /api/scatter,\n"
             "/api/episodes, /api/analysis, /api/health, /api/stream) over the database.\n"
             "Binds loopback only unless --allow-remote; port 0 picks a free port. Requests\n"
@@ -59,7 +60,7 @@ int tb_cmd_serve(int argc, char **argv)
     }
     if (rc)
         return rc;
-    int64_t width_ns = 50 * TB_NS_PER_MS;
+    int64_t width_ns = TB_WINDOW_DEFAULT_NS;
     if (window && tb_parse_window(window, &width_ns) != 0) {
         tb_log_error("serve: bad --window '%s' (expected a duration from 1ms to 1h, such as 50ms)",
                      window);

@@ -12,17 +12,18 @@ static const struct {
 } commands[] = {
     {"capture", tb_cmd_capture,
      "capture -r FILE... | -i IFACE [--tiers FILE] [--db FILE] [-f BPF] [--duration 60s]\n"
-     "                 [-Z USER] [--window 50ms] [--serve ADDR]"},
+     "                 [-Z USER] [--window " TB_WINDOW_DEFAULT "] [--serve ADDR]"},
     {"report", tb_cmd_report,
-     "report --tier NAME [--window 50ms] [--server ADDR:PORT] [--from T --to T]\n"
+     "report --tier NAME [--window " TB_WINDOW_DEFAULT "] [--server ADDR:PORT] [--from T --to T]\n"
      "                 [--plot FILE.png|svg] [--format text|json|csv] [--db FILE]"},
     {"diagnose", tb_cmd_diagnose,
-     "diagnose [--window 50ms] [--from T --to T] [--format text|json|csv]\n"
+     "diagnose [--window " TB_WINDOW_DEFAULT "] [--from T --to T] [--format text|json|csv]\n"
      "                 [--plot FILE.png|svg] [--db FILE]"},
     {"tiers", tb_cmd_tiers, "tiers [--db FILE]"},
     {"export", tb_cmd_export,
      "export requests [--tier NAME] [--db FILE]\n"
-     "       export windows --tier NAME --window 50ms [--server ADDR:PORT] [--db FILE]\n"
+     "       export windows --tier NAME --window " TB_WINDOW_DEFAULT
+     " [--server ADDR:PORT] [--db FILE]\n"
      "       export connections [--tier NAME] [--from T --to T] [--db FILE]"},
     {"serve", tb_cmd_serve, "serve [--db FILE] [--listen 127.0.0.1:8080] [--allow-remote]"},
     {"events", tb_cmd_events, "events import --gc FILE --tier NAME [--db FILE] | events list"},

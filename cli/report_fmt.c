@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "report_util.h"
+#include "util.h"
 
 #define TOP_CLASSES 10
 
@@ -50,23 +51,6 @@ struct tb_range tb_win_range(const struct tb_window *w, size_t n, enum tb_win_co
     return r;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank quantile of a sorted array. */
-static int64_t quantile_i64(const int64_t *v, size_t n, double q)
-{
-    size_t k = (size_t)ceil(q * (double)n);
-    if (k < 1)
-        k = 1;
-    if (k > n)
-        k = n;
-    return v[k - 1];
-}
-
 void tb_dur_dist(const struct tb_episode *ep, size_t n, struct tb_dur_dist *d)
 {
     memset(d, 0, sizeof *d);
@@ -87,11 +71,11 @@ void tb_dur_dist(const struct tb_episode *ep, size_t n, struct tb_dur_dist *d)
             b++;
         d->bins[b]++;
     }
-    qsort(v, n, sizeof *v, cmp_i64);
+    qsort(v, n, sizeof *v, tb_cmp_i64);
     d->min = v[0];
     d->max = v[n - 1];
-    d->p50 = quantile_i64(v, n, 0.5);
-    d->p90 = quantile_i64(v, n, 0.9);
+    d->p50 = tb_quantile_i64(v, n, 0.5);
+    d->p90 = tb_quantile_i64(v, n, 0.9);
     free(v);
 }
 

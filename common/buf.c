@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 void tb_buf_init(struct tb_buf *b)
 {
     memset(b, 0, sizeof *b);
@@ -27,27 +29,15 @@ char *tb_buf_steal(struct tb_buf *b, size_t *len)
     return p;
 }
 
+/* Room for `extra` more bytes and the NUL kept after them. */
 static bool reserve(struct tb_buf *b, size_t extra)
 {
     if (b->oom)
         return false;
-    if (b->cap - b->len > extra)
-        return true;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len <= extra) {
-        if (cap > SIZE_MAX / 2) {
-            b->oom = true;
-            return false;
-        }
-        cap *= 2;
-    }
-    char *p = realloc(b->p, cap);
-    if (!p) {
+    if (extra > SIZE_MAX - b->len - 1 || tb_grow(&b->p, &b->cap, b->len + extra + 1, 1)) {
         b->oom = true;
         return false;
     }
-    b->p = p;
-    b->cap = cap;
     return true;
 }
 

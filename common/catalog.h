@@ -13,10 +13,11 @@
 
 #define TB_CATALOG_MAX_CLASSES_PER_TIER 10000 /* the rest go to class "other" */
 #define TB_NAME_MAX 64
-/* Fingerprints longer than this are cut to it (or a few bytes less, so as
- * not to split a UTF-8 character) before lookup: a long query and its
- * continuation share one class. */
-#define TB_CATALOG_CLASS_MAX 1024
+/* The one cap on a class's length, in bytes: the protocol parsers cut their
+ * fingerprints to it, and a text longer than this from anywhere else is cut
+ * to it (or a few bytes less, so as not to split a UTF-8 character) before
+ * lookup: a long query and its continuation share one class. */
+#define TB_CATALOG_CLASS_MAX 512
 /* Text of each tier's catch-all class (beyond the cap, or hostile text with a
  * NUL byte). Asking for this text by name returns the same class. */
 #define TB_CATALOG_OTHER_CLASS "other"

@@ -7,57 +7,7 @@
 
 #include "tb.h"
 #include "stats.h"
-
-enum tb_episode_kind { TB_EP_SATURATED = 0, TB_EP_FREEZE = 1 };
-
-/* Whether a congestion point was shown (see "the knee test" below). */
-enum tb_nstar_why {
-    TB_NSTAR_KNEE = 0,        /* a knee is shown; the fields describe the threshold's test */
-    TB_NSTAR_LINEAR = 1,      /* no candidate at all: throughput rises with load throughout */
-    TB_NSTAR_RISING = 2,      /* a candidate, but beyond it throughput still rises (bound > 0.5) */
-    TB_NSTAR_FEW_BEYOND = 3,  /* a candidate, but fewer than 10 windows at or above it */
-    TB_NSTAR_BELOW_ONE = 4,   /* a candidate below one request in service */
-    TB_NSTAR_FEW_WINDOWS = 5, /* too few windows with load to show anything */
-};
-
-struct tb_episode {
-    int64_t start_ns, end_ns;  /* [start of first window, end of last window) */
-    double peak_load, mean_load;
-    double throughput;         /* mean normalized throughput over the episode, per s */
-    enum tb_episode_kind kind;
-};
-
-/* The analysis method's version, stored with each analysis: a stored analysis
- * of another version is recomputed, not reused. Bump it whenever the same
- * requests would give different windows or results (stats/ or correlate/).
- * 1: v0.3, the knee test (before it: 0). */
-#define TB_ANALYSIS_VERSION 1
-
-/* One analysis of one tier (server == 0) or server at one window width over
- * [from_ns, to_ns). */
-struct tb_analysis {
-    uint32_t tier, server;
-    int64_t width_ns, from_ns, to_ns;
-    uint64_t requests;
-    double n_star;            /* intervention analysis; NAN when undetermined */
-    double n_star_fit;        /* least-squares min(a·load, TPmax) knee; NAN when undetermined */
-    double tp_max;            /* plateau normalized throughput, per s */
-    double slope;             /* a: normalized throughput per unit load below N* */
-    int64_t work_unit_ns;
-    double congested_fraction;
-    double episodes_per_min;
-    uint32_t n_levels;        /* throughput levels among congested windows */
-    double levels[8];
-    bool disagree;            /* both stand and |n_star - n_star_fit| > 20% */
-    /* Added by correlate (filled by tb_correlate_analyze). */
-    uint32_t n_episodes, n_freeze;
-    int64_t ep_dur_min_ns, ep_dur_median_ns, ep_dur_p95_ns, ep_dur_max_ns;
-    double n_star_used;       /* the threshold that defined congestion (n_star, else
-                               * n_star_fit; NAN = nothing congested) */
-    enum tb_nstar_why n_star_why; /* whether a knee was shown, and if not why not */
-    uint32_t method_version;  /* TB_ANALYSIS_VERSION of the method that made it */
-    char n_star_reason[192];  /* tb_nstar_reason's sentence */
-};
+#include "results.h" /* struct tb_episode, tb_analysis */
 
 /* ---- N* -----------------------------------------------------------------------
  * DESIGN.md "N*". Both estimates share the slope of the linear part, a: the

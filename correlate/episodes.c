@@ -7,11 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
+#include "util.h"
 
 /* ------------------------------------------------------ congestion rule --- */
 
@@ -199,15 +195,9 @@ int tb_episodes_find(const struct tb_window *w, size_t n, double threshold,
                             : tb_episode_track_end(&t, &e);
         if (!closed)
             continue;
-        if (nep == cap) {
-            size_t nc = cap ? cap * 2 : 16;
-            struct tb_episode *ne = realloc(ep, nc * sizeof *ne);
-            if (!ne) {
-                free(ep);
-                return TB_E_NOMEM;
-            }
-            ep = ne;
-            cap = nc;
+        if (tb_grow(&ep, &cap, nep + 1, sizeof *ep)) {
+            free(ep);
+            return TB_E_NOMEM;
         }
         ep[nep++] = e;
     }
@@ -243,12 +233,11 @@ int tb_episodes_summary(const struct tb_window *w, size_t n, double threshold,
         d[i] = ep[i].end_ns - ep[i].start_ns;
         s->n_freeze += ep[i].kind == TB_EP_FREEZE;
     }
-    qsort(d, nep, sizeof *d, cmp_i64);
+    qsort(d, nep, sizeof *d, tb_cmp_i64);
     s->dur_min_ns = d[0];
     s->dur_max_ns = d[nep - 1];
-    s->dur_median_ns = d[(nep + 1) / 2 - 1];
-    size_t r95 = (size_t)ceil(0.95 * (double)nep);
-    s->dur_p95_ns = d[TB_MAX(r95, (size_t)1) - 1];
+    s->dur_median_ns = tb_quantile_i64(d, nep, 0.5);
+    s->dur_p95_ns = tb_quantile_i64(d, nep, 0.95);
     free(d);
     return 0;
 }
@@ -261,44 +250,32 @@ int tb_correlate_load_rt(const struct tb_window *tier, size_t ntier, const struc
     if ((ntier && !tier) || (nfront && !front) || !r)
         return TB_E_INVAL;
     *r = NAN;
-    /* Two passes (means, then centred sums) keep the correlation accurate
-     * when the values are large and nearly constant. */
-    double sx = 0, sy = 0;
-    size_t m = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        double mx = m ? sx / (double)m : 0, my = m ? sy / (double)m : 0;
-        double cxx = 0, cyy = 0, cxy = 0;
-        size_t i = 0, j = 0, cnt = 0;
-        while (i < ntier && j < nfront) {
-            if (tier[i].start_ns < front[j].start_ns) {
-                i++;
-            } else if (tier[i].start_ns > front[j].start_ns) {
-                j++;
-            } else {
-                if (front[j].completions) {
-                    double x = tier[i].load, y = front[j].rt_mean_ns;
-                    if (pass == 0) {
-                        sx += x;
-                        sy += y;
-                    } else {
-                        cxx += (x - mx) * (x - mx);
-                        cyy += (y - my) * (y - my);
-                        cxy += (x - mx) * (y - my);
-                    }
-                    cnt++;
-                }
-                i++;
-                j++;
+    size_t cap = TB_MIN(ntier, nfront);
+    double *x = malloc((cap ? cap : 1) * sizeof *x), *y = malloc((cap ? cap : 1) * sizeof *y);
+    if (!x || !y) {
+        free(x);
+        free(y);
+        return TB_E_NOMEM;
+    }
+    size_t i = 0, j = 0, m = 0;
+    while (i < ntier && j < nfront) {
+        if (tier[i].start_ns < front[j].start_ns) {
+            i++;
+        } else if (tier[i].start_ns > front[j].start_ns) {
+            j++;
+        } else {
+            if (front[j].completions) {
+                x[m] = tier[i].load;
+                y[m] = front[j].rt_mean_ns;
+                m++;
             }
-        }
-        if (pass == 0) {
-            m = cnt;
-            if (m < 3)
-                return 0;
-        } else if (cxx > 0 && cyy > 0) {
-            *r = cxy / sqrt(cxx * cyy);
+            i++;
+            j++;
         }
     }
+    *r = tb_pearson(x, y, m);
+    free(x);
+    free(y);
     return 0;
 }
 

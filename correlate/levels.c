@@ -18,11 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+#include "util.h"
 
 /* ------------------------------------------------------ levels of values --- */
 
@@ -86,7 +82,7 @@ int tb_levels_find(const double *tp, size_t n, uint32_t max_levels, double *leve
         return TB_E_NOMEM;
     }
     memcpy(v, tp, n * sizeof *v);
-    qsort(v, n, sizeof *v, cmp_dbl);
+    qsort(v, n, sizeof *v, tb_cmp_double);
     pre[0] = pre2[0] = 0;
     for (size_t i = 0; i < n; i++) {
         pre[i + 1] = pre[i] + v[i];
@@ -286,7 +282,7 @@ int tb_levels_over_time(const struct tb_window *w, size_t n, const struct tb_con
             d[nd++] = fabs(w[i].norm_throughput - w[i - 1].norm_throughput);
     double sd = 0;
     if (nd) {
-        qsort(d, nd, sizeof *d, cmp_dbl);
+        qsort(d, nd, sizeof *d, tb_cmp_double);
         sd = d[nd / 2] / 0.954;
     }
     /* Stretches: maximal runs of consecutive congested non-freeze windows

@@ -53,6 +53,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 /* The knee test's constants (see "the knee test" below). */
 #define KNEE_CHUNK 8
 #define KNEE_GROUPS 20
@@ -107,22 +109,14 @@ static int cmp_pt(const void *a, const void *b)
     return (x->t > y->t) - (x->t < y->t);
 }
 
-static int cmp_dbl(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-/* Nearest-rank quantile of an unsorted array (sorted in place). */
+/* Nearest-rank quantile of an unsorted array (sorted in place); NAN when
+ * empty. */
 static double quantile(double *v, size_t n, double q)
 {
     if (!n)
         return NAN;
-    qsort(v, n, sizeof *v, cmp_dbl);
-    size_t rank = (size_t)ceil(q * (double)n);
-    rank = TB_MAX(rank, (size_t)1);
-    rank = TB_MIN(rank, n);
-    return v[rank - 1];
+    qsort(v, n, sizeof *v, tb_cmp_double);
+    return tb_quantile(v, n, q);
 }
 
 static double median3(double a, double b, double c)

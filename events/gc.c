@@ -7,6 +7,8 @@
 #include <sys/types.h>
 #include <string.h>
 
+#include "util.h"
+
 /* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
  * days_from_civil): exact for every year, and free of the process's time
  * zone, which timegm()/mktime() would consult. */
@@ -355,15 +357,9 @@ int tb_gc_parse_file(FILE *f, const char *host, struct tb_event **out, size_t *n
             continue;
         }
         snprintf(e.host, sizeof e.host, "%s", host);
-        if (*n == cap) {
-            size_t ncap = cap ? cap * 2 : 256;
-            struct tb_event *nev = realloc(ev, ncap * sizeof *nev);
-            if (!nev) {
-                rc = TB_E_NOMEM;
-                goto out;
-            }
-            ev = nev;
-            cap = ncap;
+        if (tb_grow(&ev, &cap, *n + 1, sizeof *ev)) {
+            rc = TB_E_NOMEM;
+            goto out;
         }
         ev[(*n)++] = e;
         sum->pauses++;

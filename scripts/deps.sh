@@ -2,7 +2,7 @@
 # deps.sh — installs the Debian packages tbneck builds, tests and demos with.
 # Idempotent: does nothing when everything is already installed.
 set -euo pipefail
-pkgs=(meson ninja-build pkg-config gcc libc6-dev libpcap-dev libuv1-dev libsqlite3-dev
+pkgs=(meson ninja-build pkg-config gcc libc6-dev libpcap-dev libuv1-dev libsqlite3-dev zlib1g-dev
       libcmocka-dev libhttp-parser-dev gnuplot-nox sqlite3 tcpdump tshark tcpreplay iproute2
       curl wrk clang libclang-rt-14-dev mariadb-server mariadb-client percona-toolkit sysbench
       nginx python3 procps psmisc chromium fonts-dejavu-core fonts-liberation graphviz
@@ -13,7 +13,7 @@ stack_pkgs=(tomcat10 libmariadb-java default-jdk-headless)
 # php-fpm behind nginx, openssl for a TLS upstream's certificate.
 stack_pkgs+=(apache2 php-fpm openssl)
 case "${1:-}" in
-  --demo) pkgs=(meson ninja-build pkg-config gcc libc6-dev libpcap-dev libuv1-dev libsqlite3-dev
+  --demo) pkgs=(meson ninja-build pkg-config gcc libc6-dev libpcap-dev libuv1-dev libsqlite3-dev zlib1g-dev
                 libhttp-parser-dev gnuplot-nox sqlite3 libcmocka-dev fonts-dejavu-core) ;;
   --stack) pkgs+=("${stack_pkgs[@]}") ;;
   ""|--all) pkgs+=("${stack_pkgs[@]}") ;;

@@ -51,7 +51,10 @@ TB_PRINTF(2, 3) static int fail(struct pstate *ps, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    snprintf(ps->err, ps->errlen, "%s:%d: %s", ps->name, ps->line, msg);
+    if (ps->line > 0)
+        snprintf(ps->err, ps->errlen, "%s:%d: %s", ps->name, ps->line, msg);
+    else /* --set: the name is the assignment */
+        snprintf(ps->err, ps->errlen, "%s: %s", ps->name, msg);
     return TB_E_BADFMT;
 }
 
@@ -185,6 +188,12 @@ static int set_sim(struct pstate *ps, const char *k, const char *v)
         return get_int(ps, k, v, 536, 8960, &c->mss);
     if (!strcmp(k, "ipv6"))
         return get_bool(ps, k, v, &c->ipv6);
+    if (!strcmp(k, "streams")) {
+        if (strcmp(v, "shared") && strcmp(v, "per-user"))
+            return fail(ps, "streams: '%s' is not shared or per-user", v);
+        c->per_user = !strcmp(v, "per-user");
+        return 0;
+    }
     if (!strcmp(k, "vlan")) {
         int id = 0;
         if (get_int(ps, k, v, 0, 4094, &id) < 0)
@@ -229,6 +238,8 @@ static int set_tier(struct pstate *ps, const char *k, const char *v)
         return get_str(ps, k, v, t->host, sizeof t->host);
     if (!strcmp(k, "name"))
         return get_str(ps, k, v, t->wire_name, sizeof t->wire_name);
+    if (!strcmp(k, "mode"))
+        return get_str(ps, k, v, t->mode_name, sizeof t->mode_name);
     if (!strcmp(k, "deprecate_eof"))
         return get_bool(ps, k, v, &t->deprecate_eof);
     if (!strcmp(k, "speeds")) {
@@ -254,12 +265,16 @@ static int set_tier(struct pstate *ps, const char *k, const char *v)
     }
     if (!strcmp(k, "speed_init"))
         return get_int(ps, k, v, 0, SIM_MAX_SPEEDS - 1, &t->speed_init);
+    if (!strcmp(k, "speedup"))
+        return get_double(ps, k, v, 0.01, 100, &t->speedup);
     if (!strcmp(k, "governor"))
         return get_duration(ps, k, v, &t->governor_ns);
     if (!strcmp(k, "governor_up"))
         return get_double(ps, k, v, 0, 1, &t->governor_up);
     if (!strcmp(k, "governor_down"))
         return get_double(ps, k, v, 0, 1, &t->governor_down);
+    if (!strcmp(k, "speed_every"))
+        return get_dist(ps, k, v, true, &t->speed_every);
     return fail(ps, "unknown key '%s' in [tier %s]", k, t->name);
 }
 
@@ -301,12 +316,6 @@ static int set_class(struct pstate *ps, const char *k, const char *v)
         return get_int(ps, k, v, 0, 1 << 24, &cl->req_body);
     if (!strcmp(k, "status"))
         return get_int(ps, k, v, 100, 599, &cl->status);
-    if (!strcmp(k, "sql")) {
-        if (strncmp(v, "SELECT", 6) && strncmp(v, "UPDATE", 6) && strncmp(v, "INSERT", 6) &&
-            strncmp(v, "DELETE", 6))
-            return fail(ps, "sql: template must start with SELECT, UPDATE, INSERT or DELETE");
-        return get_str(ps, k, v, cl->sql, sizeof cl->sql);
-    }
     if (!strcmp(k, "rows"))
         return get_dist(ps, k, v, false, &cl->rows);
     if (!strcmp(k, "row_bytes"))
@@ -347,17 +356,30 @@ static int set_class(struct pstate *ps, const char *k, const char *v)
                 return TB_E_BADFMT;
         return 0;
     }
-    if ((rc = key_tier(ps, k, "path", &tier)) <= 0) {
+    /* Request templates under their protocol's key: path, sql, cmd. */
+    for (size_t w = 0; w < sim_nwires; w++) {
+        const struct sim_wire *wire = sim_wires[w];
+        if ((rc = key_tier(ps, k, wire->tmpl_key, &tier)) > 0)
+            continue;
         if (rc < 0)
             return rc;
-        if (v[0] != '/')
-            return fail(ps, "%s: '%s' must start with '/'", k, v);
-        for (int i = 0; i < c->ntiers; i++)
-            if ((tier < 0 || tier == i) && get_str(ps, k, v, cl->path[i], sizeof cl->path[i]) < 0)
+        char why[160];
+        if (wire->tmpl_check(v, why, sizeof why) < 0)
+            return fail(ps, "%s: %s", k, why);
+        int n = 0;
+        for (int i = 0; i < c->ntiers; i++) {
+            if ((tier >= 0 && tier != i) || strcmp(c->tiers[i].wire->tmpl_key, wire->tmpl_key))
+                continue;
+            if (get_str(ps, k, v, cl->tmpl[i], sizeof cl->tmpl[i]) < 0)
                 return TB_E_BADFMT;
-        for (const char *p = v; *p; p++)
-            if ((unsigned char)*p <= ' ' || *p == 0x7f)
-                return fail(ps, "%s: spaces and control characters are not allowed", k);
+            n++;
+        }
+        if (n == 0 && tier >= 0)
+            return fail(ps, "%s: tier '%s' speaks %s, whose requests take '%s'", k,
+                        c->tiers[tier].name, c->tiers[tier].wire->name,
+                        c->tiers[tier].wire->tmpl_key);
+        if (n == 0)
+            return fail(ps, "%s: no tier takes '%s' templates", k, wire->tmpl_key);
         return 0;
     }
     if ((rc = key_tier(ps, k, "class", &tier)) <= 0) {
@@ -515,6 +537,7 @@ static int begin_section(struct pstate *ps, char *hdr)
         t->keepalive = 100;
         t->speeds[0] = 1.0;
         t->nspeeds = 1;
+        t->speedup = 1.0;
         t->governor_up = 0.8;
         t->governor_down = 0.3;
         return 0;
@@ -545,9 +568,16 @@ static int begin_section(struct pstate *ps, char *hdr)
             /* Every tier but the last calls the next one once unless told otherwise. */
             sim_dist_parse(i + 1 < c->ntiers ? "1" : "0", false, &cl->calls[i], e, sizeof e);
             sim_dist_parse("2048", false, &cl->resp_bytes[i], e, sizeof e);
-            snprintf(cl->path[i], sizeof cl->path[i], "/%s/{id}", arg);
+            if (i < c->ntiers) {
+                /* The protocol's default template, "{class}" the class name. */
+                const char *d = c->tiers[i].wire->tmpl_default, *at = strstr(d, "{class}");
+                if (at)
+                    snprintf(cl->tmpl[i], sizeof cl->tmpl[i], "%.*s%s%s", (int)(at - d), d, arg,
+                             at + 7);
+                else
+                    snprintf(cl->tmpl[i], sizeof cl->tmpl[i], "%s", d);
+            }
         }
-        strcpy(cl->sql, "SELECT id, title FROM stories WHERE id = {id}");
         return 0;
     }
     return fail(ps, "unknown section [%s%s%s] (sim, tier NAME, class NAME, freeze, expect)", hdr,
@@ -584,6 +614,75 @@ int sim_conf_set_servers(struct sim_conf *c, const char *spec, char *err, size_t
     for (int i = 0; i < k; i++)
         c->tiers[i].servers = n[i];
     return 0;
+}
+
+int sim_conf_set(struct sim_conf *c, const char *assignment, char *err, size_t errlen)
+{
+    char name[600], buf[512];
+    snprintf(name, sizeof name, "--set %s", assignment);
+    struct pstate ps = {.c = c, .name = name, .err = err, .errlen = errlen};
+    if (strlen(assignment) >= sizeof buf)
+        return fail(&ps, "longer than %zu characters", sizeof buf - 1);
+    strcpy(buf, assignment);
+    char *eq = strchr(buf, '=');
+    if (!eq)
+        return fail(&ps, "expected SECTION.KEY=VALUE (e.g. tier.db.cores=4)");
+    *eq = 0;
+    char *lhs = trim(buf), *v = trim(eq + 1), *k = NULL;
+    if (!*v)
+        return fail(&ps, "missing value");
+    char *dot = strchr(lhs, '.');
+    if (!dot)
+        return fail(&ps, "expected SECTION.KEY=VALUE (e.g. tier.db.cores=4)");
+    *dot = 0;
+    const char *sec = lhs;
+    if (!strcmp(sec, "sim") || !strcmp(sec, "expect")) {
+        k = dot + 1;
+        if (!strcmp(sec, "expect") && !c->expect.set)
+            return fail(&ps, "the configuration has no [expect] section");
+        ps.sec = !strcmp(sec, "sim") ? SEC_SIM : SEC_EXPECT;
+    } else if (!strcmp(sec, "tier") || !strcmp(sec, "class") || !strcmp(sec, "freeze")) {
+        /* tier.NAME.KEY, class.NAME.KEY, freeze.N.KEY (N 1-based, in file order) */
+        char *obj = dot + 1, *d2 = strchr(obj, '.');
+        if (!d2 || !d2[1])
+            return fail(&ps, "expected %s.%s.KEY=VALUE", sec, *sec == 'f' ? "N" : "NAME");
+        *d2 = 0;
+        k = d2 + 1;
+        ps.idx = -1;
+        if (*sec == 't') {
+            ps.sec = SEC_TIER;
+            ps.idx = sim_conf_tier_index(c, obj);
+        } else if (*sec == 'c') {
+            ps.sec = SEC_CLASS;
+            for (int i = 0; i < c->nclasses; i++)
+                if (!strcmp(c->classes[i].name, obj))
+                    ps.idx = i;
+        } else {
+            ps.sec = SEC_FREEZE;
+            char *end;
+            long n = strtol(obj, &end, 10);
+            if (!*end && n >= 1 && n <= c->nfreezes)
+                ps.idx = (int)n - 1;
+        }
+        if (ps.idx < 0)
+            return fail(&ps, "the configuration has no %s '%s'", sec, obj);
+    } else
+        return fail(&ps, "unknown section '%s' (sim, tier, class, freeze, expect)", sec);
+    int rc;
+    switch (ps.sec) {
+    case SEC_SIM:
+        rc = set_sim(&ps, k, v);
+        if (rc == 0 && ps.servers_spec[0]) {
+            char why[200];
+            if (sim_conf_set_servers(c, ps.servers_spec, why, sizeof why) < 0)
+                return fail(&ps, "%s", why);
+        }
+        return rc;
+    case SEC_TIER: return set_tier(&ps, k, v);
+    case SEC_CLASS: return set_class(&ps, k, v);
+    case SEC_FREEZE: return set_freeze(&ps, k, v);
+    default: return set_expect(&ps, k, v);
+    }
 }
 
 int sim_conf_parse(struct sim_conf *c, const char *text, const char *name, char *err,
@@ -749,6 +848,27 @@ int sim_conf_finish(struct sim_conf *c, char *err, size_t errlen)
                      t->speed_init, t->nspeeds);
             return TB_E_INVAL;
         }
+        t->mode = 0;
+        if (t->mode_name[0]) {
+            const char *const *m = t->wire->modes;
+            while (m && *m && strcmp(*m, t->mode_name))
+                m++;
+            if (!m || !*m) {
+                char names[128] = "";
+                for (size_t o = 0, j = 0; t->wire->modes && t->wire->modes[j]; j++)
+                    o += (size_t)snprintf(names + o, sizeof names - o, "%s%s", j ? ", " : "",
+                                          t->wire->modes[j]);
+                snprintf(err, errlen, "tier '%s': mode '%s' is not one of %s's (%s)", t->name,
+                         t->mode_name, t->wire->name, names[0] ? names : "it has none");
+                return TB_E_INVAL;
+            }
+            t->mode = (int)(m - t->wire->modes);
+        }
+        if (t->speed_every.text[0] && (t->governor_ns || t->nspeeds < 2)) {
+            snprintf(err, errlen, "tier '%s': speed_every needs two speeds or more and no governor",
+                     t->name);
+            return TB_E_INVAL;
+        }
         if (t->governor_ns && t->governor_down >= t->governor_up) {
             snprintf(err, errlen, "tier '%s': governor_down must be below governor_up", t->name);
             return TB_E_INVAL;
@@ -833,7 +953,8 @@ int sim_conf_write(const struct sim_conf *c, FILE *f)
             c->burst ? "true" : "false", c->burst_on.text, c->burst_off.text, c->burst_factor);
     fprintf(f, "link = %g\nack_delay = %" PRId64 "ns\nrtt = %" PRId64 "ns\nmss = %d\n",
             c->link_gbps, c->ack_delay_ns, c->rtt_ns, c->mss);
-    fprintf(f, "ipv6 = %s\nvlan = %u\n", c->ipv6 ? "true" : "false", c->vlan);
+    fprintf(f, "ipv6 = %s\nvlan = %u\nstreams = %s\n", c->ipv6 ? "true" : "false", c->vlan,
+            c->per_user ? "per-user" : "shared");
     for (int i = 0; i < c->ntiers; i++) {
         const struct sim_tier_conf *t = &c->tiers[i];
         fprintf(f, "\n[tier %s]\nname = %s\nproto = %s\nport = %u\nservers = %d\ncores = %d\n",
@@ -844,23 +965,26 @@ int sim_conf_write(const struct sim_conf *c, FILE *f)
         fprintf(f, "speeds = ");
         for (int s = 0; s < t->nspeeds; s++)
             fprintf(f, "%s%g", s ? ", " : "", t->speeds[s]);
-        fprintf(f, "\nspeed_init = %d\n", t->speed_init);
+        fprintf(f, "\nspeed_init = %d\nspeedup = %.15g\n", t->speed_init, t->speedup);
         if (t->governor_ns)
             fprintf(f, "governor = %" PRId64 "ns\ngovernor_up = %g\ngovernor_down = %g\n",
                     t->governor_ns, t->governor_up, t->governor_down);
+        if (t->speed_every.text[0])
+            fprintf(f, "speed_every = %s\n", t->speed_every.text);
+        if (t->wire->modes)
+            fprintf(f, "mode = %s\n", t->wire->modes[t->mode]);
     }
     for (int i = 0; i < c->nclasses; i++) {
         const struct sim_class_conf *cl = &c->classes[i];
         fprintf(f, "\n[class %s]\nweight = %g\nmethod = %s\nreq_body = %d\nstatus = %d\n",
                 cl->name, cl->weight, cl->method, cl->req_body, cl->status);
         for (int t = 0; t < c->ntiers; t++)
-            if (c->tiers[t].wire->flags & SIM_WIRE_PATH)
-                fprintf(f, "path.%s = %s\n", c->tiers[t].name, cl->path[t]);
+            fprintf(f, "%s.%s = %s\n", c->tiers[t].wire->tmpl_key, c->tiers[t].name, cl->tmpl[t]);
         write_dists(f, "demand", cl->demand, c->ntiers, c);
         write_dists(f, "calls", cl->calls, c->ntiers, c);
         write_dists(f, "resp_bytes", cl->resp_bytes, c->ntiers, c);
-        fprintf(f, "sql = %s\nrows = %s\nrow_bytes = %d\nerror_rate = %g\n", cl->sql,
-                cl->rows.text, cl->row_bytes, cl->error_rate);
+        fprintf(f, "rows = %s\nrow_bytes = %d\nerror_rate = %g\n", cl->rows.text, cl->row_bytes,
+                cl->error_rate);
         for (int t = 0; t < c->ntiers; t++)
             fprintf(f, "class.%s = %s\n", c->tiers[t].name, cl->expect[t]);
     }

@@ -15,9 +15,10 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: tbneck-sim [-c] CONFIG --out PREFIX [options]\n"
             "\n"
-            "Simulates a closed n-tier system (HTTP front, HTTP application, MySQL database)\n"
-            "and writes what a tap would see as PREFIX.pcap, with the ground truth beside it:\n"
-            "PREFIX.requests.csv, .freezes.csv, .speed.csv, .expected.csv, .dropped.csv and\n"
+            "Simulates a closed n-tier system (HTTP front, HTTP application, and a MySQL,\n"
+            "PostgreSQL or Redis tier) and writes what a tap would see as PREFIX.pcap, with\n"
+            "the ground truth beside it: PREFIX.requests.csv, .connections.csv, .causes.csv,\n"
+            ".verdict.csv, .freezes.csv, .speed.csv, .expected.csv, .dropped.csv and\n"
             ".truth.conf. The configuration format is described in docs/sim.md.\n"
             "\n"
             "  -c, --config FILE     configuration (or give it as the first argument)\n"
@@ -32,6 +33,10 @@ static void usage(FILE *f)
             "      --snaplen N       cut packets to N bytes in the pcap\n"
             "      --capture-from D  the tap starts D after the start: connections are\n"
             "                        picked up mid-stream; the truth starts there too\n"
+            "      --set S.KEY=VALUE override one configuration value (repeatable), e.g.\n"
+            "                        --set tier.db.cores=3 --set tier.app.pool=8\n"
+            "                        --set tier.db.speedup=2 --set class.A.demand.app=exp(2ms);\n"
+            "                        sections sim, tier.NAME, class.NAME, freeze.N, expect\n"
             "  -q, --quiet           no summary on stderr\n"
             "  -h, --help            this text\n"
             "\n"
@@ -64,7 +69,7 @@ int main(int argc, char **argv)
 {
     enum {
         O_SEED = 256, O_DURATION, O_USERS, O_SERVERS, O_DROP, O_REORDER, O_DUP, O_SNAPLEN,
-        O_CAPFROM
+        O_CAPFROM, O_SET
     };
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'}, {"out", required_argument, NULL, 'o'},
@@ -75,13 +80,16 @@ int main(int argc, char **argv)
         {"drop", required_argument, NULL, O_DROP}, {"reorder", required_argument, NULL, O_REORDER},
         {"duplicate", required_argument, NULL, O_DUP},
         {"snaplen", required_argument, NULL, O_SNAPLEN},
-        {"capture-from", required_argument, NULL, O_CAPFROM}, {"quiet", no_argument, NULL, 'q'},
+        {"capture-from", required_argument, NULL, O_CAPFROM},
+        {"set", required_argument, NULL, O_SET}, {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0},
     };
     const char *config = NULL, *prefix = NULL, *seed = NULL, *duration = NULL, *users = NULL,
                *servers = NULL, *capfrom = NULL;
     struct sim_impair imp = {0};
     bool quiet = false;
+    static const char *sets[256];
+    int nsets = 0;
     int opt;
     while ((opt = getopt_long(argc, argv, "c:o:qh", opts, NULL)) != -1) {
         switch (opt) {
@@ -114,6 +122,13 @@ int main(int argc, char **argv)
             break;
         }
         case O_CAPFROM: capfrom = optarg; break;
+        case O_SET:
+            if (nsets == (int)TB_ARRAY_SIZE(sets)) {
+                fprintf(stderr, "tbneck-sim: --set: at most %zu overrides\n", TB_ARRAY_SIZE(sets));
+                return TB_EXIT_USAGE;
+            }
+            sets[nsets++] = optarg;
+            break;
         case 'q': quiet = true; break;
         case 'h': usage(stdout); return TB_EXIT_OK;
         default: usage(stderr); return TB_EXIT_USAGE;
@@ -138,6 +153,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "tbneck-sim: %s\n", err);
         return TB_EXIT_FAIL;
     }
+    /* Overrides in the order given, then the dedicated options. */
+    for (int i = 0; i < nsets; i++)
+        if (sim_conf_set(&conf, sets[i], err, sizeof err) < 0) {
+            fprintf(stderr, "tbneck-sim: %s\n", err);
+            return TB_EXIT_USAGE;
+        }
     if (seed) {
         char *end;
         errno = 0;

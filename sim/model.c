@@ -19,6 +19,7 @@ enum ev_kind {
     EV_FREEZE_START,
     EV_FREEZE_END,
     EV_GOV,   /* the speed governor samples utilisation */
+    EV_SPEED, /* a random speed switch (speed_every) */
     EV_ACK0,  /* delayed ACK from the client side of a connection */
     EV_ACK1,  /* delayed ACK from the server side */
     EV_BURST, /* the arrival modulation toggles */
@@ -99,6 +100,7 @@ struct server {
     int frozen;
     uint16_t next_port;
     int pool_waiting;   /* its requests waiting for a downstream connection */
+    uint32_t speed_bag; /* speed_every: levels left in this round */
     enum cause cause;   /* current label and since when */
     int64_t cause_since;
 };
@@ -110,10 +112,14 @@ struct user {
     uint32_t gen;
     bool thinking;
     int64_t think_end;
+    struct sim_rng rng;  /* streams = per-user: its pages' stream */
+    double think_left;   /* per-user: think still to do, in calm time, at think_mark */
+    int64_t think_mark;
 };
 
 struct job {
     uint64_t id; /* the truth's request id */
+    struct sim_rng *rng; /* its page's stream */
     struct server *srv;
     struct conn *in;
     struct job *parent;
@@ -138,7 +144,14 @@ struct model {
     const struct sim_conf *c;
     struct sim_out *out;
     struct sim_stats *st;
+    /* One stream for everything (streams = shared), or (per-user) this one for
+     * the environment (freezes, speeds, bursts), one per user for its pages
+     * (think times, classes, demands, calls, message contents) and one for
+     * the wire (sequence numbers, logins). Per-user streams keep a user's
+     * pages the same whatever the timing, so a run with one resource changed
+     * replays the same workload. */
     struct sim_rng rng;
+    struct sim_rng wire_rng;
     struct sim_heap ev, pk;
     struct server *srv[SIM_MAX_TIERS];
     int nsrv[SIM_MAX_TIERS];
@@ -435,7 +448,7 @@ static struct conn *conn_new(struct model *m, const uint8_t cip[4], uint16_t cpo
     c->seen_last = INT64_MIN;
     c->seen_fin = INT64_MIN;
     for (int i = 0; i < 2; i++) {
-        uint64_t r = sim_rng_next(&m->rng);
+        uint64_t r = sim_rng_next(m->c->per_user ? &m->wire_rng : &m->rng);
         c->d[i].nxt = (uint32_t)r;
         c->d[i].ip_id = (uint16_t)(r >> 32);
         c->d[i].tsval_off = (uint32_t)(r >> 40);
@@ -609,6 +622,7 @@ static void send_request(struct model *m, struct job *j, int64_t t)
 {
     const struct sim_wire *w = m->c->tiers[j->srv->tier].wire;
     m->msg.n = 0;
+    m->wc.rng = j->rng;
     w->request(&m->wc, m->wstate[sim_wire_index(w)], &j->w);
     if (m->msg.err)
         m->err = m->msg.err;
@@ -624,8 +638,8 @@ static void job_start(struct model *m, struct job *j, int64_t now)
     struct server *s = j->srv;
     const struct sim_class_conf *cl = &m->c->classes[j->cls];
     s->busy_threads++;
-    j->ncalls = s->tier + 1 < m->c->ntiers ? sample_count(&cl->calls[s->tier], &m->rng) : 0;
-    double demand = sim_dist_sample(&cl->demand[s->tier], &m->rng);
+    j->ncalls = s->tier + 1 < m->c->ntiers ? sample_count(&cl->calls[s->tier], j->rng) : 0;
+    double demand = sim_dist_sample(&cl->demand[s->tier], j->rng);
     /* The thread computes between its downstream calls: ncalls+1 equal bursts. */
     j->burst = demand / (j->ncalls + 1);
     if (sim_ps_add(&s->ps, now, j->burst, j) < 0)
@@ -639,6 +653,7 @@ static void issue_call(struct model *m, struct job *parent, struct conn *c, int6
     if (!child)
         return;
     child->parent = parent;
+    child->rng = parent->rng;
     send_request(m, child, now);
 }
 
@@ -696,6 +711,7 @@ static void respond(struct model *m, struct job *j, int64_t now)
     struct server *s = j->srv;
     const struct sim_wire *w = m->c->tiers[s->tier].wire;
     m->msg.n = 0;
+    m->wc.rng = j->rng;
     w->response(&m->wc, m->wstate[sim_wire_index(w)], &j->w, now);
     if (m->msg.err)
         m->err = m->msg.err;
@@ -738,9 +754,14 @@ static void burst_done(struct model *m, struct job *j, int64_t now)
     }
 }
 
-static int pick_class(struct model *m)
+static struct sim_rng *user_rng(struct model *m, struct user *u)
 {
-    double x = sim_rng_unit(&m->rng) * m->class_wsum;
+    return m->c->per_user ? &u->rng : &m->rng;
+}
+
+static int pick_class(struct model *m, struct user *u)
+{
+    double x = sim_rng_unit(user_rng(m, u)) * m->class_wsum;
     for (int i = 0; i < m->c->nclasses; i++) {
         x -= m->c->classes[i].weight;
         if (x < 0)
@@ -749,16 +770,20 @@ static int pick_class(struct model *m)
     return m->c->nclasses - 1;
 }
 
-static double think_ns(struct model *m)
+/* A think time drawn now, in calm time (bursts shorten it as it runs). */
+static double think_draw(struct model *m, struct user *u)
 {
-    double t = sim_dist_sample(&m->c->think, &m->rng);
-    return m->burst_on ? t * m->c->burst_factor : t;
+    return sim_dist_sample(&m->c->think, user_rng(m, u));
 }
 
+/* Starts a think of t ns of calm time; during a burst it takes burst_factor
+ * times as long in wall time. */
 static void start_think(struct model *m, struct user *u, int64_t now, double t)
 {
     u->thinking = true;
-    u->think_end = now + (int64_t)llround(t);
+    u->think_left = t;
+    u->think_mark = now;
+    u->think_end = now + (int64_t)llround(m->burst_on ? t * m->c->burst_factor : t);
     push_ev(m, u->think_end, EV_THINK, u, ++u->gen);
 }
 
@@ -779,10 +804,11 @@ static void start_page(struct model *m, struct user *u, int64_t now)
         u->conn[si] = c;
         t = tcp_open(m, c, now);
     }
-    struct job *j = job_new(m, s, c, pick_class(m));
+    struct job *j = job_new(m, s, c, pick_class(m, u));
     if (!j)
         return;
     j->user = u;
+    j->rng = user_rng(m, u);
     int ka = m->c->tiers[0].keepalive;
     j->w.close = ka > 0 && c->nreq + 1 >= ka;
     send_request(m, j, t);
@@ -796,7 +822,7 @@ static void on_resp_arrive(struct model *m, struct job *j, int64_t now)
         struct user *u = j->user;
         job_free(m, j);
         if (now < m->end_ns)
-            start_think(m, u, now, think_ns(m));
+            start_think(m, u, now, think_draw(m, u));
         return;
     }
     struct conn *c = j->in;
@@ -818,7 +844,19 @@ static void on_resp_arrive(struct model *m, struct job *j, int64_t now)
 static void log_speed(struct model *m, struct server *s, int64_t now)
 {
     fprintf(m->out->speed, "%s,%" PRId64 ",%g\n", s->addr, now,
-            m->c->tiers[s->tier].speeds[s->level]);
+            m->c->tiers[s->tier].speeds[s->level] * m->c->tiers[s->tier].speedup);
+}
+
+static void set_level(struct model *m, struct server *s, int level, int64_t now)
+{
+    if (level == s->level)
+        return;
+    s->level = level;
+    sim_ps_set_speed(&s->ps, now,
+                     m->c->tiers[s->tier].speeds[level] * m->c->tiers[s->tier].speedup);
+    ps_resched(m, s, now);
+    log_speed(m, s, now);
+    m->st->speed_changes++;
 }
 
 static void on_gov(struct model *m, struct server *s, int64_t now)
@@ -833,15 +871,37 @@ static void on_gov(struct model *m, struct server *s, int64_t now)
         level++;
     else if (util < t->governor_down && level > 0)
         level--;
-    if (level != s->level) {
-        s->level = level;
-        sim_ps_set_speed(&s->ps, now, t->speeds[level]);
-        ps_resched(m, s, now);
-        log_speed(m, s, now);
-        m->st->speed_changes++;
-    }
+    set_level(m, s, level, now);
     if (now + t->governor_ns <= m->end_ns)
         push_ev(m, now + t->governor_ns, EV_GOV, s, 0);
+}
+
+static void schedule_speed(struct model *m, struct server *s, int64_t after)
+{
+    const struct sim_tier_conf *t = &m->c->tiers[s->tier];
+    int64_t next = after + (int64_t)llround(sim_dist_sample(&t->speed_every, &m->rng));
+    if (next < m->end_ns)
+        push_ev(m, next, EV_SPEED, s, 0);
+}
+
+/* speed_every: the CPU moves to another of its levels whatever the load (a
+ * frequency set from outside, e.g. by a power cap). Levels are drawn in
+ * shuffled rounds: from the level a round starts at, its nspeeds-1 switches
+ * visit every other level once, so that a short run still sees them all. */
+static void on_speed(struct model *m, struct server *s, int64_t now)
+{
+    const struct sim_tier_conf *t = &m->c->tiers[s->tier];
+    uint32_t here = 1u << s->level;
+    if (!(s->speed_bag & ~here))
+        s->speed_bag = ((1u << t->nspeeds) - 1) & ~here;
+    uint32_t bag = s->speed_bag & ~here;
+    int k = (int)sim_rng_below(&m->rng, (uint64_t)__builtin_popcount(bag)), level = 0;
+    for (;; level++)
+        if ((bag >> level & 1) && k-- == 0)
+            break;
+    s->speed_bag &= ~(1u << level);
+    set_level(m, s, level, now);
+    schedule_speed(m, s, now);
 }
 
 static void schedule_freeze(struct model *m, struct freeze_inst *fi, int64_t after)
@@ -889,12 +949,21 @@ static void on_freeze_end(struct model *m, struct freeze_inst *fi, int64_t now)
 static void on_burst(struct model *m, int64_t now)
 {
     m->burst_on = !m->burst_on;
-    /* Think times are memoryless, so redrawing the rest of every running
-     * think at the new rate is exact for exponential think times. */
     for (int i = 0; i < m->c->users; i++) {
         struct user *u = &m->users[i];
-        if (u->thinking && u->think_end > now)
-            start_think(m, u, now, think_ns(m));
+        if (!u->thinking || u->think_end <= now)
+            continue;
+        if (m->c->per_user) {
+            /* The rest of the think runs at the new rate: nothing drawn, so
+             * the user's stream does not depend on when it was thinking. */
+            double rate = m->burst_on ? 1 : m->c->burst_factor; /* the old one */
+            double done = (double)(now - u->think_mark) / rate;
+            start_think(m, u, now, u->think_left > done ? u->think_left - done : 0);
+        } else {
+            /* Think times are memoryless, so redrawing the rest of every
+             * running think at the new rate is exact for exponential ones. */
+            start_think(m, u, now, think_draw(m, u));
+        }
     }
     const struct sim_dist *d = m->burst_on ? &m->c->burst_on : &m->c->burst_off;
     int64_t next = now + (int64_t)llround(sim_dist_sample(d, &m->rng));
@@ -950,6 +1019,9 @@ static void dispatch(struct model *m, const struct sim_event *e)
     case EV_GOV:
         on_gov(m, e->obj, now);
         return;
+    case EV_SPEED:
+        on_speed(m, e->obj, now);
+        return;
     case EV_ACK0:
     case EV_ACK1:
         on_ack(m, e->obj, e->kind == EV_ACK0 ? 0 : 1, e->gen, now);
@@ -964,6 +1036,7 @@ static int setup(struct model *m, char *err, size_t errlen)
 {
     const struct sim_conf *c = m->c;
     sim_rng_seed(&m->rng, c->seed);
+    sim_rng_seed(&m->wire_rng, c->seed ^ UINT64_C(0x77697265)); /* "wire" */
     sim_heap_init(&m->ev);
     sim_heap_init(&m->pk);
     m->pkt_size = 18 + 40 + 60 + (size_t)c->mss;
@@ -1003,7 +1076,7 @@ static int setup(struct model *m, char *err, size_t errlen)
             s->level = tc->speed_init;
             s->next_port = 40000;
             sim_fmt_addr(s->addr, sizeof s->addr, s->ip, s->port, c->ipv6);
-            sim_ps_init(&s->ps, tc->cores, tc->speeds[s->level], t0);
+            sim_ps_init(&s->ps, tc->cores, tc->speeds[s->level] * tc->speedup, t0);
             log_speed(m, s, t0);
         }
     }
@@ -1032,6 +1105,7 @@ static int setup(struct model *m, char *err, size_t errlen)
                     int64_t r = tcp_open(m, cn, open_at);
                     if (nc->wire->login) {
                         struct sim_wire_req wr = {.tier = t + 1, .conn_id = cn->id};
+                        m->wc.rng = c->per_user ? &m->wire_rng : &m->rng;
                         r = nc->wire->login(&m->wc, m->wstate[sim_wire_index(nc->wire)], cn, &wr,
                                             r);
                     }
@@ -1050,13 +1124,19 @@ static int setup(struct model *m, char *err, size_t errlen)
         u->id = i;
         /* 10.0.1.1 .. 10.0.1.250: users share addresses and differ by port. */
         u->ip[0] = 10, u->ip[1] = 0, u->ip[2] = 1, u->ip[3] = (uint8_t)(1 + i % 250);
-        double off = c->warmup_ns > 0 ? sim_rng_unit(&m->rng) * (double)c->warmup_ns : 0;
+        if (c->per_user)
+            sim_rng_seed(&u->rng, c->seed + UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(i + 1));
+        double off = c->warmup_ns > 0 ? sim_rng_unit(user_rng(m, u)) * (double)c->warmup_ns : 0;
         start_think(m, u, ustart, off);
     }
     for (int t = 0; t < c->ntiers; t++)
         if (c->tiers[t].governor_ns)
             for (int i = 0; i < m->nsrv[t]; i++)
                 push_ev(m, ustart + c->tiers[t].governor_ns, EV_GOV, &m->srv[t][i], 0);
+    for (int t = 0; t < c->ntiers; t++)
+        if (c->tiers[t].speed_every.text[0])
+            for (int i = 0; i < m->nsrv[t]; i++)
+                schedule_speed(m, &m->srv[t][i], ustart);
     int nfi = 0;
     for (int f = 0; f < c->nfreezes; f++)
         nfi += c->freezes[f].server < 0 ? m->nsrv[c->freezes[f].tier] : 1;

@@ -112,6 +112,7 @@ void *sim_ps_pop_done(struct sim_ps *ps);
 #define SIM_MAX_SPEEDS 8
 #define SIM_MAX_COLUMNS 16
 #define SIM_CLASS_CAP 512 /* bytes of an expected class, NUL included */
+#define SIM_TMPL_CAP 512  /* bytes of a request template, NUL included */
 
 #define SIM_MAX_WIRES 8
 
@@ -121,6 +122,8 @@ struct sim_tier_conf {
     char name[32];      /* name in the configuration ("app") */
     char wire_name[40]; /* name tbneck discovers ("http-8080"); derived unless set */
     const struct sim_wire *wire; /* the protocol its clients speak to it */
+    char mode_name[16];          /* `mode` as written; checked against the protocol at finish */
+    int mode;                    /* index into wire->modes (0 = the protocol's default) */
     uint16_t port;
     int servers;
     int cores;
@@ -130,8 +133,11 @@ struct sim_tier_conf {
     double speeds[SIM_MAX_SPEEDS]; /* relative CPU speeds, ascending */
     int nspeeds;
     int speed_init;            /* index into speeds of the starting level */
+    double speedup;            /* every speed level times this (what-if: a faster CPU) */
     int64_t governor_ns;       /* sampling period of the governor; 0 = none */
     double governor_up, governor_down;
+    struct sim_dist speed_every; /* random level switching: time between switches;
+                                    text empty = none */
     char host[64];             /* HTTP Host header of requests to this tier */
     bool deprecate_eof;        /* MySQL CLIENT_DEPRECATE_EOF negotiated */
 };
@@ -142,11 +148,12 @@ struct sim_class_conf {
     struct sim_dist demand[SIM_MAX_TIERS]; /* CPU work per request at each tier */
     struct sim_dist calls[SIM_MAX_TIERS];  /* downstream calls made per request */
     struct sim_dist resp_bytes[SIM_MAX_TIERS]; /* HTTP response body sizes */
-    char path[SIM_MAX_TIERS][160];             /* HTTP target template per tier */
+    /* The request template at each tier, under its protocol's key (path,
+     * sql, cmd): an HTTP target, an SQL statement, a Redis command. */
+    char tmpl[SIM_MAX_TIERS][SIM_TMPL_CAP];
     char method[8];
     int req_body;                              /* bytes of a POST body */
     int status;                                /* HTTP status the front tier returns */
-    char sql[512];                             /* SQL template */
     /* The class tbneck must report at each tier, stated literally by
      * `class.TIER` or, when not, given by the protocol's template rule at
      * sim_conf_finish (docs/sim.md). Never computed by tbneck's own
@@ -190,6 +197,7 @@ struct sim_conf {
     int64_t ack_delay_ns;
     int64_t rtt_ns;
     int mss;
+    bool per_user; /* streams = per-user: each user's pages draw from its own stream */
     bool ipv6;     /* hosts get fd00::T:N instead of 10.0.T.N */
     uint16_t vlan; /* 802.1Q tag on every frame; 0 = untagged */
     struct sim_tier_conf tiers[SIM_MAX_TIERS];
@@ -207,6 +215,11 @@ void sim_conf_defaults(struct sim_conf *c);
 int sim_conf_parse(struct sim_conf *c, const char *text, const char *name, char *err,
                    size_t errlen);
 int sim_conf_load(struct sim_conf *c, const char *path, char *err, size_t errlen);
+/* One override "SECTION.KEY=VALUE" (tbneck-sim --set), applied after the
+ * file and before sim_conf_finish: sim.KEY, tier.NAME.KEY, class.NAME.KEY,
+ * freeze.N.KEY (N 1-based) or expect.KEY, with the file's keys and checks.
+ * On error returns a negative TB_E_* and writes "--set ASSIGNMENT: why". */
+int sim_conf_set(struct sim_conf *c, const char *assignment, char *err, size_t errlen);
 /* "1/2/1": servers per tier in order. */
 int sim_conf_set_servers(struct sim_conf *c, const char *spec, char *err, size_t errlen);
 /* Checks cross-references and fills derived fields (wire names). */

@@ -13,6 +13,8 @@
 const struct sim_wire *const sim_wires[] = {
     &sim_wire_http,
     &sim_wire_mysql,
+    &sim_wire_postgres,
+    &sim_wire_redis,
 };
 const size_t sim_nwires = TB_ARRAY_SIZE(sim_wires);
 _Static_assert(TB_ARRAY_SIZE(sim_wires) <= SIM_MAX_WIRES, "raise SIM_MAX_WIRES in sim.h");
@@ -193,7 +195,76 @@ int sim_wire_expect_sql(const struct sim_conf *c, int cls, int tier, char *out, 
     static const struct sim_subst rule[] = {
         {"'{word}'", "?"}, {"{word}", "?"}, {"{ids}", "?+"}, {"{id}", "?"}, {"{n}", "?"}};
     out[0] = 0;
-    sim_wire_subst(c->classes[cls].sql, "", rule, TB_ARRAY_SIZE(rule), out, cap);
+    sim_wire_subst(c->classes[cls].tmpl[tier], "", rule, TB_ARRAY_SIZE(rule), out, cap);
+    return 0;
+}
+
+int sim_wire_sql_check(const char *tmpl, char *why, size_t whylen)
+{
+    if (strncmp(tmpl, "SELECT", 6) && strncmp(tmpl, "UPDATE", 6) && strncmp(tmpl, "INSERT", 6) &&
+        strncmp(tmpl, "DELETE", 6)) {
+        snprintf(why, whylen, "template must start with SELECT, UPDATE, INSERT or DELETE");
+        return TB_E_INVAL;
+    }
+    return 0;
+}
+
+bool sim_wire_sql_is_id(const char *col)
+{
+    return !strcmp(col, "id") || strstr(col, "_id") != NULL;
+}
+
+static int sql_columns(const char *sql, struct sim_sql_cols *cs)
+{
+    const char *from = strstr(sql, " FROM ");
+    snprintf(cs->table, sizeof cs->table, "t");
+    if (!from)
+        return 0;
+    const char *tb = from + 6;
+    size_t tl = strcspn(tb, " ;");
+    snprintf(cs->table, sizeof cs->table, "%.*s", (int)TB_MIN(tl, sizeof cs->table - 1), tb);
+    const char *p = sql + 6;
+    int n = 0;
+    while (p < from && n < SIM_MAX_COLUMNS) {
+        while (*p == ' ' || *p == ',')
+            p++;
+        if (p >= from)
+            break;
+        size_t l = strcspn(p, ",");
+        if (p + l > from)
+            l = (size_t)(from - p);
+        while (l && p[l - 1] == ' ')
+            l--;
+        snprintf(cs->cols[n++], sizeof cs->cols[0], "%.*s",
+                 (int)TB_MIN(l, sizeof cs->cols[0] - 1), p);
+        p += l;
+        while (p < from && *p != ',')
+            p++;
+    }
+    if (n == 1 && !strcmp(cs->cols[0], "*")) {
+        strcpy(cs->cols[0], "id");
+        strcpy(cs->cols[1], "title");
+        strcpy(cs->cols[2], "body");
+        n = 3;
+    }
+    return n;
+}
+
+int sim_wire_sql_setup(struct sim_wire_ctx *w, const struct sim_wire *wire, void **state)
+{
+    const struct sim_conf *c = w->c;
+    struct sim_sql_cols *cs = calloc((size_t)TB_MAX(c->nclasses, 1), sizeof *cs);
+    if (!cs)
+        return TB_E_NOMEM;
+    int t = c->ntiers - 1;
+    for (int k = 0; k < c->nclasses && c->tiers[t].wire == wire; k++) {
+        cs[k].n = sql_columns(c->classes[k].tmpl[t], &cs[k]);
+        if (cs[k].n == 0) {
+            strcpy(cs[k].cols[0], "1");
+            cs[k].n = 1;
+        }
+    }
+    *state = cs;
     return 0;
 }
 

@@ -82,13 +82,22 @@ enum {
     SIM_WIRE_FRONT = 1 << 0,   /* users can speak it: may be the front tier */
     SIM_WIRE_LEAF = 1 << 1,    /* calls nothing downstream: only the last tier */
     SIM_WIRE_QUERIES = 1 << 2, /* a class's `queries` are the calls into this tier */
-    SIM_WIRE_PATH = 1 << 3,    /* requests take a class's `path` target template */
 };
 
 struct sim_wire {
     const char *name; /* `proto = NAME`, and the base of tbneck's tier name */
     uint16_t port;    /* well-known port: a tier there keeps the bare name */
     unsigned flags;
+    /* The class key of its request template (`path`, `sql`, `cmd`), the
+     * template a class has when the configuration gives none ("{class}"
+     * stands for the class name), and its check (0, or TB_E_INVAL with a
+     * reason). */
+    const char *tmpl_key;
+    const char *tmpl_default;
+    int (*tmpl_check)(const char *tmpl, char *why, size_t whylen);
+    /* Ways of speaking it a tier can choose with `mode` (NULL-terminated,
+     * the first is the default), or NULL. */
+    const char *const *modes;
     /* Once per run, before any message: prepares the protocol's state, handed
      * back to every other operation and freed with free() (may leave it NULL).
      * Returns 0 or TB_E_NOMEM. Optional. */
@@ -125,6 +134,23 @@ const struct sim_subst *sim_wire_subst(const char *tpl, const char *stop,
                                        const struct sim_subst *rule, size_t nrule, char *out,
                                        size_t cap);
 
+/* A result set's columns, from "SELECT a, b FROM t ...": the select list
+ * ("*" stands for id, title, body), or one column "1" for other statements. */
+struct sim_sql_cols {
+    char cols[SIM_MAX_COLUMNS][32];
+    char table[64];
+    int n;
+};
+
+/* setup() of the SQL protocols: the columns of every class's template at the
+ * tier that speaks `wire` (the last tier: SQL protocols are leaves), as an
+ * array indexed by class. */
+int sim_wire_sql_setup(struct sim_wire_ctx *w, const struct sim_wire *wire, void **state);
+/* An id column ("id", "..._id") gets numbers, the others text. */
+bool sim_wire_sql_is_id(const char *col);
+/* Template check of the SQL protocols: SELECT, UPDATE, INSERT or DELETE. */
+int sim_wire_sql_check(const char *tmpl, char *why, size_t whylen);
+
 /* Expected class by the SQL template rule, shared by the SQL protocols:
  * the template with {id} and {n} as ?, {ids} as ?+ and {word} as ? (quotes
  * around it included); every other byte as written. */
@@ -143,6 +169,6 @@ void sim_wire_names(unsigned flags, char *buf, size_t cap);
 /* Its index in sim_wires: the model keeps each protocol's setup() state there. */
 int sim_wire_index(const struct sim_wire *wire);
 
-extern const struct sim_wire sim_wire_http, sim_wire_mysql;
+extern const struct sim_wire sim_wire_http, sim_wire_mysql, sim_wire_postgres, sim_wire_redis;
 
 #endif

@@ -70,7 +70,7 @@ static void http_request(struct sim_wire_ctx *w, void *state, struct sim_wire_re
     const struct sim_class_conf *cl = &w->c->classes[r->cls];
     const struct sim_tier_conf *t = &w->c->tiers[r->tier];
     char target[512];
-    sim_wire_fill(w, cl->path[r->tier], target, sizeof target);
+    sim_wire_fill(w, cl->tmpl[r->tier], target, sizeof target);
     struct sim_buf *b = w->msg;
     sim_buf_str(b, cl->method);
     sim_buf_put(b, " ", 1);
@@ -162,19 +162,37 @@ static int http_expect(const struct sim_conf *c, int cls, int tier, char *out, s
     const struct sim_class_conf *cl = &c->classes[cls];
     snprintf(out, cap, "%s ", cl->method);
     const struct sim_subst *bad =
-        sim_wire_subst(cl->path[tier], "?#", rule, TB_ARRAY_SIZE(rule), out, cap);
+        sim_wire_subst(cl->tmpl[tier], "?#", rule, TB_ARRAY_SIZE(rule), out, cap);
     if (bad) {
         snprintf(why, whylen, "path '%s' has %s before its query, which gives no fixed class",
-                 cl->path[tier], bad->ph);
+                 cl->tmpl[tier], bad->ph);
         return TB_E_INVAL;
     }
+    return 0;
+}
+
+/* A request target in origin form: '/' first, no spaces or controls. */
+static int http_check(const char *tmpl, char *why, size_t whylen)
+{
+    if (tmpl[0] != '/') {
+        snprintf(why, whylen, "'%s' must start with '/'", tmpl);
+        return TB_E_INVAL;
+    }
+    for (const char *p = tmpl; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+            snprintf(why, whylen, "spaces and control characters are not allowed");
+            return TB_E_INVAL;
+        }
     return 0;
 }
 
 const struct sim_wire sim_wire_http = {
     .name = "http",
     .port = 80,
-    .flags = SIM_WIRE_FRONT | SIM_WIRE_PATH,
+    .flags = SIM_WIRE_FRONT,
+    .tmpl_key = "path",
+    .tmpl_default = "/{class}/{id}",
+    .tmpl_check = http_check,
     .setup = http_setup,
     .request = http_request,
     .response = http_response,

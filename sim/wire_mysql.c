@@ -18,67 +18,6 @@
 #include "wire.h"
 
 #define MYSQL_ERR_LOCK 1205
-#define COL_NAME 32
-
-/* A class's result-set columns, parsed once from its SQL template. */
-struct colset {
-    char cols[SIM_MAX_COLUMNS][COL_NAME];
-    char table[64];
-    int n;
-};
-
-/* Columns of "SELECT a, b FROM t ...": the select list; "*" stands for three. */
-static int select_columns(const char *sql, char cols[][COL_NAME], char *table, size_t tcap)
-{
-    const char *from = strstr(sql, " FROM ");
-    snprintf(table, tcap, "t");
-    if (!from)
-        return 0;
-    const char *tb = from + 6;
-    size_t tl = strcspn(tb, " ;");
-    snprintf(table, tcap, "%.*s", (int)TB_MIN(tl, tcap - 1), tb);
-    const char *p = sql + 6;
-    int n = 0;
-    while (p < from && n < SIM_MAX_COLUMNS) {
-        while (*p == ' ' || *p == ',')
-            p++;
-        if (p >= from)
-            break;
-        size_t l = strcspn(p, ",");
-        if (p + l > from)
-            l = (size_t)(from - p);
-        while (l && p[l - 1] == ' ')
-            l--;
-        snprintf(cols[n++], COL_NAME, "%.*s", (int)TB_MIN(l, (size_t)COL_NAME - 1), p);
-        p += l;
-        while (p < from && *p != ',')
-            p++;
-    }
-    if (n == 1 && !strcmp(cols[0], "*")) {
-        strcpy(cols[0], "id");
-        strcpy(cols[1], "title");
-        strcpy(cols[2], "body");
-        n = 3;
-    }
-    return n;
-}
-
-static int mysql_setup(struct sim_wire_ctx *w, void **state)
-{
-    const struct sim_conf *c = w->c;
-    struct colset *cs = calloc((size_t)TB_MAX(c->nclasses, 1), sizeof *cs);
-    if (!cs)
-        return TB_E_NOMEM;
-    for (int k = 0; k < c->nclasses; k++) {
-        cs[k].n = select_columns(c->classes[k].sql, cs[k].cols, cs[k].table, sizeof cs[k].table);
-        if (cs[k].n == 0) {
-            strcpy(cs[k].cols[0], "1");
-            cs[k].n = 1;
-        }
-    }
-    *state = cs;
-    return 0;
-}
 
 static void packet_begin(struct sim_buf *b, size_t *mark)
 {
@@ -124,7 +63,7 @@ static void mysql_request(struct sim_wire_ctx *w, void *state, struct sim_wire_r
     TB_UNUSED(state);
     const struct sim_class_conf *cl = &w->c->classes[r->cls];
     char sql[1024];
-    sim_wire_fill(w, cl->sql, sql, sizeof sql);
+    sim_wire_fill(w, cl->tmpl[r->tier], sql, sizeof sql);
     r->scratch = !strncmp(sql, "SELECT", 6); /* a result set, else OK */
     struct sim_buf *b = w->msg;
     size_t mk;
@@ -150,11 +89,6 @@ static void eof_packet(struct sim_buf *b, uint8_t seq, bool as_ok)
         sim_buf_le(b, 0x0002, 2);
     }
     packet_end(b, mk, seq);
-}
-
-static bool is_id_column(const char *col)
-{
-    return !strcmp(col, "id") || strstr(col, "_id") != NULL;
 }
 
 static void mysql_response(struct sim_wire_ctx *w, void *state, struct sim_wire_req *r,
@@ -186,13 +120,13 @@ static void mysql_response(struct sim_wire_ctx *w, void *state, struct sim_wire_
         packet_end(b, mk, seq);
         return;
     }
-    const struct colset *cs = &((const struct colset *)state)[r->cls];
+    const struct sim_sql_cols *cs = &((const struct sim_sql_cols *)state)[r->cls];
     int nc = cs->n;
     packet_begin(b, &mk);
     lenenc_int(b, (uint64_t)nc);
     packet_end(b, mk, seq++);
     for (int i = 0; i < nc; i++) {
-        bool id = is_id_column(cs->cols[i]);
+        bool id = sim_wire_sql_is_id(cs->cols[i]);
         size_t tl = strlen(cs->table), cl_ = strlen(cs->cols[i]);
         packet_begin(b, &mk);
         lenenc_str(b, "def", 3);
@@ -216,7 +150,7 @@ static void mysql_response(struct sim_wire_ctx *w, void *state, struct sim_wire_
     for (long row = 0; row < rows; row++) {
         packet_begin(b, &mk);
         for (int i = 0; i < nc; i++) {
-            if (is_id_column(cs->cols[i])) {
+            if (sim_wire_sql_is_id(cs->cols[i])) {
                 char v[24];
                 size_t n = sim_fmt_u64(v, 1 + sim_rng_below(w->rng, 100000));
                 lenenc_str(b, v, n);
@@ -290,10 +224,18 @@ static int64_t mysql_login(struct sim_wire_ctx *w, void *state, void *conn,
     return last + 1;
 }
 
+static int mysql_setup(struct sim_wire_ctx *w, void **state)
+{
+    return sim_wire_sql_setup(w, &sim_wire_mysql, state);
+}
+
 const struct sim_wire sim_wire_mysql = {
     .name = "mysql",
     .port = 3306,
     .flags = SIM_WIRE_LEAF | SIM_WIRE_QUERIES,
+    .tmpl_key = "sql",
+    .tmpl_default = "SELECT id, title FROM stories WHERE id = {id}",
+    .tmpl_check = sim_wire_sql_check,
     .setup = mysql_setup,
     .login = mysql_login,
     .request = mysql_request,

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* service.c — per-class service times from isolated requests (with downstream
- * calls subtracted), weighted by the inverse of their chance of isolation,
- * re-estimated per period; the units lookup table. */
+/* service.c — the service-time estimator: per-class service times from
+ * isolated requests (with downstream calls subtracted), weighted by the
+ * inverse of their chance of isolation, re-estimated per period, and the
+ * work unit over them. */
 #include "stats.h"
+
 
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "util.h"
 
 void tb_svc_opts_default(struct tb_svc_opts *o)
 {
@@ -28,7 +32,8 @@ void tb_svc_opts_default(struct tb_svc_opts *o)
  * PRNG so results are reproducible. */
 struct reservoir {
     void *v;
-    uint32_t n, cap_alloc;
+    uint32_t n;
+    size_t cap_alloc;
     uint64_t seen;
 };
 
@@ -54,14 +59,8 @@ static int res_add(struct reservoir *r, const void *x, size_t size, uint32_t cap
 {
     r->seen++;
     if (r->n < cap) {
-        if (r->n == r->cap_alloc) {
-            uint32_t c = r->cap_alloc ? TB_MIN(r->cap_alloc * 2, cap) : TB_MIN(8u, cap);
-            void *nv = realloc(r->v, (size_t)c * size);
-            if (!nv)
-                return TB_E_NOMEM;
-            r->v = nv;
-            r->cap_alloc = c;
-        }
+        if (tb_grow(&r->v, &r->cap_alloc, (size_t)r->n + 1, size))
+            return TB_E_NOMEM;
         memcpy((char *)r->v + (size_t)r->n++ * size, x, size);
         return 0;
     }
@@ -69,12 +68,6 @@ static int res_add(struct reservoir *r, const void *x, size_t size, uint32_t cap
     if (j < cap)
         memcpy((char *)r->v + (size_t)j * size, x, size);
     return 0;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
 }
 
 /* Total order on isolated samples, so that the weighted sums are added in
@@ -87,17 +80,6 @@ static int cmp_isample(const void *a, const void *b)
     if (x->d != y->d)
         return x->d < y->d ? -1 : 1;
     return (x->server > y->server) - (x->server < y->server);
-}
-
-/* Nearest-rank quantile of sorted values. */
-static int64_t quantile_sorted(const int64_t *v, size_t n, double q)
-{
-    size_t rank = (size_t)ceil(q * (double)n);
-    if (rank < 1)
-        rank = 1;
-    if (rank > n)
-        rank = n;
-    return v[rank - 1];
 }
 
 /* ------------------------------------------------ (class, period) table --- */
@@ -394,15 +376,8 @@ static void heap_down(struct tb_svcest *e, size_t i)
 
 static int srv_get(struct tb_svcest *e, uint32_t id, struct srv **out)
 {
-    if (id >= e->nsrv) {
-        size_t n = TB_MAX((size_t)id + 1, e->nsrv * 2);
-        struct srv *ns = realloc(e->srv, n * sizeof *ns);
-        if (!ns)
-            return TB_E_NOMEM;
-        memset(ns + e->nsrv, 0, (n - e->nsrv) * sizeof *ns);
-        e->srv = ns;
-        e->nsrv = n;
-    }
+    if (tb_grow_zero(&e->srv, &e->nsrv, (size_t)id + 1, sizeof *e->srv))
+        return TB_E_NOMEM;
     struct srv *s = &e->srv[id];
     if (!s->seen) {
         s->seen = true;
@@ -419,15 +394,8 @@ static int srv_get(struct tb_svcest *e, uint32_t id, struct srv **out)
 static int iv_group(struct tb_svcest *e, uint32_t server, struct ivlist **out)
 {
     size_t g = server ? (size_t)server + 1 : 0;
-    if (g >= e->niv) {
-        size_t n = TB_MAX(g + 1, e->niv * 2);
-        struct ivlist *nl = realloc(e->iv, n * sizeof *nl);
-        if (!nl)
-            return TB_E_NOMEM;
-        memset(nl + e->niv, 0, (n - e->niv) * sizeof *nl);
-        e->iv = nl;
-        e->niv = n;
-    }
+    if (tb_grow_zero(&e->iv, &e->niv, g + 1, sizeof *e->iv))
+        return TB_E_NOMEM;
     *out = &e->iv[g];
     return 0;
 }
@@ -449,18 +417,12 @@ static int iv_add(struct ivlist *l, int64_t s, int64_t en, size_t *total)
             l->head = 0;
             last = l->n;
         }
-        if (last == l->cap) {
-            size_t cap = l->cap ? l->cap * 2 : 16;
-            int64_t *ns = realloc(l->s, cap * sizeof *ns);
-            if (!ns)
-                return TB_E_NOMEM;
-            l->s = ns;
-            int64_t *ne = realloc(l->e, cap * sizeof *ne);
-            if (!ne)
-                return TB_E_NOMEM;
-            l->e = ne;
-            l->cap = cap;
-        }
+        /* Starts and ends grow in step: the smaller capacity is the list's. */
+        size_t cs = l->cap, ce = l->cap;
+        if (tb_grow(&l->s, &cs, last + 1, sizeof *l->s) ||
+            tb_grow(&l->e, &ce, last + 1, sizeof *l->e))
+            return TB_E_NOMEM;
+        l->cap = TB_MIN(cs, ce);
     }
     l->s[last] = s;
     l->e[last] = en;
@@ -699,19 +661,15 @@ int tb_svcest_add(struct tb_svcest *e, const struct tb_request *r)
     if (!e->nhosts)
         return add_direct(e, s, r);
     if (!e->nfree) {
-        size_t n = e->npool ? e->npool * 2 : 64;
-        struct pending *np = realloc(e->pool, n * sizeof *np);
-        if (!np)
+        /* The pool, its free list and the heap grow in step. Slots are taken
+         * lowest first, and only once all are in use, so the numbering does
+         * not depend on the growth steps. */
+        size_t cp = e->npool, cf = e->npool, ch = e->npool;
+        if (tb_grow(&e->pool, &cp, e->npool + 1, sizeof *e->pool) ||
+            tb_grow(&e->free_slots, &cf, e->npool + 1, sizeof *e->free_slots) ||
+            tb_grow(&e->heap, &ch, e->npool + 1, sizeof *e->heap))
             return TB_E_NOMEM;
-        e->pool = np;
-        int32_t *nf = realloc(e->free_slots, n * sizeof *nf);
-        if (!nf)
-            return TB_E_NOMEM;
-        e->free_slots = nf;
-        int32_t *nh = realloc(e->heap, n * sizeof *nh);
-        if (!nh)
-            return TB_E_NOMEM;
-        e->heap = nh;
+        size_t n = TB_MIN(cp, TB_MIN(cf, ch));
         for (size_t k = n; k > e->npool; k--)
             e->free_slots[e->nfree++] = (int32_t)(k - 1);
         e->npool = n;
@@ -792,14 +750,6 @@ void tb_svcest_free(struct tb_svcest *e)
     free(e->heap);
     free(e->hosts);
     free(e);
-}
-
-static int cmp_svc(const void *a, const void *b)
-{
-    const struct tb_class_service *x = a, *y = b;
-    if (x->class_id != y->class_id)
-        return x->class_id < y->class_id ? -1 : 1;
-    return (x->period_start_ns > y->period_start_ns) - (x->period_start_ns < y->period_start_ns);
 }
 
 static const struct tb_svc_override *find_ov(const struct tb_svc_override *ov, size_t nov,
@@ -1062,8 +1012,8 @@ int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size
             s->method = TB_SVC_ISOLATED;
             s->samples = (uint32_t)TB_MIN(pc->seen, (uint64_t)UINT32_MAX);
         } else if (c->all.n) {
-            qsort(c->all.v, c->all.n, sizeof(int64_t), cmp_i64);
-            s->service_ns = quantile_sorted(c->all.v, c->all.n, e->o.fallback_q);
+            qsort(c->all.v, c->all.n, sizeof(int64_t), tb_cmp_i64);
+            s->service_ns = tb_quantile_i64(c->all.v, c->all.n, e->o.fallback_q);
             s->method = TB_SVC_QUANTILE;
             s->samples = (uint32_t)TB_MIN(c->all.seen, (uint64_t)UINT32_MAX);
         } else {
@@ -1071,7 +1021,7 @@ int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size
         }
         n++;
     }
-    qsort(rows, n, sizeof *rows, cmp_svc);
+    qsort(rows, n, sizeof *rows, tb_class_service_cmp);
     /* One work unit for the whole range, so that normalized throughputs of
      * different periods stay comparable (DESIGN.md "Work unit"). */
     size_t ncls = 0;
@@ -1156,174 +1106,4 @@ int tb_service_estimate(const struct tb_request *req, size_t nreq, const struct 
         rc = tb_svcest_finish(e, ov, nov, out, nout, work_unit_ns);
     tb_svcest_free(e);
     return rc;
-}
-
-/* ---------------------------------------------------------- units table --- */
-
-struct tb_units {
-    struct tb_class_service *rows; /* sorted by class, period */
-    size_t n;
-    uint32_t *first, *count;       /* by class id */
-    int64_t *step;                 /* by class id: period spacing when regular, else 0 */
-    uint32_t nclass;
-    double def;
-};
-
-int tb_units_new(struct tb_units **out, const struct tb_class_service *svc, size_t n,
-                 double default_units)
-{
-    if (!out || (n && !svc) || n > UINT32_MAX)
-        return TB_E_INVAL;
-    struct tb_units *u = calloc(1, sizeof *u);
-    if (!u)
-        return TB_E_NOMEM;
-    u->def = default_units;
-    u->n = n;
-    uint32_t maxid = 0;
-    for (size_t i = 0; i < n; i++)
-        maxid = TB_MAX(maxid, svc[i].class_id);
-    u->nclass = maxid + 1;
-    u->rows = malloc((n ? n : 1) * sizeof *u->rows);
-    u->first = calloc(u->nclass, sizeof *u->first);
-    u->count = calloc(u->nclass, sizeof *u->count);
-    u->step = calloc(u->nclass, sizeof *u->step);
-    if (!u->rows || !u->first || !u->count || !u->step) {
-        tb_units_free(u);
-        return TB_E_NOMEM;
-    }
-    if (n)
-        memcpy(u->rows, svc, n * sizeof *svc);
-    qsort(u->rows, n, sizeof *u->rows, cmp_svc);
-    for (size_t i = n; i > 0; i--) {
-        uint32_t c = u->rows[i - 1].class_id;
-        u->first[c] = (uint32_t)(i - 1);
-        u->count[c]++;
-    }
-    /* Rows of tb_service_estimate are one per period with requests, so a
-     * busy class's periods are evenly spaced: then the row is found by one
-     * division instead of a search (this runs once per request). */
-    for (uint32_t c = 0; c < u->nclass; c++) {
-        if (u->count[c] < 2)
-            continue;
-        const struct tb_class_service *r = &u->rows[u->first[c]];
-        int64_t st = r[1].period_start_ns - r[0].period_start_ns;
-        bool regular = st > 0;
-        for (uint32_t k = 1; regular && k < u->count[c]; k++)
-            regular = r[k].period_start_ns - r[k - 1].period_start_ns == st;
-        u->step[c] = regular ? st : 0;
-    }
-    *out = u;
-    return 0;
-}
-
-double tb_units_get(const struct tb_units *u, uint32_t class_id, int64_t arrival_ns)
-{
-    if (!u || class_id >= u->nclass || !u->count[class_id])
-        return u ? u->def : 1.0;
-    const struct tb_class_service *r = &u->rows[u->first[class_id]];
-    if (u->step[class_id]) {
-        if (arrival_ns <= r[0].period_start_ns)
-            return r[0].units;
-        uint64_t k = ((uint64_t)arrival_ns - (uint64_t)r[0].period_start_ns) /
-                     (uint64_t)u->step[class_id];
-        return r[TB_MIN(k, (uint64_t)u->count[class_id] - 1)].units;
-    }
-    size_t lo = 0, hi = u->count[class_id];
-    /* Last row whose period starts at or before the arrival (or the first). */
-    while (hi - lo > 1) {
-        size_t mid = (lo + hi) / 2;
-        if (r[mid].period_start_ns <= arrival_ns)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    return r[lo].units;
-}
-
-void tb_units_free(struct tb_units *u)
-{
-    if (!u)
-        return;
-    free(u->rows);
-    free(u->first);
-    free(u->count);
-    free(u->step);
-    free(u);
-}
-
-/* -------------------------------------------------- --service-times FILE --- */
-
-int tb_service_file_parse(const char *text, size_t len, struct tb_service_line **out, size_t *n,
-                          char *errbuf, size_t errlen)
-{
-    if ((!text && len) || !out || !n)
-        return TB_E_INVAL;
-    size_t nlines = 1;
-    for (size_t i = 0; i < len; i++)
-        nlines += text[i] == '\n';
-    /* One allocation: the entries, then a copy of the text whose fingerprints
-     * they point into. */
-    size_t head = nlines * sizeof(struct tb_service_line);
-    char *mem = malloc(head + len + 1);
-    if (!mem)
-        return TB_E_NOMEM;
-    struct tb_service_line *lines = (struct tb_service_line *)(void *)mem;
-    char *copy = mem + head;
-    if (len)
-        memcpy(copy, text, len);
-    copy[len] = '\0';
-    size_t cnt = 0;
-    uint32_t lineno = 0;
-    char *p = copy, *end = copy + len;
-    while (p < end) {
-        lineno++;
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        char *le = nl ? nl : end;
-        char *next = nl ? nl + 1 : end;
-        if (le > p && le[-1] == '\r')
-            le--;
-        *le = '\0';
-        char *q = p;
-        while (*q == ' ' || *q == '\t')
-            q++;
-        if (*q == '\0' || *q == '#') {
-            p = next;
-            continue;
-        }
-        char *tab = strrchr(p, '\t');
-        if (!tab || tab == p) {
-            if (errbuf && errlen)
-                snprintf(errbuf, errlen, "line %u: expected CLASS<TAB>DURATION", lineno);
-            free(mem);
-            return TB_E_BADFMT;
-        }
-        *tab = '\0';
-        const char *dur = tab + 1;
-        while (*dur == ' ')
-            dur++;
-        char *de = tab + 1 + strlen(tab + 1);
-        while (de > dur && de[-1] == ' ')
-            *--de = '\0';
-        int64_t ns;
-        if (tb_parse_duration(dur, TB_NS_PER_MS, &ns) || ns <= 0) {
-            if (errbuf && errlen)
-                snprintf(errbuf, errlen, "line %u: bad duration \"%s\"", lineno, dur);
-            free(mem);
-            return TB_E_BADFMT;
-        }
-        lines[cnt].class_text = p;
-        lines[cnt].service_ns = ns;
-        lines[cnt].line = lineno;
-        cnt++;
-        p = next;
-    }
-    *out = lines;
-    *n = cnt;
-    return 0;
-}
-
-void tb_service_file_free(struct tb_service_line *lines, size_t n)
-{
-    TB_UNUSED(n);
-    free(lines);
 }

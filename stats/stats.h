@@ -6,42 +6,7 @@
 
 #include "tb.h"
 #include "request.h"
-
-/* One window [start_ns, start_ns + width_ns) of one server, or of a whole tier
- * when server == 0. Windows are aligned to multiples of width_ns since the
- * epoch. Throughputs are per second of window. */
-struct tb_window {
-    int64_t start_ns;
-    int64_t width_ns;
-    uint32_t tier;
-    uint32_t server;       /* 0 = the tier as a whole */
-    double load;           /* (1/w) ∫ N(τ) dτ, exact */
-    uint32_t completions;  /* departures in the window */
-    double work_units;     /* Σ units of those completions */
-    double throughput;     /* completions / w, per second */
-    double norm_throughput;/* work_units / w, per second */
-    double rt_mean_ns;     /* mean response time of the completions (0 when none) */
-    double rt_p95_ns;      /* 95th percentile of the same */
-};
-
-/* How a class's service time was obtained. */
-enum tb_svc_method {
-    TB_SVC_ISOLATED = 0, /* weighted mean of isolated requests */
-    TB_SVC_QUANTILE = 1, /* fallback: low quantile of all samples */
-    TB_SVC_OVERRIDE = 2, /* --service-times FILE */
-    TB_SVC_CALIBRATED = 3, /* --calibrate CAPTURE */
-};
-
-struct tb_class_service {
-    uint32_t tier;
-    uint32_t class_id;
-    int64_t period_start_ns; /* start of the period the estimate is for */
-    int64_t service_ns;
-    double units;            /* service_ns / work unit */
-    uint32_t samples;        /* samples the estimate rests on */
-    uint32_t requests;       /* requests of this class in the period */
-    enum tb_svc_method method;
-};
+#include "results.h" /* struct tb_window, tb_class_service */
 
 /* ---- window alignment ---------------------------------------------------- */
 
@@ -59,6 +24,8 @@ int tb_win_floor(int64_t t, int64_t width_ns, int64_t *start_ns);
  * arrived before every period of its class); a class without rows is worth
  * `default_units`. */
 struct tb_units;
+/* The order of service rows: by class, then period start (qsort). */
+int tb_class_service_cmp(const void *a, const void *b);
 int tb_units_new(struct tb_units **out, const struct tb_class_service *svc, size_t n,
                  double default_units);
 double tb_units_get(const struct tb_units *u, uint32_t class_id, int64_t arrival_ns);
@@ -279,21 +246,5 @@ int tb_work_unit(const int64_t *service_ns, const double *weight, size_t n, doub
  * One period: service_ns / unit_ns. Overridden and calibrated rows:
  * service_ns / unit_ns. unit_ns 0: 1 unit. */
 int tb_work_units_assign(struct tb_class_service *rows, size_t n, int64_t unit_ns);
-
-/* ---- --service-times FILE ---------------------------------------------------
- * Lines "CLASS_FINGERPRINT<TAB>DURATION" (the last tab separates; duration as
- * "30ms", "250us", a bare number is milliseconds); blank lines and lines whose
- * first non-blank character is '#' are ignored; CRLF accepted. The text is
- * given in memory (the caller reads the file). *out is malloc'd; each entry's
- * class points into one allocation freed with tb_service_file_free(). On a
- * malformed line: TB_E_BADFMT and "line N: what" in errbuf. */
-struct tb_service_line {
-    const char *class_text;
-    int64_t service_ns;
-    uint32_t line;
-};
-int tb_service_file_parse(const char *text, size_t len, struct tb_service_line **out, size_t *n,
-                          char *errbuf, size_t errlen);
-void tb_service_file_free(struct tb_service_line *lines, size_t n);
 
 #endif

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util.h"
+
 /* Response-time histogram: values below 16 ns are exact buckets; above, each
  * power of two [2^e, 2^(e+1)) is cut into 16 linear sub-buckets, so a bucket
  * spans at most 1/16 of its lower bound and its middle is within 1/32 (3.2%)
@@ -93,6 +95,8 @@ static int hist_add(struct hist *h, int64_t v)
         }
     }
     if (h->n == h->cap) {
+        /* Not tb_grow: there is one of these per window and row, most hold a
+         * few buckets, so it starts at 4 and keeps a 32-bit capacity. */
         uint32_t cap = h->cap ? h->cap * 2 : 4;
         uint32_t *e = realloc(h->e, cap * sizeof *e);
         if (!e)
@@ -104,18 +108,12 @@ static int hist_add(struct hist *h, int64_t v)
     return 0;
 }
 
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
 /* Nearest-rank quantile q of the histogram holding `count` values. */
 static double hist_quantile(struct hist *h, uint32_t count, double q, int64_t vmin, int64_t vmax)
 {
     if (!count)
         return 0;
-    qsort(h->e, h->n, sizeof *h->e, cmp_u32);
+    qsort(h->e, h->n, sizeof *h->e, tb_cmp_u32);
     uint64_t rank = (uint64_t)ceil(q * count);
     if (rank < 1)
         rank = 1;

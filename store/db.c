@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* db.c — one SQLite connection: pragmas, cached statements, and the writes shared by the store
  * and the writer thread (catalog entries, windows, health rows). */
-#include "store_int.h"
+#include "store-int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,22 +42,6 @@ static const char *const stmt_sql[TB__SQ_COUNT] = {
         "server_id, open_ns, close_ns, opened, closed, requests, packets, bytes_c2s, bytes_s2c) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
 };
-
-int tb__grow(void *p, size_t *cap, size_t need, size_t elem)
-{
-    void **pp = p;
-    if (need <= *cap)
-        return 0;
-    size_t ncap = *cap ? *cap : 16;
-    while (ncap < need)
-        ncap *= 2;
-    void *np = realloc(*pp, ncap * elem);
-    if (!np)
-        return TB_E_NOMEM;
-    *pp = np;
-    *cap = ncap;
-    return 0;
-}
 
 const char *tb__ip_fmt(const struct tb_addr *a, char *buf, size_t len)
 {
@@ -192,12 +176,12 @@ int tb__cat_delta_take(struct tb__cat_delta *dl, struct tb_catalog *cat)
         now.hosts == p->hosts)
         return 0;
     for (uint32_t id = p->tiers + 1; id <= now.tiers; id++) {
-        if ((rc = tb__grow(&dl->tiers, &dl->cap_tiers, dl->ntiers + 1, sizeof *dl->tiers)))
+        if ((rc = tb_grow(&dl->tiers, &dl->cap_tiers, dl->ntiers + 1, sizeof *dl->tiers)))
             return rc;
         dl->tiers[dl->ntiers++] = *tb_catalog_tier_get(cat, id);
     }
     for (uint32_t id = p->servers + 1; id <= now.servers; id++) {
-        if ((rc = tb__grow(&dl->servers, &dl->cap_servers, dl->nservers + 1,
+        if ((rc = tb_grow(&dl->servers, &dl->cap_servers, dl->nservers + 1,
                            sizeof *dl->servers)))
             return rc;
         dl->servers[dl->nservers++] = *tb_catalog_server_get(cat, id);
@@ -205,9 +189,9 @@ int tb__cat_delta_take(struct tb__cat_delta *dl, struct tb_catalog *cat)
     for (uint32_t id = p->classes + 1; id <= now.classes; id++) {
         const struct tb_class_info *c = tb_catalog_class_get(cat, id);
         size_t len = strlen(c->text);
-        if ((rc = tb__grow(&dl->classes, &dl->cap_classes, dl->nclasses + 1,
+        if ((rc = tb_grow(&dl->classes, &dl->cap_classes, dl->nclasses + 1,
                            sizeof *dl->classes)) ||
-            (rc = tb__grow(&dl->text, &dl->cap_text, dl->ntext + len, 1)))
+            (rc = tb_grow(&dl->text, &dl->cap_text, dl->ntext + len, 1)))
             return rc;
         if (len)
             memcpy(dl->text + dl->ntext, c->text, len);
@@ -217,7 +201,7 @@ int tb__cat_delta_take(struct tb__cat_delta *dl, struct tb_catalog *cat)
     }
     for (uint32_t i = p->hosts; i < now.hosts; i++) {
         struct tb__cat_host h = {.index = i};
-        if ((rc = tb__grow(&dl->hosts, &dl->cap_hosts, dl->nhosts + 1, sizeof *dl->hosts)))
+        if ((rc = tb_grow(&dl->hosts, &dl->cap_hosts, dl->nhosts + 1, sizeof *dl->hosts)))
             return rc;
         if ((rc = tb_catalog_host_at(cat, i, &h.tier, &h.addr)))
             return rc;
@@ -335,7 +319,7 @@ int tb__put_windows(struct tb__db *d, const struct tb_window *w, size_t n)
                     g[j].width_ns == w[i].width_ns)
                     break;
             if (j == ng) {
-                if ((rc = tb__grow(&g, &capg, ng + 1, sizeof *g)))
+                if ((rc = tb_grow(&g, &capg, ng + 1, sizeof *g)))
                     goto out;
                 g[ng++] = (struct win_group){w[i].tier, w[i].server, w[i].width_ns,
                                              w[i].start_ns, w[i].start_ns};

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* export.c — the request records as CSV (DESIGN.md "Interfaces"), fields quoted per RFC 4180. */
-#include "store_int.h"
+#include "store-int.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -70,7 +70,7 @@ static int load_clients(struct tb__db *d, struct client_text **out, size_t *n)
             rc = TB_E_BADFMT;
             break;
         }
-        if ((rc = tb__grow(&ct, &cap, (size_t)id + 1, sizeof *ct)))
+        if ((rc = tb_grow(&ct, &cap, (size_t)id + 1, sizeof *ct)))
             break;
         if ((size_t)id >= count) {
             memset(&ct[count], 0, ((size_t)id + 1 - count) * sizeof *ct);
@@ -178,7 +178,7 @@ int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out)
     if (tier_name)
         sqlite3_bind_text(s, 1, tier_name, -1, SQLITE_STATIC);
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb__grow(&tiers, &cap, nt + 1, sizeof *tiers)))
+        if ((rc = tb_grow(&tiers, &cap, nt + 1, sizeof *tiers)))
             break;
         tiers[nt++] = sqlite3_column_int64(s, 0);
     }

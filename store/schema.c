@@ -39,7 +39,7 @@
  *               bytes_c2s, bytes_s2c)                                              [3]
  *   analyses += method_version, n_star_why (enum tb_nstar_why), n_star_reason       [4]
  * Raw payloads are never stored: a class is a fingerprint with literals removed. */
-#include "store_int.h"
+#include "store-int.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* store.c — opening the database, the catalog, capture sessions, and every read and
  * synchronous write the CLI and the web server use. */
-#include "store_int.h"
+#include "store-int.h"
 
 #include <errno.h>
 #include <math.h>
@@ -322,7 +322,7 @@ int tb_store_captures(struct tb_store *st, struct tb_capture_row **out, size_t *
                           &s)))
         return rc;
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb__grow(&rows, &cap, nr + 1, sizeof *rows)))
+        if ((rc = tb_grow(&rows, &cap, nr + 1, sizeof *rows)))
             goto out;
         struct tb_capture_row *r = &rows[nr++];
         memset(r, 0, sizeof *r);
@@ -369,7 +369,7 @@ static int load_endpoints(struct tb_store *st, struct tb_addr **out, size_t *n)
             rc = TB_E_BADFMT;
             break;
         }
-        if ((rc = tb__grow(&ep, &cap, (size_t)id + 1, sizeof *ep)))
+        if ((rc = tb_grow(&ep, &cap, (size_t)id + 1, sizeof *ep)))
             break;
         for (size_t i = count; i <= (size_t)id; i++)
             memset(&ep[i], 0, sizeof ep[i]);
@@ -421,7 +421,7 @@ int tb_store_requests(struct tb_store *st, uint32_t tier, int64_t from_ns, int64
     sqlite3_bind_int64(s, 2, from_ns);
     sqlite3_bind_int64(s, 3, to_ns);
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb__grow(&rq, &cap, nr + 1, sizeof *rq)))
+        if ((rc = tb_grow(&rq, &cap, nr + 1, sizeof *rq)))
             goto out;
         struct tb_request *r = &rq[nr++];
         memset(r, 0, sizeof *r);
@@ -482,7 +482,7 @@ int tb_store_connections(struct tb_store *st, int64_t from_ns, int64_t to_ns,
     sqlite3_bind_int64(s, 1, from_ns);
     sqlite3_bind_int64(s, 2, to_ns);
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb__grow(&c, &cap, nc + 1, sizeof *c)))
+        if ((rc = tb_grow(&c, &cap, nc + 1, sizeof *c)))
             goto out;
         struct tb_conn *x = &c[nc++];
         memset(x, 0, sizeof *x);
@@ -625,7 +625,7 @@ int tb_store_get_windows(struct tb_store *st, uint32_t tier, uint32_t server, in
     sqlite3_bind_int64(s, 4, from_ns);
     sqlite3_bind_int64(s, 5, to_ns);
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb__grow(&w, &cap, nw + 1, sizeof *w)))
+        if ((rc = tb_grow(&w, &cap, nw + 1, sizeof *w)))
             goto out;
         w[nw++] = (struct tb_window){
             .start_ns = sqlite3_column_int64(s, 0),
@@ -700,7 +700,7 @@ int tb_store_get_services(struct tb_store *st, uint32_t tier, struct tb_class_se
         return rc;
     sqlite3_bind_int64(s, 1, tier);
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb__grow(&v, &cap, nv + 1, sizeof *v)))
+        if ((rc = tb_grow(&v, &cap, nv + 1, sizeof *v)))
             goto out;
         v[nv++] = (struct tb_class_service){
             .tier = (uint32_t)sqlite3_column_int64(s, 0),
@@ -910,7 +910,7 @@ int tb_store_get_analysis(struct tb_store *st, uint32_t tier, uint32_t server, i
         return rc;
     sqlite3_bind_int64(s, 1, id);
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb__grow(&e, &cap, ne + 1, sizeof *e)))
+        if ((rc = tb_grow(&e, &cap, ne + 1, sizeof *e)))
             goto out;
         e[ne++] = (struct tb_episode){
             .start_ns = sqlite3_column_int64(s, 0),
@@ -953,7 +953,7 @@ int tb_store_get_health(struct tb_store *st, int64_t from_ns, int64_t to_ns,
     sqlite3_bind_int64(s, 1, from_ns);
     sqlite3_bind_int64(s, 2, to_ns);
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb__grow(&h, &cap, nh + 1, sizeof *h)))
+        if ((rc = tb_grow(&h, &cap, nh + 1, sizeof *h)))
             goto out;
         h[nh++] = (struct tb_health_row){
             .ts_ns = sqlite3_column_int64(s, 0),
@@ -1026,7 +1026,7 @@ int tb_store_get_events(struct tb_store *st, const char *kind, int64_t from_ns, 
     sqlite3_bind_int64(s, 2, from_ns);
     sqlite3_bind_int64(s, 3, to_ns);
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb__grow(&e, &cap, ne + 1, sizeof *e)))
+        if ((rc = tb_grow(&e, &cap, ne + 1, sizeof *e)))
             goto out;
         struct tb_event *x = &e[ne++];
         memset(x, 0, sizeof *x);

@@ -11,8 +11,7 @@
 #include "event.h"
 #include "conn.h"
 #include "catalog.h"
-#include "stats.h"
-#include "correlate.h"
+#include "results.h"
 
 struct tb_capture_stats; /* capture/capture.h */
 

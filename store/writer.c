@@ -9,7 +9,7 @@
  * first, so every request row finds its tier, server and class already
  * stored. When SQLite falls behind, at most queue_cap batches wait in memory
  * and then the caller blocks: requests are never dropped. */
-#include "store_int.h"
+#include "store-int.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -548,7 +548,7 @@ int tb_writer_conn(struct tb_writer *w, const struct tb_conn *c)
     struct batch *b = w->cur;
     if (!b)
         return TB_E_NOMEM;
-    int rc = tb__grow(&b->conn, &b->cap_conn, b->nconn + 1, sizeof *b->conn);
+    int rc = tb_grow(&b->conn, &b->cap_conn, b->nconn + 1, sizeof *b->conn);
     if (!rc && w->cat)
         rc = tb__cat_delta_take(&b->cat, w->cat);
     if (rc) {
@@ -569,7 +569,7 @@ int tb_writer_health(struct tb_writer *w, int64_t ts_ns, uint64_t packets, uint6
     struct batch *b = w->cur;
     if (!b)
         return TB_E_NOMEM;
-    int rc = tb__grow(&b->health, &b->cap_health, b->nhealth + 1, sizeof *b->health);
+    int rc = tb_grow(&b->health, &b->cap_health, b->nhealth + 1, sizeof *b->health);
     if (rc) {
         set_err(w, rc);
         return rc;
@@ -585,7 +585,7 @@ int tb_writer_windows(struct tb_writer *w, const struct tb_window *win, size_t n
     struct batch *b = w->cur;
     if (!b)
         return TB_E_NOMEM;
-    int rc = tb__grow(&b->win, &b->cap_win, b->nwin + n, sizeof *b->win);
+    int rc = tb_grow(&b->win, &b->cap_win, b->nwin + n, sizeof *b->win);
     if (rc) {
         set_err(w, rc);
         return rc;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "analyze.h"
+#include "diagnose.h"
 
 #define API_MAX_WINDOWS 2000000 /* ~100 MB of JSON: a range that large is a mistake */
 
@@ -51,7 +52,7 @@ static bool get_params(struct tb_web *w, struct reply *c, const char *q, struct 
 {
     char tier[TB_NAME_MAX + 1], width[64], server[TB_ADDR_STRLEN], from[64], to[64], msg[256];
     memset(p, 0, sizeof *p);
-    p->width_ns = 50 * TB_NS_PER_MS;
+    p->width_ns = TB_WINDOW_DEFAULT_NS;
     p->from_ns = INT64_MIN;
     p->to_ns = INT64_MAX;
     int rt = tb_http_query_get(q, "tier", tier, sizeof tier);
@@ -401,6 +402,48 @@ static void api_analysis(struct tb_web *w, struct reply *c, const struct params 
     reply_buf(c, &b);
 }
 
+/* The root cause over everything stored (or from/to), at the width asked:
+ * the same object as `tbneck diagnose --format json`. */
+static void api_diagnose(struct tb_web *w, struct reply *c, const char *q)
+{
+    char width[64], from[64], to[64], msg[600];
+    struct tb_diag_opts o = {.width_ns = TB_WINDOW_DEFAULT_NS, .from_ns = INT64_MIN,
+                             .to_ns = INT64_MAX};
+    int rw = tb_http_query_get(q, "width", width, sizeof width);
+    int rf = tb_http_query_get(q, "from", from, sizeof from);
+    int rt = tb_http_query_get(q, "to", to, sizeof to);
+    if (rw < 0 || rf < 0 || rt < 0) {
+        reply_error(c, 400, "malformed query string");
+        return;
+    }
+    if (rw == 1 && tb_parse_window(width, &o.width_ns) < 0) {
+        snprintf(msg, sizeof msg, "bad width '%.40s': expected a duration from 1ms to 1h", width);
+        reply_error(c, 400, msg);
+        return;
+    }
+    int64_t first = 0, last = 0;
+    if (rf == 1 || rt == 1)
+        tb_store_time_span(w->st, 0, &first, &last);
+    if ((rf == 1 && from[0] && tb_parse_time(from, first, &o.from_ns) < 0) ||
+        (rt == 1 && to[0] && tb_parse_time(to, first, &o.to_ns) < 0) || o.from_ns >= o.to_ns) {
+        reply_error(c, 400, "bad 'from'/'to' times");
+        return;
+    }
+    tb__web_reload_catalog(w);
+    struct tb_diagnosis d;
+    char err[512] = "";
+    if (tb_diagnose(w->st, w->cat, &o, &d, err, sizeof err) != 0) {
+        snprintf(msg, sizeof msg, "diagnose: %s", err);
+        reply_error(c, 500, msg);
+        return;
+    }
+    struct tb_buf b;
+    tb_buf_init(&b);
+    tb_diagnosis_json(&b, w->cat, &d);
+    tb_diagnosis_free(&d);
+    reply_buf(c, &b);
+}
+
 static void api_health(struct tb_web *w, struct reply *c)
 {
     struct tb_capture_row *cap = NULL;
@@ -464,7 +507,8 @@ static void api_health(struct tb_web *w, struct reply *c)
  * database becomes a job run by libuv's thread pool; jobs run one at a time
  * because they share the server's one database connection and catalog. */
 
-enum endpoint { EP_TIERS, EP_HEALTH, EP_WINDOWS, EP_SCATTER, EP_EPISODES, EP_ANALYSIS };
+enum endpoint { EP_TIERS, EP_HEALTH, EP_WINDOWS, EP_SCATTER, EP_EPISODES, EP_ANALYSIS,
+                EP_DIAGNOSE };
 
 struct tb__web_job {
     uv_work_t req;
@@ -506,6 +550,9 @@ static void job_work(uv_work_t *req)
     case EP_ANALYSIS:
         if (get_params(w, c, q, &p, true))
             api_analysis(w, c, &p);
+        break;
+    case EP_DIAGNOSE:
+        api_diagnose(w, c, q);
         break;
     }
 }
@@ -604,6 +651,7 @@ void tb__web_api(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_
         {"/api/tiers", EP_TIERS},       {"/api/health", EP_HEALTH},
         {"/api/windows", EP_WINDOWS},   {"/api/scatter", EP_SCATTER},
         {"/api/episodes", EP_EPISODES}, {"/api/analysis", EP_ANALYSIS},
+        {"/api/diagnose", EP_DIAGNOSE},
     };
     if (!strcmp(r->path, "/api/stream")) {
         if (r->method == TB_HTTP_HEAD)

@@ -15,7 +15,7 @@
  * whose answer is being computed or written is never touched. So a burst of
  * a thousand complete requests is served a slot's worth at a time, and
  * every request that was read gets an answer. */
-#include "http.h"
+#include "http-int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

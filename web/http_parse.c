@@ -14,7 +14,7 @@
  * HTTP/1.1 needs exactly one Host (§3.2); Content-Length is digits only and
  * consistent; any Transfer-Encoding is refused (501; 400 together with a
  * Content-Length), since the API takes no bodies. */
-#include "http.h"
+#include "http-int.h"
 
 #include <arpa/inet.h>
 #include <string.h>

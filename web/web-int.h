@@ -5,7 +5,7 @@
 
 #include <limits.h>
 #include "web.h"
-#include "http.h"
+#include "http-int.h"
 #include "buf.h"
 #include "json.h"
 #include "catalog.h"

@@ -79,7 +79,8 @@ struct ajp_dir {
 
 struct ajp {
     struct ajp_dir d[2];
-    struct tb__pend x; /* the exchange, while `open` */
+    struct tb__pend *x; /* the exchange, while `open` (allocated at the first
+                         * request: an idle connection holds no class buffer) */
     bool open;
     bool lost;      /* its response lost its framing in a hole */
     bool stopped;
@@ -207,6 +208,8 @@ static bool body_shaped(const uint8_t *h, size_t hl, uint16_t len)
 {
     if (len == 0)
         return true;
+    if (len == 1)
+        return false; /* a bare message code: CPing, Shutdown, … */
     if (hl < 2)
         return true; /* unknown (cut by a hole): taken as body while a request is open */
     return len >= 2 && ((uint16_t)(h[0] << 8 | h[1])) == len - 2;
@@ -259,10 +262,10 @@ static void s_acct(struct ajp *a, uint64_t n, int64_t ts)
 {
     if (!a->open)
         return;
-    a->x.resp_bytes += n;
+    a->x->resp_bytes += n;
     if (ts != TB__NO_TS) {
-        a->x.resp_seen = true;
-        a->x.last_ns = TB_MAX(a->x.last_ns, ts);
+        a->x->resp_seen = true;
+        a->x->last_ns = TB_MAX(a->x->last_ns, ts);
     }
 }
 
@@ -270,7 +273,7 @@ static void finish(struct ajp *a, const struct tb_proto_ctx *ctx, uint32_t flags
 {
     if (a->lost)
         flags |= TB_REQ_GAP;
-    tb__pend_emit(&a->x, ctx, a->status, flags, NULL, 0);
+    tb__pend_emit(a->x, ctx, a->status, flags, NULL, 0);
     a->open = false;
     a->lost = false;
 }
@@ -284,13 +287,17 @@ static void open_req(struct ajp *a, const struct tb_proto_ctx *ctx, const uint8_
         a->lost = true;
         finish(a, ctx, 0);
     }
-    memset(&a->x, 0, offsetof(struct tb__pend, cls));
-    a->x.arrival_ns = d->ts0;
-    a->x.req_bytes = 4u + d->len;
+    if (!a->x && !(a->x = malloc(sizeof *a->x))) {
+        ctx->ctr->inflight_dropped++;
+        return;
+    }
+    memset(a->x, 0, offsetof(struct tb__pend, cls));
+    a->x->arrival_ns = d->ts0;
+    a->x->req_bytes = 4u + d->len;
     if (d->gap)
-        a->x.flags |= TB_REQ_GAP;
-    if (!fwd_class(&a->x, h, hl))
-        a->x.class_len = 0; /* reported as "unknown" */
+        a->x->flags |= TB_REQ_GAP;
+    if (!fwd_class(a->x, h, hl))
+        a->x->class_len = 0; /* reported as "unknown" */
     a->status = -1;
     a->open = true;
     a->lost = false;
@@ -301,28 +308,30 @@ static void client_pkt(struct ajp *a, const struct tb_proto_ctx *ctx, const uint
     struct ajp_dir *d = &a->d[TB_DIR_C2S];
     bool cut = d->head_cut || hl < d->len;
     if (a->open && body_shaped(h, hl, d->len)) {
-        a->x.req_bytes += 4u + d->len;
+        a->x->req_bytes += 4u + d->len;
         if (d->gap)
-            a->x.flags |= TB_REQ_GAP;
+            a->x->flags |= TB_REQ_GAP;
         return;
     }
     if (hl >= 1 && h[0] == T_FORWARD && fwd_plausible(h, hl, !cut)) {
         open_req(a, ctx, h, hl);
         return;
     }
-    if (hl >= 1 && (h[0] == T_CPING || h[0] == T_SHUTDOWN || h[0] == T_PING) && !a->open)
-        return; /* probes and control messages: no request */
+    if (hl >= 1 && (h[0] == T_CPING || h[0] == T_SHUTDOWN || h[0] == T_PING) && !a->open) {
+        if (h[0] == T_CPING)
+            ctx->ctr->probes++; /* counted, not a request */
+        return; /* control messages: no request */
+    }
     if (hl == 0 && d->len == 0)
         return;
     ctx->ctr->parse_errors++;
     if (a->open) {
-        a->x.req_bytes += 4u + d->len;
-        a->x.flags |= TB_REQ_GAP; /* unreadable: the request is not what it seemed */
+        a->x->req_bytes += 4u + d->len;
+        a->x->flags |= TB_REQ_GAP; /* unreadable: the request is not what it seemed */
     }
 }
 
-static void server_pkt(struct ajp *a, const struct tb_proto_ctx *ctx, const uint8_t *h, size_t hl,
-                       int64_t ts)
+static void server_pkt(struct ajp *a, const struct tb_proto_ctx *ctx, const uint8_t *h, size_t hl)
 {
     if (!a->open || hl == 0)
         return; /* a CPong, or the end of an answer picked up mid-stream */
@@ -352,7 +361,7 @@ static void lose_sync(struct ajp *a, const struct tb_proto_ctx *ctx, int dir, bo
     d->in_pkt = false;
     d->hdr_have = 0;
     if (a->open) {
-        a->x.flags |= TB_REQ_GAP;
+        a->x->flags |= TB_REQ_GAP;
         if (dir == TB_DIR_S2C)
             a->lost = true; /* its End Response will be looked for */
     }
@@ -362,14 +371,14 @@ static void lose_sync(struct ajp *a, const struct tb_proto_ctx *ctx, int dir, bo
 }
 
 static void pkt_end(struct ajp *a, const struct tb_proto_ctx *ctx, int dir, const uint8_t *h,
-                    size_t hl, int64_t ts)
+                    size_t hl)
 {
     struct ajp_dir *d = &a->d[dir];
     d->in_pkt = false;
     if (dir == TB_DIR_C2S)
         client_pkt(a, ctx, h, hl);
     else
-        server_pkt(a, ctx, h, hl, ts);
+        server_pkt(a, ctx, h, hl);
 }
 
 static void collect(struct ajp *a, int dir, const uint8_t *p, size_t k)
@@ -441,15 +450,12 @@ static enum tb_pstate ajp_consume(void *st, const struct tb_proto_ctx *ctx, enum
         if (!d->in_pkt) {
             if (d->hdr_have == 0)
                 d->ts0 = ts;
-            size_t k = TB_MIN((size_t)(4 - d->hdr_have), (size_t)(end - p));
-            memcpy(d->hdr + d->hdr_have, p, k);
-            p += k;
-            d->hdr_have = (uint8_t)(d->hdr_have + k);
+            const uint8_t *h0 = p;
+            bool whole = tb__hdr_take(d->hdr, &d->hdr_have, 4, &p, end);
             if (di == TB_DIR_S2C)
-                s_acct(a, k, ts);
-            if (d->hdr_have < 4)
+                s_acct(a, (uint64_t)(p - h0), ts);
+            if (!whole)
                 break;
-            d->hdr_have = 0;
             bool magic = di == TB_DIR_C2S ? d->hdr[0] == 0x12 && d->hdr[1] == 0x34
                                           : d->hdr[0] == 'A' && d->hdr[1] == 'B';
             if (!magic) {
@@ -468,7 +474,7 @@ static enum tb_pstate ajp_consume(void *st, const struct tb_proto_ctx *ctx, enum
                 d->left = 0;
                 if (di == TB_DIR_S2C)
                     s_acct(a, d->len, ts);
-                pkt_end(a, ctx, di, pl, d->len, ts);
+                pkt_end(a, ctx, di, pl, d->len);
                 continue;
             }
         }
@@ -482,7 +488,7 @@ static enum tb_pstate ajp_consume(void *st, const struct tb_proto_ctx *ctx, enum
             break;
         size_t hl;
         const uint8_t *h = head_of(a, di, &hl);
-        pkt_end(a, ctx, di, h, hl, ts);
+        pkt_end(a, ctx, di, h, hl);
     }
     return ret;
 }
@@ -503,12 +509,12 @@ static enum tb_pstate ajp_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_
         if (di == TB_DIR_S2C) {
             s_acct(a, len, ts);
             if (a->open)
-                a->x.flags |= TB_REQ_GAP;
+                a->x->flags |= TB_REQ_GAP;
         }
         if (d->left == 0) {
             size_t hl;
             const uint8_t *h = head_of(a, di, &hl);
-            pkt_end(a, ctx, di, h, hl, ts);
+            pkt_end(a, ctx, di, h, hl);
         }
         return TB_PS_OK;
     }
@@ -520,7 +526,7 @@ static enum tb_pstate ajp_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_
     if (d->synced)
         lose_sync(a, ctx, di, false);
     else if (a->open) {
-        a->x.flags |= TB_REQ_GAP;
+        a->x->flags |= TB_REQ_GAP;
         if (di == TB_DIR_S2C)
             a->lost = true;
     }
@@ -532,7 +538,7 @@ static void ajp_close(void *st, const struct tb_proto_ctx *ctx, int fin_dir, int
     struct ajp *a = st;
     TB_UNUSED(fin_dir);
     TB_UNUSED(ts);
-    if (!a->stopped && a->open && a->x.resp_seen)
+    if (!a->stopped && a->open && a->x->resp_seen)
         finish(a, ctx, TB_REQ_NORESP); /* cut short: the times seen so far */
     a->open = false;
     a->stopped = true;
@@ -551,7 +557,9 @@ static void ajp_fini(void *st)
 {
     struct ajp *a = st;
     free(a->cbuf);
+    free(a->x);
     a->cbuf = NULL;
+    a->x = NULL;
 }
 
 static enum tb_detect ajp_detect(const uint8_t *p, size_t n, enum tb_dir dir, bool *client_sent)

@@ -287,13 +287,8 @@ static bool try_sync(struct mc *m, int dir, const uint8_t *p, size_t n)
 static void s_acct(struct mc *m, uint64_t n, int64_t ts)
 {
     struct tb__pend *e = tb__pq_head(&m->pq);
-    if (e && n) {
-        e->resp_bytes += n;
-        if (ts != TB__NO_TS) {
-            e->resp_seen = true;
-            e->last_ns = TB_MAX(e->last_ns, ts);
-        }
-    }
+    if (e && n)
+        tb__pend_answer(e, n, ts);
 }
 
 static void done(struct mc *m, const struct tb_proto_ctx *ctx, int32_t status)
@@ -772,11 +767,7 @@ static bool keep_lost(struct mc *m, const struct tb_proto_ctx *ctx, uint64_t len
         !m->d[TB_DIR_C2S].synced)
         return false;
     e->flags |= TB_REQ_GAP;
-    e->resp_bytes += len;
-    if (ts != TB__NO_TS) {
-        e->last_ns = TB_MAX(e->last_ns, ts);
-        e->resp_seen = true;
-    }
+    tb__pend_answer(e, len, ts);
     dir_reset(&m->d[TB_DIR_S2C]);
     m->d[TB_DIR_S2C].synced = false;
     m->r_listing = false;

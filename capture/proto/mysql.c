@@ -568,11 +568,7 @@ static bool keep_lost(struct my *m, const struct tb_proto_ctx *ctx, uint64_t len
      * boundary (it is reset when the next one starts): count it only for a
      * message in progress. */
     bool mid = d->in_pkt || d->cont || d->hdr_have;
-    e->resp_bytes += (mid ? d->msg_bytes : 0) + d->hdr_have + len;
-    if (ts != TB__NO_TS) {
-        e->last_ns = TB_MAX(e->last_ns, ts);
-        e->resp_seen = true;
-    }
+    tb__pend_answer(e, (mid ? d->msg_bytes : 0) + d->hdr_have + len, ts);
     dir_reset(d);
     d->synced = false;
     m->s2c_armed = false;
@@ -584,13 +580,8 @@ static bool keep_lost(struct my *m, const struct tb_proto_ctx *ctx, uint64_t len
 static void lost_more(struct my *m, uint64_t len, int64_t ts)
 {
     struct tb__pend *e = tb__pq_head(&m->pq);
-    if (e) {
-        e->resp_bytes += len;
-        if (ts != TB__NO_TS) {
-            e->last_ns = TB_MAX(e->last_ns, ts);
-            e->resp_seen = true;
-        }
-    }
+    if (e)
+        tb__pend_answer(e, len, ts);
 }
 
 /* The lost response is over: emit it, and expect the next one at the start

@@ -65,6 +65,7 @@
 #define PG_NAME_MAX 63u        /* statement and portal names (NAMEDATALEN - 1) */
 #define PG_STMT_MAX 128u       /* named statements remembered per connection */
 #define PG_PORTAL_MAX 8u       /* portals remembered per connection */
+#define PG_FPC 8u              /* statement texts whose fingerprints are kept */
 
 #define PG_CODE_SSL 80877103u
 #define PG_CODE_GSS 80877104u
@@ -110,6 +111,18 @@ struct pg_names {
     uint16_t n, cap, evict;
 };
 
+/* Fingerprints of recent statement texts, by a hash of the raw text: the
+ * extended protocol sends the same text with every execution (only the
+ * parameters change), and fingerprinting was most of the parser's cost. The
+ * keys are kept together, apart from the fingerprints, so that a lookup reads
+ * one cache line rather than one per entry. */
+struct pg_fpc {
+    uint64_t h[PG_FPC];
+    uint32_t len[PG_FPC];
+    uint16_t flen[PG_FPC];
+    char fp[PG_FPC][TB__CLASS_MAX];
+};
+
 struct pg {
     struct pg_dir d[2];
     struct tb__pq pq;
@@ -122,6 +135,8 @@ struct pg {
     uint8_t *cbuf;    /* client payload head when it straddles chunks (PG_QMAX) */
     uint8_t shead[PG_SHEAD];
     struct pg_names stmts, portals;
+    struct pg_fpc *fpc; /* allocated with the first statement */
+    uint8_t fpc_next;
 };
 
 /* ---- names ------------------------------------------------------------- */
@@ -177,6 +192,50 @@ static void names_free(struct pg_names *t)
     memset(t, 0, sizeof *t);
 }
 
+/* ---- fingerprints ------------------------------------------------------- */
+
+static uint64_t text_hash(const uint8_t *p, size_t n)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+    size_t i = 0;
+    for (; n - i >= 8; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 32;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p + i, n - i);
+    h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 29);
+}
+
+/* The fingerprint of a statement's text, from the cache when it was seen
+ * lately (else written to `spare`, TB__CLASS_MAX bytes, when the cache cannot
+ * be allocated). The result stays valid until the next call. */
+static const char *fingerprint(struct pg *g, const uint8_t *p, size_t n, char *spare,
+                               size_t *flen)
+{
+    struct pg_fpc *c = g->fpc;
+    if (!c && !(c = g->fpc = calloc(1, sizeof *g->fpc))) {
+        *flen = tb_fp_sql((const char *)p, n, spare, TB__CLASS_MAX);
+        return spare;
+    }
+    uint64_t h = text_hash(p, n);
+    for (unsigned i = 0; i < PG_FPC; i++) {
+        if (c->h[i] == h && c->len[i] == n && c->flen[i]) {
+            *flen = c->flen[i];
+            return c->fp[i];
+        }
+    }
+    unsigned i = g->fpc_next++ % PG_FPC;
+    c->h[i] = h;
+    c->len[i] = (uint32_t)n;
+    c->flen[i] = (uint16_t)tb_fp_sql((const char *)p, n, c->fp[i], sizeof c->fp[i]);
+    *flen = c->flen[i];
+    return c->fp[i];
+}
+
 /* ---- message types ------------------------------------------------------ */
 
 /* Frontend types after start-up, and whether a message opens/joins a batch. */
@@ -201,6 +260,24 @@ static bool be_type(uint8_t t)
     default:
         return false;
     }
+}
+
+/* The size of the run of whole backend messages at p that are plain parts of
+ * an answer (not ReadyForQuery, ErrorResponse, an asynchronous message or a
+ * CopyBothResponse, which server_msg looks at): the common case (ParseComplete,
+ * BindComplete, RowDescription, DataRow, CommandComplete …) in one tight loop. */
+static size_t plain_answers(const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *q = p;
+    while (end - q >= 5) {
+        uint8_t t = q[0];
+        uint32_t len = tb_load_be32(q + 1);
+        if (t == 'Z' || t == 'E' || t == 'N' || t == 'A' || t == 'S' || t == 'W' ||
+            !be_type(t) || len < 4 || (size_t)(end - q - 1) < len)
+            break;
+        q += 1 + (size_t)len;
+    }
+    return (size_t)(q - p);
 }
 
 /* Query text up to its NUL (or the first 32 bytes): no control bytes. */
@@ -509,7 +586,7 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
                                  const uint8_t *h, size_t hl)
 {
     struct pg_dir *d = &g->d[TB_DIR_C2S];
-    char fp[TB__CLASS_MAX];
+    char fp[TB__CLASS_MAX], spare[TB__CLASS_MAX];
     const char *s, *s2;
     size_t n, n2, off = 0;
     struct tb__pend *e;
@@ -532,8 +609,8 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
     case 'Q':
         e = batch(g, ctx);
         if (e && e->kind < RANK_STMT) {
-            n = tb_fp_sql((const char *)h, hl && h[hl - 1] == 0 ? hl - 1 : hl, fp, sizeof fp);
-            set_class(e, RANK_STMT, n ? fp : "Query", n ? n : 5);
+            const char *q = fingerprint(g, h, hl && h[hl - 1] == 0 ? hl - 1 : hl, spare, &n);
+            set_class(e, RANK_STMT, n ? q : "Query", n ? n : 5);
         }
         g->batch_open = false;
         return TB_PS_OK;
@@ -541,14 +618,13 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
         e = batch(g, ctx);
         cstr(h, hl, &off, &s, &n);
         cstr(h, hl, &off, &s2, &n2);
-        n2 = tb_fp_sql(s2, n2, fp, sizeof fp);
-        names_put(&g->stmts, PG_STMT_MAX, s, n, fp, n2);
+        const char *q = fingerprint(g, (const uint8_t *)s2, n2, spare, &n2);
+        names_put(&g->stmts, PG_STMT_MAX, s, n, q, n2);
         if (e && e->kind < RANK_PREPARE) {
-            char buf[TB__CLASS_MAX];
-            memcpy(buf, "PREPARE ", 8);
-            size_t k = TB_MIN(n2, sizeof buf - 8);
-            memcpy(buf + 8, fp, k);
-            set_class(e, RANK_PREPARE, buf, 8 + k);
+            memcpy(fp, "PREPARE ", 8);
+            size_t k = TB_MIN(n2, sizeof fp - 8);
+            memcpy(fp + 8, q, k);
+            set_class(e, RANK_PREPARE, fp, 8 + k);
         }
         return TB_PS_OK;
     case 'B': {
@@ -617,11 +693,7 @@ static bool keep_lost(struct pg *g, const struct tb_proto_ctx *ctx, uint64_t len
         return false;
     e->flags |= TB_REQ_GAP;
     bool mid = d->in_msg || d->hdr_have;
-    e->resp_bytes += (mid ? d->msg_bytes : 0) + d->hdr_have + len;
-    if (ts != TB__NO_TS) {
-        e->last_ns = TB_MAX(e->last_ns, ts);
-        e->resp_seen = true;
-    }
+    tb__pend_answer(e, (mid ? d->msg_bytes : 0) + d->hdr_have + len, ts);
     dir_reset(d);
     d->synced = false;
     g->s2c_armed = false;
@@ -633,13 +705,8 @@ static bool keep_lost(struct pg *g, const struct tb_proto_ctx *ctx, uint64_t len
 static void lost_more(struct pg *g, uint64_t len, int64_t ts)
 {
     struct tb__pend *e = tb__pq_head(&g->pq);
-    if (e) {
-        e->resp_bytes += len;
-        if (ts != TB__NO_TS) {
-            e->last_ns = TB_MAX(e->last_ns, ts);
-            e->resp_seen = true;
-        }
-    }
+    if (e)
+        tb__pend_answer(e, len, ts);
 }
 
 /* The client speaks again: the lost answer is over. */
@@ -723,6 +790,18 @@ static enum tb_pstate pg_consume(void *st, const struct tb_proto_ctx *ctx, enum 
     if (!d->synced && !try_sync(g, di, p, n))
         return TB_PS_OK;
     while (p < end && d->synced && !g->stopped) {
+        if (di == TB_DIR_S2C && !d->in_msg && d->hdr_have == 0 && g->phase == P_READY) {
+            size_t k = plain_answers(p, end);
+            if (k) {
+                /* Whole messages that only belong to the head's answer:
+                 * counted at once, as server_msg would one by one. */
+                struct tb__pend *e = tb__pq_head(&g->pq);
+                if (e)
+                    tb__pend_answer(e, k, ts);
+                p += k;
+                continue;
+            }
+        }
         if (!d->in_msg) {
             if (di == TB_DIR_S2C && g->phase == P_NEGOTIATE && d->hdr_have == 0) {
                 enum tb_pstate r = negotiate(g, ctx, *p++);
@@ -877,6 +956,8 @@ static void pg_fini(void *st)
     g->cbuf = NULL;
     names_free(&g->stmts);
     names_free(&g->portals);
+    free(g->fpc);
+    g->fpc = NULL;
 }
 
 static enum tb_detect pg_detect(const uint8_t *p, size_t n, enum tb_dir dir, bool *client_sent)

@@ -7,12 +7,13 @@
 #include "proto.h"
 #include <string.h>
 
+#include "catalog.h"
 #include "request.h"
 
 /* In-flight requests per connection. Pipelining clients rarely keep more than
  * a handful outstanding; a hostile or broken one could send thousands. */
 #define TB__PQ_MAX 64
-#define TB__CLASS_MAX 512
+#define TB__CLASS_MAX TB_CATALOG_CLASS_MAX /* class bytes a parser keeps */
 
 /* A hole whose bytes have no capture time of their own (see gap() in
  * proto.h): they count toward the sizes but never move a departure. */
@@ -84,12 +85,43 @@ void tb__pend_emit(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int
 void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t status,
                       uint32_t extra_flags, const char *cls, size_t cls_len);
 
+/* Response bytes for e: counted always; their capture time, when they have
+ * one (TB__NO_TS for a hole found later), is the departure so far. */
+static inline void tb__pend_answer(struct tb__pend *e, uint64_t n, int64_t ts)
+{
+    e->resp_bytes += n;
+    if (ts != TB__NO_TS) {
+        e->resp_seen = true;
+        if (ts > e->last_ns)
+            e->last_ns = ts;
+    }
+}
+
 static inline void tb__pend_set_class(struct tb__pend *e, const char *s, size_t n)
 {
     if (n > TB__CLASS_MAX)
         n = TB__CLASS_MAX;
     memcpy(e->cls, s, n);
     e->class_len = (uint16_t)n;
+}
+
+/* Gathers a fixed-size header that may straddle chunks (a record or packet
+ * header of a binary protocol): copies bytes from *p into hdr until it holds
+ * `size` of them, *have counting. True once it is whole (*have back at 0, *p
+ * just past it); false when the chunk ran out first. */
+static inline bool tb__hdr_take(uint8_t *hdr, uint8_t *have, uint8_t size, const uint8_t **p,
+                                const uint8_t *end)
+{
+    size_t k = (size_t)(size - *have);
+    if (k > (size_t)(end - *p))
+        k = (size_t)(end - *p);
+    memcpy(hdr + *have, *p, k);
+    *p += k;
+    *have = (uint8_t)(*have + k);
+    if (*have < size)
+        return false;
+    *have = 0;
+    return true;
 }
 
 /* Line assembler: returns lines terminated by LF (a preceding CR is dropped),

@@ -77,7 +77,7 @@ void tb__pq_free(struct tb__pq *q)
 void tb__pend_emit(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int32_t status,
                    uint32_t extra_flags, const char *cls, size_t cls_len)
 {
-    if ((e->flags & TB_REQ_GAP) && !e->resp_seen)
+    if (((e->flags | extra_flags) & TB_REQ_GAP) && !e->resp_seen)
         return; /* a hole swallowed its whole response: no departure to report, none invented */
     struct tb_exchange ex = {
         .arrival_ns = e->arrival_ns,

@@ -55,6 +55,9 @@ struct tb_proto_counters {
      * commands whose answer was suppressed, Redis CLIENT REPLY OFF/SKIP): no
      * departure exists, so no record. */
     uint64_t unanswered;
+    /* Health probes answered on a connection between requests and not
+     * requests of the application (AJP CPing/CPong): no record. */
+    uint64_t probes;
 };
 
 struct tb_proto_ctx {
@@ -100,11 +103,18 @@ struct tb_proto {
      * request with no response byte at all is not emitted. */
     void (*close)(void *st, const struct tb_proto_ctx *ctx, int fin_dir, int64_t ts_ns);
     void (*fini)(void *st); /* release spill buffers; must be safe after init() only */
+    /* Exchanges are emitted in request order, except by a protocol whose
+     * requests are answered out of order on one connection (FastCGI request
+     * ids): it sets `multiplexed`. */
+    bool multiplexed;
 };
 
 /* The table: NULL-terminated, in detection priority order (generic last). */
 extern const struct tb_proto *const tb_protos[];
 const struct tb_proto *tb_proto_find(const char *name);
+/* The parsers' names in table order, ", "-separated, into out (NUL-terminated,
+ * cut after the last name that fits); returns the length. For help texts. */
+size_t tb_proto_names(char *out, size_t cap);
 
 extern const struct tb_proto tb_proto_http1;
 extern const struct tb_proto tb_proto_mysql;

@@ -57,12 +57,6 @@ static const char *const resp_errs[] = {
     "CLUSTERDOWN", "NOREPLICAS", "BUSYKEY", "UNBLOCKED", "WRONGPASS", "NOGROUP", "NOPROTO",
 };
 
-/* Commands whose first argument is a subcommand (INFO commandstats counts
- * them as "config|get"). */
-static const char *const containers[] = {
-    "ACL", "CLIENT", "CLUSTER", "COMMAND", "CONFIG", "FUNCTION", "LATENCY", "MEMORY",
-    "MODULE", "OBJECT", "PUBSUB", "SCRIPT", "SLOWLOG", "XGROUP", "XINFO", "SENTINEL",
-};
 
 enum c_st { C_START, C_BULKLEN, C_BULK };
 enum s_st { S_LINE, S_BULK };
@@ -83,6 +77,7 @@ struct rs_cli {
     bool synced;
     bool gap;          /* a hole inside the command being read */
     bool started;      /* some bytes of a command were read */
+    uint8_t want;      /* args_wanted() of the command being read */
     uint32_t argi;     /* argument being read */
     uint32_t argc;
     uint64_t left;     /* bulk bytes to go, CRLF included */
@@ -122,29 +117,41 @@ struct rs {
 
 /* ---- small helpers ------------------------------------------------------ */
 
-static bool name_char(uint8_t c)
-{
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.' || c == '|' || c == ':';
-}
+/* A command name's byte in upper case, or 0 for a byte no name has: one
+ * load both checks and folds (names are copied for every command). */
+#define UP_(c)                                                                              \
+    ((c) >= 'a' && (c) <= 'z' ? (c) - 32                                                    \
+     : ((c) >= 'A' && (c) <= 'Z') || ((c) >= '0' && (c) <= '9') || (c) == '_' ||          \
+               (c) == '-' || (c) == '.' || (c) == '|' || (c) == ':'                         \
+         ? (c)                                                                              \
+         : 0)
+#define UP4_(b) UP_(b), UP_((b) + 1), UP_((b) + 2), UP_((b) + 3)
+#define UP16_(b) UP4_(b), UP4_((b) + 4), UP4_((b) + 8), UP4_((b) + 12)
+#define UP64_(b) UP16_(b), UP16_((b) + 16), UP16_((b) + 32), UP16_((b) + 48)
+static const uint8_t name_up[256] = {UP64_(0), UP64_(64), UP64_(128), UP64_(192)};
 
 static void word_add(struct rs_word *w, const uint8_t *p, size_t n)
 {
+    if (w->bad)
+        return;
+    if (n > (size_t)(RS_WORD - w->len)) {
+        w->bad = true;
+        return;
+    }
     for (size_t i = 0; i < n; i++) {
-        if (w->len >= RS_WORD || !name_char(p[i])) {
+        uint8_t u = name_up[p[i]];
+        if (!u) {
             w->bad = true;
             return;
         }
-        uint8_t c = p[i];
-        w->s[w->len++] = (char)(c >= 'a' && c <= 'z' ? c - 32 : c);
+        w->s[w->len++] = (char)u;
     }
 }
 
-static bool word_is(const struct rs_word *w, const char *s)
-{
-    size_t n = strlen(s);
-    return !w->bad && w->len == n && memcmp(w->s, s, n) == 0;
-}
+/* Compares with a string literal (its length known at compile time). */
+#define WORD_IS(w, lit)                                                       \
+    (!(w)->bad && (w)->len == sizeof(lit) - 1 && (w)->s[0] == (lit)[0] &&      \
+     memcmp((w)->s, (lit), sizeof(lit) - 1) == 0)
 
 /* Parses "<digits>" or "-1"-like signed decimals; false on anything else. */
 static bool parse_int(const char *s, size_t n, int64_t *v)
@@ -189,8 +196,10 @@ static void cli_reset(struct rs_cli *c)
     c->st = C_START;
     c->gap = c->started = false;
     c->argi = c->argc = 0;
+    c->want = 0;
     c->left = c->bytes = 0;
-    memset(c->w, 0, sizeof c->w);
+    c->w[0].len = c->w[1].len = c->w[2].len = 0;
+    c->w[0].bad = c->w[1].bad = c->w[2].bad = false;
     tb__line_reset(&c->ln);
 }
 
@@ -316,13 +325,8 @@ static void s_acct(struct rs *r, uint64_t n, int64_t ts)
     if (r->s.push || n == 0)
         return;
     struct tb__pend *e = tb__pq_head(&r->pq);
-    if (e) {
-        e->resp_bytes += n;
-        if (ts != TB__NO_TS) {
-            e->resp_seen = true;
-            e->last_ns = TB_MAX(e->last_ns, ts);
-        }
-    }
+    if (e)
+        tb__pend_answer(e, n, ts);
 }
 
 /* One value's header line. Returns false when it is not RESP. */
@@ -380,6 +384,34 @@ static bool s_line(struct rs *r, const struct tb_proto_ctx *ctx, const char *l, 
     return true;
 }
 
+/* The common case: a whole scalar reply (+OK, :1, $3 xxx, $-1, -ERR …) in
+ * this chunk. Returns its size with the status set, or 0. */
+static size_t fast_reply(struct rs_srv *s, const uint8_t *p, const uint8_t *end)
+{
+    uint8_t t = *p;
+    if (t != '+' && t != ':' && t != '$' && t != '-')
+        return 0;
+    const uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
+    if (!nl || nl - p < 2 || nl[-1] != '\r')
+        return 0;
+    size_t used = (size_t)(nl + 1 - p);
+    s->push = false;
+    s->status = 0;
+    if (t == '-') {
+        s->status = err_status((const char *)p + 1, used - 3);
+    } else if (t == '$') {
+        int64_t v;
+        if (!parse_int((const char *)p + 1, used - 3, &v) || v < -1)
+            return 0;
+        if (v >= 0) {
+            if ((uint64_t)(end - nl - 1) < (uint64_t)v + 2)
+                return 0;
+            used += (size_t)v + 2;
+        }
+    }
+    return used;
+}
+
 static enum tb_pstate s_consume(struct rs *r, const struct tb_proto_ctx *ctx, const uint8_t *p,
                                 size_t n, int64_t ts)
 {
@@ -406,8 +438,16 @@ static enum tb_pstate s_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
                 reply_done(r, ctx);
             continue;
         }
-        if (s->need == 0 && s->ln.len == 0)
+        if (s->need == 0 && s->ln.len == 0) {
+            size_t used = fast_reply(s, p, end);
+            if (used) {
+                p += used;
+                s_acct(r, used, ts);
+                reply_done(r, ctx);
+                continue;
+            }
             s->push = *p == '>'; /* so that a push's bytes are never counted */
+        }
         const char *l;
         size_t ll;
         uint64_t raw;
@@ -427,33 +467,71 @@ static enum tb_pstate s_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
 
 /* ---- commands ------------------------------------------------------------- */
 
+/* Commands whose first argument is a subcommand (INFO commandstats counts
+ * them as "config|get"); by length first, as this runs for every command. */
 static bool is_container(const struct rs_word *w)
 {
-    for (size_t i = 0; i < TB_ARRAY_SIZE(containers); i++)
-        if (word_is(w, containers[i]))
-            return true;
-    return false;
+    switch (w->bad ? 0 : w->len) {
+    case 3:
+        return WORD_IS(w, "ACL");
+    case 5:
+        return WORD_IS(w, "XINFO");
+    case 6:
+        return WORD_IS(w, "CLIENT") || WORD_IS(w, "CONFIG") || WORD_IS(w, "MEMORY") ||
+               WORD_IS(w, "MODULE") || WORD_IS(w, "OBJECT") || WORD_IS(w, "PUBSUB") ||
+               WORD_IS(w, "SCRIPT") || WORD_IS(w, "XGROUP");
+    case 7:
+        return WORD_IS(w, "CLUSTER") || WORD_IS(w, "COMMAND") || WORD_IS(w, "LATENCY") ||
+               WORD_IS(w, "SLOWLOG");
+    case 8:
+        return WORD_IS(w, "FUNCTION") || WORD_IS(w, "SENTINEL");
+    default:
+        return false;
+    }
+}
+
+/* Which later arguments a command's kind or class needs (bit i: argument i;
+ * W_SUB: the first names a subcommand, part of the class). */
+enum { W_SUB = 1 };
+static uint8_t args_wanted(const struct rs_word *w)
+{
+    if (w->bad || w->len < 3)
+        return 0;
+    if (WORD_IS(w, "CLIENT"))
+        return W_SUB | 2 | 4; /* CLIENT REPLY ON|OFF|SKIP */
+    if (is_container(w))
+        return W_SUB | 2;
+    return WORD_IS(w, "HELLO") ? 2 : 0;
 }
 
 static enum kind cmd_kind(const struct rs_cli *c)
 {
     const struct rs_word *w = c->w;
-    if (word_is(&w[0], "SUBSCRIBE") || word_is(&w[0], "PSUBSCRIBE") ||
-        word_is(&w[0], "SSUBSCRIBE"))
-        return K_SUBSCRIBE;
-    if (word_is(&w[0], "MONITOR"))
-        return K_MONITOR;
-    if (word_is(&w[0], "HELLO") && w[1].len > 0)
-        return word_is(&w[1], "3") ? K_HELLO3 : word_is(&w[1], "2") ? K_HELLO2 : K_PLAIN;
-    if (word_is(&w[0], "CLIENT") && word_is(&w[1], "REPLY")) {
-        if (word_is(&w[2], "ON"))
-            return K_REPLY_ON;
-        if (word_is(&w[2], "OFF"))
-            return K_REPLY_OFF;
-        if (word_is(&w[2], "SKIP"))
-            return K_REPLY_SKIP;
+    switch (w[0].bad ? 0 : w[0].len) {
+    case 5:
+        if (WORD_IS(&w[0], "HELLO") && w[1].len > 0)
+            return WORD_IS(&w[1], "3") ? K_HELLO3 : WORD_IS(&w[1], "2") ? K_HELLO2 : K_PLAIN;
+        return K_PLAIN;
+    case 6:
+        if (WORD_IS(&w[0], "CLIENT") && WORD_IS(&w[1], "REPLY")) {
+            if (WORD_IS(&w[2], "ON"))
+                return K_REPLY_ON;
+            if (WORD_IS(&w[2], "OFF"))
+                return K_REPLY_OFF;
+            if (WORD_IS(&w[2], "SKIP"))
+                return K_REPLY_SKIP;
+        }
+        return K_PLAIN;
+    case 7:
+        return WORD_IS(&w[0], "MONITOR") ? K_MONITOR : K_PLAIN;
+    case 9:
+        return WORD_IS(&w[0], "SUBSCRIBE") ? K_SUBSCRIBE : K_PLAIN;
+    case 10:
+        return WORD_IS(&w[0], "PSUBSCRIBE") || WORD_IS(&w[0], "SSUBSCRIBE") ? K_SUBSCRIBE
+                                                                             : K_PLAIN;
+    default:
+        return K_PLAIN;
     }
-    return K_PLAIN;
 }
 
 /* A whole command has been read. */
@@ -497,7 +575,10 @@ static void cmd_done(struct rs *r, const struct tb_proto_ctx *ctx)
             e->kind = (uint8_t)k;
             if (c->gap)
                 e->flags |= TB_REQ_GAP;
-            char cls[2 * RS_WORD + 1];
+            /* Straight into the entry: at most 2 * RS_WORD + 1 bytes, well
+             * within its class buffer. */
+            _Static_assert(2 * RS_WORD + 1 <= TB__CLASS_MAX, "a Redis class fits an entry");
+            char *cls = e->cls;
             size_t n = 0;
             if (c->w[0].bad || c->w[0].len == 0) {
                 memcpy(cls, "unknown", 7);
@@ -505,7 +586,7 @@ static void cmd_done(struct rs *r, const struct tb_proto_ctx *ctx)
             } else {
                 memcpy(cls, c->w[0].s, c->w[0].len);
                 n = c->w[0].len;
-                if (c->argc > 1 && is_container(&c->w[0])) {
+                if (c->argc > 1 && (c->want & W_SUB)) {
                     cls[n++] = ' ';
                     if (c->w[1].bad) {
                         cls[n++] = '?';
@@ -515,7 +596,7 @@ static void cmd_done(struct rs *r, const struct tb_proto_ctx *ctx)
                     }
                 }
             }
-            tb__pend_set_class(e, cls, n);
+            e->class_len = (uint16_t)n;
         }
     }
     cli_reset(c);
@@ -544,7 +625,49 @@ static void inline_cmd(struct rs *r, const struct tb_proto_ctx *ctx, const char 
         cli_reset(c); /* an empty line: Redis ignores it, no reply */
         return;
     }
+    c->want = args_wanted(&c->w[0]);
     cmd_done(r, ctx);
+}
+
+/* The common case: a whole command array in this chunk, read in one pass.
+ * Returns its size, or 0 (with nothing changed but the words, which the
+ * general path starts over) when it is not whole here or not plain. */
+static size_t fast_cmd(struct rs_cli *c, const uint8_t *p, const uint8_t *end)
+{
+    const uint8_t *q = p + 1;
+    uint32_t argc = 0;
+    while (q < end && *q >= '0' && *q <= '9' && argc < 1000)
+        argc = argc * 10 + (uint32_t)(*q++ - '0');
+    if (q == p + 1 || end - q < 2 || q[0] != '\r' || q[1] != '\n' || argc == 0 || argc >= 1000)
+        return 0;
+    q += 2;
+    uint8_t want = 0;
+    for (uint32_t i = 0; i < argc; i++) {
+        if (end - q < 4 || *q != '$')
+            goto slow;
+        const uint8_t *d = ++q;
+        uint64_t len = 0;
+        while (q < end && *q >= '0' && *q <= '9' && q - d < 10)
+            len = len * 10 + (uint64_t)(*q++ - '0');
+        if (q == d || end - q < 2 || q[0] != '\r' || q[1] != '\n')
+            goto slow;
+        q += 2;
+        if ((uint64_t)(end - q) < len + 2 || q[len] != '\r' || q[len + 1] != '\n')
+            goto slow;
+        if (i == 0 || (i < 3 && (want & (1u << i)))) {
+            word_add(&c->w[i], q, (size_t)len);
+            if (i == 0)
+                want = args_wanted(&c->w[0]);
+        }
+        q += len + 2;
+    }
+    c->argc = argc;
+    c->want = want;
+    return (size_t)(q - p);
+slow:
+    c->w[0].len = c->w[1].len = c->w[2].len = 0;
+    c->w[0].bad = c->w[1].bad = c->w[2].bad = false;
+    return 0;
 }
 
 static enum tb_pstate c_consume(struct rs *r, const struct tb_proto_ctx *ctx, const uint8_t *p,
@@ -560,7 +683,7 @@ static enum tb_pstate c_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
         }
         if (c->st == C_BULK) {
             size_t k = (size_t)TB_MIN(c->left, (uint64_t)(end - p));
-            if (c->argi < 3) {
+            if (c->argi == 0 || (c->argi < 3 && (c->want & (1u << c->argi)))) {
                 /* Only the bytes of the value itself, not its CRLF. */
                 uint64_t done = c->blen + 2 - c->left;
                 if (done < c->blen)
@@ -572,9 +695,20 @@ static enum tb_pstate c_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
             if (c->left > 0)
                 break;
             c->st = C_BULKLEN;
+            if (c->argi == 0)
+                c->want = args_wanted(&c->w[0]);
             if (++c->argi == c->argc)
                 cmd_done(r, ctx);
             continue;
+        }
+        if (c->st == C_START && c->ln.len == 0 && *p == '*') {
+            size_t used = fast_cmd(c, p, end);
+            if (used) {
+                p += used;
+                c->bytes = used;
+                cmd_done(r, ctx);
+                continue;
+            }
         }
         const char *l;
         size_t ll;
@@ -634,11 +768,7 @@ static bool keep_lost(struct rs *r, const struct tb_proto_ctx *ctx, uint64_t len
     if (!e || r->pq.len != 1 || r->pq.untracked || r->c.started || !r->c.synced || r->s.push)
         return false;
     e->flags |= TB_REQ_GAP;
-    e->resp_bytes += len;
-    if (ts != TB__NO_TS) {
-        e->last_ns = TB_MAX(e->last_ns, ts);
-        e->resp_seen = true;
-    }
+    tb__pend_answer(e, len, ts);
     srv_reset(&r->s);
     r->s.synced = false;
     r->s2c_armed = false;
@@ -650,13 +780,8 @@ static bool keep_lost(struct rs *r, const struct tb_proto_ctx *ctx, uint64_t len
 static void lost_more(struct rs *r, uint64_t len, int64_t ts)
 {
     struct tb__pend *e = tb__pq_head(&r->pq);
-    if (e) {
-        e->resp_bytes += len;
-        if (ts != TB__NO_TS) {
-            e->last_ns = TB_MAX(e->last_ns, ts);
-            e->resp_seen = true;
-        }
-    }
+    if (e)
+        tb__pend_answer(e, len, ts);
 }
 
 static void lost_done(struct rs *r, const struct tb_proto_ctx *ctx)

@@ -87,7 +87,7 @@ struct tls {
     int64_t arrival_ns, departure_ns;
     uint64_t req_bytes, resp_bytes;
     uint16_t sni_len;
-    char sni[TLS_SNI_MAX];
+    char *sni;       /* TLS_SNI_MAX bytes, allocated when a name is seen */
 };
 
 /* ---- the exchange ----------------------------------------------------- */
@@ -179,6 +179,8 @@ static void client_hello(struct tls *t, const uint8_t *p, size_t n)
         while (tb_rd_u8(&sn, &nt) && tb_rd_be16(&sn, &nl) && tb_rd_has(&sn, nl)) {
             if (nt == 0 && nl > 0) {
                 size_t k = TB_MIN((size_t)nl, (size_t)TLS_SNI_MAX);
+                if (!t->sni && !(t->sni = malloc(TLS_SNI_MAX)))
+                    return; /* the class stays "tls" */
                 for (size_t i = 0; i < k; i++) {
                     uint8_t c = sn.p[i];
                     /* Host names compare without case; no control byte reaches a class. */
@@ -336,15 +338,11 @@ static enum tb_pstate tls_consume(void *st, const struct tb_proto_ctx *ctx, enum
         if (!d->in_rec) {
             if (d->hdr_have == 0)
                 d->ts0 = ts;
-            size_t k = TB_MIN((size_t)(5 - d->hdr_have), (size_t)(end - p));
-            memcpy(d->hdr + d->hdr_have, p, k);
-            p += k;
-            d->hdr_have = (uint8_t)(d->hdr_have + k);
-            if (d->hdr_have < 5)
+            if (!tb__hdr_take(d->hdr, &d->hdr_have, 5, &p, end))
                 break;
-            d->hdr_have = 0;
             if (!hdr_plausible(d->hdr)) {
                 lose_sync(t, ctx, di, true);
+                turn(t, ctx, di, 5, di == TB_DIR_C2S ? d->ts0 : ts); /* bytes of the turn */
                 ret = TB_PS_ERROR;
                 continue;
             }
@@ -426,6 +424,8 @@ static void tls_fini(void *st)
         free(t->d[i].hs);
         t->d[i].hs = NULL;
     }
+    free(t->sni);
+    t->sni = NULL;
 }
 
 static enum tb_detect tls_detect(const uint8_t *p, size_t n, enum tb_dir dir, bool *client_sent)

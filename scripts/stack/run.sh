@@ -228,6 +228,10 @@ for t in "$web_tier" "$app_tier" "$db_tier"; do
         >"$out/report-$t.txt"
     "$tbneck" report --tier "$t" --window 50ms --db "$out/stack.db" --format json >"$out/report-$t.json"
 done
+# The root cause: which tier (or pool) held the front tier up, and why.
+"$tbneck" diagnose --window 50ms --db "$out/stack.db" --plot "$out/diagnose.png" \
+    | tee "$out/diagnose.txt" >&2
+"$tbneck" diagnose --window 50ms --db "$out/stack.db" --format json >"$out/diagnose.json"
 "$tbneck" events report --tier "$app_tier" --window 50ms --db "$out/stack.db" \
     --plot "$out/gc-load.png" | tee "$out/events-report.txt"
 "$tbneck" events report --tier "$app_tier" --window 50ms --db "$out/stack.db" --format json \
@@ -240,5 +244,5 @@ zoom_len=$(( duration < 12 ? duration : 12 ))
 "$tbneck" events report --tier "$app_tier" --window 50ms --db "$out/stack.db" \
     --from "+${zoom_from}s" --to "+$((zoom_from + zoom_len))s" --plot "$out/gc-load-12s.png" >/dev/null
 
-say "done: $out (counts.txt, tiers.txt, report-*.txt/png, events-report.txt, gc-load*.png)"
+say "done: $out (counts.txt, tiers.txt, report-*.txt/png, diagnose.txt/json/png, events-report.txt, gc-load*.png)"
 cat "$out/counts.txt" "$out/tier-counts.txt" >&2

@@ -16,6 +16,10 @@
 STACK_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 STACK_NET=${STACK_NET:-10.77.0}
 STACK_BRIDGE=${STACK_BRIDGE:-tbbr0}
+# Namespaces are tb-web, tb-app, tb-db with the default bridge, else named after
+# the bridge (and so are the veth ends), so that two stacks on their own
+# bridges and nets (STACK_BRIDGE, STACK_NET) can run side by side.
+if [ "$STACK_BRIDGE" = tbbr0 ]; then STACK_NS=${STACK_NS:-tb}; else STACK_NS=${STACK_NS:-$STACK_BRIDGE}; fi
 STACK_ADMIN_PORT=${STACK_ADMIN_PORT:-8089}
 STACK_PIDS=()
 STACK_NETNS=()
@@ -76,7 +80,7 @@ stack_netns_ok() {
 # in_tier web|app|db CMD... — runs CMD in the tier's namespace (or here, on loopback).
 in_tier() {
     local t=$1; shift
-    if [ "$STACK_MODE" = netns ]; then ip netns exec "tb-$t" "$@"; else "$@"; fi
+    if [ "$STACK_MODE" = netns ]; then ip netns exec "$STACK_NS-$t" "$@"; else "$@"; fi
 }
 
 # tier_prefix web|app|db — sets TIER_PREFIX to the command words that run something in
@@ -85,7 +89,7 @@ in_tier() {
 # subshell's pid, not the daemon's (ip netns exec execs, so here it is the daemon's).
 tier_prefix() {
     TIER_PREFIX=()
-    if [ "$STACK_MODE" = netns ]; then TIER_PREFIX=(ip netns exec "tb-$1"); fi
+    if [ "$STACK_MODE" = netns ]; then TIER_PREFIX=(ip netns exec "$STACK_NS-$1"); fi
 }
 
 stack_net_up() {
@@ -95,7 +99,7 @@ stack_net_up() {
     fi
     local t
     for t in web app db; do
-        ip netns list | grep -qw "tb-$t" && stack_die "namespace tb-$t exists (another stack running? 'ip netns del tb-$t')"
+        ip netns list | grep -qw "$STACK_NS-$t" && stack_die "namespace $STACK_NS-$t exists (another stack running? 'ip netns del $STACK_NS-$t')"
     done
     ip link show "$STACK_BRIDGE" >/dev/null 2>&1 && stack_die "link $STACK_BRIDGE exists (another stack running?)"
     ip link add "$STACK_BRIDGE" type bridge
@@ -107,14 +111,15 @@ stack_net_up() {
     ip link set "$STACK_BRIDGE" promisc on
     local i=2
     for t in web app db; do
-        ip netns add "tb-$t"
-        STACK_NETNS+=("tb-$t")
-        ip link add "tbv-$t" type veth peer name eth0 netns "tb-$t"
-        STACK_LINKS+=("tbv-$t")
-        ip link set "tbv-$t" master "$STACK_BRIDGE" up
-        ip netns exec "tb-$t" ip addr add "$STACK_NET.$i/24" dev eth0
-        ip netns exec "tb-$t" ip link set eth0 up
-        ip netns exec "tb-$t" ip link set lo up
+        local veth=${STACK_BRIDGE:0:12}v${t:0:1}
+        ip netns add "$STACK_NS-$t"
+        STACK_NETNS+=("$STACK_NS-$t")
+        ip link add "$veth" type veth peer name eth0 netns "$STACK_NS-$t"
+        STACK_LINKS+=("$veth")
+        ip link set "$veth" master "$STACK_BRIDGE" up
+        ip netns exec "$STACK_NS-$t" ip addr add "$STACK_NET.$i/24" dev eth0
+        ip netns exec "$STACK_NS-$t" ip link set eth0 up
+        ip netns exec "$STACK_NS-$t" ip link set lo up
         i=$((i + 1))
     done
 }

@@ -14,29 +14,15 @@
 # the frame carrying the End Response that follows it on the connection.
 set -euo pipefail
 : "${TBNECK:?}" "${TB_SRCDIR:?}"
-for p in apache2 java javac tcpdump tshark curl wrk python3 setpriv; do
-    command -v "$p" >/dev/null || { echo "FAIL: $p not installed (scripts/deps.sh)"; exit 1; }
-done
+. "$TB_SRCDIR/tests/e2e/lib/e2e_common.sh"
+need apache2 java javac tcpdump tshark curl wrk python3 setpriv
 home=/usr/share/tomcat10
 api=/usr/share/java/tomcat10-servlet-api.jar
 mods=/usr/lib/apache2/modules
 [ -f "$api" ] && [ -f "$mods/mod_proxy_ajp.so" ] || { echo "FAIL: tomcat10 / apache2 missing"; exit 1; }
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    if [ -n "${TB_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi # TB_KEEP=1: debug
-}
-trap cleanup EXIT
-
-freeport() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 web=$(freeport)
 ajp=$(freeport)
-chmod 755 "$work"
 
 # Tomcat: one AJP connector on loopback, the servlet as the "app" context.
 tb=$work/tomcat
@@ -106,40 +92,28 @@ for _ in $(seq 300); do
 done
 curl -sf "$u/items/1" >/dev/null ||
     { tail -20 "$tb/logs/stdout.log" "$work/httpd/error.log"; echo "FAIL: Apache/Tomcat did not come up"; exit 1; }
-# What was served before the capture does not count.
+# What was served before the capture does not count: a last request marks
+# the end of the warm-up; once both logs show it (a server may write its line
+# after the client has its answer), they are emptied.
+curl -sf "$u/marker" >/dev/null
+for _ in $(seq 100); do
+    grep -q marker "$tb/logs/access.log" && grep -q marker "$work/httpd/access.log" && break
+    sleep 0.1
+done
 : >"$tb/logs/access.log"
 : >"$work/httpd/access.log"
 
-tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" \
-    "tcp port $ajp" 2>"$work/tcpdump.err" &
-tpid=$!
-pids+=($tpid)
-for _ in $(seq 50); do grep -q listening "$work/tcpdump.err" 2>/dev/null && break; sleep 0.1; done
-sleep 0.2
+tap_start "tcp port $ajp"
 
 curl -s -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null \
     "$u/items/17?x=1" "$u/items/42" "$u/missing/page" "$u/big" "$u/items/5"
 curl -s -o /dev/null "$u/slow"
 curl -s -o /dev/null -X PATCH --data 'field=1' "$u/items/3"
 head -c 300000 /dev/urandom | curl -s -o /dev/null -H 'Expect:' --data-binary @- "$u/upload"
-cat >"$work/stop.lua" <<'LUA'
-local n = 0
-response = function(status, headers, body)
-    n = n + 1
-    if n >= 400 then wrk.thread:stop() end
-end
-LUA
-timeout 20 wrk -t1 -c4 -d10s -s "$work/stop.lua" "$u/items/9?q=2" >"$work/wrk.out" 2>&1
-sleep 1.2 # tcpdump hands over its buffer at least once a second
-kill -INT "$tpid"
-wait "$tpid" 2>/dev/null || true
-grep -q "^0 packets dropped by kernel" "$work/tcpdump.err" ||
-    { cat "$work/tcpdump.err"; echo "FAIL: tcpdump dropped packets"; exit 1; }
+wrk_bounded 400 4 "$u/items/9?q=2"
+tap_stop
 
-db="$work/t.db"
-"$TBNECK" capture -r "$work/cap.pcap" --db "$db" >"$work/capture.out" 2>&1 ||
-    { echo "FAIL: tbneck capture"; cat "$work/capture.out"; exit 1; }
-"$TBNECK" export requests --db "$db" >"$work/requests.csv"
+tbneck_requests
 tshark -r "$work/cap.pcap" -d "tcp.port==$ajp,ajp13" -T fields -E separator=/t -E aggregator=, \
     -e frame.time_epoch -e tcp.srcport -e tcp.dstport -e ajp13.code \
     >"$work/frames.tsv" 2>/dev/null
@@ -209,6 +183,10 @@ if want_t != got_t:
     fail.append("times differ from tshark: missing %s, extra %s" % (miss, extra))
 if cpings == 0:
     fail.append("no CPing seen: the probe exclusion was not exercised")
+probes = [l for l in open(work + "/capture.out") if "health probes" in l]
+print(probes[0].strip() if probes else "no probe count")
+if not probes or int(probes[0].split()[2]) != cpings:
+    fail.append("tbneck's probe count is not tshark's %d CPings" % cpings)
 slow = [r for r in rows if r["class"] == "GET /app/slow"]
 if len(slow) != 1 or int(slow[0]["departure_ns"]) - int(slow[0]["arrival_ns"]) < 200_000_000:
     fail.append("slow page %s" % slow)

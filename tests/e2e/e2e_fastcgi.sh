@@ -10,31 +10,18 @@
 # Oracles: php-fpm's own access log (one line per request it served: method,
 # REQUEST_URI, status) and nginx's (the requests it passed on): tbneck must
 # report exactly as many FastCGI requests as each, per connection kind, with
-# the same multiset of (method path, status); the slow page's response time
-# must cover its 200 ms sleep.
+# the same multiset of (method path, status); every arrival and departure
+# must be the frame of the request's BEGIN_REQUEST and of its END_REQUEST in
+# tshark's fcgi dissector; the slow page's time must cover its 200 ms sleep.
 set -euo pipefail
 : "${TBNECK:?}" "${TB_SRCDIR:?}"
-for p in nginx php-fpm8.2 tcpdump curl wrk python3; do
-    command -v "$p" >/dev/null || { echo "FAIL: $p not installed (scripts/deps.sh)"; exit 1; }
-done
+. "$TB_SRCDIR/tests/e2e/lib/e2e_common.sh"
+need nginx php-fpm8.2 tcpdump curl wrk python3
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    if [ -n "${TB_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi # TB_KEEP=1: debug
-}
-trap cleanup EXIT
-
-freeport() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
 web=$(freeport)
 fpm=$(freeport)
 fpm2=$(freeport)
 mkdir -p "$work/www" "$work/tmp" "$work/logs"
-chmod 755 "$work"
 cat >"$work/www/app.php" <<'EOF'
 <?php
 $p = $_GET['p'] ?? 'ok';
@@ -113,17 +100,20 @@ for _ in $(seq 100); do
     sleep 0.1
 done
 curl -sf "$u/kept/x?p=ok" >/dev/null || { cat "$work/logs/"*; echo "FAIL: nginx/php-fpm did not come up"; exit 1; }
-# What was served before the capture does not count.
+# What was served before the capture does not count: a last request marks
+# the end of the warm-up; once every log shows it (a server may write its line
+# after the client has its answer), they are emptied.
+curl -sf "$u/one/marker?p=ok" "$u/kept/marker?p=ok" >/dev/null
+for _ in $(seq 100); do
+    grep -q marker "$work/logs/fpm-one.log" && grep -q marker "$work/logs/fpm-kept.log" &&
+        [ "$(grep -c marker "$work/logs/access.log")" = 2 ] && break
+    sleep 0.1
+done
 : >"$work/logs/fpm-one.log"
 : >"$work/logs/fpm-kept.log"
 : >"$work/logs/access.log"
 
-tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" \
-    "tcp and (port $fpm or port $fpm2)" 2>"$work/tcpdump.err" &
-tpid=$!
-pids+=($tpid)
-for _ in $(seq 50); do grep -q listening "$work/tcpdump.err" 2>/dev/null && break; sleep 0.1; done
-sleep 0.2
+tap_start "tcp and (port $fpm or port $fpm2)"
 
 for k in one kept; do
     curl -s -o /dev/null -o /dev/null -o /dev/null -o /dev/null -o /dev/null \
@@ -132,28 +122,17 @@ for k in one kept; do
     curl -s -o /dev/null "$u/$k/slow?p=slow"
     head -c 200000 /dev/urandom | curl -s -o /dev/null -H 'Expect:' --data-binary @- "$u/$k/upload"
 done
-cat >"$work/stop.lua" <<'LUA'
-local n = 0
-response = function(status, headers, body)
-    n = n + 1
-    if n >= 300 then wrk.thread:stop() end
-end
-LUA
-timeout 20 wrk -t1 -c4 -d10s -s "$work/stop.lua" "$u/one/items/9?p=ok" >"$work/wrk1.out" 2>&1
-timeout 20 wrk -t1 -c4 -d10s -s "$work/stop.lua" "$u/kept/items/9?p=ok" >"$work/wrk2.out" 2>&1
-sleep 1.2 # tcpdump hands over its buffer at least once a second
-kill -INT "$tpid"
-wait "$tpid" 2>/dev/null || true
-grep -q "^0 packets dropped by kernel" "$work/tcpdump.err" ||
-    { cat "$work/tcpdump.err"; echo "FAIL: tcpdump dropped packets"; exit 1; }
+wrk_bounded 300 4 "$u/one/items/9?p=ok"
+wrk_bounded 300 4 "$u/kept/items/9?p=ok"
+tap_stop
 
-db="$work/t.db"
-"$TBNECK" capture -r "$work/cap.pcap" --db "$db" >"$work/capture.out" 2>&1 ||
-    { echo "FAIL: tbneck capture"; cat "$work/capture.out"; exit 1; }
-"$TBNECK" export requests --db "$db" >"$work/requests.csv"
-"$TBNECK" tiers --db "$db" >"$work/tiers.out"
+tbneck_requests
+tshark -r "$work/cap.pcap" -d "tcp.port==$fpm,fcgi" -d "tcp.port==$fpm2,fcgi" -T fields \
+    -E separator=/t -E aggregator=, -e frame.time_epoch -e tcp.srcport -e tcp.dstport \
+    -e fcgi.type -e fcgi.id >"$work/frames.tsv" 2>/dev/null
 python3 - "$work" "$fpm" "$fpm2" <<'EOF'
 import collections, csv, re, sys
+from decimal import Decimal
 work, fpm, fpm2 = sys.argv[1], sys.argv[2], sys.argv[3]
 rows = list(csv.DictReader(open(work + "/requests.csv")))
 fail = []
@@ -212,6 +191,30 @@ if len(per_conn[fpm]) != conns[fpm]:
     fail.append("port %s: %d connections for %d requests" % (fpm, len(per_conn[fpm]), conns[fpm]))
 if len(per_conn[fpm2]) > 8:
     fail.append("port %s: %d connections: keep-alive not exercised" % (fpm2, len(per_conn[fpm2])))
+
+# tshark's fcgi dissector: per connection and request id, the frame of the
+# BEGIN_REQUEST and the frame of the END_REQUEST that follows it.
+opened = collections.defaultdict(list)
+want_t = []
+for line in open(work + "/frames.tsv"):
+    f = line.rstrip("\n").split("\t")
+    if len(f) < 5 or not f[3]:
+        continue
+    t = int(Decimal(f[0]) * 1000000000)
+    srv = f[2] if f[2] in (fpm, fpm2) else f[1]
+    cport = f[1] if srv == f[2] else f[2]
+    for typ, rid in zip(f[3].split(","), f[4].split(",")):
+        if typ == "1" and srv == f[2]:
+            opened[(cport, rid)].append(t)
+        elif typ == "3" and srv == f[1] and opened[(cport, rid)]:
+            want_t.append((cport, opened[(cport, rid)].pop(0), t))
+want_t.sort()
+got_t = sorted((r["client"].rsplit(":", 1)[1], int(r["arrival_ns"]), int(r["departure_ns"]))
+               for r in rows)
+print("tshark: %d requests from BEGIN_REQUEST to END_REQUEST" % len(want_t))
+if want_t != got_t:
+    miss, extra = sorted(set(want_t) - set(got_t))[:4], sorted(set(got_t) - set(want_t))[:4]
+    fail.append("times differ from tshark: missing %s, extra %s" % (miss, extra))
 for f in fail:
     print("FAIL:", f)
 sys.exit(1 if fail else 0)

@@ -48,18 +48,12 @@ for _ in range(50):
 sys.exit(1)
 PY
 
-tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" \
-    "tcp port $port" 2>"$work/tcpdump.err" &
-tp=$!
-pids+=($tp)
-for _ in $(seq 50); do grep -q listening "$work/tcpdump.err" && break; sleep 0.1; done
-sleep 0.2
+# shellcheck source=lib/tcpdump.sh
+source "$lib/tcpdump.sh"
+tcpdump_start "$work/cap.pcap" "tcp port $port"
 python3 "$lib/proto_memcached_client.py" "$port" "$work/client.json"
-sleep 1.2
-kill -INT "$tp"
-wait "$tp" 2>/dev/null || true
-grep -q "^0 packets dropped by kernel" "$work/tcpdump.err" ||
-    { echo "FAIL: tcpdump dropped packets"; cat "$work/tcpdump.err"; exit 1; }
+tcpdump_stop "$work/cap.pcap" ||
+    { echo "FAIL: tcpdump dropped packets"; cat "$work/cap.pcap.err"; exit 1; }
 python3 - "$port" >"$work/stats.txt" <<'PY'
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))

@@ -33,26 +33,36 @@ done
 
 work=$(mktemp -d)
 pids=()
+pgdir="$work/pg"
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
-    if [ -n "${TB_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi # TB_KEEP=1: debug
+    if [ -n "${TB_KEEP:-}" ]; then echo "kept $work $pgdir"; else rm -rf "$work" "$pgdir"; fi # TB_KEEP=1: debug
 }
 trap cleanup EXIT
 # PostgreSQL refuses to run as root: as root, the server runs as the package's
-# postgres user in a folder of its own.
+# postgres user in a folder of its own — inside the test's folder when that
+# user can reach it, else in a private folder it makes in its home.
 as_pg=()
 if [ "$(id -u)" -eq 0 ]; then
     id postgres >/dev/null 2>&1 || { echo "FAIL: no postgres user to run the server"; exit 1; }
     as_pg=(runuser -u postgres --)
     chmod 711 "$work"
+    mkdir "$pgdir"
+    chown postgres "$pgdir"
+    if ! "${as_pg[@]}" test -w "$pgdir"; then
+        rmdir "$pgdir"
+        pghome=$(getent passwd postgres | cut -d: -f6)
+        pgdir=$("${as_pg[@]}" mktemp -d -p "$pghome" tbneck-e2e.XXXXXX) ||
+            { echo "FAIL: no folder for the postgres user"; exit 1; }
+    fi
+else
+    mkdir "$pgdir"
 fi
-mkdir "$work/pg"
-[ "$(id -u)" -eq 0 ] && chown postgres "$work/pg"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-"${as_pg[@]}" "$pgbin/initdb" -D "$work/pg/data" -A trust -U postgres --no-sync \
+"${as_pg[@]}" "$pgbin/initdb" -D "$pgdir/data" -A trust -U postgres --no-sync \
     >"$work/initdb.log" 2>&1 || { cat "$work/initdb.log"; exit 1; }
-"${as_pg[@]}" "$pgbin/postgres" -D "$work/pg/data" -p "$port" -c listen_addresses=127.0.0.1 \
+"${as_pg[@]}" "$pgbin/postgres" -D "$pgdir/data" -p "$port" -c listen_addresses=127.0.0.1 \
     -c unix_socket_directories= -c shared_preload_libraries=pg_stat_statements -c fsync=off \
     -c max_connections=20 -c shared_buffers=16MB -c ssl=off >"$work/pg.log" 2>&1 &
 pids+=($!)
@@ -63,6 +73,8 @@ for _ in $(seq 100); do "${psql[@]}" -c 'select 1' >/dev/null 2>&1 && break; sle
 "$pgbin/pgbench" -h 127.0.0.1 -p "$port" -U postgres -i -s 1 -q postgres >"$work/init.log" 2>&1 ||
     { cat "$work/init.log"; exit 1; }
 
+# shellcheck source=lib/tcpdump.sh
+source "$lib/tcpdump.sh"
 # capture NAME CMD...: runs CMD inside a tcpdump capture of the server port
 # (repeated, at most 3 times, while tcpdump reports drops), pg_stat_statements
 # reset before it and read after it.
@@ -71,18 +83,10 @@ capture() {
     shift
     while :; do
         "${psql[@]}" -c 'select pg_stat_statements_reset()' >/dev/null
-        tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/$name.pcap" \
-            "tcp port $port" 2>"$work/$name.tcpdump" &
-        local tp=$!
-        pids+=($tp)
-        for _ in $(seq 50); do grep -q listening "$work/$name.tcpdump" && break; sleep 0.1; done
-        sleep 0.2
+        tcpdump_start "$work/$name.pcap" "tcp port $port"
         "$@"
-        sleep 1.2 # tcpdump hands over its buffer at least once a second
-        kill -INT "$tp"
-        wait "$tp" 2>/dev/null || true
-        grep -q "^0 packets dropped by kernel" "$work/$name.tcpdump" && break
-        echo "tcpdump dropped packets (attempt $attempt):"; cat "$work/$name.tcpdump"
+        tcpdump_stop "$work/$name.pcap" && break
+        echo "tcpdump dropped packets (attempt $attempt):"; cat "$work/$name.pcap.err"
         [ "$attempt" -lt 3 ] || { echo "FAIL: tcpdump dropped packets in 3 attempts"; exit 1; }
         attempt=$((attempt + 1))
     done

@@ -39,12 +39,9 @@ cli=(redis-cli -h 127.0.0.1 -p "$port")
 for _ in $(seq 50); do "${cli[@]}" ping >/dev/null 2>&1 && break; sleep 0.1; done
 "${cli[@]}" config resetstat >/dev/null || { echo "FAIL: redis-server did not start"; exit 1; }
 
-tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" \
-    "tcp port $port" 2>"$work/tcpdump.err" &
-tp=$!
-pids+=($tp)
-for _ in $(seq 50); do grep -q listening "$work/tcpdump.err" && break; sleep 0.1; done
-sleep 0.2
+# shellcheck source=lib/tcpdump.sh
+source "$lib/tcpdump.sh"
+tcpdump_start "$work/cap.pcap" "tcp port $port"
 
 redis-benchmark -h 127.0.0.1 -p "$port" -n 2000 -c 4 -t ping,set,get -q >"$work/bench1.out" 2>&1
 redis-benchmark -h 127.0.0.1 -p "$port" -n 4000 -c 4 -P 16 -t set,get,incr,lpush,lrange_100 -q \
@@ -78,11 +75,8 @@ talk(b"*3\r\n$6\r\nCLIENT\r\n$5\r\nREPLY\r\n$4\r\nSKIP\r\n"
      b"*2\r\n$3\r\nGET\r\n$7\r\nskipped\r\n", b"$1\r\n1\r\n")
 s.close()
 PY
-sleep 1.2
-kill -INT "$tp"
-wait "$tp" 2>/dev/null || true
-grep -q "^0 packets dropped by kernel" "$work/tcpdump.err" ||
-    { echo "FAIL: tcpdump dropped packets"; cat "$work/tcpdump.err"; exit 1; }
+tcpdump_stop "$work/cap.pcap" ||
+    { echo "FAIL: tcpdump dropped packets"; cat "$work/cap.pcap.err"; exit 1; }
 grep -q WRONGTYPE "$work/wrongtype.out" || { echo "FAIL: no WRONGTYPE"; cat "$work/wrongtype.out"; exit 1; }
 "${cli[@]}" info commandstats >"$work/stats.txt"
 

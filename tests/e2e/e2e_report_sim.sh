@@ -6,7 +6,8 @@
 #  1. window loads and completions from `tbneck export windows` equal the
 #     exact ones computed from the truth requests (relative error < 1e-9), for
 #     every tier, one server, and two window widths; stored results are reused
-#     and give the same bytes;
+#     and give the same bytes; a stored analysis tampered in SQLite is what
+#     the next report serves, and --recompute restores the true figures;
 #  2. N* within ±10% of the configured cores for a CPU-bound database, over
 #     3 configurations (1, 2, 4 cores) x 5 seeds and the one-core seed 24
 #     that issue 18 found +47%, by both estimates: the
@@ -65,7 +66,6 @@ ok = rep["requests"] == n and rep["window_ns"] == 50000000 and rep["tier"] == "m
 print("report: mysql %d requests (truth %d), window %d" % (rep["requests"], n, rep["window_ns"]))
 sys.exit(0 if ok else 1)
 EOF
-
 # ---- 2. N* ------------------------------------------------------------------------
 : >"$work/nstar.txt"
 for cores in 1 2 4; do
@@ -197,6 +197,39 @@ rec = found / total if total else 0.0
 print("freeze episodes: precision %.3f (%d/%d), recall %.3f (%d/%d)"
       % (prec, tp, tp + fp, rec, found, total))
 sys.exit(0 if total >= 10 and fp == 0 and found == total else 1)
+EOF
+
+# ---- stored analyses ----------------------------------------------------------------
+# The stored analysis is what a second report serves: tampered in the
+# database, the tampered figures come back; --recompute gives the true ones
+# (and stores them again).
+python3 - "$work/gc_1.db" "$TBNECK" <<'EOF' || failed=1
+import json, sqlite3, subprocess, sys
+db, tbneck = sys.argv[1:]
+def report(*extra):
+    out = subprocess.run([tbneck, "report", "--tier", "http-8080", "--db", db, "--format", "json",
+                          *extra], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+true = report()  # computed and stored (every estimate of this tier is determined)
+con = sqlite3.connect(db)
+n = con.execute("UPDATE analyses SET n_star = 123.25, n_star_fit = 77.5, tp_max = 4321.5, "
+                "congested_fraction = 0.625 "
+                "WHERE width_ns = 50000000 AND tier_id = (SELECT id FROM tiers WHERE name = "
+                "'http-8080')").rowcount
+con.commit()
+con.close()
+served = report()
+recomputed = report("--recompute")
+again = report()
+print("stored analysis: %d rows tampered; served n_star %s tp_max %s congested %s; recomputed "
+      "n_star %s (first report %s); served after --recompute %s"
+      % (n, served["n_star"], served["tp_max"], served["congested_fraction"],
+         recomputed["n_star"], true["n_star"], again["n_star"]))
+keys = ("n_star", "n_star_fit", "tp_max", "congested_fraction")
+ok = n >= 1 and [served[k] for k in keys] == [123.25, 77.5, 4321.5, 0.625] and \
+    all(recomputed[k] == true[k] and again[k] == true[k] for k in keys) and \
+    all(true[k] is not None for k in keys)
+sys.exit(0 if ok else 1)
 EOF
 
 # ---- 4. throughput levels -------------------------------------------------------------

@@ -4,7 +4,8 @@
 # tiers auto-discovered): the three tiers are found, every tier's request count matches
 # what the servers counted themselves, Tomcat's long GC pauses (read here from its GC log)
 # sit inside its exported congestion episodes and its freeze episodes are GC pauses,
-# `tbneck events report` counts the same, and the plots are drawn.
+# `tbneck events report` counts the same, diagnose derives the call graph and counts
+# Tomcat's database connections as the webapp counted them, and the plots are drawn.
 set -euo pipefail
 : "${TBNECK:?set by meson}" "${TB_SRCDIR:?set by meson}"
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (namespaces, capture)"; exit 77; }
@@ -142,6 +143,25 @@ check(c is not None and c >= 0.5,
 check(c is not None and ev["correlation"] is not None and abs(ev["correlation"] - c) < 1e-6,
       f"events report correlation {ev['correlation']} = {c} computed here")
 
+# diagnose: the call graph derived from the wire (nginx -> Tomcat -> MariaDB),
+# Tomcat's connections to MariaDB counted as the webapp counted its JDBC
+# connections, a verdict from the fixed vocabulary.
+dg = json.load(open(os.path.join(out, "diagnose.json")))
+depth = {t["tier"]: t["depth"] for t in dg["tiers"]}
+check(dg["front_tier"] == names["web"], f"diagnose: front tier {dg['front_tier']}")
+check(depth == {names["web"]: 0, names["app"]: 1, names["db"]: 2},
+      f"diagnose: call graph web -> app -> db by depth {depth}")
+pools = [p for p in dg["pools"] if p["from_tier"] == names["app"] and p["to_tier"] == names["db"]]
+seen = sum(p["connections_seen"] for p in pools)
+check(len(pools) == 1 and seen == counts["jdbc_connections"],
+      f"diagnose: {names['app']} -> {names['db']} connections seen {seen}, the webapp opened "
+      f"{counts['jdbc_connections']}")
+check(all(p["connections"] <= p["connections_seen"] for p in pools), "diagnose: open at once <= seen")
+check(dg["verdict"]["cause"] in ("cpu", "freeze", "speed", "pool", "threads", "none"),
+      f"diagnose verdict: {dg['verdict']['cause']}: {dg['verdict']['evidence']}")
+for p in ["diagnose.png", "diagnose-graph.png"]:
+    path = os.path.join(out, p)
+    check(os.path.exists(path) and open(path, "rb").read(4) == b"\x89PNG", f"plot {p} drawn")
 for p in ["gc-load.png", "gc-load-12s.png"] + [f"report-{t}.png" for t in per_tier]:
     path = os.path.join(out, p)
     good = os.path.exists(path) and open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n" \

@@ -12,31 +12,34 @@
 # Oracle: the backend's access log, one line per request with the client's
 # port and the TLS version: tbneck must report, for each backend port and for
 # each TLS connection (client port), exactly as many requests as the backend
-# served on it; and the four slow pages (and only they) must take 150 ms or more.
+# served on it; and the six slow pages (and only they) must take 150 ms or more.
+# Two connections made by curl directly to the backend (TLS 1.2, TLS 1.3)
+# leave their session keys for tshark: there every arrival and departure must
+# be the frame of the decrypted HTTP request and of its response's end.
 set -euo pipefail
 : "${TBNECK:?}" "${TB_SRCDIR:?}"
-for p in nginx openssl tcpdump curl wrk python3; do
-    command -v "$p" >/dev/null || { echo "FAIL: $p not installed (scripts/deps.sh)"; exit 1; }
-done
+. "$TB_SRCDIR/tests/e2e/lib/e2e_common.sh"
+need nginx openssl tcpdump curl wrk python3
 
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    if [ -n "${TB_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi # TB_KEEP=1: debug
-}
-trap cleanup EXIT
-
-freeport() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# The backend's ports lie below the kernel's ephemeral range, as servers'
+# ports do: the connections picked up mid-stream (whose handshake was not
+# seen, so nothing in them says which side serves) are then told apart by the
+# lower port, tbneck's rule for such connections.
+lowport() {
+    python3 -c 'import random, socket
+while True:
+    p = random.randrange(20000, 30000)
+    try:
+        s = socket.socket(); s.bind(("127.0.0.1", p)); print(p); break
+    except OSError:
+        pass'
 }
 front=$(freeport)
-b12=$(freeport)
-b13=$(freeport)
+b12=$(lowport)
+b13=$(lowport)
+while [ "$b13" = "$b12" ]; do b13=$(lowport); done
 slow=$(freeport)
 mkdir -p "$work/www" "$work/tmp" "$work/logs"
-chmod 755 "$work"
 echo "hello" >"$work/www/index.html"
 head -c 150000 /dev/urandom | base64 >"$work/www/big.txt"
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=backend.test" \
@@ -116,6 +119,7 @@ u="http://127.0.0.1:$front"
 start_nginx() {
     nginx -p "$work" -c "$work/nginx.conf" -e "$work/logs/error.log" &
     npid=$!
+    pids+=($npid)
     for _ in $(seq 100); do
         curl -sf "$u/k13/index.html" >/dev/null 2>&1 && curl -sf "$u/k12/index.html" >/dev/null 2>&1 && return 0
         sleep 0.1
@@ -127,20 +131,18 @@ for _ in $(seq 100); do curl -sf -o /dev/null "$u/k12/slow" && break; sleep 0.1;
 for k in n12/index.html n13/index.html k12/slow k13/slow; do
     curl -sf -o /dev/null "$u/$k" || { cat "$work/logs/error.log"; echo "FAIL: nginx path $k"; exit 1; }
 done
-# The kept connections the warm-up opened are closed with nginx, so that every
-# TLS connection in the capture starts with its handshake.
+# The kept connections the warm-up opened are closed with nginx; the restart's
+# readiness check opens a few again, which the capture picks up mid-stream.
 kill -QUIT "$npid"
 wait "$npid" 2>/dev/null || true
 start_nginx
-pids+=($npid)
+# What was served before the capture does not count: a last request marks
+# the end of the warm-up; once the log shows it, it is emptied.
+curl -s -o /dev/null "$u/n13/marker"
+for _ in $(seq 100); do grep -q marker "$work/logs/backend.log" && break; sleep 0.1; done
 : >"$work/logs/backend.log"
 
-tcpdump -i lo -s 0 -B 32768 --time-stamp-precision=nano -U -w "$work/cap.pcap" \
-    "tcp and (port $b12 or port $b13)" 2>"$work/tcpdump.err" &
-tpid=$!
-pids+=($tpid)
-for _ in $(seq 50); do grep -q listening "$work/tcpdump.err" 2>/dev/null && break; sleep 0.1; done
-sleep 0.2
+tap_start "tcp and (port $b12 or port $b13)"
 
 head -c 120000 /dev/urandom >"$work/body.bin"
 for k in k12 k13 n12 n13; do
@@ -148,26 +150,28 @@ for k in k12 k13 n12 n13; do
         "$u/$k/index.html" "$u/$k/big.txt" "$u/$k/missing" "$u/$k/slow"
     curl -s -o /dev/null -H 'Expect:' --data-binary @"$work/body.bin" "$u/$k/echo"
 done
-cat >"$work/stop.lua" <<'EOF'
-local n = 0
-response = function(status, headers, body)
-    n = n + 1
-    if n >= 250 then wrk.thread:stop() end
-end
-EOF
 for k in k12 k13 n12 n13; do
-    timeout 20 wrk -t1 -c3 -d10s -s "$work/stop.lua" "$u/$k/index.html" >"$work/wrk-$k.out" 2>&1
+    wrk_bounded 250 3 "$u/$k/index.html"
 done
-sleep 1.2 # tcpdump hands over its buffer at least once a second
-kill -INT "$tpid"
-wait "$tpid" 2>/dev/null || true
-grep -q "^0 packets dropped by kernel" "$work/tcpdump.err" ||
-    { cat "$work/tcpdump.err"; echo "FAIL: tcpdump dropped packets"; exit 1; }
+# Direct clients whose session keys tshark can use (curl writes them to
+# SSLKEYLOGFILE): five requests on one connection, TLS 1.2 and TLS 1.3.
+for port in "$b12" "$b13"; do
+    v=1.2
+    [ "$port" = "$b13" ] && v=1.3
+    b="https://backend.test:$port"
+    SSLKEYLOGFILE="$work/keys.log" curl -sk --http1.1 --tlsv$v --tls-max $v \
+        --resolve "backend.test:$port:127.0.0.1" -o /dev/null -o /dev/null -o /dev/null \
+        -o /dev/null -o /dev/null "$b/index.html" "$b/big.txt" "$b/missing" "$b/slow" "$b/index.html"
+done
+tap_stop
+# tshark decrypts those connections: for each HTTP response, the frame of its
+# request and its own (the one that completes it).
+tshark -r "$work/cap.pcap" -o "tls.keylog_file:$work/keys.log" -d "tcp.port==$b12,tls" \
+    -d "tcp.port==$b13,tls" -Y http -T fields -E separator=/t -e frame.number \
+    -e frame.time_epoch -e tcp.srcport -e tcp.dstport -e http.request_in \
+    >"$work/http.tsv" 2>/dev/null
 
-db="$work/t.db"
-"$TBNECK" capture -r "$work/cap.pcap" --db "$db" >"$work/capture.out" 2>&1 ||
-    { echo "FAIL: tbneck capture"; cat "$work/capture.out"; exit 1; }
-"$TBNECK" export requests --db "$db" >"$work/requests.csv"
+tbneck_requests
 python3 - "$work" "$b12" "$b13" <<'EOF'
 import collections, csv, sys
 work, b12, b13 = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -180,7 +184,8 @@ for line in open(work + "/logs/backend.log"):
     sport, cport, ver, sni, uri, status = line.split()
     want[(sport, cport)] += 1
     proto[sport].add(ver)
-    names[cport] = "tls" if sni == "-" else sni
+    # (a client port may serve two connections in turn: each name it had)
+    names.setdefault((sport, cport), set()).add("tls" if sni == "-" else sni)
 got = collections.Counter((r["server"].rsplit(":", 1)[1], r["client"].rsplit(":", 1)[1])
                           for r in rows)
 for port, ver in ((b12, "TLSv1.2"), (b13, "TLSv1.3")):
@@ -204,10 +209,10 @@ if tiers != {"tls-" + b12, "tls-" + b13}:
 classes = collections.Counter(r["class"] for r in rows)
 print("classes: %s" % dict(classes))
 for r in rows:
-    cport = r["client"].rsplit(":", 1)[1]
+    key = (r["server"].rsplit(":", 1)[1], r["client"].rsplit(":", 1)[1])
     mid = int(r["flags"]) & 4
-    if r["class"] != ("tls" if mid else names.get(cport)):
-        fail.append("class %s on a connection that sent %s" % (r["class"], names.get(cport)))
+    if r["class"] not in ({"tls"} if mid else names.get(key, set())):
+        fail.append("class %s on a connection that sent %s" % (r["class"], names.get(key)))
         break
 if set(classes) != {"backend.test", "tls"}:
     fail.append("classes %s" % classes)
@@ -215,8 +220,28 @@ if any(int(r["flags"]) & ~4 for r in rows):
     fail.append("flagged records: %s" % [r for r in rows if int(r["flags"]) & ~4][:3])
 print("picked up mid-stream: %d" % sum(1 for r in rows if int(r["flags"]) & 4))
 slow = [r for r in rows if int(r["departure_ns"]) - int(r["arrival_ns"]) >= 150_000_000]
-if len(slow) != 4:
-    fail.append("%d exchanges of 150 ms or more, expected the 4 slow pages: %s" % (len(slow), slow))
+if len(slow) != 6:
+    fail.append("%d exchanges of 150 ms or more, expected the 6 slow pages: %s" % (len(slow), slow))
+
+# The decrypted connections: every request's arrival is the frame of its HTTP
+# request, its departure the frame that completes its HTTP response (tshark).
+from decimal import Decimal
+frames, pairs = {}, []
+for line in open(work + "/http.tsv"):
+    num, t, sp, dp, req_in = (line.rstrip("\n").split("\t") + [""] * 5)[:5]
+    frames[num] = (int(Decimal(t) * 1000000000), sp, dp)
+    if req_in:
+        pairs.append((req_in, num))
+want_t = sorted((frames[q][1], frames[q][0], frames[a][0]) for q, a in pairs)
+cports = set(c for c, _, _ in want_t)
+got_t = sorted((r["client"].rsplit(":", 1)[1], int(r["arrival_ns"]), int(r["departure_ns"]))
+               for r in rows if r["client"].rsplit(":", 1)[1] in cports)
+print("decrypted: %d requests on %d connections" % (len(want_t), len(cports)))
+if len(want_t) != 10 or len(cports) != 2:
+    fail.append("tshark decrypted %d requests on %d connections, expected 10 on 2"
+                % (len(want_t), len(cports)))
+if want_t != got_t:
+    fail.append("times differ from the decrypted HTTP:\n  tshark %s\n  tbneck %s" % (want_t, got_t))
 for f in fail:
     print("FAIL:", f)
 sys.exit(1 if fail else 0)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # e2e_web_api.sh — `tbneck serve` against a simulated database: the JSON API's
-# answers and its error cases (unknown tier 404, bad width 400, POST 405, path
+# answers (each server's episodes against the simulator's freezes) and its
+# error cases (unknown tier 404, bad width 400, POST 405, path
 # traversal raw and encoded, oversized head 431, garbage 400, 300 idle
 # connections then a normal request still answered), the event stream while a
 # report writes new windows, and the listen-address policy.
@@ -90,6 +91,19 @@ if len(r["episodes"]) != a["episodes"]:
     print("episodes: report %d, api %d" % (len(r["episodes"]), a["episodes"])); sys.exit(1)
 PY
 ok "API analysis equals the report's"
+# The root cause: the same object as `tbneck diagnose --format json`.
+"$TBNECK" diagnose --window 50ms --db "$work/web.db" --format json >"$work/diag.json" ||
+  fail "diagnose json"
+expect 200 "diagnose" "$base/api/diagnose?width=50ms"
+python3 - "$work/diag.json" "$work/body" <<'PY' || fail "API diagnose differs from the CLI's"
+import json, sys
+c, a = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+for k in ("window_ns", "front_tier", "verdict", "tiers", "pools", "episodes"):
+    if c[k] != a[k]:
+        print("%s: cli %r, api %r" % (k, c[k], a[k])); sys.exit(1)
+PY
+ok "API diagnose equals the CLI's"
+expect 400 "diagnose: bad width" "$base/api/diagnose?width=abc"
 expect 200 "health" "$base/api/health"
 json_ok 'c=d["captures"]; assert len(c) >= 1 and c[0]["packets"] > 0 and "kernel_drops" in c[0]' "health"
 expect 200 "index page" "$base/"
@@ -213,4 +227,37 @@ stop_serve
 grep -qi 'sanitizer\|runtime error' "$work/serve.err" && { cat "$work/serve.err"; fail "sanitizer report"; }
 [ "$serve_rc" = 0 ] || { cat "$work/serve.err"; fail "serve exit status $serve_rc after SIGTERM, want 0"; }
 ok "serve stopped cleanly on SIGTERM"
+
+# Episodes against the simulator's truth, on report_gc.conf (application
+# servers that stop the world for 100-300 ms every 1-3 s; quick.conf's two
+# short pauses on a lightly loaded server give it no congestion point, so no
+# episode at all): each server's /api/episodes must hold a freeze episode at
+# every one of its freezes of 100 ms or more, and no freeze episode where that
+# server did not freeze (what e2e_report_sim measures on the report: 26/26).
+"$TBNECK_SIM" "$TB_SRCDIR/tests/e2e/lib/report_gc.conf" --out "$work/gc" -q || fail "simulator (gc)"
+"$TBNECK" capture -r "$work/gc.pcap" --db "$work/gc.db" >"$work/gc.out" 2>&1 ||
+  { cat "$work/gc.out"; fail "offline capture (gc)"; }
+start_serve "$work/gc.db" "$work"
+base="http://127.0.0.1:$port"
+for srv in 10.0.3.1:8080 10.0.3.2:8080; do
+  expect 200 "episodes of $srv" "$base/api/episodes?tier=http-8080&width=50ms&server=$srv"
+  python3 - "$work/body" "$work/gc.freezes.csv" "$srv" <<'PY' ||
+import csv, json, sys
+d = json.load(open(sys.argv[1]))
+srv = sys.argv[3]
+freezes = [(int(r["start_ns"]), int(r["end_ns"])) for r in csv.DictReader(open(sys.argv[2]))
+           if r["server"] == srv]
+fz = [(e["start_ns"], e["end_ns"]) for e in d["episodes"] if e["kind"] == "freeze"]
+big = [f for f in freezes if f[1] - f[0] >= 100_000_000]
+missed = [f for f in big if not any(a < f[1] and f[0] < b for a, b in fz)]
+false = [e for e in fz if not any(a < e[1] and e[0] < b for a, b in freezes)]
+print("%s: %d freezes (%d of 100 ms or more), %d freeze episodes of %d; missed %d, false %d"
+      % (srv, len(freezes), len(big), len(fz), d["count"], len(missed), len(false)))
+sys.exit(0 if d["count"] == len(d["episodes"]) and big and fz and not missed and not false else 1)
+PY
+    fail "episodes of $srv do not match the simulator's freezes"
+done
+ok "episodes: a freeze episode at every simulated freeze of each server, none elsewhere"
+stop_serve
+[ "$serve_rc" = 0 ] || { cat "$work/serve.err"; fail "serve (gc) exit status $serve_rc"; }
 echo "PASS e2e_web_api"

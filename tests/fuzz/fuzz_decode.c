@@ -11,7 +11,7 @@
 
 #include "capture.h"
 #include "catalog.h"
-#include "decode.h"
+#include "decode-int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

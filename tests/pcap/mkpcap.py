@@ -214,6 +214,94 @@ def bench(path, flows=200, exchanges=200, seed=7):
     w.close()
 
 
+def pg_msg(t, payload=b""):
+    return t + struct.pack(">I", len(payload) + 4) + payload
+
+
+def redis_cmd(*words):
+    out = b"*%d\r\n" % len(words)
+    for w in words:
+        out += b"$%d\r\n%s\r\n" % (len(w), w)
+    return out
+
+
+def dbbench(path, proto, flows=100, exchanges=1000, seed=7):
+    """One protocol for its benchmark figure, on its well-known port, every
+    connection with its handshake. postgres: pgbench-like extended batches
+    (Parse/Bind/Describe/Execute/Sync, answered 1/2/T/D/C/Z) alternating with
+    simple queries; redis: SET and GET one at a time (redis-benchmark);
+    redis-p16: pipelines of 16 SET/GET (redis-benchmark -P 16); memcached: a
+    get hit, a set with its data block, a multi-get of 4 keys."""
+    rnd = random.Random(seed)
+    w = Writer(path)
+    port = {"postgres": 5432, "redis": 6379, "redis-p16": 6379, "memcached": 11211}[proto]
+    conns = []
+    for i in range(flows):
+        cli = ip4("10.2.%d.%d" % (i // 250, i % 250 + 1))
+        conns.append(Conn(w, cli, 30000 + i, ip4("10.0.0.5"), port, rnd.randrange(2**32),
+                          rnd.randrange(2**32)))
+    events = []
+    for idx in range(flows):
+        t = T0 + rnd.randrange(10_000_000)
+        for j in range(exchanges):
+            events.append((t, idx, j))
+            t += 2_000_000 + rnd.randrange(8_000_000)
+    events.sort()
+    started = set()
+    row = pg_msg(b"T", b"\0\1abalance\0" + b"\0" * 6 + b"\0\0\0\x17\0\4\xff\xff\xff\xff\0\0") + \
+        pg_msg(b"D", b"\0\1\0\0\0\x04" + b"1234")
+    for t, idx, j in events:
+        c = conns[idx]
+        if idx not in started:
+            started.add(idx)
+            c.handshake(t - 20_000)
+            if proto == "postgres":
+                params = b"user\0postgres\0database\0bench\0\0"
+                c.send(t - 15_000, True, struct.pack(">II", 8 + len(params), 0x30000) + params)
+                c.send(t - 12_000, False, pg_msg(b"R", b"\0\0\0\0") +
+                       pg_msg(b"S", b"server_version\0" + b"15.18\0") +
+                       pg_msg(b"K", b"\0" * 8) + pg_msg(b"Z", b"I"))
+        if proto == "postgres":
+            if j % 2:
+                q = b"SELECT abalance FROM pgbench_accounts WHERE aid = %d" % (j * 7919 % 100000)
+                c.send(t, True, pg_msg(b"Q", q + b"\0"))
+                c.send(t + 300_000, False, row + pg_msg(b"C", b"SELECT 1\0") + pg_msg(b"Z", b"I"))
+            else:
+                sql = b"UPDATE pgbench_accounts SET abalance = abalance + $1 WHERE aid = $2"
+                c.send(t, True, pg_msg(b"P", b"\0" + sql + b"\0\0\0") +
+                       pg_msg(b"B", b"\0\0\0\0\0\2\0\0\0\x02-5\0\0\0\x0442424\0\0") +
+                       pg_msg(b"D", b"P\0") + pg_msg(b"E", b"\0\0\0\0\0") + pg_msg(b"S"))
+                c.send(t + 300_000, False, pg_msg(b"1") + pg_msg(b"2") + pg_msg(b"n") +
+                       pg_msg(b"C", b"UPDATE 1\0") + pg_msg(b"Z", b"T"))
+        elif proto == "redis-p16":
+            key = b"key:%012d" % (j * 7919 % 100000)
+            c.send(t, True, b"".join(redis_cmd(b"SET", key, b"xxx") if k % 2 else
+                                     redis_cmd(b"GET", key) for k in range(16)))
+            c.send(t + 300_000, False, b"".join(b"+OK\r\n" if k % 2 else b"$3\r\nxxx\r\n"
+                                                for k in range(16)))
+        elif proto == "redis":
+            key = b"key:%012d" % (j * 7919 % 100000)
+            if j % 2:
+                c.send(t, True, redis_cmd(b"SET", key, b"xxx"))
+                c.send(t + 300_000, False, b"+OK\r\n")
+            else:
+                c.send(t, True, redis_cmd(b"GET", key))
+                c.send(t + 300_000, False, b"$3\r\nxxx\r\n")
+        else:
+            k = j % 3
+            if k == 0:
+                c.send(t, True, b"get key:%d\r\n" % j)
+                c.send(t + 300_000, False, b"VALUE key:%d 0 32\r\n%s\r\nEND\r\n" % (j, b"v" * 32))
+            elif k == 1:
+                c.send(t, True, b"set key:%d 0 0 32\r\n%s\r\n" % (j, b"v" * 32))
+                c.send(t + 300_000, False, b"STORED\r\n")
+            else:
+                c.send(t, True, b"get a:%d b:%d c:%d d:%d\r\n" % (j, j, j, j))
+                c.send(t + 300_000, False, b"VALUE a:%d 0 4\r\nxxxx\r\nEND\r\n" % j)
+        c.ack(t + 310_000, True)
+    w.close()
+
+
 def synflood(path, n):
     """n half-open connections: one SYN each from distinct client endpoints."""
     w = Writer(path, "raw")
@@ -254,6 +342,8 @@ if __name__ == "__main__":
         split(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "bench":
         bench(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif cmd == "dbbench":
+        dbbench(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif cmd == "synflood":
         synflood(sys.argv[2], int(sys.argv[3]))
     elif cmd == "garbage":

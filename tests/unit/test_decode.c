@@ -8,7 +8,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "decode.h"
+#include "decode-int.h"
 #include "test_pkt.h"
 
 static uint8_t ip[2048], frame[2048];

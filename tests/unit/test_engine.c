@@ -15,7 +15,7 @@
 
 #include "capture.h"
 #include "conn.h"
-#include "decode.h"
+#include "decode-int.h"
 #include "tiers.h"
 #include "test_pkt.h"
 
@@ -756,6 +756,66 @@ static void test_parser_stop_inside_delivery(void **state)
     h_fini(&h);
 }
 
+/* Database protocols told apart on ports of no protocol: "get k" is both a
+ * Redis inline command and a memcached one, so the answer decides; a
+ * PostgreSQL start-up decides at once, and mid-stream its messages do. */
+static void test_database_detection(void **state)
+{
+    (void)state;
+    struct h h;
+    h_init(&h, TB_DLT_EN10MB, NULL, NULL);
+    struct conn r = conn4("10.0.0.9:51000", "10.0.0.2:7000");
+    struct conn m = conn4("10.0.0.9:51001", "10.0.0.3:7001");
+    handshake(&h, &r, 1000, 5000, T0);
+    handshake(&h, &m, 2000, 6000, T0);
+    xmit(&h, &r, true, "get k\r\n", T0 + 10 * MS);
+    xmit(&h, &m, true, "get k\r\n", T0 + 11 * MS);
+    xmit(&h, &r, false, "$-1\r\n", T0 + 20 * MS);
+    xmit(&h, &m, false, "END\r\n", T0 + 21 * MS);
+    assert_int_equal(h.n, 2);
+    assert_string_equal(tier_name(&h, h.req[0].tier), "redis-7000");
+    assert_string_equal(class_text(&h, h.req[0].class_id), "GET");
+    assert_int_equal(h.req[0].arrival_ns, T0 + 10 * MS);
+    assert_int_equal(h.req[0].departure_ns, T0 + 20 * MS);
+    assert_string_equal(tier_name(&h, h.req[1].tier), "memcached-7001");
+    assert_string_equal(class_text(&h, h.req[1].class_id), "get");
+    assert_int_equal(h.req[1].status, 1); /* a miss */
+    /* PostgreSQL with its start-up, on another port. */
+    struct conn p = conn4("10.0.0.9:51002", "10.0.0.4:15432");
+    handshake(&h, &p, 3000, 7000, T0);
+    static const char su[] = "\0\0\0\x17\0\3\0\0user\0postgres\0\0";
+    tcp(&h, &p, true, p.cn, TB_TCP_ACK | TB_TCP_PSH, su, sizeof su - 1, T0 + 30 * MS);
+    p.cn += sizeof su - 1;
+    static const char ok[] = "R\0\0\0\x08\0\0\0\0Z\0\0\0\x05I";
+    tcp(&h, &p, false, p.sn, TB_TCP_ACK | TB_TCP_PSH, ok, sizeof ok - 1, T0 + 31 * MS);
+    p.sn += sizeof ok - 1;
+    static const char q[] = "Q\0\0\0\x0dselect 1\0";
+    tcp(&h, &p, true, p.cn, TB_TCP_ACK | TB_TCP_PSH, q, sizeof q - 1, T0 + 40 * MS);
+    p.cn += sizeof q - 1;
+    static const char a[] = "C\0\0\0\x0dSELECT 1\0Z\0\0\0\x05I";
+    tcp(&h, &p, false, p.sn, TB_TCP_ACK | TB_TCP_PSH, a, sizeof a - 1, T0 + 45 * MS);
+    p.sn += sizeof a - 1;
+    /* … and picked up mid-stream on a fourth. */
+    struct conn pm = conn4("10.0.0.9:51003", "10.0.0.5:25432");
+    pm.cn = 100;
+    pm.sn = 900;
+    tcp(&h, &pm, true, pm.cn, TB_TCP_ACK | TB_TCP_PSH, q, sizeof q - 1, T0 + 50 * MS);
+    pm.cn += sizeof q - 1;
+    tcp(&h, &pm, false, pm.sn, TB_TCP_ACK | TB_TCP_PSH, a, sizeof a - 1, T0 + 55 * MS);
+    assert_int_equal(h.n, 4);
+    for (size_t i = 2; i < 4; i++) {
+        assert_string_equal(class_text(&h, h.req[i].class_id), "select ?");
+        assert_int_equal(h.req[i].status, 0);
+    }
+    assert_string_equal(tier_name(&h, h.req[2].tier), "postgres-15432");
+    assert_int_equal(h.req[2].arrival_ns, T0 + 40 * MS);
+    assert_int_equal(h.req[2].departure_ns, T0 + 45 * MS);
+    assert_int_equal(h.req[2].flags, 0);
+    assert_string_equal(tier_name(&h, h.req[3].tier), "postgres-25432");
+    assert_int_equal(h.req[3].flags, TB_REQ_MIDSTREAM);
+    h_fini(&h);
+}
+
 static void test_garbage(void **state)
 {
     (void)state;
@@ -915,6 +975,7 @@ int main(void)
         cmocka_unit_test(test_forced_proto_and_bad_name),
         cmocka_unit_test(test_detection_waits_for_bytes),
         cmocka_unit_test(test_parser_stop_inside_delivery),
+        cmocka_unit_test(test_database_detection),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_connection_records),
     };

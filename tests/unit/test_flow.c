@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "flow.h"
+#include "flow-int.h"
 #include "test_pkt.h"
 
 static void test_key_both_directions(void **state)

@@ -13,23 +13,7 @@
 
 #include "correlate.h"
 
-/* |a - b| <= eps, printing both values on failure (NAN fails). */
-#define assert_near(a, b, eps)                                                             \
-    do {                                                                                   \
-        double a_ = (a), b_ = (b), e_ = (eps);                                             \
-        if (!(fabs(a_ - b_) <= e_))                                                        \
-            fail_msg("%s = %.17g, expected %.17g (within %g)", #a, a_, b_, e_);            \
-    } while (0)
-
-static uint64_t rs;
-static double unif(void)
-{
-    rs ^= rs << 13;
-    rs ^= rs >> 7;
-    rs ^= rs << 17;
-    return ((double)(rs >> 11) + 0.5) / 9007199254740992.0;
-}
-static double gauss(void) { return sqrt(-2 * log(unif())) * cos(6.283185307179586 * unif()); }
+#include "test_num.h"
 
 #define MU 100.0 /* work units per second per busy core */
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "pcapfile.h"
+#include "pcapfile-int.h"
 
 /* A file being written: header, then records. */
 struct wf {

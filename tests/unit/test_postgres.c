@@ -701,6 +701,7 @@ static void test_detect(void **state)
                      TB_DETECT_NO);
     assert_int_equal(p->detect((const uint8_t *)"S\0\0\0\4", 5, C2S, &cs), TB_DETECT_NO);
     assert_ptr_equal(tb_proto_find("postgres"), p);
+    assert_ptr_equal(tb_proto_find("postgresql"), p);
     free(b.b);
 }
 

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "reasm.h"
+#include "reasm-int.h"
 
 /* What the reassembler delivered, as text: data bytes verbatim, a gap as
  * "<gap N>", and the timestamp of every event. */

@@ -77,7 +77,7 @@ static void test_good(void **state)
     const struct sim_class_conf *cl = &c.classes[0];
     assert_true(cl->weight == 3.0);
     /* '#' inside a value is not a comment. */
-    assert_string_equal(cl->path[0], "/story#top/{id}");
+    assert_string_equal(cl->tmpl[0], "/story#top/{id}");
     assert_true(cl->demand[1].kind == SIM_DIST_EXP && cl->demand[1].a == 2e6);
     assert_true(cl->demand[0].kind == SIM_DIST_CONST && cl->demand[0].a == 50000);
     assert_true(cl->calls[0].a == 1 && cl->calls[1].a == 3 && cl->calls[2].a == 0);
@@ -113,7 +113,8 @@ static void test_good(void **state)
     assert_string_equal(back.tiers[1].wire_name, "http-8080");
     assert_true(back.classes[0].calls[1].a == 3);
     assert_int_equal(back.freezes[0].at_ns[0], TB_NS_PER_SEC);
-    assert_string_equal(back.classes[0].sql, c.classes[0].sql);
+    for (int t = 0; t < 3; t++)
+        assert_string_equal(back.classes[0].tmpl[t], c.classes[0].tmpl[t]);
     for (int t = 0; t < 3; t++)
         assert_string_equal(back.classes[0].expect[t], c.classes[0].expect[t]);
     free(text);
@@ -139,7 +140,7 @@ static void test_errors(void **state)
     expect_error("users = 3\n", "bad.conf:1: 'users' outside any section");
     expect_error("[sim]\n\n[bogus]\n",
                  "bad.conf:3: unknown section [bogus] (sim, tier NAME, class NAME, freeze, expect)");
-    expect_error("[tier a]\nproto = ftp\n", "bad.conf:2: proto: 'ftp' is not http or mysql");
+    expect_error("[tier a]\nproto = ftp\n", "bad.conf:2: proto: 'ftp' is not http, mysql, postgres or redis");
     expect_error("[tier a]\ncolor = red\n", "bad.conf:2: unknown key 'color' in [tier a]");
     expect_error("[tier a]\n[class c]\ndemand.b = 1ms\n",
                  "bad.conf:3: demand.b: unknown tier 'b' (tiers must be declared before classes)");
@@ -177,6 +178,13 @@ static void test_finish_errors(void **state)
                      0);
     assert_int_equal(sim_conf_finish(&c, err, sizeof err), TB_E_INVAL);
     assert_string_equal(err, "tiers 'a' and 'b' share port 80");
+    sim_conf_defaults(&c);
+    assert_int_equal(sim_conf_parse(&c, "[tier a]\nspeeds = 0.5, 1\ngovernor = 100ms\n"
+                                        "speed_every = 1s\n[class x]\n",
+                                    "x", err, sizeof err),
+                     0);
+    assert_int_equal(sim_conf_finish(&c, err, sizeof err), TB_E_INVAL);
+    assert_string_equal(err, "tier 'a': speed_every needs two speeds or more and no governor");
 }
 
 /* Expected classes: stated literally by class.TIER, or by each protocol's
@@ -256,6 +264,57 @@ static void test_expect(void **state)
                  "bad.conf:3: server: unknown tier 'nope' (tiers must be declared first)");
 }
 
+/* --set: one override per call, named in its error. */
+static void test_set(void **state)
+{
+    (void)state;
+    static struct sim_conf c;
+    char err[256] = "";
+    sim_conf_defaults(&c);
+    assert_int_equal(sim_conf_parse(&c, good, "good.conf", err, sizeof err), 0);
+    assert_int_equal(sim_conf_set(&c, "tier.db.cores=3", err, sizeof err), 0);
+    assert_int_equal(sim_conf_set(&c, "tier.app.pool = 8", err, sizeof err), 0);
+    assert_int_equal(sim_conf_set(&c, "tier.db.speedup=2.5", err, sizeof err), 0);
+    assert_int_equal(sim_conf_set(&c, "class.ViewStory.demand.db=exp(3ms)", err, sizeof err), 0);
+    assert_int_equal(sim_conf_set(&c, "class.ViewStory.class.db=select 1", err, sizeof err), 0);
+    assert_int_equal(sim_conf_set(&c, "sim.servers=2/3/1", err, sizeof err), 0);
+    assert_int_equal(sim_conf_set(&c, "sim.streams=per-user", err, sizeof err), 0);
+    assert_int_equal(sim_conf_set(&c, "freeze.1.at=2s:50ms", err, sizeof err), 0);
+    assert_int_equal(sim_conf_finish(&c, err, sizeof err), 0);
+    assert_int_equal(c.tiers[2].cores, 3);
+    assert_int_equal(c.tiers[1].pool, 8);
+    assert_true(c.tiers[2].speedup == 2.5 && c.tiers[1].speedup == 1.0);
+    assert_true(c.classes[0].demand[2].kind == SIM_DIST_EXP && c.classes[0].demand[2].a == 3e6);
+    assert_string_equal(c.classes[0].expect[2], "select 1");
+    assert_int_equal(c.tiers[0].servers, 2);
+    assert_int_equal(c.tiers[1].servers, 3);
+    assert_true(c.per_user);
+    assert_int_equal(c.freezes[0].nat, 1);
+    assert_int_equal(c.freezes[0].at_ns[0], 2 * TB_NS_PER_SEC);
+
+    static const struct {
+        const char *set, *want;
+    } bad[] = {
+        {"tier.db.cores=0", "--set tier.db.cores=0: cores: '0' is not an integer in [1, 1024]"},
+        {"tier.db", "--set tier.db: expected SECTION.KEY=VALUE (e.g. tier.db.cores=4)"},
+        {"tier.db.cores=", "--set tier.db.cores=: missing value"},
+        {"tier.x.cores=2", "--set tier.x.cores=2: the configuration has no tier 'x'"},
+        {"class.x.weight=2", "--set class.x.weight=2: the configuration has no class 'x'"},
+        {"freeze.3.at=1s:1ms", "--set freeze.3.at=1s:1ms: the configuration has no freeze '3'"},
+        {"expect.cause=cpu", "--set expect.cause=cpu: the configuration has no [expect] section"},
+        {"web.cores=2", "--set web.cores=2: unknown section 'web' (sim, tier, class, freeze, "
+                        "expect)"},
+        {"tier.db.nope=1", "--set tier.db.nope=1: unknown key 'nope' in [tier db]"},
+        {"sim.servers=1/1", "--set sim.servers=1/1: servers '1/1' names 2 tiers, the "
+                            "configuration has 3"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = 0;
+        assert_true(sim_conf_set(&c, bad[i].set, err, sizeof err) < 0);
+        assert_string_equal(err, bad[i].want);
+    }
+}
+
 static void test_load_missing(void **state)
 {
     (void)state;
@@ -287,6 +346,7 @@ int main(void)
         cmocka_unit_test(test_load_missing),
         cmocka_unit_test(test_expected_class),
         cmocka_unit_test(test_expect),
+        cmocka_unit_test(test_set),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

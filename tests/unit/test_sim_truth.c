@@ -82,7 +82,7 @@ static int split(char *line, char **f)
 }
 
 struct req {
-    char tier[16], server[32], client[32];
+    char tier[16], server[32], client[32], cls[16];
     uint64_t conn, id, parent;
     int64_t arr, dep;
 };
@@ -147,6 +147,7 @@ static void load(const char *prefix)
         snprintf(r->tier, sizeof r->tier, "%s", f[0]);
         snprintf(r->server, sizeof r->server, "%s", f[1]);
         snprintf(r->client, sizeof r->client, "%s", f[2]);
+        snprintf(r->cls, sizeof r->cls, "%s", f[4]);
         r->conn = strtoull(f[3], NULL, 10);
         r->arr = strtoll(f[6], NULL, 10);
         r->dep = strtoll(f[7], NULL, 10);
@@ -229,12 +230,16 @@ static void read_pcap(const char *prefix)
     fclose(f);
 }
 
-static void run(const char *prefix, int64_t capture_from_ms)
+static void run_set(const char *prefix, int64_t capture_from_ms, const char *const *sets)
 {
     static struct sim_conf c;
     char err[256] = "";
     sim_conf_defaults(&c);
     assert_int_equal(sim_conf_parse(&c, conf_text, "truth", err, sizeof err), 0);
+    for (; sets && *sets; sets++) {
+        sim_conf_set(&c, *sets, err, sizeof err);
+        assert_string_equal(err, "");
+    }
     assert_int_equal(sim_conf_finish(&c, err, sizeof err), 0);
     struct sim_out out;
     struct sim_impair imp = {.capture_from_ns = capture_from_ms
@@ -246,6 +251,11 @@ static void run(const char *prefix, int64_t capture_from_ms)
     assert_int_equal(sim_out_close(&out), 0);
     load(prefix);
     read_pcap(prefix);
+}
+
+static void run(const char *prefix, int64_t capture_from_ms)
+{
+    run_set(prefix, capture_from_ms, NULL);
 }
 
 /* The tier of a client's host: 10.0.1.x are users, 10.0.T.x servers of tier T-2. */
@@ -457,11 +467,158 @@ static void test_truth_late_tap(void **state)
     cleanup(dir, prefix);
 }
 
+/* speed_every: a switch after every interval, to another level, in shuffled
+ * rounds: from the level a round starts at, its switches visit every other
+ * level once. */
+static void test_speed_rounds(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_sim_truth.XXXXXX", prefix[256], err[256] = "", line[256], *f[MAXF];
+    assert_non_null(mkdtemp(dir));
+    snprintf(prefix, sizeof prefix, "%s/t", dir);
+    static struct sim_conf c;
+    sim_conf_defaults(&c);
+    assert_int_equal(sim_conf_parse(&c,
+                                    "[sim]\nduration = 2s\nusers = 5\n[tier web]\n"
+                                    "speeds = 0.45, 0.7, 1.0\nspeed_init = 2\n"
+                                    "speed_every = 100ms\n[class A]\n",
+                                    "speed", err, sizeof err),
+                     0);
+    assert_int_equal(sim_conf_finish(&c, err, sizeof err), 0);
+    struct sim_out out;
+    struct sim_impair imp = {0};
+    struct sim_stats st;
+    assert_int_equal(sim_out_open(&out, prefix, &imp, c.seed, err, sizeof err), 0);
+    assert_int_equal(sim_run(&c, &out, &st, err, sizeof err), 0);
+    assert_int_equal(sim_out_close(&out), 0);
+    FILE *in = open_out(prefix, "speed.csv", "server,t_ns,speed\n");
+    double lv[64];
+    int64_t t[64];
+    int n = 0;
+    while (fgets(line, sizeof line, in)) {
+        assert_int_equal(split(line, f), 3);
+        assert_true(n < 64);
+        t[n] = strtoll(f[1], NULL, 10);
+        lv[n++] = atof(f[2]);
+    }
+    fclose(in);
+    /* The start, then one switch per 100 ms from the users' start until 2 s. */
+    assert_true(n >= 18 && n <= 21);
+    assert_int_equal(st.speed_changes, n - 1);
+    for (int i = 2; i < n; i++)
+        assert_int_equal(t[i] - t[i - 1], 100 * TB_NS_PER_MS);
+    for (int i = 1; i < n; i++)
+        assert_true(lv[i] != lv[i - 1]);
+    /* Rounds: from the level a round starts at, its two switches visit the
+     * two other levels. */
+    for (int r = 0; r + 2 < n; r += 2)
+        assert_true(lv[r] != lv[r + 1] && lv[r] != lv[r + 2] && lv[r + 1] != lv[r + 2]);
+    cleanup(dir, prefix);
+}
+
+/* Each user's pages as (class, database calls), in order, by user address
+ * (the 70 users have one address each), written into sig as text. */
+static void page_sequences(char *sig, size_t cap)
+{
+    uint64_t maxid = 0;
+    for (size_t i = 0; i < nreqs; i++)
+        maxid = TB_MAX(maxid, reqs[i].id);
+    size_t *at = calloc(maxid + 1, sizeof *at); /* id -> row + 1 */
+    int *calls = calloc(maxid + 1, sizeof *calls);
+    assert_non_null(at);
+    assert_non_null(calls);
+    for (size_t i = 0; i < nreqs; i++)
+        at[reqs[i].id] = i + 1;
+    for (size_t i = 0; i < nreqs; i++)
+        if (!strcmp(reqs[i].tier, "mysql")) {
+            const struct req *app = &reqs[at[reqs[i].parent] - 1];
+            calls[app->parent]++;
+        }
+    size_t o = 0;
+    for (int u = 1; u <= 70; u++) {
+        char ip[16];
+        snprintf(ip, sizeof ip, "10.0.1.%d:", u);
+        /* Rows are in departure order; a user's pages do not overlap. */
+        o += (size_t)snprintf(sig + o, cap - o, "%d:", u);
+        for (size_t i = 0; i < nreqs && o < cap; i++)
+            if (!strcmp(reqs[i].tier, "http") && !strncmp(reqs[i].client, ip, strlen(ip)))
+                o += (size_t)snprintf(sig + o, cap - o, "%s/%d ", reqs[i].cls,
+                                      calls[reqs[i].id]);
+        o += (size_t)snprintf(sig + o, cap - o, "\n");
+        assert_true(o < cap);
+    }
+    free(at);
+    free(calls);
+}
+
+/* Compares two signatures user by user over the pages both runs made:
+ * returns how many pages agree, or -1 at the first that does not. */
+static long same_workload(const char *a, const char *b)
+{
+    long pages = 0;
+    while (*a && *b) {
+        const char *ea = strchr(a, '\n'), *eb = strchr(b, '\n');
+        const char *pa = a, *pb = b;
+        for (;;) {
+            const char *sa = memchr(pa, ' ', (size_t)(ea - pa)), *sb = memchr(pb, ' ', (size_t)(eb - pb));
+            if (!sa || !sb)
+                break;
+            if (sa - pa != sb - pb || memcmp(pa, pb, (size_t)(sa - pa)))
+                return -1;
+            pages++;
+            pa = sa + 1, pb = sb + 1;
+        }
+        a = ea + 1, b = eb + 1;
+    }
+    return pages;
+}
+
+/* streams = per-user: a run with one resource changed (the database twice as
+ * fast, another core, larger pools, bursts on) replays every user's pages
+ * (class and number of queries) as long as both runs go; with one shared
+ * stream they part at once. The runs differ: the comparison is not trivial. */
+static void test_same_workload(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/test_sim_truth.XXXXXX", prefix[256];
+    assert_non_null(mkdtemp(dir));
+    snprintf(prefix, sizeof prefix, "%s/t", dir);
+    static char base[1 << 16], other[1 << 16];
+#define BURSTS "sim.burst=true", "sim.burst_on=exp(100ms)", "sim.burst_off=exp(200ms)"
+    static const char *const per_user[] = {"sim.streams=per-user", BURSTS,
+                                           "class.A.queries=uniform(1, 5)", NULL};
+    static const char *const changed[] = {"sim.streams=per-user", BURSTS,
+                                          "class.A.queries=uniform(1, 5)", "tier.db.speedup=2",
+                                          "tier.db.cores=3", "tier.app.pool=6", NULL};
+    static const char *const shared[] = {BURSTS, "class.A.queries=uniform(1, 5)", NULL};
+    static const char *const shared_changed[] = {BURSTS, "class.A.queries=uniform(1, 5)",
+                                                 "tier.db.speedup=2", NULL};
+#undef BURSTS
+    run_set(prefix, 0, per_user);
+    page_sequences(base, sizeof base);
+    size_t n0 = nreqs;
+    run_set(prefix, 0, changed);
+    page_sequences(other, sizeof other);
+    assert_true(nreqs != n0 || strcmp(base, other)); /* the change changed the run */
+    long pages = same_workload(base, other);
+    printf("per-user streams: %ld pages alike in both runs (%zu and %zu requests)\n", pages, n0,
+           nreqs);
+    assert_true(pages > 500);
+    run_set(prefix, 0, shared);
+    page_sequences(base, sizeof base);
+    run_set(prefix, 0, shared_changed);
+    page_sequences(other, sizeof other);
+    assert_int_equal(same_workload(base, other), -1);
+    cleanup(dir, prefix);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_truth_complete),
         cmocka_unit_test(test_truth_late_tap),
+        cmocka_unit_test(test_speed_rounds),
+        cmocka_unit_test(test_same_workload),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     free(reqs);

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "buf.h"
-#include "http.h"
+#include "http-int.h"
 #include "web-int.h"
 
 /* The server runs on its own loop thread; the test talks to it over blocking

@@ -16,6 +16,7 @@ const state = {
   analysis: null,
   episodes: [],
   health: null,
+  diag: null,     // /api/diagnose: verdict, tiers, servers, pools, episodes with roots
   t0: 0,          // first window start, ns (axis origin)
 };
 
@@ -274,7 +275,7 @@ function episodeRow(e, i) {
     String(i + 1),
     '+' + ((e.start_ns - state.t0) / 1e9).toFixed(2) + ' s',
     fmtDur(e.end_ns - e.start_ns) + (e.ongoing ? ' …' : ''),
-    fmt(e.peak_load), fmt(e.mean_load), fmt(e.throughput, 1), e.kind,
+    fmt(e.peak_load), fmt(e.mean_load), fmt(e.throughput, 1), e.kind, episodeRoot(e),
   ];
   cells.forEach((t, k) => {
     const td = document.createElement('td');
@@ -293,10 +294,88 @@ function renderEpisodes() {
   if (!state.episodes.length) {
     const tr = document.createElement('tr');
     const td = document.createElement('td');
-    td.colSpan = 7;
+    td.colSpan = 8;
     td.textContent = 'no episodes';
     tr.appendChild(td);
     tb.appendChild(tr);
+  }
+}
+
+// The root diagnose found for a tier-level episode of the shown tier.
+function episodeRoot(e) {
+  const d = state.diag;
+  if (!d) return '…';
+  const x = d.episodes.find((y) => y.tier === state.tier && y.server === '*' &&
+                                   y.start_ns === e.start_ns);
+  if (!x) return 'not a bottleneck';
+  return x.cause === 'none' ? 'none' : `${x.root_tier} ${x.root_server}: ${x.cause}`;
+}
+
+function renderVerdict() {
+  const p = $('verdict');
+  const d = state.diag;
+  p.textContent = '';
+  if (!d) { p.textContent = 'not available'; return; }
+  const v = d.verdict;
+  p.className = 'verdict' + (v.cause === 'none' ? ' none' : '');
+  if (v.cause !== 'none') {
+    const c = document.createElement('span');
+    c.className = 'cause';
+    c.textContent = `${v.cause} at ${v.tier} ${v.server}: `;
+    p.appendChild(c);
+  }
+  p.appendChild(document.createTextNode(v.evidence));
+  drawGraph();
+}
+
+// The wait-for graph: tiers as columns from the front, servers in them,
+// calls as arrows (wider when more is waited on), the root filled.
+function drawGraph() {
+  const svg = $('graph');
+  const NS = 'http://www.w3.org/2000/svg';
+  svg.textContent = '';
+  const d = state.diag;
+  if (!d || !d.tiers.length) return;
+  const el = (name, attrs, text) => {
+    const e = document.createElementNS(NS, name);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    svg.appendChild(e);
+    return e;
+  };
+  const W = svg.clientWidth || 900, colW = W / d.tiers.length, boxW = Math.min(200, colW - 60);
+  const pos = {};
+  const v = d.verdict;
+  d.tiers.forEach((t, i) => {
+    const srv = d.servers.filter((s) => s.tier === t.tier);
+    const x = i * colW + (colW - boxW) / 2, h = 34 + srv.length * 46;
+    el('rect', { x: x - 8, y: 6, width: boxW + 16, height: h, rx: 8,
+                 class: 'tier' + (t.state === 'root' ? ' root' : '') });
+    el('text', { x: x, y: 22 }, `${t.tier} (${t.state})`);
+    srv.forEach((s, j) => {
+      const y = 30 + j * 46;
+      const root = v.cause !== 'none' && v.tier === s.tier && (v.server === '*' || v.server === s.server);
+      el('rect', { x: x, y: y, width: boxW, height: 38, rx: 5, class: 'srv' + (root ? ' root' : '') });
+      el('text', { x: x + 6, y: y + 15, class: root ? 'root' : '' }, s.server);
+      el('text', { x: x + 6, y: y + 31, class: root ? 'root' : '' },
+         `self ${fmt(s.self_load_mean)} wait ${fmt(s.wait_load_mean)}` + (root ? ` ${v.cause}` : ''));
+      pos[s.server] = { x: x, y: y + 19, w: boxW };
+    });
+    pos['tier:' + t.tier] = { x: x - 8, y: 6 + h / 2 };
+  });
+  for (const p of d.pools) {
+    const a = pos[p.from_server], b = pos['tier:' + p.to_tier];
+    if (!a || !b) continue;
+    const w = 1 + 2.5 * Math.log10(1 + p.calls_mean);
+    const isRoot = v.cause === 'pool' && v.tier === p.from_tier &&
+                   (v.server === '*' || v.server === p.from_server);
+    const cls = 'edge' + (isRoot ? ' root' : p.pooled && p.full_fraction >= 0.2 ? ' full' : '');
+    const x1 = a.x + a.w, x2 = b.x;
+    el('path', { d: `M${x1},${a.y} C${(x1 + x2) / 2},${a.y} ${(x1 + x2) / 2},${b.y} ${x2},${b.y}`,
+                 class: cls, 'stroke-width': w.toFixed(1) });
+    el('text', { x: (x1 + x2) / 2 - 40, y: (a.y + b.y) / 2 - 4 },
+       p.pooled ? `${p.connections} conns, full ${(100 * p.full_fraction).toFixed(0)}%`
+                : `${fmt(p.calls_mean)} waiting`);
   }
 }
 
@@ -398,6 +477,16 @@ async function loadTier() {
     showError(String(e.message || e));
   }
   renderAll();
+}
+
+async function loadDiagnose() {
+  try {
+    state.diag = await getJSON('/api/diagnose?width=' + encodeURIComponent(state.width));
+  } catch (e) {
+    state.diag = null;
+  }
+  renderVerdict();
+  renderEpisodes();
 }
 
 async function loadHealth() {
@@ -578,11 +667,17 @@ async function main() {
     state.width = e.target.value;
     state.widthNs = widthToNs(state.width);
     loadTier();
+    loadDiagnose();
   });
-  $('reload').addEventListener('click', async () => { await loadTiers(); loadTier(); loadHealth(); });
+  $('reload').addEventListener('click', async () => {
+    await loadTiers();
+    loadTier();
+    loadHealth();
+    loadDiagnose();
+  });
   window.addEventListener('resize', scheduleRedraw);
   await loadTiers();
-  await Promise.all([loadTier(), loadHealth()]);
+  await Promise.all([loadTier(), loadHealth(), loadDiagnose()]);
   document.body.dataset.ready = '1';
   connectStream();
 }

@@ -9,10 +9,13 @@
 #   proto_memcached_compare.py PORT REQUESTS.csv CLIENT.json STATS.txt FRAMES.tsv CAPTURE.out
 import csv
 import json
+import os
 import re
 import sys
-from collections import Counter, defaultdict
-from decimal import Decimal
+from collections import Counter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import packet_times  # noqa: E402
 
 
 def fail(msg):
@@ -58,21 +61,9 @@ def main():
     for name, server, tb in checks:
         if server != tb:
             fail("%s: memcached %d, tbneck (+ silent) %d" % (name, server, tb))
-    cli_t, srv_t = defaultdict(set), defaultdict(set)
-    for line in open(frames_path):
-        f = line.split()
-        if len(f) < 3:
-            continue
-        t = int(Decimal(f[0]) * 1000000000)
-        if f[2] == port:
-            cli_t[f[1]].add(t)
-        elif f[1] == port:
-            srv_t[f[2]].add(t)
-    for r in reqs:
-        cport = r["client"].rsplit(":", 1)[1]
-        a, d = int(r["arrival_ns"]), int(r["departure_ns"])
-        if a not in cli_t[cport] or d not in srv_t[cport] or d < a:
-            fail("request %s: times are not its connection's packets" % r)
+    bad = packet_times.wrong(reqs, frames_path, port)
+    if bad:
+        fail("request %s: its times are not its connection's packets" % bad)
     print("memcached: %d requests = the client's answered commands over %d classes, %d "
           "unanswered; stats agree (%s)" % (len(reqs), len(mine), log["silent"],
                                             ", ".join("%s %d" % (n, s) for n, s, _ in checks)))

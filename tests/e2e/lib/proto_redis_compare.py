@@ -7,10 +7,13 @@
 #
 # FRAMES.tsv: frame.time_epoch, tcp.srcport, tcp.dstport of every data packet.
 import csv
+import os
 import re
 import sys
-from collections import Counter, defaultdict
-from decimal import Decimal
+from collections import Counter
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import packet_times  # noqa: E402
 
 # What the test did that tbneck does not record as requests, by commandstats
 # name: the commands its Python client silenced (CLIENT REPLY SKIP and the SET
@@ -55,22 +58,9 @@ def main():
     if tiers != {"redis-%s" % port}:
         fail("tiers %s, want redis-%s" % (sorted(tiers), port))
     # Times: packets of the request's own connection, in the right direction.
-    cli_t, srv_t = defaultdict(set), defaultdict(set)
-    for line in open(frames_path):
-        f = line.split()
-        if len(f) < 3:
-            continue
-        t = int(Decimal(f[0]) * 1000000000)
-        if f[2] == port:
-            cli_t[f[1]].add(t)
-        elif f[1] == port:
-            srv_t[f[2]].add(t)
-    for r in reqs:
-        cport = r["client"].rsplit(":", 1)[1]
-        a, d = int(r["arrival_ns"]), int(r["departure_ns"])
-        if a not in cli_t[cport] or d not in srv_t[cport] or d < a:
-            fail("request %s: arrival %d / departure %d are not its connection's packets"
-                 % (r, a, d))
+    bad = packet_times.wrong(reqs, frames_path, port)
+    if bad:
+        fail("request %s: its times are not its connection's packets" % bad)
     shared = Counter((r["conn"], r["arrival_ns"]) for r in reqs if r["class"] == "INCR")
     if max(shared.values()) != 16:
         fail("pipelines of 16: at most %d INCR share an arrival" % max(shared.values()))

@@ -73,7 +73,7 @@ function check(cond, what) {
       const red = (r, g, b) => r > 170 && g < 120 && b < 120;
       const green = (r, g, b) => g > 120 && r < 90 && b < 130;
       const rows = [...document.querySelectorAll('#episodes tbody tr')]
-        .filter((tr) => tr.children.length === 7);
+        .filter((tr) => tr.children.length === 8);
       return {
         tier: document.getElementById('tier').value,
         tiers: document.getElementById('tier').options.length,
@@ -88,6 +88,9 @@ function check(cond, what) {
         episodeKinds: rows.map((tr) => tr.children[6].textContent),
         cards: document.querySelectorAll('#summary .card').length,
         captures: document.querySelectorAll('#captures tbody tr').length,
+        verdict: document.getElementById('verdict').textContent,
+        graphServers: document.querySelectorAll('#graph rect.srv').length,
+        episodeRoots: rows.map((tr) => tr.children[7] ? tr.children[7].textContent : ''),
         error: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent,
       };
     });
@@ -107,6 +110,11 @@ function check(cond, what) {
     check(r.episodeKinds.every((k) => k === 'freeze' || k === 'saturated'), 'episode kinds');
     check(r.cards >= 6, 'summary cards');
     check(r.captures >= 1, 'capture health table');
+    // The root cause: a verdict sentence, the wait-for graph, each episode's root.
+    check(r.verdict.length > 20 && r.verdict !== 'not available', 'verdict shown (' + r.verdict + ')');
+    check(r.graphServers >= 2, 'wait-for graph drawn (' + r.graphServers + ' servers)');
+    check(r.episodeRoots.every((x) => x && x !== '…'), 'episode roots filled (' +
+      r.episodeRoots.slice(0, 3).join(' | ') + ')');
     // Switching the window width reloads everything at that width.
     await page.selectOption('#width', '100ms');
     await page.waitForFunction((prev) => {

@@ -1,16 +1,15 @@
 /* SPDX-License-Identifier: MIT */
-/* pcapfile.h — the fast path for classic pcap files: records handed out in
- * place from large read(2) blocks.
- *
- * libpcap reads a savefile through stdio, two fread() calls and a copy per
- * record; on a file in the page cache that costs more than everything tbneck
- * does with the packet afterwards. This reader takes over once libpcap has
- * opened and validated a regular file whose header is the common kind
- * (version 2.4, micro- or nanosecond magic, either byte order), and keeps
- * libpcap's rules for each record: the same length checks, the same cut at
- * the file's snapshot length, the same error texts. Anything else (pcapng,
- * older versions, the Kuznetzov format, pipes and standard input) stays with
- * libpcap. docs/DESIGN.md ("Offline reading") has the reasoning. */
+/* pcapfile-int.h — private to capture/: the fast path for classic pcap files:
+ * records handed out in place from large read(2) blocks.  libpcap reads a
+ * savefile through stdio, two fread() calls and a copy per record; on a file in
+ * the page cache that costs more than everything tbneck does with the packet
+ * afterwards. This reader takes over once libpcap has opened and validated a
+ * regular file whose header is the common kind (version 2.4, micro- or
+ * nanosecond magic, either byte order), and keeps libpcap's rules for each
+ * record: the same length checks, the same cut at the file's snapshot length,
+ * the same error texts. Anything else (pcapng, older versions, the Kuznetzov
+ * format, pipes and standard input) stays with libpcap. docs/DESIGN.md ("Offline
+ * reading") has the reasoning. */
 #ifndef TB_PCAPFILE_H
 #define TB_PCAPFILE_H
 

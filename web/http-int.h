@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* http.h — a small HTTP/1.1 server on a libuv loop: a strict request parser
- * (http_parse.c), keep-alive and pipelining, bounded heads and bodies, a Host
- * allow-list against DNS rebinding, a connection cap that queues newcomers
+/* http-int.h — private to web/: a small HTTP/1.1 server on a libuv loop: a
+ * strict request parser (http_parse.c), keep-alive and pipelining, bounded
+ * heads and bodies, a Host allow-list against DNS rebinding, a connection cap that queues newcomers
  * instead of dropping requests, request and idle timeouts, and long-lived
  * event streams (Server-Sent Events). It knows nothing of tbneck; routes come
  * from a handler.

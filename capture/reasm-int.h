@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* reasm.h — one direction of a TCP stream: in-order delivery, a bounded
- * out-of-order buffer, trimming of retransmitted and overlapping bytes, and
- * explicit gaps for bytes that were never captured. */
+/* reasm-int.h — private to capture/: one direction of a TCP stream: in-order
+ * delivery, a bounded out-of-order buffer, trimming of retransmitted and
+ * overlapping bytes, and explicit gaps for bytes that were never captured. */
 #ifndef TB_REASM_H
 #define TB_REASM_H
 

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* decode.h — link, IPv4/IPv6 and TCP header decoding of one captured frame. */
+/* decode-int.h — private to capture/: link, IPv4/IPv6 and TCP header decoding of
+ * one captured frame. */
 #ifndef TB_DECODE_H
 #define TB_DECODE_H
 

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* flow.h — the TCP flow table: both directions of a 4-tuple in one entry,
- * hashed, with least-recently-active lists for idle expiry and eviction. */
+/* flow-int.h — private to capture/: the TCP flow table: both directions of a
+ * 4-tuple in one entry, hashed, with least-recently-active lists for idle expiry
+ * and eviction. */
 #ifndef TB_FLOW_H
 #define TB_FLOW_H
 
@@ -8,7 +9,7 @@
 
 #include "tb.h"
 #include "addr.h"
-#include "reasm.h"
+#include "reasm-int.h"
 
 struct tb_proto;
 struct tb_detbuf;

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* store_int.h — private to store/: one SQLite connection with its cached statements, and the
+/* store-int.h — private to store/: one SQLite connection with its cached statements, and the
  * writes the store and the writer thread share. */
 #ifndef TB_STORE_INT_H
 #define TB_STORE_INT_H
@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 
 #include "store.h"
+#include "util.h"
 
 /* Every statement the module runs more than once, prepared on first use and
  * kept for the connection's life. The SQL text is in db.c, in this order. */
@@ -106,9 +107,6 @@ int tb__put_health(struct tb__db *d, int64_t capture_id, const struct tb_health_
 
 /* The CSV export of tb_store_export_requests (export.c). */
 int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out);
-
-/* Grows *p (elements of `elem` bytes, capacity *cap) to hold at least `need`. */
-int tb__grow(void *p, size_t *cap, size_t need, size_t elem);
 
 /* Formats an endpoint's address without its port, as stored in
  * endpoints.addr and hosts.addr ("10.0.0.1", "2001:db8::1"). */

@@ -1,0 +1,99 @@
+/* SPDX-License-Identifier: MIT */
+/* results.h — what the analysis produces and the store keeps: windows,
+ * service times, episodes, analyses. Records only (as request.h is for
+ * capture): stats/ and correlate/ compute them, store/ persists them,
+ * analysis/, web/ and cli/ read them, and none of those needs another's
+ * code to hold one. */
+#ifndef TB_RESULTS_H
+#define TB_RESULTS_H
+
+#include "tb.h"
+
+/* One window [start_ns, start_ns + width_ns) of one server, or of a whole tier
+ * when server == 0. Windows are aligned to multiples of width_ns since the
+ * epoch. Throughputs are per second of window. */
+struct tb_window {
+    int64_t start_ns;
+    int64_t width_ns;
+    uint32_t tier;
+    uint32_t server;       /* 0 = the tier as a whole */
+    double load;           /* (1/w) ∫ N(τ) dτ, exact */
+    uint32_t completions;  /* departures in the window */
+    double work_units;     /* Σ units of those completions */
+    double throughput;     /* completions / w, per second */
+    double norm_throughput;/* work_units / w, per second */
+    double rt_mean_ns;     /* mean response time of the completions (0 when none) */
+    double rt_p95_ns;      /* 95th percentile of the same */
+};
+
+/* How a class's service time was obtained. */
+enum tb_svc_method {
+    TB_SVC_ISOLATED = 0, /* weighted mean of isolated requests */
+    TB_SVC_QUANTILE = 1, /* fallback: low quantile of all samples */
+    TB_SVC_OVERRIDE = 2, /* --service-times FILE */
+    TB_SVC_CALIBRATED = 3, /* --calibrate CAPTURE */
+};
+
+struct tb_class_service {
+    uint32_t tier;
+    uint32_t class_id;
+    int64_t period_start_ns; /* start of the period the estimate is for */
+    int64_t service_ns;
+    double units;            /* service_ns / work unit */
+    uint32_t samples;        /* samples the estimate rests on */
+    uint32_t requests;       /* requests of this class in the period */
+    enum tb_svc_method method;
+};
+
+enum tb_episode_kind { TB_EP_SATURATED = 0, TB_EP_FREEZE = 1 };
+
+/* Whether a congestion point was shown (correlate.h, "the knee test"). */
+enum tb_nstar_why {
+    TB_NSTAR_KNEE = 0,        /* a knee is shown; the fields describe the threshold's test */
+    TB_NSTAR_LINEAR = 1,      /* no candidate at all: throughput rises with load throughout */
+    TB_NSTAR_RISING = 2,      /* a candidate, but beyond it throughput still rises (bound > 0.5) */
+    TB_NSTAR_FEW_BEYOND = 3,  /* a candidate, but fewer than 10 windows at or above it */
+    TB_NSTAR_BELOW_ONE = 4,   /* a candidate below one request in service */
+    TB_NSTAR_FEW_WINDOWS = 5, /* too few windows with load to show anything */
+};
+
+struct tb_episode {
+    int64_t start_ns, end_ns;  /* [start of first window, end of last window) */
+    double peak_load, mean_load;
+    double throughput;         /* mean normalized throughput over the episode, per s */
+    enum tb_episode_kind kind;
+};
+
+/* The analysis method's version, stored with each analysis: a stored analysis
+ * of another version is recomputed, not reused. Bump it whenever the same
+ * requests would give different windows or results (stats/ or correlate/).
+ * 1: v0.3, the knee test (before it: 0). */
+#define TB_ANALYSIS_VERSION 1
+
+/* One analysis of one tier (server == 0) or server at one window width over
+ * [from_ns, to_ns). */
+struct tb_analysis {
+    uint32_t tier, server;
+    int64_t width_ns, from_ns, to_ns;
+    uint64_t requests;
+    double n_star;            /* intervention analysis; NAN when undetermined */
+    double n_star_fit;        /* least-squares min(a·load, TPmax) knee; NAN when undetermined */
+    double tp_max;            /* plateau normalized throughput, per s */
+    double slope;             /* a: normalized throughput per unit load below N* */
+    int64_t work_unit_ns;
+    double congested_fraction;
+    double episodes_per_min;
+    uint32_t n_levels;        /* throughput levels among congested windows */
+    double levels[8];
+    bool disagree;            /* both stand and |n_star - n_star_fit| > 20% */
+    /* Added by correlate (filled by tb_correlate_analyze). */
+    uint32_t n_episodes, n_freeze;
+    int64_t ep_dur_min_ns, ep_dur_median_ns, ep_dur_p95_ns, ep_dur_max_ns;
+    double n_star_used;       /* the threshold that defined congestion (n_star, else
+                               * n_star_fit; NAN = nothing congested) */
+    enum tb_nstar_why n_star_why; /* whether a knee was shown, and if not why not */
+    uint32_t method_version;  /* TB_ANALYSIS_VERSION of the method that made it */
+    char n_star_reason[192];  /* tb_nstar_reason's sentence */
+};
+
+#endif

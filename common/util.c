@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/* util.c — growing arrays, comparators, quantiles, correlation (util.h). */
+#include "util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int tb_grow(void *pp, size_t *cap, size_t need, size_t elem)
+{
+    void **p = pp;
+    if (need <= *cap)
+        return 0;
+    if (!elem)
+        return TB_E_INVAL;
+    size_t ncap = *cap ? *cap : 16;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2)
+            return TB_E_NOMEM;
+        ncap *= 2;
+    }
+    if (ncap > SIZE_MAX / elem)
+        return TB_E_NOMEM;
+    void *np = realloc(*p, ncap * elem);
+    if (!np)
+        return TB_E_NOMEM;
+    *p = np;
+    *cap = ncap;
+    return 0;
+}
+
+int tb_grow_zero(void *pp, size_t *cap, size_t need, size_t elem)
+{
+    size_t old = *cap;
+    int rc = tb_grow(pp, cap, need, elem);
+    if (!rc && *cap > old)
+        memset((char *)*(void **)pp + old * elem, 0, (*cap - old) * elem);
+    return rc;
+}
+
+int tb_cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+int tb_cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int tb_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static size_t rank(size_t n, double q)
+{
+    size_t r = (size_t)ceil(q * (double)n);
+    return TB_MIN(TB_MAX(r, (size_t)1), n);
+}
+
+int64_t tb_quantile_i64(const int64_t *sorted, size_t n, double q)
+{
+    return sorted[rank(n, q) - 1];
+}
+
+double tb_quantile(const double *sorted, size_t n, double q)
+{
+    return sorted[rank(n, q) - 1];
+}
+
+double tb_pearson(const double *x, const double *y, size_t n)
+{
+    if (n < 3)
+        return NAN;
+    double mx = 0, my = 0;
+    for (size_t i = 0; i < n; i++) {
+        mx += x[i];
+        my += y[i];
+    }
+    mx /= (double)n;
+    my /= (double)n;
+    double sxy = 0, sxx = 0, syy = 0;
+    for (size_t i = 0; i < n; i++) {
+        double dx = x[i] - mx, dy = y[i] - my;
+        sxy += dx * dy;
+        sxx += dx * dx;
+        syy += dy * dy;
+    }
+    if (sxx <= 0 || syy <= 0)
+        return NAN;
+    return sxy / sqrt(sxx * syy);
+}

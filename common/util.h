@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/* util.h — the small helpers every module had written for itself: a checked
+ * growing array, qsort comparators, the nearest-rank quantile and Pearson's
+ * correlation. One definition each, so two modules cannot answer the same
+ * question differently. */
+#ifndef TB_UTIL_H
+#define TB_UTIL_H
+
+#include "tb.h"
+
+/* Makes room for `need` elements of `elem` bytes in the malloc'd array *pp
+ * (a T ** passed as void *) of capacity *cap elements: the capacity doubles,
+ * from 16, until it holds them. Sizes are checked for overflow. Returns 0, or
+ * TB_E_NOMEM with *pp and *cap untouched. */
+int tb_grow(void *pp, size_t *cap, size_t need, size_t elem);
+/* The same, and the elements it adds (from the old capacity to the new) are
+ * zero bytes: for arrays indexed by an id that grow to the largest id seen. */
+int tb_grow_zero(void *pp, size_t *cap, size_t need, size_t elem);
+
+/* qsort comparators, ascending. NaN sorts as equal to everything: callers
+ * keep NaN out. */
+int tb_cmp_i64(const void *a, const void *b);
+int tb_cmp_u32(const void *a, const void *b);
+int tb_cmp_double(const void *a, const void *b);
+
+/* Nearest-rank quantile of n >= 1 sorted values: the value of rank
+ * ceil(q·n), clamped to [1, n] (q = 0.5 is the lower median, q = 1 the
+ * maximum). */
+int64_t tb_quantile_i64(const int64_t *sorted, size_t n, double q);
+double tb_quantile(const double *sorted, size_t n, double q);
+
+/* Pearson's correlation of x[i] and y[i], two passes (means, then centred
+ * sums) so that large, nearly constant values keep their accuracy. NAN with
+ * fewer than 3 pairs or a constant series. */
+double tb_pearson(const double *x, const double *y, size_t n);
+
+#endif

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# e2e_rule_agree.sh — one threshold/episode/freeze rule everywhere: the
+# report, the dashboard's API, the dashboard's stream of a database and the
+# live stream of a capture agree with each other and with the rule written
+# out independently in tests/e2e/lib/rule_agree.py.
+#  1. Offline: 10 s of the simulator's quick scenario (an app server pauses
+#     twice; the front and app tiers' intervention N* is undetermined, so
+#     their threshold is the fit's knee, the case the dashboard's stream once
+#     missed). `serve` streams while `report` stores each tier's analysis;
+#     then export windows, /api/scatter and /api/episodes. The threshold,
+#     the congested windows and the episodes (bounds, loads, kinds) must be
+#     the rule's in every one of them.
+#  2. Live (root: a network namespace and a veth pair): the same capture
+#     replayed at its own pace into `capture -i --serve`; every window on
+#     the stream is congested exactly when it reaches the threshold of the
+#     analysis last announced, and every closed episode is a run of those
+#     windows of the kind the announced rule gives.
+set -uo pipefail
+source "$TB_SRCDIR/tests/e2e/web/common.sh"
+agree="python3 $TB_SRCDIR/tests/e2e/lib/rule_agree.py"
+work=$(mktemp -d "$TB_BUILDDIR/e2e-rule.XXXXXX")
+ns="tbrule$$"
+sse_pid="" cap_pid=""
+cleanup() {
+  stop_serve
+  [ -n "$sse_pid" ] && kill "$sse_pid" 2>/dev/null
+  [ -n "$cap_pid" ] && kill -KILL "$cap_pid" 2>/dev/null
+  ip netns del "$ns" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# ---- 1. report, API and the stream of a database --------------------------------
+"$TBNECK_SIM" "$TB_SRCDIR/sim/examples/quick.conf" --duration 10s --out "$work/q" -q ||
+  fail "simulator"
+"$TBNECK" capture -r "$work/q.pcap" --db "$work/q.db" >"$work/capture.out" 2>&1 ||
+  { cat "$work/capture.out"; fail "capture"; }
+tiers="http http-8080 mysql"
+start_serve "$work/q.db" "$work"
+base="http://127.0.0.1:$port"
+curl -sN --max-time 60 "$base/api/stream" >"$work/sse.txt" 2>/dev/null &
+sse_pid=$!
+sleep 0.5
+for t in $tiers; do
+  "$TBNECK" report --tier "$t" --format json --db "$work/q.db" >"$work/report-$t.json" ||
+    fail "report --tier $t"
+done
+for t in $tiers; do
+  "$TBNECK" export windows --tier "$t" --db "$work/q.db" >"$work/windows-$t.csv" ||
+    fail "export windows --tier $t"
+  curl -sf "$base/api/scatter?tier=$t" >"$work/scatter-$t.json" || fail "/api/scatter $t"
+  curl -sf "$base/api/episodes?tier=$t" >"$work/episodes-$t.json" || fail "/api/episodes $t"
+done
+# The stream polls the database every second; give it three.
+sleep 3
+kill "$sse_pid" 2>/dev/null
+wait "$sse_pid" 2>/dev/null
+sse_pid=""
+stop_serve
+[ "$serve_rc" = 0 ] || fail "serve exit $serve_rc"
+$agree offline "$work" $tiers || fail "report, API and stream against the rule"
+
+# ---- 2. the live stream ----------------------------------------------------------
+[ "$(id -u)" -eq 0 ] || fail "needs root (network namespace, packet socket) for the live part"
+command -v tcpreplay >/dev/null || fail "tcpreplay missing (scripts/deps.sh)"
+nsx() { ip netns exec "$ns" "$@"; }
+ip netns add "$ns" || fail "ip netns add"
+ip -n "$ns" link add tbra type veth peer name tbrb || fail "veth pair"
+for l in lo tbra tbrb; do ip -n "$ns" link set "$l" up || fail "link up $l"; done
+ip -n "$ns" link set tbra mtu 65535 && ip -n "$ns" link set tbrb mtu 65535 || fail "mtu"
+ip netns exec "$ns" "$TBNECK" capture -i tbrb --duration 16s --db "$work/live.db" \
+  --serve 127.0.0.1:0 >"$work/live.out" 2>"$work/live.err" &
+cap_pid=$!
+for _ in $(seq 1 100); do
+  grep -qs 'capturing on tbrb' "$work/live.err" && break
+  kill -0 "$cap_pid" 2>/dev/null || { cat "$work/live.err"; fail "live capture exited early"; }
+  sleep 0.1
+done
+lport=$(sed -n 's#.*dashboard at http://127\.0\.0\.1:\([0-9]*\)/.*#\1#p' "$work/live.err")
+[ -n "$lport" ] || { cat "$work/live.err"; fail "no dashboard address printed"; }
+nsx curl -sN --max-time 18 "http://127.0.0.1:$lport/api/stream" >"$work/live-sse.txt" \
+  2>/dev/null &
+sse_pid=$!
+sleep 0.3
+nsx timeout 60 tcpreplay -q -i tbra "$work/q.pcap" >"$work/replay.out" 2>&1 ||
+  { cat "$work/replay.out"; fail "tcpreplay"; }
+wait "$sse_pid" 2>/dev/null
+sse_pid=""
+for _ in $(seq 1 300); do kill -0 "$cap_pid" 2>/dev/null || break; sleep 0.1; done
+wait "$cap_pid"
+rc=$?
+cap_pid=""
+[ "$rc" -eq 0 ] || { cat "$work/live.err"; fail "live capture exit $rc"; }
+$agree live "$work/live-sse.txt" || fail "the live stream against the rule"
+echo "PASS e2e_rule_agree"

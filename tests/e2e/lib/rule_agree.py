@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+# rule_agree.py — for e2e_rule_agree.sh: the congestion rule of DESIGN.md
+# ("Congested window", "Episode", "Freeze episodes") written out here, away
+# from tbneck's code, and every view of tbneck held to it.
+#
+#   rule_agree.py offline DIR TIER...
+#       DIR holds, per tier T: report-T.json (report --format json),
+#       windows-T.csv (export windows), scatter-T.json and episodes-T.json
+#       (the API), and sse.txt (the event stream of `serve` while the reports
+#       were stored). Threshold, congested windows and episodes must be the
+#       rule's, and the same in the report, the API and the stream.
+#   rule_agree.py live SSE
+#       the stream of a live capture: each window congested exactly when its
+#       load reaches the threshold of the analysis last announced for its
+#       tier; each closed episode a maximal run of congested windows, of the
+#       kind the announced rule gives.
+import csv
+import json
+import sys
+
+FREEZE_RUN = 2          # consecutive frozen windows that make a freeze
+FREEZE_MIN_EXPECTED = 5.0
+
+
+def fail(msg):
+    sys.exit("FAIL: " + msg)
+
+
+def sse_events(path):
+    """(event, data) in order."""
+    out, ev = [], None
+    for line in open(path, encoding="utf-8"):
+        line = line.rstrip("\n")
+        if line.startswith("event: "):
+            ev = line[7:]
+        elif line.startswith("data: ") and ev:
+            out.append((ev, json.loads(line[6:])))
+            ev = None
+    return out
+
+
+def curve(load, slope, tp_max):
+    if slope is None or tp_max is None:
+        return None
+    return min(slope * load, tp_max)
+
+
+def frozen(load, tp, dur_ns, r):
+    c = curve(load, r["slope"], r["tp_max"])
+    if c is None:
+        return False
+    return tp < r["freeze_frac"] * c and c * dur_ns / 1e9 / r["ubar"] >= FREEZE_MIN_EXPECTED
+
+
+def episodes(wins, cong, rules):
+    """Maximal runs of consecutive congested windows. wins: dicts with
+    start_ns, width_ns, load, norm_throughput; rules[i]: the rule in force at
+    window i (a run's kind uses the rule in force when it closes, i.e. at the
+    window after it, or the last one). Returns (episodes, open_at_end)."""
+    eps, i, n = [], 0, len(wins)
+    while i < n:
+        if not cong[i]:
+            i += 1
+            continue
+        j = i
+        while (j + 1 < n and cong[j + 1]
+               and wins[j + 1]["start_ns"] == wins[j]["start_ns"] + wins[j]["width_ns"]):
+            j += 1
+        run = longest = 0
+        peak = sl = st = 0.0
+        for k in range(i, j + 1):
+            w = wins[k]
+            peak = max(peak, w["load"])
+            sl += w["load"]
+            st += w["norm_throughput"]
+            run = run + 1 if frozen(w["load"], w["norm_throughput"], w["width_ns"], rules[k]) else 0
+            longest = max(longest, run)
+        start = wins[i]["start_ns"]
+        end = wins[j]["start_ns"] + wins[j]["width_ns"]
+        m, t = sl / (j - i + 1), st / (j - i + 1)
+        rc = rules[j + 1] if j + 1 < n else rules[j]
+        kind = "freeze" if longest >= FREEZE_RUN or frozen(m, t, end - start, rc) else "saturated"
+        eps.append({"start_ns": start, "end_ns": end, "peak_load": peak, "mean_load": m,
+                    "throughput": t, "kind": kind})
+        i = j + 1
+    return eps, bool(n and cong[-1])
+
+
+def same_episodes(what, got, want):
+    if len(got) != len(want):
+        fail("%s: %d episodes, the rule gives %d" % (what, len(got), len(want)))
+    for g, w in zip(got, want):
+        for k in ("start_ns", "end_ns", "kind"):
+            if g[k] != w[k]:
+                fail("%s: episode %s: %s = %r, the rule gives %r" % (what, w["start_ns"], k, g[k],
+                                                                     w[k]))
+        for k in ("peak_load", "mean_load", "throughput"):
+            if abs(g[k] - w[k]) > 1e-9 * max(1.0, abs(w[k])):
+                fail("%s: episode %s: %s = %r, the rule gives %r" % (what, w["start_ns"], k, g[k],
+                                                                     w[k]))
+
+
+def offline(d, tiers):
+    sse = sse_events(d + "/sse.txt")
+    tot_cong = tot_freeze = tot_sat = 0
+    fit_only = False
+    for t in tiers:
+        rep = json.load(open("%s/report-%s.json" % (d, t)))
+        with open("%s/windows-%s.csv" % (d, t)) as f:
+            wins = [{"start_ns": int(r["start_ns"]), "width_ns": int(r["width_ns"]),
+                     "load": float(r["load"]), "completions": int(r["completions"]),
+                     "work_units": float(r["work_units"]),
+                     "norm_throughput": float(r["norm_throughput"])}
+                    for r in csv.DictReader(f) if r["server"] == "*"]
+        if not wins:
+            fail("%s: no windows exported" % t)
+        # The threshold: the intervention N*, else the fit's knee.
+        thr = rep["n_star"] if rep["n_star"] is not None else rep["n_star_fit"]
+        if rep["threshold"] != thr:
+            fail("%s: report threshold %r, the rule gives %r" % (t, rep["threshold"], thr))
+        fit_only |= rep["n_star"] is None and thr is not None
+        units = sum(w["work_units"] for w in wins)
+        comps = sum(w["completions"] for w in wins)
+        rule = {"slope": rep["slope"], "tp_max": rep["tp_max"], "freeze_frac": 0.3,
+                "ubar": units / comps if units > 0 and comps > 0 else 1.0}
+        cong = [thr is not None and w["load"] >= thr for w in wins]
+        want, _ = episodes(wins, cong, [rule] * len(wins))
+        ncong = sum(cong)
+        if rep["congested_fraction"] != ncong / len(wins):
+            fail("%s: report congested_fraction %r, the rule gives %d/%d" %
+                 (t, rep["congested_fraction"], ncong, len(wins)))
+        same_episodes(t + ": report", rep["episodes"], want)
+        # The API: the same threshold, windows, congested column, episodes.
+        sc = json.load(open("%s/scatter-%s.json" % (d, t)))
+        if sc["threshold"] != thr:
+            fail("%s: /api/scatter threshold %r, the report's %r" % (t, sc["threshold"], thr))
+        if sc["start_ns"] != [w["start_ns"] for w in wins]:
+            fail("%s: /api/scatter windows differ from export windows" % t)
+        if sc["congested"] != [int(c) for c in cong]:
+            bad = [i for i, (a, b) in enumerate(zip(sc["congested"], cong)) if a != b]
+            fail("%s: /api/scatter congested differs from the rule at windows %s" % (t, bad[:5]))
+        same_episodes(t + ": /api/episodes", json.load(open("%s/episodes-%s.json" % (d, t)))
+                      ["episodes"], want)
+        # The stream of the polled database.
+        sw = [e for ev, e in sse if ev == "window" and e["tier"] == t]
+        by_start = {w["start_ns"]: c for w, c in zip(wins, cong)}
+        if len(sw) != len(wins) or any(by_start.get(e["start_ns"]) != e["congested"] for e in sw):
+            fail("%s: stream: %d windows, the congested flags of %d differ from the rule" %
+                 (t, len(sw), sum(by_start.get(e["start_ns"]) != e["congested"] for e in sw)))
+        sa = [e for ev, e in sse if ev == "analysis" and e["tier"] == t]
+        if thr is not None and (not sa or sa[-1]["threshold"] != thr):
+            fail("%s: stream: analysis threshold %r, the report's %r" %
+                 (t, sa[-1]["threshold"] if sa else None, thr))
+        same_episodes(t + ": stream", [e for ev, e in sse if ev == "episode" and e["tier"] == t],
+                      want)
+        nf = sum(e["kind"] == "freeze" for e in want)
+        print("ok: %-10s threshold %.4f%s, %d of %d windows congested, %d episodes (%d freeze):"
+              " report, API and stream agree with the rule" %
+              (t, thr if thr is not None else float("nan"),
+               " (the fit's: N* undetermined)" if rep["n_star"] is None else "", ncong, len(wins),
+               len(want), nf))
+        tot_cong += ncong
+        tot_freeze += nf
+        tot_sat += len(want) - nf
+    if not (tot_cong and tot_freeze and tot_sat and fit_only):
+        fail("the data did not exercise the rule: %d congested windows, %d freeze and %d "
+             "saturated episodes, a tier with only the fit's N*: %s" %
+             (tot_cong, tot_freeze, tot_sat, fit_only))
+
+
+def live(path):
+    ev = sse_events(path)
+    tiers = sorted({e["tier"] for k, e in ev if k == "window"})
+    tot_cong = tot_closed = 0
+    for t in tiers:
+        rule = {"threshold": None, "slope": None, "tp_max": None, "freeze_frac": 0.3, "ubar": 1}
+        wins, cong, rules, closed, opened = [], [], [], [], []
+        for k, e in ev:
+            if e.get("tier") != t:
+                continue
+            if k == "analysis":
+                rule = {"threshold": e["threshold"], "slope": e["slope"], "tp_max": e["tp_max"],
+                        "freeze_frac": e["freeze_frac"], "ubar": e["units_per_completion"]}
+            elif k == "window":
+                c = rule["threshold"] is not None and e["load"] >= rule["threshold"]
+                if e["congested"] != c:
+                    fail("live %s: window %d: load %r, threshold %r, congested %r" %
+                         (t, e["start_ns"], e["load"], rule["threshold"], e["congested"]))
+                wins.append(e)
+                cong.append(c)
+                rules.append(rule)
+            elif k == "episode":
+                (opened if e["ongoing"] else closed).append(e)
+        want, still_open = episodes(wins, cong, rules)
+        if still_open:
+            want = want[:-1]
+        same_episodes("live " + t, closed, want)
+        starts = [e["start_ns"] for e in want] + ([wins[-1]["start_ns"]] if still_open else [])
+        if still_open:
+            i = len(wins) - 1
+            while i > 0 and cong[i - 1] and wins[i]["start_ns"] == wins[i - 1]["start_ns"] + \
+                    wins[i - 1]["width_ns"]:
+                i -= 1
+            starts[-1] = wins[i]["start_ns"]
+        if [e["start_ns"] for e in opened] != starts:
+            fail("live %s: episodes opened at %s, the rule opens them at %s" %
+                 ([e["start_ns"] for e in opened][:5], starts[:5]))
+        print("ok: live %-10s %d windows, %d congested, %d episodes closed: as the announced "
+              "rule gives" % (t, len(wins), sum(cong), len(closed)))
+        tot_cong += sum(cong)
+        tot_closed += len(closed)
+    if not tiers or not tot_cong or not tot_closed:
+        fail("live stream: %d tiers, %d congested windows, %d closed episodes: nothing to check"
+             % (len(tiers), tot_cong, tot_closed))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "offline":
+        offline(sys.argv[2], sys.argv[3:])
+    elif sys.argv[1] == "live":
+        live(sys.argv[2])
+    else:
+        fail("rule_agree.py: unknown command " + sys.argv[1])

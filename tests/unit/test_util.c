@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/* test_util.c — common/util.c: growing arrays (doubling, zeroed growth,
+ * overflow refused with the array untouched), comparators, the nearest-rank
+ * quantile against the definition counted out by hand, and Pearson's r
+ * against textbook values and a one-pass long-double computation. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+static void test_grow(void **state)
+{
+    (void)state;
+    int *v = NULL;
+    size_t cap = 0;
+    assert_int_equal(tb_grow(&v, &cap, 0, sizeof *v), 0);
+    assert_null(v);
+    for (size_t n = 1; n <= 1000; n++) {
+        assert_int_equal(tb_grow(&v, &cap, n, sizeof *v), 0);
+        assert_true(cap >= n && cap >= 16 && (cap & (cap - 1)) == 0); /* 16, 32, 64, ... */
+        v[n - 1] = (int)n;
+    }
+    assert_int_equal(cap, 1024);
+    for (size_t n = 1; n <= 1000; n++)
+        assert_int_equal(v[n - 1], (int)n);
+    /* Overflow of need x elem: refused, nothing changed. */
+    int *before = v;
+    assert_int_equal(tb_grow(&v, &cap, SIZE_MAX / 2, 16), TB_E_NOMEM);
+    assert_int_equal(tb_grow(&v, &cap, SIZE_MAX, 1), TB_E_NOMEM);
+    assert_ptr_equal(v, before);
+    assert_int_equal(cap, 1024);
+    free(v);
+
+    uint64_t *z = NULL;
+    size_t zc = 0;
+    assert_int_equal(tb_grow_zero(&z, &zc, 3, sizeof *z), 0);
+    for (size_t i = 0; i < zc; i++)
+        z[i] = 7;
+    size_t old = zc;
+    assert_int_equal(tb_grow_zero(&z, &zc, 100, sizeof *z), 0);
+    for (size_t i = 0; i < zc; i++)
+        assert_int_equal(z[i], i < old ? 7 : 0);
+    free(z);
+}
+
+static void test_cmp_quantile(void **state)
+{
+    (void)state;
+    int64_t a[] = {5, -3, INT64_MAX, INT64_MIN, 0, 5};
+    qsort(a, 6, sizeof *a, tb_cmp_i64);
+    const int64_t sa[] = {INT64_MIN, -3, 0, 5, 5, INT64_MAX};
+    assert_memory_equal(a, sa, sizeof a);
+    uint32_t u[] = {3, UINT32_MAX, 0};
+    qsort(u, 3, sizeof *u, tb_cmp_u32);
+    assert_true(u[0] == 0 && u[1] == 3 && u[2] == UINT32_MAX);
+    double d[] = {0.5, -1e300, 2, -0.25};
+    qsort(d, 4, sizeof *d, tb_cmp_double);
+    assert_true(d[0] == -1e300 && d[1] == -0.25 && d[2] == 0.5 && d[3] == 2);
+    /* Nearest rank over 1..n: the value of rank ceil(q·n), at least 1. */
+    for (size_t n = 1; n <= 40; n++) {
+        int64_t v[40];
+        double w[40];
+        for (size_t i = 0; i < n; i++) {
+            v[i] = (int64_t)(i + 1) * 10;
+            w[i] = (double)(i + 1) / 4;
+        }
+        for (int k = 0; k <= 20; k++) {
+            double q = k / 20.0;
+            size_t rank = 1; /* smallest r with r >= q·n, counted, not computed */
+            while ((double)rank < q * (double)n)
+                rank++;
+            assert_int_equal(tb_quantile_i64(v, n, q), (int64_t)rank * 10);
+            assert_true(tb_quantile(w, n, q) == (double)rank / 4);
+        }
+    }
+}
+
+static void test_pearson(void **state)
+{
+    (void)state;
+    const double x[] = {1, 2, 3, 4, 5}, y[] = {2, 4, 6, 8, 10}, ny[] = {5, 4, 3, 2, 1};
+    assert_true(fabs(tb_pearson(x, y, 5) - 1) < 1e-15);
+    assert_true(fabs(tb_pearson(x, ny, 5) + 1) < 1e-15);
+    /* Anscombe's first set: r = 0.81642. */
+    const double ax[] = {10, 8, 13, 9, 11, 14, 6, 4, 12, 7, 5};
+    const double ay[] = {8.04, 6.95, 7.58, 8.81, 8.33, 9.96, 7.24, 4.26, 10.84, 4.82, 5.68};
+    assert_true(fabs(tb_pearson(ax, ay, 11) - 0.81642) < 1e-5);
+    /* Undefined: fewer than 3 pairs, a constant series. */
+    assert_true(isnan(tb_pearson(x, y, 2)));
+    const double c[] = {3, 3, 3, 3, 3};
+    assert_true(isnan(tb_pearson(x, c, 5)));
+    /* Large, nearly constant values keep their accuracy (against long
+     * double sums). */
+    double bx[200], by[200];
+    long double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+    for (int i = 0; i < 200; i++) {
+        bx[i] = 1e9 + (i % 7);
+        by[i] = 5e8 + (i % 7) * 0.5 + (i % 3);
+        sx += bx[i];
+        sy += by[i];
+    }
+    long double mx = sx / 200, my = sy / 200;
+    for (int i = 0; i < 200; i++) {
+        sxx += (bx[i] - mx) * (bx[i] - mx);
+        syy += (by[i] - my) * (by[i] - my);
+        sxy += (bx[i] - mx) * (by[i] - my);
+    }
+    double want = (double)(sxy / sqrtl(sxx * syy));
+    assert_true(fabs(tb_pearson(bx, by, 200) - want) < 1e-12);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_grow),
+        cmocka_unit_test(test_cmp_quantile),
+        cmocka_unit_test(test_pearson),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
