@@ -67,8 +67,10 @@ struct tb_episode {
 /* The analysis method's version, stored with each analysis: a stored analysis
  * of another version is recomputed, not reused. Bump it whenever the same
  * requests would give different windows or results (stats/ or correlate/).
- * 1: v0.3, the knee test (before it: 0). */
-#define TB_ANALYSIS_VERSION 1
+ * 1: v0.3, the knee test (before it: 0). 2: levels over time, units per
+ * period without the common factor, the chord knee test, the work-unit
+ * slope's 40%/200% rules. */
+#define TB_ANALYSIS_VERSION 2
 
 /* One analysis of one tier (server == 0) or server at one window width over
  * [from_ns, to_ns). */

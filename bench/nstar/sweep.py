@@ -20,8 +20,9 @@
 # Prints one line per run and a table per scenario (runs, passes, rate,
 # errors); writes both to OUT/results.tsv and OUT/summary.md. Exit status 0
 # when every scenario passes in >= 95% of its runs (light: every run), 1
-# otherwise, 2 on a usage error. Run it by hand, with nice: 20 seeds of every
-# scenario take about 15 minutes on one core.
+# otherwise, 2 on a usage error. Run it by hand, with nice: 20 seeds of all
+# 17 scenarios took about 90 minutes on a shared 2-core machine (tables in
+# docs/report.md, "The N* sweep").
 import argparse
 import bisect
 import csv
