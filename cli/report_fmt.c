@@ -498,6 +498,7 @@ int tb_report_write_text(FILE *f, const struct tb_report *r, const struct tb_cat
         text_warnings(f, server_name(cat, r->servers[i].a.server, b[0], 64), &r->servers[i]);
 
     text_classes(f, tot, cat);
+    tb_profile_write_text(f, r, cat, TOP_CLASSES);
     text_episodes(f, tot, first);
     text_corr(f, r, cat);
     /* With one server its episodes are the tier's, already listed. */
@@ -635,7 +636,9 @@ int tb_report_write_json(FILE *f, const struct tb_report *r, const struct tb_cat
                 s[i].requests, tb_svc_method_name(s[i].method));
     }
     free(s);
-    fputs("],\"servers\":[", f);
+    fputs("],\"profile\":", f);
+    tb_profile_write_json(f, r, cat);
+    fputs(",\"servers\":[", f);
     for (size_t i = 0; i < r->nservers; i++) {
         fputs(i ? ",{\"server\":" : "{\"server\":", f);
         tb_json_str(f, server_name(cat, r->servers[i].a.server, b, sizeof b));
