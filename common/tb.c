@@ -315,6 +315,24 @@ int tb_parse_time_ref(const char *s, const struct tb_time_ref *ref, int64_t *out
     return tb_parse_time(s, ref->start_ns, out_ns);
 }
 
+const char *tb_fmt_iso(int64_t ns, char *buf, size_t len)
+{
+    int64_t sec = ns / TB_NS_PER_SEC, frac = ns % TB_NS_PER_SEC;
+    if (frac < 0) {
+        frac += TB_NS_PER_SEC;
+        sec--;
+    }
+    time_t t = (time_t)sec;
+    struct tm tm;
+    if (!gmtime_r(&t, &tm)) {
+        snprintf(buf, len, "?");
+        return buf;
+    }
+    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%09" PRId64 "Z", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
+    return buf;
+}
+
 const char *tb_fmt_duration(int64_t ns, char *buf, size_t len)
 {
     int64_t a = ns < 0 ? -ns : ns;

@@ -113,6 +113,10 @@ int tb_parse_time_ref(const char *s, const struct tb_time_ref *ref, int64_t *out
 /* True when `s` names the stored span (start, end, +OFFSET, a time of day),
  * so the caller has to read it before tb_parse_time_ref. */
 bool tb_time_needs_span(const char *s);
+/* "2023-11-14T22:13:20.050000000Z": ISO-8601 UTC with 9 fraction digits,
+ * written beside every *_ns integer of the JSON outputs (jq and JavaScript
+ * round 19-digit integers; the string keeps the ns). */
+const char *tb_fmt_iso(int64_t ns, char *buf, size_t len);
 /* Formats a duration for humans: "50ms", "1.25s", "830us". */
 const char *tb_fmt_duration(int64_t ns, char *buf, size_t len);
 

@@ -84,6 +84,41 @@ ok "export windows --from '2023-11-14 22:13:21' --to 22:13:23.500: the 50 window
 cmp -s "$work/d1.json" "$work/d2.json" || fail "diagnose: UTC times differ from the same ns"
 ok "diagnose --from '2023-11-14 22:13:21' --to 22:13:23.5 = the same range in ns"
 
+# ISO-8601 strings beside the *_ns integers of report and diagnose JSON:
+# each equal to Python's rendering of the integer; an episode's ISO start
+# given back as --from starts the range at that episode's first window.
+"$TBNECK" report --db "$db" --tier http --format json >"$work/r.json" || fail "report json"
+"$TBNECK" diagnose --db "$db" --format json >"$work/d.json" || fail "diagnose json"
+python3 - "$work/r.json" "$work/d.json" >"$work/iso.out" <<'PY' || { cat "$work/iso.out"; fail "ISO times"; }
+import datetime, json, sys
+def iso(ns):
+    s, f = divmod(ns, 10**9)
+    t = datetime.datetime.fromtimestamp(s, datetime.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + ".%09dZ" % f
+n = 0
+def walk(o):
+    global n
+    if isinstance(o, dict):
+        for k, v in o.items():
+            if k.endswith("_ns") and k[:-3] in ("from", "to", "start", "end", "period_start"):
+                assert o[k[:-3]] == iso(v), (k, v, o[k[:-3]])
+                n += 1
+            walk(v)
+    elif isinstance(o, list):
+        for v in o:
+            walk(v)
+r = json.load(open(sys.argv[1]))
+walk(r); walk(json.load(open(sys.argv[2])))
+assert len(r["episodes"]) >= 5 and n >= 2 * len(r["episodes"]) + 4, (n, len(r["episodes"]))
+print(n, r["episodes"][3]["start"], r["episodes"][3]["start_ns"])
+PY
+read -r niso ep_iso ep_ns <"$work/iso.out"
+"$TBNECK" report --db "$db" --tier http --format json --from "$ep_iso" >"$work/r2.json" ||
+  fail "report --from $ep_iso"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["from_ns"] == int(sys.argv[2]), d["from_ns"]' \
+  "$work/r2.json" "$ep_ns" || fail "--from $ep_iso: the range does not start at $ep_ns"
+ok "$niso ISO strings equal their *_ns; --from $ep_iso (an episode's start) starts there"
+
 # The API: the windows of the range given as the report prints it.
 start_serve "$db" "$work"
 api() {
