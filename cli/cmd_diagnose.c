@@ -23,7 +23,7 @@ static const char diagnose_usage[] =
     "the front tier's congestion and the root found. --plot FILE: stacked self and\n"
     "waiting load per tier with the root marked (FILE), and the wait-for graph\n"
     "drawn by Graphviz (FILE with -graph before the extension).\n"
-    "T is ns since the epoch, seconds (1700000000.25), or +OFFSET from the first request.\n";
+    TB_CLI_TIME_HELP;
 
 static const char *tier_name(const struct tb_catalog *cat, uint32_t t)
 {

@@ -35,7 +35,7 @@ static const char export_usage[] =
     "  (client_tier: the tier whose machine the client is, empty for users; opened\n"
     "  syn|synack|midstream; closed fin|rst|idle|evicted|end|open; with --tier the\n"
     "  connections to or from that tier).\n"
-    "T is ns since the epoch, seconds (1700000000.25), or +OFFSET from the first request.\n";
+    TB_CLI_TIME_HELP;
 
 static int export_requests(int argc, char **argv)
 {

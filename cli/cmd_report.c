@@ -37,9 +37,7 @@ static const char report_usage[] =
     "                  prints it; service as 30ms or 250us, a bare number is ms; # comments)\n"
     "  --calibrate CAPTURE   a pcap taken at low load to estimate service times from\n"
     "  --recompute     ignore results stored by an earlier run\n"
-    "T: a UTC time as the report prints it (2023-11-14 22:13:25.350, or 22:13:27 on the\n"
-    "capture's day), ns or seconds since the epoch (1700000000.25), now-5m, start+10s or\n"
-    "+10s (from the first request), end-1m (from the last response); docs/report.md.\n"
+    TB_CLI_TIME_HELP
     "Exit status: 0 success, 1 runtime failure (missing database, unknown tier), 2 usage.\n";
 
 /* The tier (or the one --server) and then each of its servers. */
