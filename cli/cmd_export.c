@@ -18,7 +18,7 @@ static const char export_usage[] =
     "       tbneck export windows --tier NAME [--window " TB_WINDOW_DEFAULT "]"
     " [--server ADDR:PORT]\n"
     "                             [--from T --to T] [--service-times FILE] [--db FILE]\n"
-    "                             [--format csv|jsonl]\n"
+    "                             [--format csv|jsonl] [--recompute]\n"
     "       tbneck export connections [--tier NAME] [--from T --to T] [--db FILE]\n"
     "\n"
     "requests: every stored request as CSV, header\n"
