@@ -436,6 +436,34 @@ static void test_plot_script(void **state)
     assert_non_null(strstr(buf, "N* = 2.50 (fit 2.60), TPmax = 480 units/s, 50.0% congested"));
     assert_non_null(strstr(buf, "set ylabel 'normalized throughput (work units/s)'"));
     assert_non_null(strstr(buf, "front tier web"));
+    /* Issue 16: N* (2.5) below the fit (2.6): its label under its line, the
+     * fit's above, so they cannot overlap; completions/s on their own axis;
+     * response times on a log scale (a 0.6 ms tier under a 180 ms front). */
+    assert_non_null(strstr(buf, "set label 1 'N*' at graph 1.005, first 2.5 left offset 0,-0.6"));
+    assert_non_null(strstr(buf, "set label 5 'fit' at graph 1.005, first 2.6 left offset 0,0.6"));
+    assert_non_null(strstr(buf, "'' using 1:3 axes x1y2 with lines"));
+    assert_non_null(strstr(buf, "set y2label 'completions/s'"));
+    assert_non_null(strstr(buf, "set logscale y 10\n"));
+    assert_true(strstr(buf, "unset logscale y\n") > strstr(buf, "set logscale y 10\n"));
+    free(buf);
+
+    /* No intervention N*, the fit's knee as the threshold: the title says so
+     * (it said "N* undetermined" above the windows it marked congested). */
+    struct tb_report fit_only = fx->rep;
+    fit_only.total.a.n_star = NAN;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(tb_plot_script(f, &fit_only, fx->cat, "/tmp/x.png", TB_PLOT_PNG), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "N* from the fit only = 2.60, TPmax = 480 units/s, 50.0% "
+                                "congested"));
+    assert_null(strstr(buf, "undetermined"));
+    assert_non_null(strstr(buf, "0.125000 3.5 240 480 12 1 12\n")); /* still congested */
+    free(buf);
+    fit_only.total.a.n_star_fit = NAN;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(tb_plot_script(f, &fit_only, fx->cat, "/tmp/x.png", TB_PLOT_PNG), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "N* undetermined, no congestion"));
     free(buf);
 
     assert_int_equal(tb_plot_format("a.PNG"), TB_PLOT_PNG);
