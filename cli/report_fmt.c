@@ -280,7 +280,7 @@ static void text_classes(FILE *f, const struct tb_analysis_result *r, const stru
         const char *name = class_name(cat, s[i].class_id);
         char period[32] = "";
         if (periods)
-            snprintf(period, sizeof period, "%10s",
+            snprintf(period, sizeof period, "%10.20s",
                      fmt_clock(s[i].period_start_ns, b[1], 32) + 3); /* "MM:SS.mmm" */
         fprintf(f, "  %-40.40s %s%10s %7.2f %8u %9u  %s\n", name, period,
                 fmt_dur((double)s[i].service_ns, b[0], 32), s[i].units, s[i].samples,
