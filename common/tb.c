@@ -111,6 +111,30 @@ int tb_parse_window(const char *s, int64_t *out_ns)
     return 0;
 }
 
+/* An optional ".fraction" of a second into ns (digits past the ninth are
+ * read and dropped); false for a '.' without digits. The cursor moves. */
+static bool fraction(const char **p, int64_t *ns)
+{
+    const char *q = *p;
+    int64_t frac = 0;
+    if (*q == '.') {
+        q++;
+        int nd = 0;
+        for (; *q >= '0' && *q <= '9'; q++)
+            if (nd < 9) {
+                frac = frac * 10 + (*q - '0');
+                nd++;
+            }
+        if (!nd)
+            return false;
+        for (; nd < 9; nd++)
+            frac *= 10;
+    }
+    *ns = frac;
+    *p = q;
+    return true;
+}
+
 int tb_parse_time(const char *s, int64_t base_ns, int64_t *out_ns)
 {
     if (!s || !*s)
@@ -139,24 +163,9 @@ int tb_parse_time(const char *s, int64_t base_ns, int64_t *out_ns)
     long long sec = strtoll(s, &end, 10);
     if (end == s || errno || sec < 0 || sec > INT64_C(9200000000))
         return TB_E_INVAL;
-    int64_t frac = 0;
-    if (*end == '.') {
-        const char *q = end + 1;
-        int digits = 0;
-        while (*q >= '0' && *q <= '9') {
-            if (digits < 9) {
-                frac = frac * 10 + (*q - '0');
-                digits++;
-            }
-            q++;
-        }
-        if (q == end + 1)
-            return TB_E_INVAL;
-        for (; digits < 9; digits++)
-            frac *= 10;
-        end = (char *)q;
-    }
-    if (*end)
+    int64_t frac;
+    const char *q = end;
+    if (!fraction(&q, &frac) || *q)
         return TB_E_INVAL;
     *out_ns = (int64_t)sec * TB_NS_PER_SEC + frac;
     return 0;
@@ -202,22 +211,9 @@ static bool clock_part(const char **p, int64_t *sec, int64_t *ns)
     if (!digits(&q, 2, &h) || *q++ != ':' || !digits(&q, 2, &m) || *q++ != ':' ||
         !digits(&q, 2, &sc) || h > 23 || m > 59 || sc > 59)
         return false;
-    int64_t frac = 0;
-    if (*q == '.') {
-        q++;
-        int nd = 0;
-        while (*q >= '0' && *q <= '9') {
-            if (nd < 9) {
-                frac = frac * 10 + (*q - '0');
-                nd++;
-            }
-            q++;
-        }
-        if (!nd)
-            return false;
-        for (; nd < 9; nd++)
-            frac *= 10;
-    }
+    int64_t frac;
+    if (!fraction(&q, &frac))
+        return false;
     *sec = (int64_t)h * 3600 + m * 60 + sc;
     *ns = frac;
     *p = q;
