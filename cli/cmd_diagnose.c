@@ -136,9 +136,11 @@ static void print_csv(FILE *f, const struct tb_catalog *cat, const struct tb_dia
             tb_csv_field(f, tier_name(cat, d->tiers[i].tier));
             uint32_t r = d->root_server[k];
             const struct tb_server_info *si = r ? tb_catalog_server_get(cat, r) : NULL;
-            fprintf(f, ",%" PRId64 ",%" PRId64 ",%.17g,%.17g,%d,", d->from_ns +
-                    (int64_t)k * d->width_ns, d->width_ns, d->self[i * d->nwin + k],
-                    d->wait[i * d->nwin + k], d->front_congested[k] ? 1 : 0);
+            char v[2][40];
+            fprintf(f, ",%" PRId64 ",%" PRId64 ",%s,%s,%d,", d->from_ns + (int64_t)k * d->width_ns,
+                    d->width_ns, tb_fmt_double(d->self[i * d->nwin + k], v[0], 40),
+                    tb_fmt_double(d->wait[i * d->nwin + k], v[1], 40),
+                    d->front_congested[k] ? 1 : 0);
             tb_csv_field(f, si ? tier_name(cat, si->tier) : "");
             fputc(',', f);
             tb_csv_field(f, si ? server_name(cat, r, b, sizeof b) : "");

@@ -91,10 +91,11 @@ int tb_profile_write_csv(FILE *f, const struct tb_report *r, const struct tb_cat
         tb_csv_field(f, server);
         fprintf(f, ",%zu,", i + 1);
         tb_csv_field(f, cls(cat, p->class_id));
-        fprintf(f, ",%" PRIu64 ",%" PRId64 ",%.17g,%.17g,%" PRId64 ",%" PRId64 ",%" PRId64
-                   ",%" PRId64 "\n",
-                p->count, p->total_ns, p->share, p->mean_ns, p->p50_ns, p->p95_ns, p->p99_ns,
-                p->max_ns);
+        char d[2][40];
+        fprintf(f, ",%" PRIu64 ",%" PRId64 ",%s,%s,%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64
+                   "\n",
+                p->count, p->total_ns, tb_fmt_double(p->share, d[0], 40),
+                tb_fmt_double(p->mean_ns, d[1], 40), p->p50_ns, p->p95_ns, p->p99_ns, p->max_ns);
     }
     return ferror(f) ? TB_E_IO : 0;
 }

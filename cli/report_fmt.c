@@ -704,9 +704,11 @@ static void csv_episodes(FILE *f, const char *tier, const char *server,
         tb_csv_field(f, tier);
         fputc(',', f);
         tb_csv_field(f, server);
-        fprintf(f, ",%lld,%lld,%lld,%.17g,%.17g,%.17g,%s\n", (long long)e->start_ns,
-                (long long)e->end_ns, (long long)(e->end_ns - e->start_ns), e->peak_load,
-                e->mean_load, e->throughput, tb_episode_kind_name(e->kind));
+        char d[3][40];
+        fprintf(f, ",%lld,%lld,%lld,%s,%s,%s,%s\n", (long long)e->start_ns,
+                (long long)e->end_ns, (long long)(e->end_ns - e->start_ns),
+                tb_fmt_double(e->peak_load, d[0], 40), tb_fmt_double(e->mean_load, d[1], 40),
+                tb_fmt_double(e->throughput, d[2], 40), tb_episode_kind_name(e->kind));
     }
 }
 

@@ -311,6 +311,16 @@ int tb_parse_time_ref(const char *s, const struct tb_time_ref *ref, int64_t *out
     return tb_parse_time(s, ref->start_ns, out_ns);
 }
 
+const char *tb_fmt_double(double v, char *buf, size_t len)
+{
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, len, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    return buf;
+}
+
 const char *tb_fmt_iso(int64_t ns, char *buf, size_t len)
 {
     int64_t sec = ns / TB_NS_PER_SEC, frac = ns % TB_NS_PER_SEC;

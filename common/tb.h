@@ -117,6 +117,10 @@ bool tb_time_needs_span(const char *s);
  * written beside every *_ns integer of the JSON outputs (jq and JavaScript
  * round 19-digit integers; the string keeps the ns). */
 const char *tb_fmt_iso(int64_t ns, char *buf, size_t len);
+/* The shortest of %.15g..%.17g that reads back as the same double ("0.05",
+ * not "0.050000000000000003"): CSV and Prometheus numbers, exact and short.
+ * Finite values only (callers write their own NaN). */
+const char *tb_fmt_double(double v, char *buf, size_t len);
 /* Formats a duration for humans: "50ms", "1.25s", "830us". */
 const char *tb_fmt_duration(int64_t ns, char *buf, size_t len);
 

@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -108,6 +109,22 @@ static void test_time_ref(void **state)
     }
 }
 
+/* Issue 16: CSV numbers as short as they can be and still read back exact
+ * (the expected strings are Python's repr of the same doubles). */
+static void test_fmt_double(void **state)
+{
+    (void)state;
+    char b[40];
+    assert_string_equal(tb_fmt_double(0.05, b, sizeof b), "0.05");
+    assert_string_equal(tb_fmt_double(480, b, sizeof b), "480");
+    assert_string_equal(tb_fmt_double(0.1 + 0.2, b, sizeof b), "0.30000000000000004");
+    assert_string_equal(tb_fmt_double(1.0 / 3, b, sizeof b), "0.3333333333333333");
+    assert_string_equal(tb_fmt_double(1.8333333333333333, b, sizeof b), "1.8333333333333333");
+    const double v[] = {0.69192447417763348, 4931957.8767705383, 1e-300, 123456789.123};
+    for (size_t i = 0; i < TB_ARRAY_SIZE(v); i++)
+        assert_true(strtod(tb_fmt_double(v[i], b, sizeof b), NULL) == v[i]);
+}
+
 /* Issue 13, finding 9: windows of 1 ms to 1 h, the API's range, everywhere. */
 static void test_window(void **state)
 {
@@ -169,6 +186,7 @@ int main(void)
         cmocka_unit_test(test_duration),
         cmocka_unit_test(test_time),
         cmocka_unit_test(test_time_ref),
+        cmocka_unit_test(test_fmt_double),
         cmocka_unit_test(test_window),
         cmocka_unit_test(test_addr),
         cmocka_unit_test(test_strerror),
