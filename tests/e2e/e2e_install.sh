@@ -149,9 +149,16 @@ same "report --tier (the simulator's tiers)" "$work/got" "$work/want"
 echo "$servers" | tr ' ' '\n' | sort >"$work/want"
 comp tbneck report --db "$work/q.db" --server "" >"$work/got"
 same "report --server (the simulator's servers)" "$work/got" "$work/want"
+python3 - "$work/q.requests.csv" >"$work/want" <<'PY'
+import csv, sys
+print("\n".join(sorted({r["server"] for r in csv.DictReader(open(sys.argv[1]))
+                         if r["tier"] == "http-8080"})))
+PY
+comp tbneck report --db "$work/q.db" --tier http-8080 --server "" >"$work/got"
+same "report --tier http-8080 --server (its servers in the truth)" "$work/got" "$work/want"
 comp tbneck capture -i "" | grep -qx lo || fail "capture -i does not offer lo"
 comp tbneck report --from now | grep -qx now-5m || fail "--from does not offer now-5m"
-ok "completion: subcommands, every command's flags = --help's, --format values, tiers ($tiers) and servers from the database, interfaces"
+ok "completion: subcommands, every command's flags = --help's, --format values, tiers ($tiers) and servers (of a tier) from the database, interfaces"
 
 # ---- systemd unit -----------------------------------------------------------
 unit="$prefix/lib/systemd/system/tbneck-capture@.service"
