@@ -23,7 +23,7 @@ static const char diagnose_usage[] =
     "the front tier's congestion and the root found. --plot FILE: stacked self and\n"
     "waiting load per tier with the root marked (FILE), and the wait-for graph\n"
     "drawn by Graphviz (FILE with -graph before the extension).\n"
-    "T is ns since the epoch, seconds (1700000000.25), or +OFFSET from the first request.\n";
+    TB_CLI_TIME_HELP;
 
 static const char *tier_name(const struct tb_catalog *cat, uint32_t t)
 {
@@ -136,9 +136,11 @@ static void print_csv(FILE *f, const struct tb_catalog *cat, const struct tb_dia
             tb_csv_field(f, tier_name(cat, d->tiers[i].tier));
             uint32_t r = d->root_server[k];
             const struct tb_server_info *si = r ? tb_catalog_server_get(cat, r) : NULL;
-            fprintf(f, ",%" PRId64 ",%" PRId64 ",%.17g,%.17g,%d,", d->from_ns +
-                    (int64_t)k * d->width_ns, d->width_ns, d->self[i * d->nwin + k],
-                    d->wait[i * d->nwin + k], d->front_congested[k] ? 1 : 0);
+            char v[2][40];
+            fprintf(f, ",%" PRId64 ",%" PRId64 ",%s,%s,%d,", d->from_ns + (int64_t)k * d->width_ns,
+                    d->width_ns, tb_fmt_double(d->self[i * d->nwin + k], v[0], 40),
+                    tb_fmt_double(d->wait[i * d->nwin + k], v[1], 40),
+                    d->front_congested[k] ? 1 : 0);
             tb_csv_field(f, si ? tier_name(cat, si->tier) : "");
             fputc(',', f);
             tb_csv_field(f, si ? server_name(cat, r, b, sizeof b) : "");

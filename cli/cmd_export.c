@@ -18,7 +18,7 @@ static const char export_usage[] =
     "       tbneck export windows --tier NAME [--window " TB_WINDOW_DEFAULT "]"
     " [--server ADDR:PORT]\n"
     "                             [--from T --to T] [--service-times FILE] [--db FILE]\n"
-    "                             [--format csv|jsonl]\n"
+    "                             [--format csv|jsonl] [--recompute]\n"
     "       tbneck export connections [--tier NAME] [--from T --to T] [--db FILE]\n"
     "\n"
     "requests: every stored request as CSV, header\n"
@@ -35,7 +35,7 @@ static const char export_usage[] =
     "  (client_tier: the tier whose machine the client is, empty for users; opened\n"
     "  syn|synack|midstream; closed fin|rst|idle|evicted|end|open; with --tier the\n"
     "  connections to or from that tier).\n"
-    "T is ns since the epoch, seconds (1700000000.25), or +OFFSET from the first request.\n";
+    TB_CLI_TIME_HELP;
 
 static int export_requests(int argc, char **argv)
 {
@@ -76,10 +76,13 @@ static void print_windows(FILE *f, const char *tier, const char *server,
         tb_csv_field(f, tier);
         fputc(',', f);
         tb_csv_field(f, server);
-        /* %.17g so a script reading the CSV gets back the exact double. */
-        fprintf(f, ",%lld,%lld,%.17g,%u,%.17g,%.17g,%.17g,%.17g\n", (long long)w[i].start_ns,
-                (long long)w[i].width_ns, w[i].load, w[i].completions, w[i].throughput,
-                w[i].work_units, w[i].norm_throughput, w[i].rt_mean_ns);
+        /* The shortest form that reads back as the exact double. */
+        char d[5][40];
+        fprintf(f, ",%lld,%lld,%s,%u,%s,%s,%s,%s\n", (long long)w[i].start_ns,
+                (long long)w[i].width_ns, tb_fmt_double(w[i].load, d[0], 40), w[i].completions,
+                tb_fmt_double(w[i].throughput, d[1], 40), tb_fmt_double(w[i].work_units, d[2], 40),
+                tb_fmt_double(w[i].norm_throughput, d[3], 40),
+                tb_fmt_double(w[i].rt_mean_ns, d[4], 40));
     }
 }
 
