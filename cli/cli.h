@@ -24,6 +24,8 @@ struct tb_capture_args {
     size_t nfiles;
     const char *iface;  /* -i IFACE */
     const char *db;
+    const char *store_url; /* --store clickhouse://...: requests go there instead of --db */
+    const char *sensor;    /* --sensor NAME (default: the host name) */
     const char *tiers_file;
     const char *bpf;    /* -f EXPR, or trailing arguments as in tcpdump */
     const char *user;   /* -Z USER */

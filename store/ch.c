@@ -1,0 +1,583 @@
+/* SPDX-License-Identifier: MIT */
+/* ch.c — the ClickHouse store over its HTTP interface (libcurl), rows in RowBinary both ways.
+ *
+ * RowBinary rather than a text format: strings travel as a length and their
+ * bytes, so a fingerprint holding a tab, a quote or invalid UTF-8 comes back
+ * byte for byte without an escaping rule on either side; integers are
+ * little-endian fixed width. The SQL is kept to what ClickHouse 18.16
+ * (Debian's) and current releases both accept: MergeTree() with ORDER BY,
+ * String/Int/UInt columns, FORMAT RowBinary. */
+#include "ch.h"
+#include "store-int.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "util.h"
+
+struct text_slot {
+    char *text; /* NULL = not formatted yet */
+    size_t len;
+    uint64_t hash;
+};
+
+struct tb_ch {
+    CURL *curl;
+    char base[320]; /* http://host:port/ */
+    char where[300]; /* host:port, for messages */
+    char db[64];
+    char sensor[65];
+    struct tb_buf body; /* queued rows, RowBinary */
+    size_t queued;
+    uint64_t rows, seq;
+    struct text_slot *servers, *classes, *tiers; /* by catalog id */
+    size_t nservers, nclasses, ntiers;
+    char err[512];
+};
+
+/* ---- URLs -------------------------------------------------------------------------------- */
+
+static bool ident_ok(const char *s, size_t n, size_t max)
+{
+    if (n == 0 || n >= max)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_'))
+            return false;
+    }
+    return true;
+}
+
+int tb_store_url_parse(const char *url, struct tb_store_url *u, char *err, size_t errlen)
+{
+    static const char ch_scheme[] = "clickhouse://";
+    memset(u, 0, sizeof *u);
+    if (!strncmp(url, "sqlite:", 7)) {
+        u->kind = TB_STORE_KIND_SQLITE;
+        u->path = url + 7;
+        if (!*u->path) {
+            snprintf(err, errlen, "--store %s: no file after 'sqlite:'", url);
+            return TB_E_INVAL;
+        }
+        return 0;
+    }
+    if (strncmp(url, ch_scheme, sizeof ch_scheme - 1)) {
+        snprintf(err, errlen, "--store %s: expected sqlite:FILE or "
+                 "clickhouse://HOST:PORT/DATABASE[?cluster=NAME]", url);
+        return TB_E_INVAL;
+    }
+    u->kind = TB_STORE_KIND_CLICKHOUSE;
+    const char *p = url + sizeof ch_scheme - 1, *h, *he;
+    if (*p == '[') {
+        h = p + 1;
+        he = strchr(h, ']');
+        p = he ? he + 1 : NULL;
+    } else {
+        h = p;
+        he = p + strcspn(p, ":/?");
+        p = he;
+    }
+    if (!p || he == h || (size_t)(he - h) >= sizeof u->host || *p != ':') {
+        snprintf(err, errlen, "--store %s: expected HOST:PORT after clickhouse://", url);
+        return TB_E_INVAL;
+    }
+    memcpy(u->host, h, (size_t)(he - h));
+    char *end;
+    unsigned long port = strtoul(p + 1, &end, 10);
+    if (end == p + 1 || port == 0 || port > 65535 || *end != '/') {
+        snprintf(err, errlen, "--store %s: expected a port (1-65535) and /DATABASE", url);
+        return TB_E_INVAL;
+    }
+    u->port = (unsigned)port;
+    const char *d = end + 1, *de = d + strcspn(d, "?");
+    if (!ident_ok(d, (size_t)(de - d), sizeof u->db)) {
+        snprintf(err, errlen, "--store %s: the database name must be letters, digits or '_' "
+                 "(at most %zu)", url, sizeof u->db - 1);
+        return TB_E_INVAL;
+    }
+    memcpy(u->db, d, (size_t)(de - d));
+    if (*de == '?') {
+        const char *c = de + 1;
+        if (strncmp(c, "cluster=", 8) || !ident_ok(c + 8, strlen(c + 8), sizeof u->cluster)) {
+            snprintf(err, errlen, "--store %s: the only option is ?cluster=NAME (letters, "
+                     "digits, '_')", url);
+            return TB_E_INVAL;
+        }
+        memcpy(u->cluster, c + 8, strlen(c + 8));
+    }
+    return 0;
+}
+
+/* ---- HTTP -------------------------------------------------------------------------------- */
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    tb_buf_add(ud, p, size * n);
+    return tb_buf_ok(ud) ? size * n : 0;
+}
+
+/* One request: the SQL in the URL when a body of data goes with it, else the
+ * SQL is the body. The response (or ClickHouse's error text) lands in resp. */
+static int http(struct tb_ch *ch, const char *sql, const void *data, size_t len,
+                struct tb_buf *resp)
+{
+    char *url = NULL;
+    int rc = 0;
+    resp->len = 0;
+    if (data) {
+        char *q = curl_easy_escape(ch->curl, sql, 0);
+        if (!q)
+            return TB_E_NOMEM;
+        size_t n = strlen(ch->base) + strlen(q) + 16;
+        url = malloc(n);
+        if (url)
+            snprintf(url, n, "%s?query=%s", ch->base, q);
+        curl_free(q);
+        if (!url)
+            return TB_E_NOMEM;
+    } else {
+        data = sql;
+        len = strlen(sql);
+    }
+    curl_easy_setopt(ch->curl, CURLOPT_URL, url ? url : ch->base);
+    curl_easy_setopt(ch->curl, CURLOPT_POSTFIELDS, data);
+    curl_easy_setopt(ch->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    curl_easy_setopt(ch->curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(ch->curl, CURLOPT_WRITEDATA, resp);
+    CURLcode cc = curl_easy_perform(ch->curl);
+    long code = 0;
+    curl_easy_getinfo(ch->curl, CURLINFO_RESPONSE_CODE, &code);
+    if (cc != CURLE_OK) {
+        snprintf(ch->err, sizeof ch->err, "clickhouse at %s: %s", ch->where,
+                 curl_easy_strerror(cc));
+        rc = TB_E_IO;
+    } else if (!tb_buf_ok(resp)) {
+        rc = TB_E_NOMEM;
+    } else if (code != 200) {
+        /* ClickHouse's message is the body's first line ("Code: 60, e.displayText() = ..."). */
+        size_t n = resp->len;
+        const char *nl = resp->p ? memchr(resp->p, '\n', n) : NULL;
+        if (nl)
+            n = (size_t)(nl - resp->p);
+        snprintf(ch->err, sizeof ch->err, "clickhouse at %s: HTTP %ld: %.*s", ch->where, code,
+                 (int)TB_MIN(n, 400), resp->p ? resp->p : "");
+        rc = TB_E_DB;
+    }
+    free(url);
+    return rc;
+}
+
+static int exec_sql(struct tb_ch *ch, const char *sql)
+{
+    struct tb_buf r;
+    tb_buf_init(&r);
+    int rc = http(ch, sql, NULL, 0, &r);
+    tb_buf_free(&r);
+    return rc;
+}
+
+/* ---- RowBinary --------------------------------------------------------------------------- */
+
+static void put_le(struct tb_buf *b, uint64_t v, int bytes)
+{
+    uint8_t x[8];
+    for (int i = 0; i < bytes; i++)
+        x[i] = (uint8_t)(v >> (8 * i));
+    tb_buf_add(b, x, (size_t)bytes);
+}
+
+static void put_str(struct tb_buf *b, const char *s, size_t n)
+{
+    uint8_t v[10];
+    int k = 0;
+    uint64_t len = n;
+    do {
+        v[k] = (uint8_t)(len & 0x7f);
+        len >>= 7;
+        if (len)
+            v[k] |= 0x80;
+        k++;
+    } while (len);
+    tb_buf_add(b, v, (size_t)k);
+    tb_buf_add(b, s, n);
+}
+
+struct rd {
+    const uint8_t *p, *end;
+};
+
+static bool get_le(struct rd *r, int bytes, uint64_t *v)
+{
+    if (r->end - r->p < bytes)
+        return false;
+    *v = 0;
+    for (int i = 0; i < bytes; i++)
+        *v |= (uint64_t)r->p[i] << (8 * i);
+    r->p += bytes;
+    return true;
+}
+
+static bool get_str(struct rd *r, const char **s, size_t *n)
+{
+    uint64_t len = 0;
+    for (int shift = 0;; shift += 7) {
+        if (r->p == r->end || shift > 63)
+            return false;
+        uint8_t c = *r->p++;
+        len |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            break;
+    }
+    if ((uint64_t)(r->end - r->p) < len)
+        return false;
+    *s = (const char *)r->p;
+    *n = (size_t)len;
+    r->p += len;
+    return true;
+}
+
+/* ---- the store --------------------------------------------------------------------------- */
+
+uint64_t tb_ch_fnv1a(const void *p, size_t len, uint64_t h)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < len; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static const char table_sql[] =
+    "CREATE TABLE IF NOT EXISTS %s.requests (sensor String, tier String, proto String, "
+    "tier_hash UInt64, server String, client String, conn UInt64, class String, "
+    "class_hash UInt64, arrival_ns Int64, departure_ns Int64, req_bytes UInt64, "
+    "resp_bytes UInt64, status Int32, flags UInt32, seq UInt64) "
+    "ENGINE = MergeTree() ORDER BY (tier, arrival_ns, conn, sensor, seq)";
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static bool sensor_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == ':' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sensor,
+               bool create, char *err, size_t errlen)
+{
+    char sql[1024];
+    int rc;
+    *out = NULL;
+    if (u->kind != TB_STORE_KIND_CLICKHOUSE)
+        return TB_E_INVAL;
+    if (!sensor_ok(sensor)) {
+        snprintf(err, errlen, "--sensor %s: 1 to 64 letters, digits or '_.:-'", sensor);
+        return TB_E_INVAL;
+    }
+    if (u->cluster[0]) {
+        snprintf(err, errlen, "clickhouse://%s:%u/%s?cluster=%s: clusters are not supported "
+                 "yet (docs/clickhouse.md); use one server", u->host, u->port, u->db,
+                 u->cluster);
+        return TB_E_UNSUPP;
+    }
+    pthread_once(&curl_once, curl_init);
+    struct tb_ch *ch = calloc(1, sizeof *ch);
+    if (!ch)
+        return TB_E_NOMEM;
+    tb_buf_init(&ch->body);
+    bool v6 = strchr(u->host, ':') != NULL;
+    snprintf(ch->where, sizeof ch->where, "%s%s%s:%u", v6 ? "[" : "", u->host, v6 ? "]" : "",
+             u->port);
+    snprintf(ch->base, sizeof ch->base, "http://%s/", ch->where);
+    snprintf(ch->db, sizeof ch->db, "%s", u->db);
+    snprintf(ch->sensor, sizeof ch->sensor, "%s", sensor);
+    ch->curl = curl_easy_init();
+    if (!ch->curl) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    curl_easy_setopt(ch->curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(ch->curl, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(ch->curl, CURLOPT_PROTOCOLS_STR, "http");
+    if (create) {
+        snprintf(sql, sizeof sql, "CREATE DATABASE IF NOT EXISTS %s", ch->db);
+        if ((rc = exec_sql(ch, sql)))
+            goto out;
+        snprintf(sql, sizeof sql, table_sql, ch->db);
+    } else {
+        snprintf(sql, sizeof sql, "SELECT count() FROM %s.requests WHERE 0", ch->db);
+    }
+    if ((rc = exec_sql(ch, sql)))
+        goto out;
+    *out = ch;
+    ch = NULL;
+out:
+    if (ch) {
+        snprintf(err, errlen, "%s", ch->err[0] ? ch->err : tb_strerror(rc));
+        tb_ch_close(ch);
+    }
+    return rc;
+}
+
+static void slots_free(struct text_slot *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(s[i].text);
+    free(s);
+}
+
+void tb_ch_close(struct tb_ch *ch)
+{
+    if (!ch)
+        return;
+    if (ch->curl)
+        curl_easy_cleanup(ch->curl);
+    tb_buf_free(&ch->body);
+    slots_free(ch->servers, ch->nservers);
+    slots_free(ch->classes, ch->nclasses);
+    slots_free(ch->tiers, ch->ntiers);
+    free(ch);
+}
+
+const char *tb_ch_error(const struct tb_ch *ch)
+{
+    return ch->err;
+}
+
+uint64_t tb_ch_rows(const struct tb_ch *ch)
+{
+    return ch->rows;
+}
+
+int tb_ch_next_conn(struct tb_ch *ch, uint64_t *conn)
+{
+    char sql[256];
+    struct tb_buf r;
+    snprintf(sql, sizeof sql, "SELECT max(conn), max(seq), count() FROM %s.requests "
+             "WHERE sensor = '%s' FORMAT RowBinary", ch->db, ch->sensor);
+    tb_buf_init(&r);
+    int rc = http(ch, sql, NULL, 0, &r);
+    if (rc == 0) {
+        struct rd d = {(const uint8_t *)r.p, (const uint8_t *)r.p + r.len};
+        uint64_t mc, ms, n;
+        if (!get_le(&d, 8, &mc) || !get_le(&d, 8, &ms) || !get_le(&d, 8, &n)) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: short answer to max(conn)",
+                     ch->where);
+            rc = TB_E_BADFMT;
+        } else {
+            *conn = n ? mc + 1 : 1;
+            ch->seq = n ? ms + 1 : 1;
+        }
+    }
+    tb_buf_free(&r);
+    return rc;
+}
+
+/* The text and hash of a catalog entry, formatted on its first request. */
+static struct text_slot *slot(struct text_slot **arr, size_t *n, uint32_t id)
+{
+    if ((size_t)id >= *n && tb_grow_zero(arr, n, (size_t)id + 1, sizeof **arr))
+        return NULL;
+    return &(*arr)[id];
+}
+
+static int slot_set(struct text_slot *s, const char *text, size_t len, uint64_t hash)
+{
+    s->text = malloc(len + 1);
+    if (!s->text)
+        return TB_E_NOMEM;
+    memcpy(s->text, text, len);
+    s->text[len] = '\0';
+    s->len = len;
+    s->hash = hash;
+    return 0;
+}
+
+int tb_ch_request(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_request *r)
+{
+    struct text_slot *t = slot(&ch->tiers, &ch->ntiers, r->tier);
+    struct text_slot *sv = slot(&ch->servers, &ch->nservers, r->server);
+    struct text_slot *cl = slot(&ch->classes, &ch->nclasses, r->class_id);
+    int rc;
+    if (!t || !sv || !cl)
+        return TB_E_NOMEM;
+    const struct tb_tier_info *ti = tb_catalog_tier_get(cat, r->tier);
+    if (!ti)
+        return TB_E_NOTFOUND;
+    if (!t->text) {
+        /* The tier's slot holds its name; its protocol is read from the catalog. */
+        size_t n = strlen(ti->name);
+        if ((rc = slot_set(t, ti->name, n, tb_ch_fnv1a(ti->name, n, TB_CH_FNV_SEED))))
+            return rc;
+    }
+    if (!sv->text) {
+        const struct tb_server_info *si = tb_catalog_server_get(cat, r->server);
+        char buf[TB_ADDR_STRLEN];
+        if (!si)
+            return TB_E_NOTFOUND;
+        tb_addr_fmt(&si->addr, buf, sizeof buf);
+        if ((rc = slot_set(sv, buf, strlen(buf), 0)))
+            return rc;
+    }
+    if (!cl->text) {
+        const struct tb_class_info *ci = tb_catalog_class_get(cat, r->class_id);
+        if (!ci)
+            return TB_E_NOTFOUND;
+        /* (tier, class): the same fingerprint in two tiers is two classes. */
+        size_t n = strlen(ci->text);
+        uint64_t h = tb_ch_fnv1a(ti->name, strlen(ti->name) + 1, TB_CH_FNV_SEED);
+        if ((rc = slot_set(cl, ci->text, n, tb_ch_fnv1a(ci->text, n, h))))
+            return rc;
+    }
+    char client[TB_ADDR_STRLEN];
+    tb_addr_fmt(&r->client, client, sizeof client);
+    struct tb_buf *b = &ch->body;
+    put_str(b, ch->sensor, strlen(ch->sensor));
+    put_str(b, t->text, t->len);
+    put_str(b, ti->proto, strlen(ti->proto));
+    put_le(b, t->hash, 8);
+    put_str(b, sv->text, sv->len);
+    put_str(b, client, strlen(client));
+    put_le(b, r->conn, 8);
+    put_str(b, cl->text, cl->len);
+    put_le(b, cl->hash, 8);
+    put_le(b, (uint64_t)r->arrival_ns, 8);
+    put_le(b, (uint64_t)r->departure_ns, 8);
+    put_le(b, r->req_bytes, 8);
+    put_le(b, r->resp_bytes, 8);
+    put_le(b, (uint32_t)r->status, 4);
+    put_le(b, r->flags, 4);
+    put_le(b, ch->seq++, 8);
+    if (!tb_buf_ok(b))
+        return TB_E_NOMEM;
+    if (++ch->queued >= TB_CH_BATCH)
+        return tb_ch_flush(ch);
+    return 0;
+}
+
+int tb_ch_flush(struct tb_ch *ch)
+{
+    char sql[512];
+    struct tb_buf r;
+    if (!ch->queued)
+        return 0;
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.requests (sensor, tier, proto, tier_hash, server, client, conn, "
+             "class, class_hash, arrival_ns, departure_ns, req_bytes, resp_bytes, status, flags, "
+             "seq) FORMAT RowBinary", ch->db);
+    tb_buf_init(&r);
+    int rc = http(ch, sql, ch->body.p, ch->body.len, &r);
+    tb_buf_free(&r);
+    if (rc == 0) {
+        ch->rows += ch->queued;
+        ch->queued = 0;
+        ch->body.len = 0;
+    }
+    return rc;
+}
+
+/* A string literal for ClickHouse SQL: quotes and backslashes escaped. */
+static void sql_quote(char *out, size_t cap, const char *s)
+{
+    size_t o = 0;
+    out[o++] = '\'';
+    for (; *s && o + 4 < cap; s++) {
+        if (*s == '\'' || *s == '\\')
+            out[o++] = '\\';
+        out[o++] = *s;
+    }
+    out[o++] = '\'';
+    out[o] = '\0';
+}
+
+int tb_ch_export_requests(struct tb_ch *ch, const char *tier_name, FILE *out)
+{
+    char sql[1024], lit[2 * TB_NAME_MAX + 8] = "";
+    struct tb_buf resp;
+    if (tier_name) {
+        if (strlen(tier_name) >= TB_NAME_MAX)
+            return TB_E_NOTFOUND;
+        sql_quote(lit, sizeof lit, tier_name);
+    }
+    /* Ties broken as the SQLite export breaks them (arrival, conn, then the
+     * order the rows were stored: seq), sensors apart by name. */
+    snprintf(sql, sizeof sql,
+             "SELECT tier, server, client, conn, class, arrival_ns, departure_ns, req_bytes, "
+             "resp_bytes, status, flags FROM %s.requests %s%s ORDER BY tier, arrival_ns, conn, "
+             "sensor, seq FORMAT RowBinary",
+             ch->db, tier_name ? "WHERE tier = " : "", lit);
+    tb_buf_init(&resp);
+    int rc = http(ch, sql, NULL, 0, &resp);
+    if (rc)
+        goto out;
+    if (tier_name && resp.len == 0) {
+        rc = TB_E_NOTFOUND;
+        goto out;
+    }
+    fputs(TB__REQUESTS_CSV_HEADER, out);
+    struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};
+    while (d.p < d.end) {
+        const char *tier, *server, *client, *cls;
+        size_t nt, ns, nc, ncl;
+        uint64_t conn, arr, dep, rq, rs, st, fl;
+        if (!get_str(&d, &tier, &nt) || !get_str(&d, &server, &ns) ||
+            !get_str(&d, &client, &nc) || !get_le(&d, 8, &conn) || !get_str(&d, &cls, &ncl) ||
+            !get_le(&d, 8, &arr) || !get_le(&d, 8, &dep) || !get_le(&d, 8, &rq) ||
+            !get_le(&d, 8, &rs) || !get_le(&d, 4, &st) || !get_le(&d, 4, &fl)) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
+                     ch->where);
+            rc = TB_E_BADFMT;
+            goto out;
+        }
+        char num[6 * 22 + 4], *p;
+        tb__csv_field(out, tier, nt);
+        putc(',', out);
+        tb__csv_field(out, server, ns);
+        putc(',', out);
+        fwrite(client, 1, nc, out);
+        p = num;
+        *p++ = ',';
+        p = tb__put_u64(p, conn);
+        *p++ = ',';
+        fwrite(num, 1, (size_t)(p - num), out);
+        tb__csv_field(out, cls, ncl);
+        p = num;
+        *p++ = ',';
+        p = tb__put_i64(p, (int64_t)arr);
+        *p++ = ',';
+        p = tb__put_i64(p, (int64_t)dep);
+        *p++ = ',';
+        p = tb__put_u64(p, rq);
+        *p++ = ',';
+        p = tb__put_u64(p, rs);
+        *p++ = ',';
+        p = tb__put_i64(p, (int32_t)(uint32_t)st);
+        *p++ = ',';
+        p = tb__put_u64(p, (uint32_t)fl);
+        *p++ = '\n';
+        fwrite(num, 1, (size_t)(p - num), out);
+    }
+    if (ferror(out))
+        rc = TB_E_IO;
+out:
+    tb_buf_free(&resp);
+    return rc;
+}

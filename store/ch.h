@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/* ch.h — store URLs (sqlite:FILE, clickhouse://HOST:PORT/DB[?cluster=NAME]) and the ClickHouse
+ * store: a capture's requests under text identities, and the request CSV read back.
+ *
+ * What is stored (docs/clickhouse.md): one table `requests` per database,
+ * MergeTree ordered by (tier, arrival_ns, conn, seq), whose identities are
+ * texts — tier name, server "ip:port", client "ip:port", class fingerprint —
+ * with FNV-1a hashes of tier and (tier, class) beside them, so that two
+ * sensors that saw the same class store the same identity whatever their
+ * local catalog ids were. `sensor` names the writer; `seq` is the order in
+ * which that sensor stored its requests (SQLite's rowid), which breaks ties
+ * exactly as the SQLite export does. conn ids start above the sensor's
+ * largest, so a sensor's connections stay distinct across its captures. */
+#ifndef TB_CH_H
+#define TB_CH_H
+
+#include <stdio.h>
+
+#include "tb.h"
+#include "request.h"
+#include "catalog.h"
+
+enum tb_store_kind { TB_STORE_KIND_SQLITE, TB_STORE_KIND_CLICKHOUSE };
+
+struct tb_store_url {
+    enum tb_store_kind kind;
+    const char *path;   /* sqlite: the file (points into the URL) */
+    char host[256];     /* clickhouse: host name or IPv4/IPv6 literal (without brackets) */
+    unsigned port;      /* its HTTP interface */
+    char db[64];        /* [A-Za-z0-9_]+ */
+    char cluster[64];   /* "" = a single server */
+};
+
+/* Parses a --store URL. TB_E_INVAL with one line in err on anything else
+ * (unknown scheme, no port, a database name that is not an identifier). */
+int tb_store_url_parse(const char *url, struct tb_store_url *u, char *err, size_t errlen);
+
+struct tb_ch;
+
+/* Connects (one query over HTTP); with create, makes the database and its
+ * table when missing (a reader passes false and fails on a missing table).
+ * sensor: [A-Za-z0-9_.:-]{1,64}. On failure err holds one line. */
+int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sensor,
+               bool create, char *err, size_t errlen);
+void tb_ch_close(struct tb_ch *ch);
+/* The first connection id above every one this sensor stored before (1 on a
+ * new database). */
+int tb_ch_next_conn(struct tb_ch *ch, uint64_t *conn);
+/* Queues one request (texts from cat, which must hold its ids); every
+ * TB_CH_BATCH rows are sent as one INSERT. The caller blocks while it is sent:
+ * that is the back-pressure. */
+#define TB_CH_BATCH 65536
+int tb_ch_request(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_request *r);
+/* Sends what is queued. */
+int tb_ch_flush(struct tb_ch *ch);
+uint64_t tb_ch_rows(const struct tb_ch *ch);
+/* The requests as tb_store_export_requests writes them (same header, order and
+ * quoting), all sensors merged; TB_E_NOTFOUND when tier_name has no request. */
+int tb_ch_export_requests(struct tb_ch *ch, const char *tier_name, FILE *out);
+/* The last error's text (ClickHouse's message or curl's), for the caller's line. */
+const char *tb_ch_error(const struct tb_ch *ch);
+
+/* FNV-1a, 64 bits, of len bytes: the identity hashes of docs/clickhouse.md. */
+uint64_t tb_ch_fnv1a(const void *p, size_t len, uint64_t h);
+#define TB_CH_FNV_SEED 0xcbf29ce484222325ull
+
+#endif
