@@ -599,8 +599,11 @@ static int run_offline(const struct tb_capture_args *a)
         if (!wrc)
             wrc = run.werr;
     }
-    if (run.ch)
+    if (run.ch) {
         wrc = run.werr ? run.werr : tb_ch_flush(run.ch);
+        if (!wrc)
+            wrc = tb_ch_put_hosts(run.ch, cat);
+    }
     if (st)
         erc = tb_store_capture_end(st, capture_id, tb_engine_stats(e));
     if (!a->quiet)

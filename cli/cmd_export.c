@@ -18,7 +18,8 @@ static const char export_usage[] =
     "usage: tbneck export requests [--tier NAME] [--db FILE | --store URL]\n"
     "       tbneck export windows --tier NAME [--window " TB_WINDOW_DEFAULT "]"
     " [--server ADDR:PORT]\n"
-    "                             [--from T --to T] [--service-times FILE] [--db FILE]\n"
+    "                             [--from T --to T] [--service-times FILE]\n"
+    "                             [--db FILE | --store URL]\n"
     "                             [--format csv|jsonl]\n"
     "       tbneck export connections [--tier NAME] [--from T --to T] [--db FILE]\n"
     "\n"
@@ -126,10 +127,10 @@ static void print_windows(FILE *f, const char *tier, const char *server,
 static int export_windows(int argc, char **argv)
 {
     const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *window = TB_WINDOW_DEFAULT, *server = NULL;
-    const char *from = NULL, *to = NULL, *svcfile = NULL, *format = "csv";
+    const char *from = NULL, *to = NULL, *svcfile = NULL, *format = "csv", *store = NULL;
     bool recompute = false;
     const struct tb_cli_opt opts[] = {
-        {"format", &format, NULL},
+        {"format", &format, NULL},   {"store", &store, NULL},
         {"tier", &tier, NULL},       {"db", &dbpath, NULL},   {"window", &window, NULL},
         {"server", &server, NULL},   {"from", &from, NULL},   {"to", &to, NULL},
         {"service-times", &svcfile, NULL}, {"recompute", NULL, &recompute},
@@ -159,7 +160,7 @@ static int export_windows(int argc, char **argv)
     o.recompute = recompute;
 
     struct tb_cli_db db;
-    if ((rc = tb_cli_db_open(&db, dbpath, false)) != 0)
+    if ((rc = tb_cli_db_open_store(&db, dbpath, store, false)) != 0)
         return rc;
     uint32_t tid;
     struct tb_analysis_result res;

@@ -260,6 +260,10 @@ static const char table_sql[] =
     "resp_bytes UInt64, status Int32, flags UInt32, seq UInt64) "
     "ENGINE = MergeTree() ORDER BY (tier, arrival_ns, conn, sensor, seq)";
 
+static const char hosts_sql[] =
+    "CREATE TABLE IF NOT EXISTS %s.hosts (sensor String, tier String, addr String) "
+    "ENGINE = MergeTree() ORDER BY (tier, addr, sensor)";
+
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init(void)
 {
@@ -319,6 +323,9 @@ int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sen
     curl_easy_setopt(ch->curl, CURLOPT_PROTOCOLS_STR, "http");
     if (create) {
         snprintf(sql, sizeof sql, "CREATE DATABASE IF NOT EXISTS %s", ch->db);
+        if ((rc = exec_sql(ch, sql)))
+            goto out;
+        snprintf(sql, sizeof sql, hosts_sql, ch->db);
         if ((rc = exec_sql(ch, sql)))
             goto out;
         snprintf(sql, sizeof sql, table_sql, ch->db);
@@ -578,6 +585,104 @@ int tb_ch_export_requests(struct tb_ch *ch, const char *tier_name, FILE *out)
     if (ferror(out))
         rc = TB_E_IO;
 out:
+    tb_buf_free(&resp);
+    return rc;
+}
+
+int tb_ch_put_hosts(struct tb_ch *ch, const struct tb_catalog *cat)
+{
+    char sql[256];
+    struct tb_buf body, r;
+    uint32_t n = tb_catalog_host_count(cat);
+    if (n == 0)
+        return 0;
+    tb_buf_init(&body);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t tier;
+        struct tb_addr a;
+        char buf[TB_ADDR_STRLEN];
+        const struct tb_tier_info *ti;
+        if (tb_catalog_host_at(cat, i, &tier, &a) || !(ti = tb_catalog_tier_get(cat, tier)))
+            continue;
+        tb_addr_fmt(&a, buf, sizeof buf);
+        put_str(&body, ch->sensor, strlen(ch->sensor));
+        put_str(&body, ti->name, strlen(ti->name));
+        put_str(&body, buf, strlen(buf));
+    }
+    if (!tb_buf_ok(&body)) {
+        tb_buf_free(&body);
+        return TB_E_NOMEM;
+    }
+    snprintf(sql, sizeof sql, "INSERT INTO %s.hosts (sensor, tier, addr) FORMAT RowBinary",
+             ch->db);
+    tb_buf_init(&r);
+    int rc = http(ch, sql, body.p, body.len, &r);
+    tb_buf_free(&r);
+    tb_buf_free(&body);
+    return rc;
+}
+
+static bool get_text(struct rd *d, struct tb_ch_text *t)
+{
+    return get_str(d, &t->p, &t->n);
+}
+
+int tb_ch_scan(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_row *r), void *ud)
+{
+    char sql[512];
+    struct tb_buf resp;
+    snprintf(sql, sizeof sql,
+             "SELECT sensor, tier, proto, server, client, class, conn, arrival_ns, departure_ns, "
+             "req_bytes, resp_bytes, status, flags FROM %s.requests ORDER BY sensor, seq "
+             "FORMAT RowBinary", ch->db);
+    tb_buf_init(&resp);
+    int rc = http(ch, sql, NULL, 0, &resp);
+    struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};
+    while (rc == 0 && d.p < d.end) {
+        struct tb_ch_row r;
+        uint64_t arr, dep, st, fl;
+        if (!get_text(&d, &r.sensor) || !get_text(&d, &r.tier) || !get_text(&d, &r.proto) ||
+            !get_text(&d, &r.server) || !get_text(&d, &r.client) || !get_text(&d, &r.cls) ||
+            !get_le(&d, 8, &r.conn) || !get_le(&d, 8, &arr) || !get_le(&d, 8, &dep) ||
+            !get_le(&d, 8, &r.req_bytes) || !get_le(&d, 8, &r.resp_bytes) ||
+            !get_le(&d, 4, &st) || !get_le(&d, 4, &fl)) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
+                     ch->where);
+            rc = TB_E_BADFMT;
+            break;
+        }
+        r.arrival_ns = (int64_t)arr;
+        r.departure_ns = (int64_t)dep;
+        r.status = (int32_t)(uint32_t)st;
+        r.flags = (uint32_t)fl;
+        rc = cb(ud, &r);
+    }
+    tb_buf_free(&resp);
+    return rc;
+}
+
+int tb_ch_scan_hosts(struct tb_ch *ch,
+                     int (*cb)(void *ud, struct tb_ch_text tier, struct tb_ch_text addr),
+                     void *ud)
+{
+    char sql[256];
+    struct tb_buf resp;
+    snprintf(sql, sizeof sql,
+             "SELECT DISTINCT tier, addr FROM %s.hosts ORDER BY tier, addr FORMAT RowBinary",
+             ch->db);
+    tb_buf_init(&resp);
+    int rc = http(ch, sql, NULL, 0, &resp);
+    struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};
+    while (rc == 0 && d.p < d.end) {
+        struct tb_ch_text t, a;
+        if (!get_text(&d, &t) || !get_text(&d, &a)) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
+                     ch->where);
+            rc = TB_E_BADFMT;
+            break;
+        }
+        rc = cb(ud, t, a);
+    }
     tb_buf_free(&resp);
     return rc;
 }

@@ -57,6 +57,32 @@ uint64_t tb_ch_rows(const struct tb_ch *ch);
 /* The requests as tb_store_export_requests writes them (same header, order and
  * quoting), all sensors merged; TB_E_NOTFOUND when tier_name has no request. */
 int tb_ch_export_requests(struct tb_ch *ch, const char *tier_name, FILE *out);
+/* Writes the catalog's tier hosts (the machines of each tier, which tell
+ * callers apart from users) to the table hosts; call once a capture ends. */
+int tb_ch_put_hosts(struct tb_ch *ch, const struct tb_catalog *cat);
+
+/* One stored request as tb_ch_scan hands it over: texts point into the
+ * answer (not NUL-terminated), valid during the callback. */
+struct tb_ch_text {
+    const char *p;
+    size_t n;
+};
+struct tb_ch_row {
+    struct tb_ch_text sensor, tier, proto, server, client, cls;
+    uint64_t conn, req_bytes, resp_bytes;
+    int64_t arrival_ns, departure_ns;
+    int32_t status;
+    uint32_t flags;
+};
+/* Every stored request, sensor by sensor in name order, each sensor's in the
+ * order it stored them (seq); a callback's nonzero return stops the scan and
+ * is returned. */
+int tb_ch_scan(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_row *r), void *ud);
+/* Every stored (tier, host address) pair, once. */
+int tb_ch_scan_hosts(struct tb_ch *ch,
+                     int (*cb)(void *ud, struct tb_ch_text tier, struct tb_ch_text addr),
+                     void *ud);
+
 /* The last error's text (ClickHouse's message or curl's), for the caller's line. */
 const char *tb_ch_error(const struct tb_ch *ch);
 
