@@ -417,6 +417,11 @@ static void on_conn(void *ud, const struct tb_conn *c)
         if (rc)
             run->werr = rc;
     }
+    if (run->ch && !run->werr) {
+        int rc = tb_ch_conn(run->ch, run->cat, c);
+        if (rc)
+            run->werr = rc;
+    }
 }
 
 /* Peak resident memory of this process image (VmHWM: unlike getrusage's

@@ -6,8 +6,9 @@
  * Copying rather than a second query path keeps one implementation of every
  * read (requests, windows, the index, the catalog) and so one answer: the
  * copy holds what the sensors stored, under a catalog rebuilt from the
- * texts, and each sensor's connection ids moved above the previous sensor's
- * so that two sensors' connection 7 stay two connections. */
+ * texts, and connections numbered anew in the order they opened, over all
+ * sensors: the order in which one sensor that saw everything would have
+ * numbered them (two sensors' connection 7 are two connections). */
 #include "report_util.h"
 
 #include <stdlib.h>
@@ -15,12 +16,20 @@
 #include <unistd.h>
 
 #include "ch.h"
+#include "util.h"
+
+struct sensor_map {
+    char name[65];
+    uint64_t *conn; /* its conn id -> the copy's (0: none yet) */
+    uint64_t max_conn;
+};
 
 struct copy {
     struct tb_catalog *cat;
     struct tb_writer *w;
-    char sensor[65];
-    uint64_t offset, max_conn;
+    struct sensor_map *sensors;
+    size_t nsensors, cap;
+    uint64_t next; /* the copy's next conn id */
     uint64_t rows;
 };
 
@@ -34,6 +43,67 @@ static bool cstr(struct tb_ch_text t, char *buf, size_t cap)
     return true;
 }
 
+static int on_sensor(void *ud, struct tb_ch_text name, uint64_t max_conn)
+{
+    struct copy *c = ud;
+    int rc = tb_grow(&c->sensors, &c->cap, c->nsensors + 1, sizeof *c->sensors);
+    if (rc)
+        return rc;
+    struct sensor_map *s = &c->sensors[c->nsensors];
+    memset(s, 0, sizeof *s);
+    if (!cstr(name, s->name, sizeof s->name) || max_conn >= (1u << 30))
+        return TB_E_BADFMT;
+    s->conn = calloc(max_conn + 1, sizeof *s->conn);
+    if (!s->conn)
+        return TB_E_NOMEM;
+    s->max_conn = max_conn;
+    c->nsensors++;
+    return 0;
+}
+
+/* The copy's id of a sensor's connection, handed out on first sight. */
+static int map_conn(struct copy *c, const char *sensor, uint64_t conn, uint64_t *out)
+{
+    for (size_t i = 0; i < c->nsensors; i++) {
+        struct sensor_map *s = &c->sensors[i];
+        if (strcmp(s->name, sensor))
+            continue;
+        if (conn > s->max_conn)
+            return TB_E_BADFMT;
+        if (!s->conn[conn])
+            s->conn[conn] = ++c->next;
+        *out = s->conn[conn];
+        return 0;
+    }
+    return TB_E_BADFMT;
+}
+
+static int on_conn(void *ud, const struct tb_ch_conn_row *r)
+{
+    struct copy *c = ud;
+    char sensor[65], tier[TB_NAME_MAX], proto[16], client[TB_ADDR_STRLEN + 2],
+        server[TB_ADDR_STRLEN + 2], saddr[TB_ADDR_STRLEN + 2];
+    struct tb_conn k = r->c;
+    int rc;
+    if (!cstr(r->sensor, sensor, sizeof sensor) || !cstr(r->tier, tier, sizeof tier) ||
+        !cstr(r->proto, proto, sizeof proto) || !cstr(r->client, client, sizeof client) ||
+        !cstr(r->server, server, sizeof server) ||
+        !cstr(r->server_addr, saddr, sizeof saddr) || tb_addr_parse(client, &k.client) ||
+        tb_addr_parse(server, &k.server) || map_conn(c, sensor, r->c.conn, &k.conn))
+        return TB_E_BADFMT;
+    k.tier = k.server_id = 0;
+    if (tier[0] && (rc = tb_catalog_tier(c->cat, tier, proto, &k.tier)))
+        return rc;
+    if (k.tier && saddr[0]) {
+        struct tb_addr sa;
+        if (tb_addr_parse(saddr, &sa))
+            return TB_E_BADFMT;
+        if ((rc = tb_catalog_server(c->cat, k.tier, &sa, &k.server_id)))
+            return rc;
+    }
+    return tb_writer_conn(c->w, &k);
+}
+
 static int on_row(void *ud, const struct tb_ch_row *r)
 {
     struct copy *c = ud;
@@ -45,18 +115,12 @@ static int on_row(void *ud, const struct tb_ch_row *r)
     if (!cstr(r->sensor, sensor, sizeof sensor) || !cstr(r->tier, tier, sizeof tier) ||
         !cstr(r->proto, proto, sizeof proto) || !cstr(r->server, server, sizeof server) ||
         !cstr(r->client, client, sizeof client) || tb_addr_parse(server, &sa) ||
-        tb_addr_parse(client, &q.client))
+        tb_addr_parse(client, &q.client) || map_conn(c, sensor, r->conn, &q.conn))
         return TB_E_BADFMT;
-    if (strcmp(sensor, c->sensor)) {
-        snprintf(c->sensor, sizeof c->sensor, "%s", sensor);
-        c->offset = c->max_conn;
-    }
     if ((rc = tb_catalog_tier(c->cat, tier, proto, &q.tier)) ||
         (rc = tb_catalog_server(c->cat, q.tier, &sa, &q.server)) ||
         (rc = tb_catalog_class(c->cat, q.tier, r->cls.p, r->cls.n, &q.class_id)))
         return rc;
-    q.conn = r->conn + c->offset;
-    c->max_conn = TB_MAX(c->max_conn, q.conn);
     q.arrival_ns = r->arrival_ns;
     q.departure_ns = r->departure_ns;
     q.req_bytes = r->req_bytes;
@@ -65,6 +129,21 @@ static int on_row(void *ud, const struct tb_ch_row *r)
     q.flags = r->flags;
     c->rows++;
     return tb_writer_request(c->w, &q);
+}
+
+static int on_server(void *ud, struct tb_ch_text t, struct tb_ch_text p, struct tb_ch_text s)
+{
+    struct copy *c = ud;
+    char tier[TB_NAME_MAX], proto[16], addr[TB_ADDR_STRLEN + 2];
+    struct tb_addr a;
+    uint32_t tid, sid;
+    int rc;
+    if (!cstr(t, tier, sizeof tier) || !cstr(p, proto, sizeof proto) ||
+        !cstr(s, addr, sizeof addr) || tb_addr_parse(addr, &a))
+        return TB_E_BADFMT;
+    if ((rc = tb_catalog_tier(c->cat, tier, proto, &tid)))
+        return rc;
+    return tb_catalog_server(c->cat, tid, &a, &sid);
 }
 
 static int on_host(void *ud, struct tb_ch_text t, struct tb_ch_text a)
@@ -103,7 +182,16 @@ static int copy_store(const char *url, const char *path)
         (rc = tb_writer_start_opts(&c.w, st, capture_id, &(struct tb_writer_opts){.bulk = true})) ||
         (rc = tb_writer_catalog(c.w, c.cat)))
         goto out;
-    rc = tb_ch_scan(ch, on_row, &c);
+    /* Tiers and servers first, in the order of their first connection, so
+     * that catalog ids (the order of some listings) are those one sensor
+     * that saw everything would have given. */
+    rc = tb_ch_scan_sensors(ch, on_sensor, &c);
+    if (!rc)
+        rc = tb_ch_scan_servers(ch, on_server, &c);
+    if (!rc)
+        rc = tb_ch_scan_conns(ch, on_conn, &c);
+    if (!rc)
+        rc = tb_ch_scan(ch, on_row, &c);
     int wrc = tb_writer_finish(c.w);
     c.w = NULL;
     if (!rc)
@@ -123,6 +211,9 @@ out:
     if (c.w)
         tb_writer_finish(c.w);
     tb_catalog_free(c.cat);
+    for (size_t i = 0; i < c.nsensors; i++)
+        free(c.sensors[i].conn);
+    free(c.sensors);
     tb_store_close(st);
     tb_ch_close(ch);
     return rc;

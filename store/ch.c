@@ -31,6 +31,7 @@ struct tb_ch {
     char db[64];
     char sensor[65];
     struct tb_buf body; /* queued rows, RowBinary */
+    struct tb_buf conns; /* queued connections */
     size_t queued;
     uint64_t rows, seq;
     struct text_slot *servers, *classes, *tiers; /* by catalog id */
@@ -264,6 +265,12 @@ static const char hosts_sql[] =
     "CREATE TABLE IF NOT EXISTS %s.hosts (sensor String, tier String, addr String) "
     "ENGINE = MergeTree() ORDER BY (tier, addr, sensor)";
 
+static const char conns_sql[] =
+    "CREATE TABLE IF NOT EXISTS %s.connections (sensor String, conn UInt64, client String, "
+    "server String, tier String, proto String, server_addr String, open_ns Int64, "
+    "close_ns Int64, opened UInt8, closed UInt8, requests UInt64, packets UInt64, "
+    "bytes_c2s UInt64, bytes_s2c UInt64) ENGINE = MergeTree() ORDER BY (sensor, conn)";
+
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init(void)
 {
@@ -307,6 +314,7 @@ int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sen
     if (!ch)
         return TB_E_NOMEM;
     tb_buf_init(&ch->body);
+    tb_buf_init(&ch->conns);
     bool v6 = strchr(u->host, ':') != NULL;
     snprintf(ch->where, sizeof ch->where, "%s%s%s:%u", v6 ? "[" : "", u->host, v6 ? "]" : "",
              u->port);
@@ -326,6 +334,9 @@ int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sen
         if ((rc = exec_sql(ch, sql)))
             goto out;
         snprintf(sql, sizeof sql, hosts_sql, ch->db);
+        if ((rc = exec_sql(ch, sql)))
+            goto out;
+        snprintf(sql, sizeof sql, conns_sql, ch->db);
         if ((rc = exec_sql(ch, sql)))
             goto out;
         snprintf(sql, sizeof sql, table_sql, ch->db);
@@ -358,6 +369,7 @@ void tb_ch_close(struct tb_ch *ch)
     if (ch->curl)
         curl_easy_cleanup(ch->curl);
     tb_buf_free(&ch->body);
+    tb_buf_free(&ch->conns);
     slots_free(ch->servers, ch->nservers);
     slots_free(ch->classes, ch->nclasses);
     slots_free(ch->tiers, ch->ntiers);
@@ -484,6 +496,18 @@ int tb_ch_flush(struct tb_ch *ch)
 {
     char sql[512];
     struct tb_buf r;
+    if (ch->conns.len) {
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO %s.connections (sensor, conn, client, server, tier, proto, "
+                 "server_addr, open_ns, close_ns, opened, closed, requests, packets, bytes_c2s, "
+                 "bytes_s2c) FORMAT RowBinary", ch->db);
+        tb_buf_init(&r);
+        int rc = http(ch, sql, ch->conns.p, ch->conns.len, &r);
+        tb_buf_free(&r);
+        if (rc)
+            return rc;
+        ch->conns.len = 0;
+    }
     if (!ch->queued)
         return 0;
     snprintf(sql, sizeof sql,
@@ -682,6 +706,132 @@ int tb_ch_scan_hosts(struct tb_ch *ch,
             break;
         }
         rc = cb(ud, t, a);
+    }
+    tb_buf_free(&resp);
+    return rc;
+}
+
+int tb_ch_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_conn *c)
+{
+    char cb[TB_ADDR_STRLEN], sb[TB_ADDR_STRLEN], ab[TB_ADDR_STRLEN] = "";
+    const struct tb_tier_info *ti = c->tier ? tb_catalog_tier_get(cat, c->tier) : NULL;
+    const struct tb_server_info *si = c->server_id ? tb_catalog_server_get(cat, c->server_id)
+                                                   : NULL;
+    struct tb_buf *b = &ch->conns;
+    tb_addr_fmt(&c->client, cb, sizeof cb);
+    tb_addr_fmt(&c->server, sb, sizeof sb);
+    if (si)
+        tb_addr_fmt(&si->addr, ab, sizeof ab);
+    put_str(b, ch->sensor, strlen(ch->sensor));
+    put_le(b, c->conn, 8);
+    put_str(b, cb, strlen(cb));
+    put_str(b, sb, strlen(sb));
+    put_str(b, ti ? ti->name : "", ti ? strlen(ti->name) : 0);
+    put_str(b, ti ? ti->proto : "", ti ? strlen(ti->proto) : 0);
+    put_str(b, ab, strlen(ab));
+    put_le(b, (uint64_t)c->open_ns, 8);
+    put_le(b, (uint64_t)c->close_ns, 8);
+    put_le(b, c->opened, 1);
+    put_le(b, c->closed, 1);
+    put_le(b, c->requests, 8);
+    put_le(b, c->packets, 8);
+    put_le(b, c->bytes_c2s, 8);
+    put_le(b, c->bytes_s2c, 8);
+    if (!tb_buf_ok(b))
+        return TB_E_NOMEM;
+    /* Connections are few next to requests; bound them all the same. */
+    if (b->len >= 16u << 20)
+        return tb_ch_flush(ch);
+    return 0;
+}
+
+int tb_ch_scan_sensors(struct tb_ch *ch, int (*cb)(void *ud, struct tb_ch_text sensor,
+                                                   uint64_t max_conn), void *ud)
+{
+    char sql[512];
+    struct tb_buf resp;
+    snprintf(sql, sizeof sql,
+             "SELECT sensor, max(conn) FROM (SELECT sensor, conn FROM %s.requests UNION ALL "
+             "SELECT sensor, conn FROM %s.connections) GROUP BY sensor ORDER BY sensor "
+             "FORMAT RowBinary", ch->db, ch->db);
+    tb_buf_init(&resp);
+    int rc = http(ch, sql, NULL, 0, &resp);
+    struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};
+    while (rc == 0 && d.p < d.end) {
+        struct tb_ch_text s;
+        uint64_t m;
+        if (!get_text(&d, &s) || !get_le(&d, 8, &m)) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
+                     ch->where);
+            rc = TB_E_BADFMT;
+            break;
+        }
+        rc = cb(ud, s, m);
+    }
+    tb_buf_free(&resp);
+    return rc;
+}
+
+int tb_ch_scan_conns(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_conn_row *r),
+                     void *ud)
+{
+    char sql[512];
+    struct tb_buf resp;
+    snprintf(sql, sizeof sql,
+             "SELECT sensor, conn, client, server, tier, proto, server_addr, open_ns, close_ns, "
+             "opened, closed, requests, packets, bytes_c2s, bytes_s2c FROM %s.connections "
+             "ORDER BY open_ns, sensor, conn FORMAT RowBinary", ch->db);
+    tb_buf_init(&resp);
+    int rc = http(ch, sql, NULL, 0, &resp);
+    struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};
+    while (rc == 0 && d.p < d.end) {
+        struct tb_ch_conn_row r;
+        uint64_t on, cn, op, cl;
+        memset(&r, 0, sizeof r);
+        if (!get_text(&d, &r.sensor) || !get_le(&d, 8, &r.c.conn) || !get_text(&d, &r.client) ||
+            !get_text(&d, &r.server) || !get_text(&d, &r.tier) || !get_text(&d, &r.proto) ||
+            !get_text(&d, &r.server_addr) || !get_le(&d, 8, &on) || !get_le(&d, 8, &cn) ||
+            !get_le(&d, 1, &op) || !get_le(&d, 1, &cl) || !get_le(&d, 8, &r.c.requests) ||
+            !get_le(&d, 8, &r.c.packets) || !get_le(&d, 8, &r.c.bytes_c2s) ||
+            !get_le(&d, 8, &r.c.bytes_s2c)) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
+                     ch->where);
+            rc = TB_E_BADFMT;
+            break;
+        }
+        r.c.open_ns = (int64_t)on;
+        r.c.close_ns = (int64_t)cn;
+        r.c.opened = (uint8_t)op;
+        r.c.closed = (uint8_t)cl;
+        rc = cb(ud, &r);
+    }
+    tb_buf_free(&resp);
+    return rc;
+}
+
+int tb_ch_scan_servers(struct tb_ch *ch,
+                       int (*cb)(void *ud, struct tb_ch_text tier, struct tb_ch_text proto,
+                                 struct tb_ch_text server),
+                       void *ud)
+{
+    char sql[512];
+    struct tb_buf resp;
+    snprintf(sql, sizeof sql,
+             "SELECT tier, proto, server_addr FROM %s.connections WHERE tier != '' AND "
+             "server_addr != '' GROUP BY tier, proto, server_addr "
+             "ORDER BY min(open_ns), tier, server_addr FORMAT RowBinary", ch->db);
+    tb_buf_init(&resp);
+    int rc = http(ch, sql, NULL, 0, &resp);
+    struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};
+    while (rc == 0 && d.p < d.end) {
+        struct tb_ch_text t, p, s;
+        if (!get_text(&d, &t) || !get_text(&d, &p) || !get_text(&d, &s)) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
+                     ch->where);
+            rc = TB_E_BADFMT;
+            break;
+        }
+        rc = cb(ud, t, p, s);
     }
     tb_buf_free(&resp);
     return rc;

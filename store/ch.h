@@ -19,6 +19,7 @@
 #include "tb.h"
 #include "request.h"
 #include "catalog.h"
+#include "conn.h"
 
 enum tb_store_kind { TB_STORE_KIND_SQLITE, TB_STORE_KIND_CLICKHOUSE };
 
@@ -57,6 +58,10 @@ uint64_t tb_ch_rows(const struct tb_ch *ch);
 /* The requests as tb_store_export_requests writes them (same header, order and
  * quoting), all sensors merged; TB_E_NOTFOUND when tier_name has no request. */
 int tb_ch_export_requests(struct tb_ch *ch, const char *tier_name, FILE *out);
+/* Queues one connection's final record (texts from cat); sent with the
+ * requests. */
+int tb_ch_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_conn *c);
+
 /* Writes the catalog's tier hosts (the machines of each tier, which tell
  * callers apart from users) to the table hosts; call once a capture ends. */
 int tb_ch_put_hosts(struct tb_ch *ch, const struct tb_catalog *cat);
@@ -78,6 +83,25 @@ struct tb_ch_row {
  * order it stored them (seq); a callback's nonzero return stops the scan and
  * is returned. */
 int tb_ch_scan(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_row *r), void *ud);
+/* Per sensor in name order, the largest conn id it stored (requests and
+ * connections). */
+int tb_ch_scan_sensors(struct tb_ch *ch, int (*cb)(void *ud, struct tb_ch_text sensor,
+                                                   uint64_t max_conn), void *ud);
+/* Every stored connection in the order of its opening (then sensor, conn). tier and
+ * server are "" for a connection no protocol was recognised on. */
+struct tb_ch_conn_row {
+    struct tb_ch_text sensor, client, server, tier, proto, server_addr;
+    struct tb_conn c; /* all but client, server, tier, server_id */
+};
+int tb_ch_scan_conns(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_conn_row *r),
+                     void *ud);
+/* Every (tier, protocol, server) a connection was recognised on, in the order
+ * of its first connection's opening (ties by text): the order in which one
+ * sensor that saw everything would have met them. */
+int tb_ch_scan_servers(struct tb_ch *ch,
+                       int (*cb)(void *ud, struct tb_ch_text tier, struct tb_ch_text proto,
+                                 struct tb_ch_text server),
+                       void *ud);
 /* Every stored (tier, host address) pair, once. */
 int tb_ch_scan_hosts(struct tb_ch *ch,
                      int (*cb)(void *ud, struct tb_ch_text tier, struct tb_ch_text addr),

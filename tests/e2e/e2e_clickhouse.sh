@@ -12,6 +12,10 @@
 #     map one to one), each sensor's row count is its tiers' count in SQLite,
 #     and every class_hash / tier_hash is FNV-1a of the text, recomputed in
 #     Python, so identities do not depend on a sensor's catalog ids;
+#   - report of every tier (text, --format json, csv) and export windows read
+#     back from the two sensors' store (--store: copied into a temporary SQLite
+#     file) equal the single sensor's SQLite ones byte for byte, and the copy
+#     is removed;
 #   - a second capture by the same sensor continues conn and seq above its
 #     stored maximum;
 #   - errors: an unreachable server and a missing database give one line and
@@ -61,6 +65,22 @@ echo "one sensor: $n requests, export identical to SQLite's (whole and per tier)
 "$TBNECK" export requests --store "$url/merged" >"$work/merged.csv"
 ch_query a "SELECT sensor, tier, class, class_hash, tier_hash, count() FROM merged.requests
     GROUP BY sensor, tier, class, class_hash, tier_hash FORMAT JSONEachRow" >"$work/ids.json"
+# Read back: report (every tier; text, JSON, CSV) and export windows from the two
+# sensors' merged store equal the single sensor's SQLite ones byte for byte.
+for args in "--tier http" "--tier http-8080 --format json" "--tier mysql" "--tier mysql --format csv"; do
+    # shellcheck disable=SC2086
+    "$TBNECK" report --db "$work/one.db" $args >"$work/r1.txt" 2>&1
+    # shellcheck disable=SC2086
+    "$TBNECK" report --store "$url/merged" $args >"$work/r2.txt" 2>&1
+    cmp "$work/r1.txt" "$work/r2.txt" ||
+        { echo "FAIL: report $args differs"; diff "$work/r1.txt" "$work/r2.txt" | head; exit 1; }
+done
+"$TBNECK" export windows --db "$work/one.db" --tier http >"$work/w1.csv"
+"$TBNECK" export windows --store "$url/merged" --tier http >"$work/w2.csv"
+cmp "$work/w1.csv" "$work/w2.csv" || { echo "FAIL: export windows differs"; exit 1; }
+ls "${TMPDIR:-/tmp}"/tbneck-clickhouse-* >/dev/null 2>&1 &&
+    { echo "FAIL: a temporary copy was left behind"; exit 1; }
+echo "two sensors: report of every tier (text, json, csv) and export windows = single SQLite"
 # A second capture by one sensor: its conn and seq continue above what it stored.
 ch_query a "SELECT max(conn), max(seq), count() FROM merged.requests WHERE sensor = 'db-switch'
     FORMAT TabSeparated" >"$work/before.tsv"
