@@ -26,9 +26,10 @@ struct text_slot {
 
 struct tb_ch {
     CURL *curl;
-    char base[320]; /* http://host:port/ */
+    char base[320]; /* http://host:port/ of the endpoint spoken to */
     char where[300]; /* host:port, for messages */
     char db[64];
+    char cluster[64]; /* "" = one server */
     char sensor[65];
     struct tb_buf body; /* queued rows, RowBinary */
     struct tb_buf conns; /* queued connections */
@@ -73,28 +74,40 @@ int tb_store_url_parse(const char *url, struct tb_store_url *u, char *err, size_
         return TB_E_INVAL;
     }
     u->kind = TB_STORE_KIND_CLICKHOUSE;
-    const char *p = url + sizeof ch_scheme - 1, *h, *he;
-    if (*p == '[') {
-        h = p + 1;
-        he = strchr(h, ']');
-        p = he ? he + 1 : NULL;
-    } else {
-        h = p;
-        he = p + strcspn(p, ":/?");
-        p = he;
-    }
-    if (!p || he == h || (size_t)(he - h) >= sizeof u->host || *p != ':') {
-        snprintf(err, errlen, "--store %s: expected HOST:PORT after clickhouse://", url);
-        return TB_E_INVAL;
-    }
-    memcpy(u->host, h, (size_t)(he - h));
+    const char *p = url + sizeof ch_scheme - 1;
     char *end;
-    unsigned long port = strtoul(p + 1, &end, 10);
-    if (end == p + 1 || port == 0 || port > 65535 || *end != '/') {
-        snprintf(err, errlen, "--store %s: expected a port (1-65535) and /DATABASE", url);
-        return TB_E_INVAL;
+    for (;;) {
+        const char *h, *he;
+        if (u->nep == TB_CH_MAX_SHARDS) {
+            snprintf(err, errlen, "--store %s: at most %d endpoints", url, TB_CH_MAX_SHARDS);
+            return TB_E_INVAL;
+        }
+        struct tb_ch_endpoint *e = &u->ep[u->nep];
+        if (*p == '[') {
+            h = p + 1;
+            he = strchr(h, ']');
+            p = he ? he + 1 : NULL;
+        } else {
+            h = p;
+            he = p + strcspn(p, ":/?,");
+            p = he;
+        }
+        if (!p || he == h || (size_t)(he - h) >= sizeof e->host || *p != ':') {
+            snprintf(err, errlen, "--store %s: expected HOST:PORT after clickhouse://", url);
+            return TB_E_INVAL;
+        }
+        memcpy(e->host, h, (size_t)(he - h));
+        unsigned long port = strtoul(p + 1, &end, 10);
+        if (end == p + 1 || port == 0 || port > 65535 || (*end != '/' && *end != ',')) {
+            snprintf(err, errlen, "--store %s: expected a port (1-65535) and /DATABASE", url);
+            return TB_E_INVAL;
+        }
+        e->port = (unsigned)port;
+        u->nep++;
+        if (*end == '/')
+            break;
+        p = end + 1;
     }
-    u->port = (unsigned)port;
     const char *d = end + 1, *de = d + strcspn(d, "?");
     if (!ident_ok(d, (size_t)(de - d), sizeof u->db)) {
         snprintf(err, errlen, "--store %s: the database name must be letters, digits or '_' "
@@ -110,6 +123,11 @@ int tb_store_url_parse(const char *url, struct tb_store_url *u, char *err, size_
             return TB_E_INVAL;
         }
         memcpy(u->cluster, c + 8, strlen(c + 8));
+    }
+    if (u->nep > 1 && !u->cluster[0]) {
+        snprintf(err, errlen, "--store %s: several HOST:PORT are a cluster's shards; name it "
+                 "with ?cluster=NAME", url);
+        return TB_E_INVAL;
     }
     return 0;
 }
@@ -134,10 +152,11 @@ static int http(struct tb_ch *ch, const char *sql, const void *data, size_t len,
         char *q = curl_easy_escape(ch->curl, sql, 0);
         if (!q)
             return TB_E_NOMEM;
-        size_t n = strlen(ch->base) + strlen(q) + 16;
+        size_t n = strlen(ch->base) + strlen(q) + 48;
         url = malloc(n);
         if (url)
-            snprintf(url, n, "%s?query=%s", ch->base, q);
+            snprintf(url, n, "%s?query=%s%s", ch->base, q,
+                 ch->cluster[0] ? "&insert_distributed_sync=1" : "");
         curl_free(q);
         if (!url)
             return TB_E_NOMEM;
@@ -254,19 +273,21 @@ uint64_t tb_ch_fnv1a(const void *p, size_t len, uint64_t h)
     return h;
 }
 
+/* The tables, each with %s for the database and %s for the suffix ("" on one
+ * server, "_local" under a cluster's Distributed tables). */
 static const char table_sql[] =
-    "CREATE TABLE IF NOT EXISTS %s.requests (sensor String, tier String, proto String, "
+    "CREATE TABLE IF NOT EXISTS %s.requests%s (sensor String, tier String, proto String, "
     "tier_hash UInt64, server String, client String, conn UInt64, class String, "
     "class_hash UInt64, arrival_ns Int64, departure_ns Int64, req_bytes UInt64, "
     "resp_bytes UInt64, status Int32, flags UInt32, seq UInt64) "
     "ENGINE = MergeTree() ORDER BY (tier, arrival_ns, conn, sensor, seq)";
 
 static const char hosts_sql[] =
-    "CREATE TABLE IF NOT EXISTS %s.hosts (sensor String, tier String, addr String) "
+    "CREATE TABLE IF NOT EXISTS %s.hosts%s (sensor String, tier String, addr String) "
     "ENGINE = MergeTree() ORDER BY (tier, addr, sensor)";
 
 static const char conns_sql[] =
-    "CREATE TABLE IF NOT EXISTS %s.connections (sensor String, conn UInt64, client String, "
+    "CREATE TABLE IF NOT EXISTS %s.connections%s (sensor String, conn UInt64, client String, "
     "server String, tier String, proto String, server_addr String, open_ns Int64, "
     "close_ns Int64, opened UInt8, closed UInt8, requests UInt64, packets UInt64, "
     "bytes_c2s UInt64, bytes_s2c UInt64) ENGINE = MergeTree() ORDER BY (sensor, conn)";
@@ -291,6 +312,79 @@ static bool sensor_ok(const char *s)
     return true;
 }
 
+static void set_endpoint(struct tb_ch *ch, const struct tb_ch_endpoint *e)
+{
+    bool v6 = strchr(e->host, ':') != NULL;
+    snprintf(ch->where, sizeof ch->where, "%s%s%s:%u", v6 ? "[" : "", e->host, v6 ? "]" : "",
+             e->port);
+    snprintf(ch->base, sizeof ch->base, "http://%s/", ch->where);
+}
+
+/* The tables on the endpoint spoken to: plain MergeTree on one server; under
+ * a cluster the shard's MergeTree tables and the Distributed ones over all. */
+static int create_tables(struct tb_ch *ch)
+{
+    static const char *const names[] = {"requests", "connections", "hosts"};
+    /* By server, so each server's requests — and so its windows — live on one
+     * shard; hosts by address. */
+    static const char *const keys[] = {"cityHash64(server)", "cityHash64(server)",
+                                       "cityHash64(addr)"};
+    char sql[1024];
+    int rc;
+    snprintf(sql, sizeof sql, "CREATE DATABASE IF NOT EXISTS %s", ch->db);
+    if ((rc = exec_sql(ch, sql)))
+        return rc;
+    const char *sfx = ch->cluster[0] ? "_local" : "";
+    for (size_t i = 0; i < TB_ARRAY_SIZE(names); i++) {
+        /* Literal formats, so that the compiler checks them. */
+        if (i == 0)
+            snprintf(sql, sizeof sql, table_sql, ch->db, sfx);
+        else if (i == 1)
+            snprintf(sql, sizeof sql, conns_sql, ch->db, sfx);
+        else
+            snprintf(sql, sizeof sql, hosts_sql, ch->db, sfx);
+        if ((rc = exec_sql(ch, sql)))
+            return rc;
+        if (!ch->cluster[0])
+            continue;
+        snprintf(sql, sizeof sql,
+                 "CREATE TABLE IF NOT EXISTS %s.%s AS %s.%s_local ENGINE = Distributed(%s, %s, "
+                 "%s_local, %s)", ch->db, names[i], ch->db, names[i], ch->cluster, ch->db,
+                 names[i], keys[i]);
+        if ((rc = exec_sql(ch, sql)))
+            return rc;
+    }
+    return 0;
+}
+
+/* The entry endpoint's system.clusters must list as many shards as the URL
+ * names endpoints: the tables are made on those, the rows go to those. */
+static int check_cluster(struct tb_ch *ch, const struct tb_store_url *u)
+{
+    char sql[256];
+    struct tb_buf r;
+    uint64_t n = 0;
+    set_endpoint(ch, &u->ep[0]);
+    snprintf(sql, sizeof sql, "SELECT count(DISTINCT shard_num) FROM system.clusters "
+             "WHERE cluster = '%s' FORMAT RowBinary", u->cluster);
+    tb_buf_init(&r);
+    int rc = http(ch, sql, NULL, 0, &r);
+    if (!rc) {
+        struct rd d = {(const uint8_t *)r.p, (const uint8_t *)r.p + r.len};
+        if (!get_le(&d, 8, &n)) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: short answer", ch->where);
+            rc = TB_E_BADFMT;
+        } else if (n != u->nep) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: cluster %s has %llu shards in "
+                     "system.clusters, the URL names %zu (one HOST:PORT, the HTTP interface, "
+                     "per shard)", ch->where, u->cluster, (unsigned long long)n, u->nep);
+            rc = TB_E_INVAL;
+        }
+    }
+    tb_buf_free(&r);
+    return rc;
+}
+
 int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sensor,
                bool create, char *err, size_t errlen)
 {
@@ -303,23 +397,14 @@ int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sen
         snprintf(err, errlen, "--sensor %s: 1 to 64 letters, digits or '_.:-'", sensor);
         return TB_E_INVAL;
     }
-    if (u->cluster[0]) {
-        snprintf(err, errlen, "clickhouse://%s:%u/%s?cluster=%s: clusters are not supported "
-                 "yet (docs/clickhouse.md); use one server", u->host, u->port, u->db,
-                 u->cluster);
-        return TB_E_UNSUPP;
-    }
     pthread_once(&curl_once, curl_init);
     struct tb_ch *ch = calloc(1, sizeof *ch);
     if (!ch)
         return TB_E_NOMEM;
     tb_buf_init(&ch->body);
     tb_buf_init(&ch->conns);
-    bool v6 = strchr(u->host, ':') != NULL;
-    snprintf(ch->where, sizeof ch->where, "%s%s%s:%u", v6 ? "[" : "", u->host, v6 ? "]" : "",
-             u->port);
-    snprintf(ch->base, sizeof ch->base, "http://%s/", ch->where);
     snprintf(ch->db, sizeof ch->db, "%s", u->db);
+    snprintf(ch->cluster, sizeof ch->cluster, "%s", u->cluster);
     snprintf(ch->sensor, sizeof ch->sensor, "%s", sensor);
     ch->curl = curl_easy_init();
     if (!ch->curl) {
@@ -329,20 +414,15 @@ int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sen
     curl_easy_setopt(ch->curl, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(ch->curl, CURLOPT_CONNECTTIMEOUT, 10L);
     curl_easy_setopt(ch->curl, CURLOPT_PROTOCOLS_STR, "http");
-    if (create) {
-        snprintf(sql, sizeof sql, "CREATE DATABASE IF NOT EXISTS %s", ch->db);
-        if ((rc = exec_sql(ch, sql)))
+    if (u->cluster[0] && (rc = check_cluster(ch, u)))
+        goto out;
+    /* The entry endpoint last, so that it is the one spoken to afterwards. */
+    for (size_t i = create ? u->nep : 1; i-- > 0;) {
+        set_endpoint(ch, &u->ep[i]);
+        if (create && (rc = create_tables(ch)))
             goto out;
-        snprintf(sql, sizeof sql, hosts_sql, ch->db);
-        if ((rc = exec_sql(ch, sql)))
-            goto out;
-        snprintf(sql, sizeof sql, conns_sql, ch->db);
-        if ((rc = exec_sql(ch, sql)))
-            goto out;
-        snprintf(sql, sizeof sql, table_sql, ch->db);
-    } else {
-        snprintf(sql, sizeof sql, "SELECT count() FROM %s.requests WHERE 0", ch->db);
     }
+    snprintf(sql, sizeof sql, "SELECT count() FROM %s.requests WHERE 0", ch->db);
     if ((rc = exec_sql(ch, sql)))
         goto out;
     *out = ch;

@@ -23,23 +23,41 @@
 
 enum tb_store_kind { TB_STORE_KIND_SQLITE, TB_STORE_KIND_CLICKHOUSE };
 
+#define TB_CH_MAX_SHARDS 16
+struct tb_ch_endpoint {
+    char host[256];     /* host name or IPv4/IPv6 literal (without brackets) */
+    unsigned port;      /* its HTTP interface */
+};
 struct tb_store_url {
     enum tb_store_kind kind;
     const char *path;   /* sqlite: the file (points into the URL) */
-    char host[256];     /* clickhouse: host name or IPv4/IPv6 literal (without brackets) */
-    unsigned port;      /* its HTTP interface */
+    /* clickhouse: HOST:PORT[,HOST:PORT...]; the first is where rows are
+     * written and read, the others are the cluster's other shards, which
+     * only receive the tables (Debian's 18.16 runs DDL on a cluster only
+     * through ZooKeeper, and system.clusters names native ports, not HTTP). */
+    struct tb_ch_endpoint ep[TB_CH_MAX_SHARDS];
+    size_t nep;
     char db[64];        /* [A-Za-z0-9_]+ */
     char cluster[64];   /* "" = a single server */
 };
 
-/* Parses a --store URL. TB_E_INVAL with one line in err on anything else
- * (unknown scheme, no port, a database name that is not an identifier). */
+/* Parses a --store URL: sqlite:FILE or
+ * clickhouse://HOST:PORT[,HOST:PORT...]/DATABASE[?cluster=NAME] (several
+ * endpoints only with a cluster). TB_E_INVAL with one line in err on anything
+ * else (unknown scheme, no port, a database name that is not an identifier). */
 int tb_store_url_parse(const char *url, struct tb_store_url *u, char *err, size_t errlen);
 
 struct tb_ch;
 
 /* Connects (one query over HTTP); with create, makes the database and its
- * table when missing (a reader passes false and fails on a missing table).
+ * tables when missing (a reader passes false and fails on a missing table).
+ * With a cluster, create makes on every endpoint the MergeTree tables
+ * (requests_local, connections_local, hosts_local) and over them Distributed
+ * tables under the plain names, sharded by cityHash64(server) (hosts by
+ * address), after checking that system.clusters lists as many shards as the
+ * URL names; rows are written through the first endpoint's Distributed
+ * tables with insert_distributed_sync, so they are on their shards when the
+ * capture ends, and read back through them.
  * sensor: [A-Za-z0-9_.:-]{1,64}. On failure err holds one line. */
 int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sensor,
                bool create, char *err, size_t errlen);

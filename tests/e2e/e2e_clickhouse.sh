@@ -19,7 +19,7 @@
 #   - a second capture by the same sensor continues conn and seq above its
 #     stored maximum;
 #   - errors: an unreachable server and a missing database give one line and
-#     exit 1, a malformed URL and ?cluster= exit 2.
+#     exit 1, a malformed URL and a cluster the server does not know exit 2.
 set -euo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}"
 for p in clickhouse-server curl python3; do
@@ -162,6 +162,7 @@ expect 1 "Couldn't connect" "$TBNECK" capture -q -r "$pcap" --store "clickhouse:
 expect 1 "nodb" "$TBNECK" export requests --store "$url/nodb"
 expect 2 "expected sqlite:FILE" "$TBNECK" export requests --store "mysql://h/x"
 expect 2 "expected HOST:PORT" "$TBNECK" capture -q -r "$pcap" --store "clickhouse://127.0.0.1/x"
-expect 2 "clusters are not supported" "$TBNECK" capture -q -r "$pcap" --store "$url/x?cluster=c"
+expect 2 "has 0 shards" "$TBNECK" capture -q -r "$pcap" --store "$url/x?cluster=c"
+expect 2 "name it with ?cluster" "$TBNECK" export requests --store "$url,127.0.0.1:1/x"
 expect 2 "give --store" "$TBNECK" capture -q -r "$pcap" --sensor s --db "$work/x.db"
 echo "PASS"

@@ -11,13 +11,14 @@ print(s.getsockname()[1])'
 }
 
 # ch_start NAME [REMOTE_SERVERS_XML]: starts instance NAME; sets ch_http[NAME]
-# and ch_tcp[NAME] (its HTTP and native ports). The optional XML goes inside
+# and ch_tcp[NAME] (its HTTP and native ports) unless they are set already. The optional XML goes inside
 # <remote_servers> (clusters). Returns 1 if it did not answer within 30 s.
 declare -A ch_http ch_tcp
 ch_start() {
     local name=$1 remote=${2:-} dir="$work/ch-$1"
-    ch_http[$name]=$(ch_freeport)
-    ch_tcp[$name]=$(ch_freeport)
+    # Ports set beforehand (a cluster's configuration names its shards' ports).
+    ch_http[$name]=${ch_http[$name]:-$(ch_freeport)}
+    ch_tcp[$name]=${ch_tcp[$name]:-$(ch_freeport)}
     mkdir -p "$dir/data" "$dir/tmp" "$dir/user_files" "$dir/format_schemas"
     cat >"$dir/config.xml" <<XML
 <?xml version="1.0"?>
