@@ -182,7 +182,7 @@ static int copy_store(const char *url, const char *path)
         (rc = tb_writer_start_opts(&c.w, st, capture_id, &(struct tb_writer_opts){.bulk = true})) ||
         (rc = tb_writer_catalog(c.w, c.cat)))
         goto out;
-    /* Tiers and servers first, in the order of their first connection, so
+    /* Tiers and servers first, in the order of their first request, so
      * that catalog ids (the order of some listings) are those one sensor
      * that saw everything would have given. */
     rc = tb_ch_scan_sensors(ch, on_sensor, &c);

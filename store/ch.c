@@ -897,9 +897,8 @@ int tb_ch_scan_servers(struct tb_ch *ch,
     char sql[512];
     struct tb_buf resp;
     snprintf(sql, sizeof sql,
-             "SELECT tier, proto, server_addr FROM %s.connections WHERE tier != '' AND "
-             "server_addr != '' GROUP BY tier, proto, server_addr "
-             "ORDER BY min(open_ns), tier, server_addr FORMAT RowBinary", ch->db);
+             "SELECT tier, proto, server FROM %s.requests GROUP BY tier, proto, server "
+             "ORDER BY min(arrival_ns), tier, server FORMAT RowBinary", ch->db);
     tb_buf_init(&resp);
     int rc = http(ch, sql, NULL, 0, &resp);
     struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};

@@ -113,9 +113,10 @@ struct tb_ch_conn_row {
 };
 int tb_ch_scan_conns(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_conn_row *r),
                      void *ud);
-/* Every (tier, protocol, server) a connection was recognised on, in the order
- * of its first connection's opening (ties by text): the order in which one
- * sensor that saw everything would have met them. */
+/* Every (tier, protocol, server) with a stored request, in the order of its
+ * first request's arrival (ties by text): near the order in which one sensor
+ * that saw everything would have met them (when the first payload shows the
+ * protocol). */
 int tb_ch_scan_servers(struct tb_ch *ch,
                        int (*cb)(void *ud, struct tb_ch_text tier, struct tb_ch_text proto,
                                  struct tb_ch_text server),

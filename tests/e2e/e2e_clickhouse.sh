@@ -12,7 +12,7 @@
 #     map one to one), each sensor's row count is its tiers' count in SQLite,
 #     and every class_hash / tier_hash is FNV-1a of the text, recomputed in
 #     Python, so identities do not depend on a sensor's catalog ids;
-#   - report of every tier (text, --format json, csv) and export windows read
+#   - report of every tier (text, --format json, csv), export windows and diagnose read
 #     back from the two sensors' store (--store: copied into a temporary SQLite
 #     file) equal the single sensor's SQLite ones byte for byte, and the copy
 #     is removed;
@@ -78,9 +78,13 @@ done
 "$TBNECK" export windows --db "$work/one.db" --tier http >"$work/w1.csv"
 "$TBNECK" export windows --store "$url/merged" --tier http >"$work/w2.csv"
 cmp "$work/w1.csv" "$work/w2.csv" || { echo "FAIL: export windows differs"; exit 1; }
+"$TBNECK" diagnose --db "$work/one.db" >"$work/d1.txt" 2>&1
+"$TBNECK" diagnose --store "$url/merged" >"$work/d2.txt" 2>&1
+cmp "$work/d1.txt" "$work/d2.txt" ||
+    { echo "FAIL: diagnose differs"; diff "$work/d1.txt" "$work/d2.txt" | head; exit 1; }
 ls "${TMPDIR:-/tmp}"/tbneck-clickhouse-* >/dev/null 2>&1 &&
     { echo "FAIL: a temporary copy was left behind"; exit 1; }
-echo "two sensors: report of every tier (text, json, csv) and export windows = single SQLite"
+echo "two sensors: report of every tier (text, json, csv), export windows and diagnose = single SQLite"
 # A second capture by one sensor: its conn and seq continue above what it stored.
 ch_query a "SELECT max(conn), max(seq), count() FROM merged.requests WHERE sensor = 'db-switch'
     FORMAT TabSeparated" >"$work/before.tsv"

@@ -10,7 +10,8 @@
 #     connections live on exactly one shard, both shards hold some, and the
 #     shards' counts add up to the single sensor's (read on each shard's own
 #     MergeTree table, not through tbneck);
-#   - `report` of every tier (text, JSON) and `export requests` minus conn,
+#   - `report` of every tier (text, JSON), `diagnose` (text, JSON) and
+#     `export requests` minus conn,
 #     read through the Distributed tables, equal the single-sensor SQLite
 #     ones byte for byte (report) and row for row (requests);
 #   - a URL naming fewer shards than system.clusters lists exits 2, one line.
@@ -80,6 +81,14 @@ for args in "--tier http" "--tier http-8080" "--tier mysql --format json"; do
     cmp "$work/r1.txt" "$work/r2.txt" ||
         { echo "FAIL: report $args differs"; diff "$work/r1.txt" "$work/r2.txt" | head; exit 1; }
 done
+for cmd in "diagnose" "diagnose --format json"; do
+    # shellcheck disable=SC2086
+    "$TBNECK" $cmd --db "$work/one.db" >"$work/d1.txt" 2>&1
+    # shellcheck disable=SC2086
+    "$TBNECK" $cmd --store "$url" >"$work/d2.txt" 2>&1
+    cmp "$work/d1.txt" "$work/d2.txt" ||
+        { echo "FAIL: $cmd differs"; diff "$work/d1.txt" "$work/d2.txt" | head; exit 1; }
+done
 "$TBNECK" export requests --store "$url" >"$work/merged.csv"
 python3 - "$work/sqlite.csv" "$work/merged.csv" <<'PY'
 import csv, sys
@@ -88,7 +97,7 @@ b = list(csv.reader(open(sys.argv[2])))
 c = a[0].index("conn")
 strip = lambda rows: sorted(tuple(r[:c] + r[c + 1:]) for r in rows[1:])
 assert a[0] == b[0] and strip(a) == strip(b), "merged requests differ from the single sensor's"
-print("two sensors through 2 shards: report of every tier and %d requests = single SQLite" % (len(a) - 1))
+print("two sensors through 2 shards: report of every tier, diagnose and %d requests = single SQLite" % (len(a) - 1))
 PY
 
 set +e
