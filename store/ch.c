@@ -731,65 +731,7 @@ static bool get_text(struct rd *d, struct tb_ch_text *t)
     return get_str(d, &t->p, &t->n);
 }
 
-int tb_ch_scan(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_row *r), void *ud)
-{
-    char sql[512];
-    struct tb_buf resp;
-    snprintf(sql, sizeof sql,
-             "SELECT sensor, tier, proto, server, client, class, conn, arrival_ns, departure_ns, "
-             "req_bytes, resp_bytes, status, flags FROM %s.requests ORDER BY sensor, seq "
-             "FORMAT RowBinary", ch->db);
-    tb_buf_init(&resp);
-    int rc = http(ch, sql, NULL, 0, &resp);
-    struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};
-    while (rc == 0 && d.p < d.end) {
-        struct tb_ch_row r;
-        uint64_t arr, dep, st, fl;
-        if (!get_text(&d, &r.sensor) || !get_text(&d, &r.tier) || !get_text(&d, &r.proto) ||
-            !get_text(&d, &r.server) || !get_text(&d, &r.client) || !get_text(&d, &r.cls) ||
-            !get_le(&d, 8, &r.conn) || !get_le(&d, 8, &arr) || !get_le(&d, 8, &dep) ||
-            !get_le(&d, 8, &r.req_bytes) || !get_le(&d, 8, &r.resp_bytes) ||
-            !get_le(&d, 4, &st) || !get_le(&d, 4, &fl)) {
-            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
-                     ch->where);
-            rc = TB_E_BADFMT;
-            break;
-        }
-        r.arrival_ns = (int64_t)arr;
-        r.departure_ns = (int64_t)dep;
-        r.status = (int32_t)(uint32_t)st;
-        r.flags = (uint32_t)fl;
-        rc = cb(ud, &r);
-    }
-    tb_buf_free(&resp);
-    return rc;
-}
 
-int tb_ch_scan_hosts(struct tb_ch *ch,
-                     int (*cb)(void *ud, struct tb_ch_text tier, struct tb_ch_text addr),
-                     void *ud)
-{
-    char sql[256];
-    struct tb_buf resp;
-    snprintf(sql, sizeof sql,
-             "SELECT DISTINCT tier, addr FROM %s.hosts ORDER BY tier, addr FORMAT RowBinary",
-             ch->db);
-    tb_buf_init(&resp);
-    int rc = http(ch, sql, NULL, 0, &resp);
-    struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};
-    while (rc == 0 && d.p < d.end) {
-        struct tb_ch_text t, a;
-        if (!get_text(&d, &t) || !get_text(&d, &a)) {
-            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
-                     ch->where);
-            rc = TB_E_BADFMT;
-            break;
-        }
-        rc = cb(ud, t, a);
-    }
-    tb_buf_free(&resp);
-    return rc;
-}
 
 int tb_ch_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_conn *c)
 {
@@ -825,68 +767,158 @@ int tb_ch_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_c
     return 0;
 }
 
-int tb_ch_scan_sensors(struct tb_ch *ch, int (*cb)(void *ud, struct tb_ch_text sensor,
-                                                   uint64_t max_conn), void *ud)
+/* ---- scans: one query, one parser per row -------------------------------------------- */
+
+#define SHORT_ROW 1 /* a row parser's "the answer ended inside me" */
+
+/* Runs sql (FORMAT RowBinary) and hands the reader to row() until the answer
+ * is consumed, row() returns nonzero, or a row is cut short (TB_E_BADFMT,
+ * with the error text set). */
+static int scan(struct tb_ch *ch, const char *sql, int (*row)(struct rd *d, void *arg),
+                void *arg)
 {
-    char sql[512];
     struct tb_buf resp;
-    snprintf(sql, sizeof sql,
-             "SELECT sensor, max(conn) FROM (SELECT sensor, conn FROM %s.requests UNION ALL "
-             "SELECT sensor, conn FROM %s.connections) GROUP BY sensor ORDER BY sensor "
-             "FORMAT RowBinary", ch->db, ch->db);
     tb_buf_init(&resp);
     int rc = http(ch, sql, NULL, 0, &resp);
     struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};
-    while (rc == 0 && d.p < d.end) {
-        struct tb_ch_text s;
-        uint64_t m;
-        if (!get_text(&d, &s) || !get_le(&d, 8, &m)) {
-            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
-                     ch->where);
-            rc = TB_E_BADFMT;
-            break;
-        }
-        rc = cb(ud, s, m);
+    while (rc == 0 && d.p < d.end)
+        rc = row(&d, arg);
+    if (rc == SHORT_ROW) {
+        snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
+                 ch->where);
+        rc = TB_E_BADFMT;
     }
     tb_buf_free(&resp);
     return rc;
+}
+
+/* The caller's callback and its argument, for the row parsers below. */
+struct scan_cb {
+    void (*cb)(void); /* called through its real type only */
+    void *ud;
+};
+
+static int request_row(struct rd *d, void *arg)
+{
+    const struct scan_cb *sc = arg;
+    int (*cb)(void *, const struct tb_ch_row *) = (int (*)(void *, const struct tb_ch_row *))sc->cb;
+    struct tb_ch_row r;
+    uint64_t arr, dep, st, fl;
+    if (!get_text(d, &r.sensor) || !get_text(d, &r.tier) || !get_text(d, &r.proto) ||
+        !get_text(d, &r.server) || !get_text(d, &r.client) || !get_text(d, &r.cls) ||
+        !get_le(d, 8, &r.conn) || !get_le(d, 8, &arr) || !get_le(d, 8, &dep) ||
+        !get_le(d, 8, &r.req_bytes) || !get_le(d, 8, &r.resp_bytes) || !get_le(d, 4, &st) ||
+        !get_le(d, 4, &fl))
+        return SHORT_ROW;
+    r.arrival_ns = (int64_t)arr;
+    r.departure_ns = (int64_t)dep;
+    r.status = (int32_t)(uint32_t)st;
+    r.flags = (uint32_t)fl;
+    return cb(sc->ud, &r);
+}
+
+int tb_ch_scan(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_row *r), void *ud)
+{
+    char sql[512];
+    struct scan_cb sc = {(void (*)(void))cb, ud};
+    snprintf(sql, sizeof sql,
+             "SELECT sensor, tier, proto, server, client, class, conn, arrival_ns, departure_ns, "
+             "req_bytes, resp_bytes, status, flags FROM %s.requests ORDER BY sensor, seq "
+             "FORMAT RowBinary", ch->db);
+    return scan(ch, sql, request_row, &sc);
+}
+
+static int conn_row(struct rd *d, void *arg)
+{
+    const struct scan_cb *sc = arg;
+    int (*cb)(void *, const struct tb_ch_conn_row *) =
+        (int (*)(void *, const struct tb_ch_conn_row *))sc->cb;
+    struct tb_ch_conn_row r;
+    uint64_t on, cn, op, cl;
+    memset(&r, 0, sizeof r);
+    if (!get_text(d, &r.sensor) || !get_le(d, 8, &r.c.conn) || !get_text(d, &r.client) ||
+        !get_text(d, &r.server) || !get_text(d, &r.tier) || !get_text(d, &r.proto) ||
+        !get_text(d, &r.server_addr) || !get_le(d, 8, &on) || !get_le(d, 8, &cn) ||
+        !get_le(d, 1, &op) || !get_le(d, 1, &cl) || !get_le(d, 8, &r.c.requests) ||
+        !get_le(d, 8, &r.c.packets) || !get_le(d, 8, &r.c.bytes_c2s) ||
+        !get_le(d, 8, &r.c.bytes_s2c))
+        return SHORT_ROW;
+    r.c.open_ns = (int64_t)on;
+    r.c.close_ns = (int64_t)cn;
+    r.c.opened = (uint8_t)op;
+    r.c.closed = (uint8_t)cl;
+    return cb(sc->ud, &r);
 }
 
 int tb_ch_scan_conns(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_conn_row *r),
                      void *ud)
 {
     char sql[512];
-    struct tb_buf resp;
+    struct scan_cb sc = {(void (*)(void))cb, ud};
     snprintf(sql, sizeof sql,
              "SELECT sensor, conn, client, server, tier, proto, server_addr, open_ns, close_ns, "
              "opened, closed, requests, packets, bytes_c2s, bytes_s2c FROM %s.connections "
              "ORDER BY open_ns, sensor, conn FORMAT RowBinary", ch->db);
-    tb_buf_init(&resp);
-    int rc = http(ch, sql, NULL, 0, &resp);
-    struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};
-    while (rc == 0 && d.p < d.end) {
-        struct tb_ch_conn_row r;
-        uint64_t on, cn, op, cl;
-        memset(&r, 0, sizeof r);
-        if (!get_text(&d, &r.sensor) || !get_le(&d, 8, &r.c.conn) || !get_text(&d, &r.client) ||
-            !get_text(&d, &r.server) || !get_text(&d, &r.tier) || !get_text(&d, &r.proto) ||
-            !get_text(&d, &r.server_addr) || !get_le(&d, 8, &on) || !get_le(&d, 8, &cn) ||
-            !get_le(&d, 1, &op) || !get_le(&d, 1, &cl) || !get_le(&d, 8, &r.c.requests) ||
-            !get_le(&d, 8, &r.c.packets) || !get_le(&d, 8, &r.c.bytes_c2s) ||
-            !get_le(&d, 8, &r.c.bytes_s2c)) {
-            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
-                     ch->where);
-            rc = TB_E_BADFMT;
-            break;
-        }
-        r.c.open_ns = (int64_t)on;
-        r.c.close_ns = (int64_t)cn;
-        r.c.opened = (uint8_t)op;
-        r.c.closed = (uint8_t)cl;
-        rc = cb(ud, &r);
-    }
-    tb_buf_free(&resp);
-    return rc;
+    return scan(ch, sql, conn_row, &sc);
+}
+
+static int sensor_row(struct rd *d, void *arg)
+{
+    const struct scan_cb *sc = arg;
+    int (*cb)(void *, struct tb_ch_text, uint64_t) =
+        (int (*)(void *, struct tb_ch_text, uint64_t))sc->cb;
+    struct tb_ch_text s;
+    uint64_t m;
+    if (!get_text(d, &s) || !get_le(d, 8, &m))
+        return SHORT_ROW;
+    return cb(sc->ud, s, m);
+}
+
+int tb_ch_scan_sensors(struct tb_ch *ch, int (*cb)(void *ud, struct tb_ch_text sensor,
+                                                   uint64_t max_conn), void *ud)
+{
+    char sql[512];
+    struct scan_cb sc = {(void (*)(void))cb, ud};
+    snprintf(sql, sizeof sql,
+             "SELECT sensor, max(conn) FROM (SELECT sensor, conn FROM %s.requests UNION ALL "
+             "SELECT sensor, conn FROM %s.connections) GROUP BY sensor ORDER BY sensor "
+             "FORMAT RowBinary", ch->db, ch->db);
+    return scan(ch, sql, sensor_row, &sc);
+}
+
+/* Rows of two texts (hosts) or three (servers): the callback takes them in order. */
+static int texts2_row(struct rd *d, void *arg)
+{
+    const struct scan_cb *sc = arg;
+    int (*cb)(void *, struct tb_ch_text, struct tb_ch_text) =
+        (int (*)(void *, struct tb_ch_text, struct tb_ch_text))sc->cb;
+    struct tb_ch_text a, b;
+    if (!get_text(d, &a) || !get_text(d, &b))
+        return SHORT_ROW;
+    return cb(sc->ud, a, b);
+}
+
+static int texts3_row(struct rd *d, void *arg)
+{
+    const struct scan_cb *sc = arg;
+    int (*cb)(void *, struct tb_ch_text, struct tb_ch_text, struct tb_ch_text) =
+        (int (*)(void *, struct tb_ch_text, struct tb_ch_text, struct tb_ch_text))sc->cb;
+    struct tb_ch_text a, b, c;
+    if (!get_text(d, &a) || !get_text(d, &b) || !get_text(d, &c))
+        return SHORT_ROW;
+    return cb(sc->ud, a, b, c);
+}
+
+int tb_ch_scan_hosts(struct tb_ch *ch,
+                     int (*cb)(void *ud, struct tb_ch_text tier, struct tb_ch_text addr),
+                     void *ud)
+{
+    char sql[256];
+    struct scan_cb sc = {(void (*)(void))cb, ud};
+    snprintf(sql, sizeof sql,
+             "SELECT DISTINCT tier, addr FROM %s.hosts ORDER BY tier, addr FORMAT RowBinary",
+             ch->db);
+    return scan(ch, sql, texts2_row, &sc);
 }
 
 int tb_ch_scan_servers(struct tb_ch *ch,
@@ -895,23 +927,9 @@ int tb_ch_scan_servers(struct tb_ch *ch,
                        void *ud)
 {
     char sql[512];
-    struct tb_buf resp;
+    struct scan_cb sc = {(void (*)(void))cb, ud};
     snprintf(sql, sizeof sql,
              "SELECT tier, proto, server FROM %s.requests GROUP BY tier, proto, server "
              "ORDER BY min(arrival_ns), tier, server FORMAT RowBinary", ch->db);
-    tb_buf_init(&resp);
-    int rc = http(ch, sql, NULL, 0, &resp);
-    struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};
-    while (rc == 0 && d.p < d.end) {
-        struct tb_ch_text t, p, s;
-        if (!get_text(&d, &t) || !get_text(&d, &p) || !get_text(&d, &s)) {
-            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
-                     ch->where);
-            rc = TB_E_BADFMT;
-            break;
-        }
-        rc = cb(ud, t, p, s);
-    }
-    tb_buf_free(&resp);
-    return rc;
+    return scan(ch, sql, texts3_row, &sc);
 }
