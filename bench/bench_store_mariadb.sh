@@ -8,6 +8,9 @@
 # --no-store` and `tbneck capture --db` (a fresh file each run), each the best
 # of TB_BENCH_RUNS (default 5) by wall time and by CPU time (user + sys of the
 # process and its threads), and the ratio --db / --no-store (target <= 2).
+# With clickhouse-server installed, `capture --store clickhouse://...` into a
+# private instance (tests/e2e/lib/clickhouse.sh; a fresh database each run)
+# too: tbneck's own CPU (the server's is not counted) and wall time.
 # TB_BENCH_PCAP=FILE reuses (or, when missing, keeps) the capture; root only
 # (tcpdump on lo). Prints one line per contender and the ratio lines.
 set -uo pipefail
@@ -50,10 +53,18 @@ if [ ! -s "$pcap" ]; then
     grep "dropped by kernel" "$work/tcpdump.err" | sed 's/^/tcpdump: /'
 fi
 cat "$pcap" >/dev/null # into the page cache for every contender alike
+churl=""
+if command -v clickhouse-server >/dev/null; then
+    # shellcheck source=../tests/e2e/lib/clickhouse.sh
+    source "$TB_SRCDIR/tests/e2e/lib/clickhouse.sh"
+    ch_start bench >/dev/null && churl="clickhouse://127.0.0.1:${ch_http[bench]}"
+fi
 
-python3 - "$runs" "$bare" "$TBNECK" "$pcap" "$work/s.db" <<'PY'
+python3 - "$runs" "$bare" "$TBNECK" "$pcap" "$work/s.db" "$churl" <<'PY'
 import glob, os, resource, subprocess, sys, time
 runs, bare, tbneck, pcap, db = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+churl = sys.argv[6]
+nch = [0]
 
 def rm_db():
     for f in glob.glob(db + "*"):
@@ -74,10 +85,20 @@ def once(cmd, pre=None):
 cont = [("bare libpcap read", [bare, pcap], None),
         ("capture --no-store", [tbneck, "capture", "-q", "--no-store", "-r", pcap], None),
         ("capture --db", [tbneck, "capture", "-q", "--db", db, "-r", pcap], rm_db)]
+class ChCmd(list):
+    # A fresh database per run, so every run inserts into empty tables.
+    def fresh(self):
+        nch[0] += 1
+        self[6] = "%s/bench%d" % (churl, nch[0])
+if churl:
+    cont.append(("capture --store ch", ChCmd([tbneck, "capture", "-q", "--sensor", "b",
+                                               "--store", "", "-r", pcap]), None))
 best = {n: [float("inf"), float("inf")] for n, _, _ in cont}
 # Interleaved, so that a burst of load elsewhere touches every contender alike.
 for _ in range(runs):
     for name, cmd, pre in cont:
+        if isinstance(cmd, ChCmd):
+            cmd.fresh()
         w, c = once(cmd, pre)
         best[name][0] = min(best[name][0], w)
         best[name][1] = min(best[name][1], c)
@@ -94,4 +115,8 @@ for i, what in ((0, "wall"), (1, "CPU")):
     r = d[i] / n[i]
     print("ratio --db / --no-store by %s time: %.2f (target <= 2: %s)" % (
         what, r, "met" if r <= 2 else "NOT met"))
+if churl:
+    c = best["capture --store ch"]
+    print("ratio --store clickhouse / --no-store: wall %.2f, CPU %.2f (tbneck's own; the "
+          "server's CPU is not counted)" % (c[0] / n[0], c[1] / n[1]))
 PY
