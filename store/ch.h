@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: MIT */
-/* ch.h — store URLs (sqlite:FILE, clickhouse://HOST:PORT/DB[?cluster=NAME]) and the ClickHouse
- * store: a capture's requests under text identities, and the request CSV read back.
+/* ch.h — store URLs (sqlite:FILE, clickhouse://HOST:PORT[,...]/DB[?cluster=NAME]) and the
+ * ClickHouse store: a capture's requests, connections and tier hosts under text identities,
+ * and the scans that read them back.
  *
- * What is stored (docs/clickhouse.md): one table `requests` per database,
- * MergeTree ordered by (tier, arrival_ns, conn, seq), whose identities are
- * texts — tier name, server "ip:port", client "ip:port", class fingerprint —
- * with FNV-1a hashes of tier and (tier, class) beside them, so that two
- * sensors that saw the same class store the same identity whatever their
- * local catalog ids were. `sensor` names the writer; `seq` is the order in
- * which that sensor stored its requests (SQLite's rowid), which breaks ties
- * exactly as the SQLite export does. conn ids start above the sensor's
- * largest, so a sensor's connections stay distinct across its captures. */
+ * What is stored (docs/clickhouse.md): tables `requests` (MergeTree ordered
+ * by (tier, arrival_ns, conn, sensor, seq)), `connections` and `hosts`, whose
+ * identities are texts — tier name, server "ip:port", client "ip:port", class
+ * fingerprint — with FNV-1a hashes of tier and (tier, class) beside them, so
+ * that two sensors that saw the same class store the same identity whatever
+ * their local catalog ids were. `sensor` names the writer; `seq` is the
+ * order in which that sensor stored its requests (SQLite's rowid), which
+ * breaks ties exactly as the SQLite export does. conn ids start above the
+ * sensor's largest, so a sensor's connections stay distinct across its
+ * captures. Under a cluster the names are Distributed tables over per-shard
+ * `*_local` MergeTree tables. */
 #ifndef TB_CH_H
 #define TB_CH_H
 
