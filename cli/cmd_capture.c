@@ -56,6 +56,8 @@ static void usage(FILE *f)
             "                   ?cluster=NAME; offline captures only: docs/clickhouse.md)\n"
             "  --sensor NAME    the name this capture's rows carry in ClickHouse (default:\n"
             "                   the host name)\n"
+            "  --store-retry D  while ClickHouse refuses connections, try again every second\n"
+            "                   for up to D (default 30s; 0: fail at once)\n"
             "  -f EXPR          BPF filter (or give it after the options, as in tcpdump)\n"
             "  --proto NAME     parse every connection as NAME (%s)\n"
             "  --duration D     stop after D of capture time (e.g. 60s)\n"
@@ -95,7 +97,7 @@ static int usage_error(const char *fmt, ...)
 enum {
     OPT_TIERS = 256, OPT_DB, OPT_SERVE, OPT_ALLOW_REMOTE, OPT_PROTO, OPT_DURATION, OPT_WINDOW,
     OPT_IMMEDIATE, OPT_NO_STORE, OPT_ALLOW_HOST, OPT_TSPREC, OPT_NANO, OPT_MICRO, OPT_FORMAT,
-    OPT_STORE, OPT_SENSOR,
+    OPT_STORE, OPT_SENSOR, OPT_STORE_RETRY,
 };
 
 static const struct option long_opts[] = {
@@ -103,6 +105,7 @@ static const struct option long_opts[] = {
     {"db", required_argument, NULL, OPT_DB},
     {"store", required_argument, NULL, OPT_STORE},
     {"sensor", required_argument, NULL, OPT_SENSOR},
+    {"store-retry", required_argument, NULL, OPT_STORE_RETRY},
     {"serve", required_argument, NULL, OPT_SERVE},
     {"allow-remote", no_argument, NULL, OPT_ALLOW_REMOTE},
     {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
@@ -142,6 +145,7 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
 {
     memset(a, 0, sizeof *a);
     a->db = TB_DEFAULT_DB;
+    a->store_retry_ns = 30 * TB_NS_PER_SEC;
     a->window_ns = TB_WINDOW_DEFAULT_NS;
     a->snaplen = MAX_SNAPLEN;
     a->bufsize_mib = 64;
@@ -245,6 +249,13 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
         }
         case OPT_SENSOR:
             a->sensor = optarg;
+            break;
+        case OPT_STORE_RETRY:
+            if (!strcmp(optarg, "0"))
+                a->store_retry_ns = 0;
+            else if (tb_parse_duration(optarg, TB_NS_PER_SEC, &a->store_retry_ns) ||
+                     a->store_retry_ns < 0)
+                return usage_error("bad duration '%s' (e.g. 30s, 0)", optarg);
             break;
         case OPT_SERVE:
             a->serve = optarg;
@@ -548,7 +559,7 @@ static int run_offline(const struct tb_capture_args *a)
             sensor = host;
         }
         tb_store_url_parse(a->store_url, &u, err, sizeof err);
-        if ((rc = tb_ch_open(&run.ch, &u, sensor, true, err, sizeof err)) ||
+        if ((rc = tb_ch_open(&run.ch, &u, sensor, true, a->store_retry_ns, err, sizeof err)) ||
             (rc = tb_ch_next_conn(run.ch, &first_conn))) {
             tb_log_error("capture: %s", run.ch ? tb_ch_error(run.ch) : err);
             if (rc == TB_E_INVAL || rc == TB_E_UNSUPP)

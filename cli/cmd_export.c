@@ -48,7 +48,7 @@ static int export_requests_ch(const char *url, const char *tier)
     struct tb_ch *ch = NULL;
     char err[600];
     tb_store_url_parse(url, &u, err, sizeof err);
-    int rc = tb_ch_open(&ch, &u, "reader", false, err, sizeof err);
+    int rc = tb_ch_open(&ch, &u, "reader", false, 0, err, sizeof err);
     if (rc) {
         tb_log_error("export requests: %s", err);
         return rc == TB_E_UNSUPP ? TB_EXIT_USAGE : TB_EXIT_FAIL;

@@ -171,7 +171,7 @@ static int copy_store(const char *url, const char *path)
     char err[600] = "";
     int rc = tb_store_url_parse(url, &u, err, sizeof err);
     if (!rc)
-        rc = tb_ch_open(&ch, &u, "reader", false, err, sizeof err);
+        rc = tb_ch_open(&ch, &u, "reader", false, 0, err, sizeof err);
     if (rc) {
         tb_log_error("%s", err);
         return rc;

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "buf.h"
 #include "util.h"
@@ -30,6 +31,8 @@ struct tb_ch {
     char where[300]; /* host:port, for messages */
     char db[64];
     char cluster[64]; /* "" = one server */
+    int64_t retry_ns;  /* tb_ch_set_retry */
+    bool told;         /* the "retrying" line was logged */
     char sensor[65];
     struct tb_buf body; /* queued rows, RowBinary */
     struct tb_buf conns; /* queued connections */
@@ -170,6 +173,22 @@ static int http(struct tb_ch *ch, const char *sql, const void *data, size_t len,
     curl_easy_setopt(ch->curl, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(ch->curl, CURLOPT_WRITEDATA, resp);
     CURLcode cc = curl_easy_perform(ch->curl);
+    /* Nothing reached the server: wait for it, as long as we were told to. */
+    for (int64_t waited = 0;
+         (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST) &&
+         waited < ch->retry_ns;
+         waited += TB_NS_PER_SEC) {
+        if (!ch->told) {
+            tb_log_warn("clickhouse at %s: %s; trying again every second for up to %lld s",
+                        ch->where, curl_easy_strerror(cc),
+                        (long long)(ch->retry_ns / TB_NS_PER_SEC));
+            ch->told = true;
+        }
+        struct timespec one = {1, 0};
+        nanosleep(&one, NULL);
+        resp->len = 0;
+        cc = curl_easy_perform(ch->curl);
+    }
     long code = 0;
     curl_easy_getinfo(ch->curl, CURLINFO_RESPONSE_CODE, &code);
     if (cc != CURLE_OK) {
@@ -385,8 +404,13 @@ static int check_cluster(struct tb_ch *ch, const struct tb_store_url *u)
     return rc;
 }
 
+void tb_ch_set_retry(struct tb_ch *ch, int64_t ns)
+{
+    ch->retry_ns = ns > 0 ? ns : 0;
+}
+
 int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sensor,
-               bool create, char *err, size_t errlen)
+               bool create, int64_t retry_ns, char *err, size_t errlen)
 {
     char sql[1024];
     int rc;
@@ -403,6 +427,7 @@ int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sen
         return TB_E_NOMEM;
     tb_buf_init(&ch->body);
     tb_buf_init(&ch->conns);
+    tb_ch_set_retry(ch, retry_ns);
     snprintf(ch->db, sizeof ch->db, "%s", u->db);
     snprintf(ch->cluster, sizeof ch->cluster, "%s", u->cluster);
     snprintf(ch->sensor, sizeof ch->sensor, "%s", sensor);

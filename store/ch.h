@@ -52,7 +52,8 @@ int tb_store_url_parse(const char *url, struct tb_store_url *u, char *err, size_
 
 struct tb_ch;
 
-/* Connects (one query over HTTP); with create, makes the database and its
+/* Connects (one query over HTTP; with create, retrying for retry_ns as
+ * tb_ch_set_retry says); with create, makes the database and its
  * tables when missing (a reader passes false and fails on a missing table).
  * With a cluster, create makes on every endpoint the MergeTree tables
  * (requests_local, connections_local, hosts_local) and over them Distributed
@@ -62,8 +63,14 @@ struct tb_ch;
  * tables with insert_distributed_sync, so they are on their shards when the
  * capture ends, and read back through them.
  * sensor: [A-Za-z0-9_.:-]{1,64}. On failure err holds one line. */
+/* A writer's patience (tb_ch_set_retry): for this long after a failure to
+ * connect, each request is tried again once a second; the rows wait in
+ * memory meanwhile (the capture blocks: back-pressure). Only a refused or
+ * unreachable connection is retried, never a request the server may have
+ * received, so a row is never inserted twice. 0 = fail at once (readers). */
+void tb_ch_set_retry(struct tb_ch *ch, int64_t ns);
 int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sensor,
-               bool create, char *err, size_t errlen);
+               bool create, int64_t retry_ns, char *err, size_t errlen);
 void tb_ch_close(struct tb_ch *ch);
 /* The first connection id above every one this sensor stored before (1 on a
  * new database). */

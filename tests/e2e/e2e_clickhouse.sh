@@ -18,7 +18,9 @@
 #     is removed;
 #   - a second capture by the same sensor continues conn and seq above its
 #     stored maximum;
-#   - errors: an unreachable server and a missing database give one line and
+#   - a server down when the capture starts and back 3 s later: the capture
+#     waits (--store-retry), says so once, and the export equals SQLite's;
+#   - errors: an unreachable server (--store-retry 0) and a missing database give one line and
 #     exit 1, a malformed URL and a cluster the server does not know exit 2.
 set -euo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}"
@@ -162,11 +164,29 @@ expect() { # expect STATUS PATTERN CMD...
         { echo "FAIL: $*: expected one line matching '$pat':"; cat "$work/err"; exit 1; }
 }
 dead=$(ch_freeport)
-expect 1 "Couldn't connect" "$TBNECK" capture -q -r "$pcap" --store "clickhouse://127.0.0.1:$dead/x"
+expect 1 "Couldn't connect" "$TBNECK" capture -q -r "$pcap" --store-retry 0 \
+    --store "clickhouse://127.0.0.1:$dead/x"
 expect 1 "nodb" "$TBNECK" export requests --store "$url/nodb"
 expect 2 "expected sqlite:FILE" "$TBNECK" export requests --store "mysql://h/x"
 expect 2 "expected HOST:PORT" "$TBNECK" capture -q -r "$pcap" --store "clickhouse://127.0.0.1/x"
 expect 2 "has 0 shards" "$TBNECK" capture -q -r "$pcap" --store "$url/x?cluster=c"
 expect 2 "name it with ?cluster" "$TBNECK" export requests --store "$url,127.0.0.1:1/x"
 expect 2 "give --store" "$TBNECK" capture -q -r "$pcap" --sensor s --db "$work/x.db"
+expect 2 "bad duration" "$TBNECK" capture -q -r "$pcap" --store-retry soon --store "$url/x"
+
+# An outage: the server is down when the capture starts and comes back 3 s
+# later on the same ports and data; the capture waits (--store-retry, default
+# 30 s), says so in one line, and stores everything.
+kill "${pids[0]}"
+wait "${pids[0]}" 2>/dev/null || true
+"$TBNECK" capture -q -r "$pcap" --store "$url/late" --sensor late 2>"$work/late.err" &
+cpid=$!
+sleep 3
+ch_start a || { echo "FAIL: clickhouse-server did not restart"; exit 1; }
+wait "$cpid" || { echo "FAIL: the capture did not survive the outage"; cat "$work/late.err"; exit 1; }
+grep -q "trying again every second" "$work/late.err" ||
+    { echo "FAIL: no word of the outage"; cat "$work/late.err"; exit 1; }
+"$TBNECK" export requests --store "$url/late" >"$work/late.csv"
+cmp "$work/sqlite.csv" "$work/late.csv" || { echo "FAIL: rows lost in the outage"; exit 1; }
+echo "outage: the capture waited for the server (3 s) and stored all $n requests"
 echo "PASS"
