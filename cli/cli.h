@@ -29,6 +29,9 @@ struct tb_capture_args {
     size_t nfiles;
     const char *iface;  /* -i IFACE */
     const char *db;
+    const char *store_url; /* --store clickhouse://...: requests go there instead of --db */
+    const char *sensor;    /* --sensor NAME (default: the host name) */
+    int64_t store_retry_ns; /* --store-retry D (default 30 s) */
     const char *tiers_file;
     const char *bpf;    /* -f EXPR, or trailing arguments as in tcpdump */
     const char *user;   /* -Z USER */

@@ -14,7 +14,8 @@
 
 static const char diagnose_usage[] =
     "usage: tbneck diagnose [--window 50ms] [--from T --to T] [--format text|json|csv]\n"
-    "                       [--plot FILE.png|svg] [--recompute] [--db FILE]\n"
+    "                       [--plot FILE.png|svg] [--recompute]\n"
+    "                       [--db FILE | --store URL]\n"
     "\n"
     "Which server (or connection pool) holds the front tier up in its congested\n"
     "windows, and why: cpu, freeze, speed, pool, threads (or none). Text: the\n"
@@ -151,10 +152,10 @@ static void print_csv(FILE *f, const struct tb_catalog *cat, const struct tb_dia
 int tb_cmd_diagnose(int argc, char **argv)
 {
     const char *dbpath = TB_DEFAULT_DB, *window = TB_WINDOW_DEFAULT, *from = NULL, *to = NULL;
-    const char *format = "text", *plot = NULL;
+    const char *format = "text", *plot = NULL, *store = NULL;
     bool recompute = false;
     const struct tb_cli_opt opts[] = {
-        {"db", &dbpath, NULL},     {"window", &window, NULL}, {"from", &from, NULL},
+        {"db", &dbpath, NULL},     {"store", &store, NULL},     {"window", &window, NULL}, {"from", &from, NULL},
         {"to", &to, NULL},         {"format", &format, NULL}, {"plot", &plot, NULL},
         {"recompute", NULL, &recompute},
     };
@@ -179,7 +180,7 @@ int tb_cmd_diagnose(int argc, char **argv)
         return TB_EXIT_USAGE;
     }
     struct tb_cli_db db;
-    if ((rc = tb_cli_db_open(&db, dbpath, false)) != 0)
+    if ((rc = tb_cli_db_open_store(&db, dbpath, store, false)) != 0)
         return rc;
     if ((rc = tb_cli_range(db.st, 0, from, to, &o.from_ns, &o.to_ns)) != 0)
         goto out;

@@ -15,7 +15,8 @@ static const char report_usage[] =
     "usage: tbneck report --tier NAME [--window " TB_WINDOW_DEFAULT "|auto] [--server ADDR:PORT]"
     " [--from T --to T]\n"
     "                     [--format text|json|csv|jsonl] [--profile] [--plot FILE.png|svg]\n"
-    "                     [--service-times FILE | --calibrate CAPTURE] [--recompute] [--db FILE]\n"
+    "                     [--service-times FILE | --calibrate CAPTURE] [--recompute]\n"
+    "                     [--db FILE | --store URL]\n"
     "\n"
     "Analyses a tier (or one of its servers) at a window length: load and throughput per\n"
     "window, service times and the work unit, the congestion point N* (intervention\n"
@@ -91,12 +92,13 @@ int tb_cmd_report(int argc, char **argv)
 {
     const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *window = TB_WINDOW_DEFAULT, *server = NULL;
     const char *from = NULL, *to = NULL, *format = "text", *plot = NULL, *svcfile = NULL;
-    const char *calibrate = NULL;
+    const char *calibrate = NULL, *store = NULL;
     bool recompute = false, profile = false;
     const struct tb_cli_opt opts[] = {
         {"tier", &tier, NULL},
         {"profile", NULL, &profile},
         {"db", &dbpath, NULL},
+        {"store", &store, NULL},
         {"window", &window, NULL},
         {"server", &server, NULL},
         {"from", &from, NULL},
@@ -164,7 +166,7 @@ int tb_cmd_report(int argc, char **argv)
     o.recompute = recompute;
 
     struct tb_cli_db db;
-    if ((rc = tb_cli_db_open(&db, dbpath, false)) != 0)
+    if ((rc = tb_cli_db_open_store(&db, dbpath, store, false)) != 0)
         return rc;
     struct tb_report rep;
     memset(&rep, 0, sizeof rep);

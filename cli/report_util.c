@@ -61,6 +61,7 @@ void tb_cli_db_close(struct tb_cli_db *db)
         tb_store_close(db->st);
     db->cat = NULL;
     db->st = NULL;
+    tb_cli_db_remove_copy(db);
 }
 
 int tb_cli_tier(const struct tb_catalog *cat, const char *name, uint32_t *id)
