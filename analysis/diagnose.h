@@ -83,6 +83,7 @@ struct tb_diag_verdict {
     uint32_t tier, server;   /* 0 / 0 with cause none */
     enum tb_cause cause;
     double share;            /* of the front tier's congested time held by this root */
+    int64_t quota_period_ns; /* cause cpu from a CFS CPU quota: its period; 0 otherwise */
     char resource[160];      /* "cpu of 10.0.4.1:3306", "http-8080 → mysql connections" */
     char evidence[512];      /* one sentence */
 };

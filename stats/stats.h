@@ -247,4 +247,21 @@ int tb_work_unit(const int64_t *service_ns, const double *weight, size_t n, doub
  * service_ns / unit_ns. unit_ns 0: 1 unit. */
 int tb_work_units_assign(struct tb_class_service *rows, size_t n, int64_t unit_ns);
 
+/* ---- a CPU quota's period (quota.c) -------------------------------------- */
+
+/* A process held to a CFS CPU quota stops once it has used the quota of a
+ * period and resumes when the next period begins: the long gaps between its
+ * completions while requests are in flight end a whole number of periods
+ * apart. */
+struct tb_quota {
+    int64_t period_ns; /* 0: the stops are not in step with any period */
+    size_t stops;      /* long gaps with requests in flight */
+    size_t steps;      /* intervals between consecutive stops' ends considered */
+    size_t in_step;    /* of them, a whole number of periods to the jitter */
+};
+/* arr: the server's arrivals, ascending; dep: its departures, any order
+ * (copied). TB_E_NOMEM only. */
+int tb_quota_period(const int64_t *arr, size_t na, const int64_t *dep, size_t nd,
+                    struct tb_quota *q);
+
 #endif

@@ -17,7 +17,7 @@
 # --cause      the transient bottleneck to induce (docs/stack.md): gc (default) Tomcat's
 #              stop-the-world collections; pool: the webapp's JDBC pool capped at 2
 #              connections while MariaDB idles; dbcpu: MariaDB's CPU capped by a cgroup
-#              at 20% of a core while every story query computes MD5 rounds
+#              quota at 40 ms of every 100 ms while every story query computes MD5 rounds
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -65,7 +65,7 @@ pool|dbcpu)
            STACK_ENTRIES_PER_REQUEST=${STACK_ENTRIES_PER_REQUEST:-0}
     ;;&
 pool) export STACK_JDBC_POOL=${STACK_JDBC_POOL:-2} STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64} ;;
-dbcpu) export STACK_DB_CPU=${STACK_DB_CPU:-20} STACK_DB_CPU_LOOPS=${STACK_DB_CPU_LOOPS:-2000} \
+dbcpu) export STACK_DB_CPU=${STACK_DB_CPU:-40} STACK_DB_CPU_LOOPS=${STACK_DB_CPU_LOOPS:-1000} \
               STACK_DB_DELAY_US=${STACK_DB_DELAY_US:-0} STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64} ;;
 *) echo "run.sh: unknown cause '$cause' (gc, pool or dbcpu)" >&2; exit 2 ;;
 esac

@@ -170,14 +170,15 @@ stack_fill() {
 }
 
 # stack_cpu_cap PID PERCENT — confines PID (all its threads, and those it starts
-# later) to PERCENT of one core with a CFS bandwidth quota. The quota is the
-# kernel's smallest, 1 ms, and the period is stretched to give the share: the
-# process is throttled in slices of a few milliseconds, which a 50 ms window
-# sees as a slower CPU rather than as a pause (a 100 ms period would stop it
-# for most of two windows at a time).
+# later) to PERCENT of one core with a CFS bandwidth quota over the kernel's
+# default period of 100 ms (what systemd's CPUQuota=, docker --cpus and a
+# Kubernetes CPU limit set): once the process has used PERCENT ms of CPU in a
+# period it is stopped until the next one begins (STACK_DB_CPU_PERIOD_US).
+# The group also gets the largest CPU weight, so that on a machine busy with
+# other work the quota, not the neighbours, is what holds the database back.
 stack_cpu_cap() {
-    local pid=$1 pct=$2 quota=1000 period cg
-    period=$(( quota * 100 / pct ))
+    local pid=$1 pct=$2 period=${STACK_DB_CPU_PERIOD_US:-100000} quota cg
+    quota=$(( period * pct / 100 ))
     if grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
         cg=/sys/fs/cgroup/tbstack-db$$
         grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control \
@@ -186,12 +187,14 @@ stack_cpu_cap() {
         mkdir "$cg" || { stack_die "cannot create $cg"; return 1; }
         STACK_CGROUPS+=("$cg")
         echo "$quota $period" >"$cg/cpu.max"
+        echo 10000 >"$cg/cpu.weight"
     elif [ -w /sys/fs/cgroup/cpu/cgroup.procs ] || [ -d /sys/fs/cgroup/cpu ]; then
         cg=/sys/fs/cgroup/cpu/tbstack-db$$
         mkdir "$cg" || { stack_die "cannot create $cg"; return 1; }
         STACK_CGROUPS+=("$cg")
         echo "$period" >"$cg/cpu.cfs_period_us"
         echo "$quota" >"$cg/cpu.cfs_quota_us"
+        echo 262144 >"$cg/cpu.shares"
     else
         stack_die "no cgroup cpu controller (v2 cpu.max or v1 cpu) to cap the database's CPU"
         return 1
