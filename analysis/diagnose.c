@@ -298,7 +298,8 @@ static int load_inputs(struct ctx *c)
 static int analyse_tiers(struct ctx *c)
 {
     struct tb_analyze_opts ao = {.width_ns = c->o->width_ns, .from_ns = c->o->from_ns,
-                                 .to_ns = c->o->to_ns, .recompute = c->o->recompute};
+                                 .to_ns = c->o->to_ns, .recompute = c->o->recompute,
+                                 .all = c->rq, .nall = c->nrq};
     size_t nwin = c->d->nwin;
     for (uint32_t t = 1; t <= c->ntiers_cat; t++) {
         struct tier *T = &c->tiers[t];

@@ -30,7 +30,7 @@ failed=0
 for cause in ${TB_STACK_CAUSES:-gc pool dbcpu}; do
     start=$SECONDS
     bash "$TB_SRCDIR/scripts/stack/run.sh" --out "$out/$cause" --discover --cause "$cause" \
-        --duration "${TB_STACK_CAUSE_SECONDS:-20}" --tbneck "$TBNECK" --no-deps \
+        --duration "${TB_STACK_CAUSE_SECONDS:-20}" --tbneck "$TBNECK" --no-deps --quick \
         >"$out/$cause.log" 2>&1 || { tail -30 "$out/$cause.log" >&2; echo "FAIL run.sh --cause $cause" >&2; failed=1; continue; }
     echo "== $cause: run.sh took $((SECONDS - start)) s"
     python3 - "$out" "$cause" <<'PY' || failed=1
