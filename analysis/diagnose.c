@@ -1390,6 +1390,25 @@ static int build_series(struct ctx *c, bool **fcong_out, size_t *nfcong)
         for (size_t k = 0; k < nwin; k++)
             if ((d->front_congested[k] = c->tiers[c->g.front].cong[k]))
                 (*nfcong)++;
+    /* No congestion point at the front (the report's knee test found none:
+     * on a short or noisy capture its throughput may still seem to rise with
+     * load): the front's slow windows stand for its congestion, those in
+     * which its requests take at least twice their usual time for their work
+     * with a request queued (the test the walk applies to every callee). */
+    const struct tier *F = c->g.front ? &c->tiers[c->g.front] : NULL;
+    if (F && F->requests && !*nfcong && !isfinite(tb_analysis_threshold(&F->total.a))) {
+        for (uint32_t s = 1; s <= c->nservers_cat; s++) {
+            const struct server *S = &c->servers[s];
+            if (S->tier != c->g.front || !S->lw || !S->requests)
+                continue;
+            for (size_t k = 0; k < nwin; k++)
+                if (!d->front_congested[k] && slow(c, S, k)) {
+                    d->front_congested[k] = true;
+                    (*nfcong)++;
+                }
+        }
+        d->front_by_slowness = *nfcong > 0;
+    }
     *fcong_out = d->front_congested;
     return 0;
 }
@@ -1524,6 +1543,12 @@ static void verdict_text(struct ctx *c, const struct group *g, uint32_t server, 
     case TB_CAUSE_NONE:
         break;
     }
+    size_t len = strlen(v->evidence);
+    if (d->front_by_slowness && len < sizeof v->evidence)
+        snprintf(v->evidence + len, sizeof v->evidence - len,
+                 " (%s has no congestion point: its congested time is the windows in which its "
+                 "requests took at least twice their usual time)",
+                 front);
 }
 
 static void verdict_none(struct ctx *c, const char *fmt, ...) TB_PRINTF(2, 3);
@@ -1777,6 +1802,8 @@ void tb_diagnosis_json(struct tb_buf *b, const struct tb_catalog *cat,
     tb_buf_json_str(b, v->evidence);
     tb_buf_puts(b, ", \"share\": ");
     tb_buf_json_num(b, v->share);
+    tb_buf_puts(b, ", \"front_congestion\": ");
+    tb_buf_json_str(b, d->front_by_slowness ? "slow" : "n_star");
     tb_buf_puts(b, ", \"cpu_quota_period_ns\": ");
     if (v->quota_period_ns)
         tb_buf_printf(b, "%" PRId64, v->quota_period_ns);

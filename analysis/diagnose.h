@@ -108,6 +108,8 @@ struct tb_diagnosis {
      * and the root found then (server id, cause; 0 = none). */
     double *self, *wait;
     bool *front_congested;
+    bool front_by_slowness;           /* the front tier had no congestion point (N*): its
+                                       * congested windows are those it was slow in */
     uint32_t *root_server;
     uint8_t *root_cause;
 };

@@ -141,7 +141,7 @@ if [ "$pcap" = 1 ]; then
     tcpdump -i "$CAP_IFACE" -s 0 -B 65536 -U -w "$work/stack.pcap" "$CAP_FILTER" 2>"$out/capture.log" &
 else
     say "capturing live on $CAP_IFACE: tbneck capture -i $CAP_IFACE"
-    "$tbneck" capture -i "$CAP_IFACE" "${capargs[@]}" -f "$CAP_FILTER" \
+    "${PRIO_PREFIX[@]}" "$tbneck" capture -i "$CAP_IFACE" "${capargs[@]}" -f "$CAP_FILTER" \
         --duration "$((duration + 60))s" >"$out/capture.log" 2>&1 &
 fi
 cap_pid=$!

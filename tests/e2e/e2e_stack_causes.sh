@@ -17,7 +17,7 @@
 set -euo pipefail
 : "${TBNECK:?set by meson}" "${TB_SRCDIR:?set by meson}"
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (namespaces, capture, cgroups)"; exit 77; }
-export STACK_BRIDGE=${STACK_BRIDGE:-tbcbr0} STACK_NET=${STACK_NET:-10.78.0}
+export STACK_BRIDGE=${STACK_BRIDGE:-tbcbr0} STACK_NET=${STACK_NET:-10.78.0} STACK_PRIORITY=${STACK_PRIORITY:-1}
 
 out=$(mktemp -d /tmp/e2e-stack-causes.XXXXXX)
 ok=0
