@@ -141,7 +141,7 @@ stack_db_up() {
     mariadb-install-db --no-defaults --datadir="$d/data" --user=mysql --skip-test-db \
         >"$d/install.log" 2>&1 || { tail -20 "$d/install.log" >&2; stack_die "mariadb-install-db failed"; return 1; }
     tier_prefix db
-    "${TIER_PREFIX[@]}" "${PRIO_PREFIX[@]}" mariadbd --no-defaults --datadir="$d/data" --user=mysql \
+    "${PRIO_PREFIX[@]}" "${TIER_PREFIX[@]}" mariadbd --no-defaults --datadir="$d/data" --user=mysql \
         --bind-address="$DB_ADDR" --port=3306 --socket="$d/mysqld.sock" --pid-file="$d/mysqld.pid" \
         --skip-name-resolve --skip-log-bin --innodb-buffer-pool-size=64M \
         --max-connections=200 --log-error="$d/error.log" </dev/null >/dev/null 2>&1 &
@@ -248,7 +248,7 @@ stack_app_up() {
           org.apache.catalina.startup.Bootstrap start)
     # ip netns exec and setpriv exec, so the recorded pid is the JVM's own.
     tier_prefix app
-    "${TIER_PREFIX[@]}" "${PRIO_PREFIX[@]}" setpriv --reuid=tomcat --regid=tomcat --init-groups \
+    "${PRIO_PREFIX[@]}" "${TIER_PREFIX[@]}" setpriv --reuid=tomcat --regid=tomcat --init-groups \
         java "${jvm[@]}" </dev/null >"$b/logs/stdout.log" 2>&1 &
     STACK_PIDS+=($!)
     stack_wait 90 "Tomcat" in_tier app curl -sf "http://127.0.0.1:$STACK_ADMIN_PORT/app/stats" \
@@ -267,7 +267,7 @@ stack_web_up() {
     chown -R www-data "$n/tmp"
     STACK_ACCESS_LOG=$n/access.log
     tier_prefix web
-    "${TIER_PREFIX[@]}" "${PRIO_PREFIX[@]}" nginx -e "$n/error.log" -p "$n" -c "$n/nginx.conf" </dev/null >/dev/null 2>&1 &
+    "${PRIO_PREFIX[@]}" "${TIER_PREFIX[@]}" nginx -e "$n/error.log" -p "$n" -c "$n/nginx.conf" </dev/null >/dev/null 2>&1 &
     STACK_PIDS+=($!)
     stack_wait 30 "nginx" bash -c "exec 3<>/dev/tcp/$WEB_ADDR/80" || { cat "$n/error.log" >&2; return 1; }
     stack_log "nginx up at $WEB_ADDR:80"
@@ -301,7 +301,8 @@ stack_prio_up() {
         return 0
     fi
     # bash moves itself into the group, then becomes the command (exec), so
-    # that $! stays the command's pid.
+    # that $! stays the command's pid. It goes before `ip netns exec`, which
+    # mounts the namespace's own /sys, without the cgroup hierarchy.
     # shellcheck disable=SC2016
     PRIO_PREFIX=(bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg")
     stack_log "stack processes at the largest CPU weight ($cg)"
