@@ -25,11 +25,11 @@
 #define PERIOD_MIN_NS 5000000
 #define PERIOD_MAX_NS 1000000000
 /* A gap's end is in step when it is within this of a whole number (1..MULT_MAX)
- * of periods after the previous one's: the larger of 1 ms and 3% of the
+ * of periods after the previous one's: the larger of 0.5 ms and 3% of the
  * period (the jitter of waking a throttled process on a busy machine). */
-#define TOL_MIN_NS 1000000
+#define TOL_MIN_NS 500000
 #define TOL_REL 0.03
-#define MULT_MAX 8
+#define MULT_MAX 20
 /* Enough of them: at least this many steps, this share of all. Scattered
  * ends fall in step by chance with probability ~2*TOL_REL per step. */
 #define LOCK_MIN 12
@@ -132,33 +132,62 @@ int tb_quota_period(const int64_t *arr, size_t na, const int64_t *dep, size_t nd
             }
             if (ns < LOCK_MIN)
                 break;
-            /* The typical step, and its halves, thirds, quarters (a stop not
-             * in every period); around each a fine search for the period
-             * that puts the most steps in step; the longest period that
-             * passes (a period's divisors are in step too). */
+            /* Candidate periods: the 10th, 25th and 50th percentile steps
+             * (the shortest are most often one period; with stops in few
+             * periods the median is several) and their halves, thirds,
+             * quarters; around each a fine search for the period that puts
+             * the most steps in step. Of those that pass, the longest whose
+             * count in step is at least 90% of the best one's (a period's
+             * divisors are in step too). */
             for (size_t i = 0; i < ns; i++)
                 d[i] = gs[i];
             qsort(d, ns, sizeof *d, cmp_i64);
-            double med = (double)d[ns / 2];
-            for (int m = 1; m <= 4 && !q->period_ns; m++) {
-                double c = med / m, best_p = 0;
-                size_t best = 0;
-                if (c < PERIOD_MIN_NS * 0.9 || c > PERIOD_MAX_NS * 1.1)
-                    continue;
-                for (int j = -80; j <= 80; j++) {
-                    double p = c * (1 + j * 0.001);
-                    size_t k = in_step(gs, ns, p);
-                    if (k > best) {
-                        best = k;
-                        best_p = p;
+            const double qv[3] = {(double)d[ns / 10], (double)d[ns / 4], (double)d[ns / 2]};
+            double cp[12];
+            size_t ck[12], nc = 0, kmax = 0;
+            for (int qi = 0; qi < 3; qi++)
+                for (int m = 1; m <= 4; m++) {
+                    double c = qv[qi] / m, best_p = 0;
+                    size_t best = 0;
+                    if (c < PERIOD_MIN_NS * 0.9 || c > PERIOD_MAX_NS * 1.1)
+                        continue;
+                    for (int j = -80; j <= 80; j++) {
+                        double p = c * (1 + j * 0.001);
+                        size_t k = in_step(gs, ns, p);
+                        if (k > best) {
+                            best = k;
+                            best_p = p;
+                        }
+                    }
+                    if (best_p < PERIOD_MIN_NS || best_p > PERIOD_MAX_NS)
+                        continue;
+                    /* Steps longer than MULT_MAX periods (the server not
+                     * throttled for a while) are not counted either way; a
+                     * short period's tolerance is a large share of it, so
+                     * its chance of steps in step is high and it must beat
+                     * that three times over. */
+                    size_t within = 0;
+                    for (size_t i = 0; i < ns; i++)
+                        within += (double)gs[i] < (MULT_MAX + 0.5) * best_p;
+                    double chance = 2 * fmax(TOL_MIN_NS, TOL_REL * best_p) / best_p;
+                    if (best >= LOCK_MIN &&
+                        (double)best >= fmax(LOCK_SHARE, 3 * chance) * (double)within) {
+                        cp[nc] = best_p;
+                        ck[nc++] = best;
+                        kmax = best > kmax ? best : kmax;
                     }
                 }
-                if (best >= LOCK_MIN && (double)best >= LOCK_SHARE * (double)ns &&
-                    best_p >= PERIOD_MIN_NS && best_p <= PERIOD_MAX_NS) {
-                    q->period_ns = (int64_t)llround(refine(gs, ns, best_p));
-                    q->in_step = best;
-                    q->stops = ne;
+            double pbest = 0;
+            size_t kbest = 0;
+            for (size_t i = 0; i < nc; i++)
+                if ((double)ck[i] >= 0.9 * (double)kmax && cp[i] > pbest) {
+                    pbest = cp[i];
+                    kbest = ck[i];
                 }
+            if (pbest > 0) {
+                q->period_ns = (int64_t)llround(refine(gs, ns, pbest));
+                q->in_step = kbest;
+                q->stops = ne;
             }
             q->steps = ns;
         }

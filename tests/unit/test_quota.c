@@ -127,6 +127,13 @@ static void test_quota_found(void **state)
     printf("quota 150/250: period %.3f ms, %zu stops, %zu of %zu steps in step\n",
            (double)q.period_ns / 1e6, q.stops, q.in_step, q.steps);
     assert_true(llabs(q.period_ns - 250 * MS) <= MS);
+    /* Offered 36% of a core against 40%: throttled only in the periods a
+     * burst of arrivals lands in. */
+    struct cpu c3 = {.kind = STOP_QUOTA, .period = 100 * MS, .quota = 40 * MS};
+    q = simulate(&c3, 4000, 5.5 * MS, 2.0 * MS, 0);
+    printf("quota 40/100 at 36%%: period %.3f ms, %zu stops, %zu of %zu steps in step\n",
+           (double)q.period_ns / 1e6, q.stops, q.in_step, q.steps);
+    assert_true(llabs(q.period_ns - 100 * MS) <= MS / 2);
 }
 
 static void test_gc_not_quota(void **state)
