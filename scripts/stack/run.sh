@@ -17,7 +17,7 @@
 # --cause      the transient bottleneck to induce (docs/stack.md): gc (default) Tomcat's
 #              stop-the-world collections; pool: the webapp's JDBC pool capped at 2
 #              connections while MariaDB idles; dbcpu: MariaDB's CPU capped by a cgroup
-#              quota at 40 ms of every 100 ms while every story query computes MD5 rounds
+#              quota at 30 ms of every 100 ms while every story query computes MD5 rounds
 # --quick      after the capture only the counts and `tbneck diagnose` (text and JSON):
 #              no reports, plots or GC events report
 set -euo pipefail
@@ -69,7 +69,7 @@ pool|dbcpu)
            STACK_ENTRIES_PER_REQUEST=${STACK_ENTRIES_PER_REQUEST:-0}
     ;;&
 pool) export STACK_JDBC_POOL=${STACK_JDBC_POOL:-2} STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64} ;;
-dbcpu) export STACK_DB_CPU=${STACK_DB_CPU:-40} STACK_DB_CPU_LOOPS=${STACK_DB_CPU_LOOPS:-1000} \
+dbcpu) export STACK_DB_CPU=${STACK_DB_CPU:-30} STACK_DB_CPU_LOOPS=${STACK_DB_CPU_LOOPS:-1000} \
               STACK_DB_DELAY_US=${STACK_DB_DELAY_US:-0} STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64} ;;
 *) echo "run.sh: unknown cause '$cause' (gc, pool or dbcpu)" >&2; exit 2 ;;
 esac
