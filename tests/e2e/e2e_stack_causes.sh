@@ -9,11 +9,13 @@
 #   pool   the webapp's JDBC pool capped at 2: verdict http-8080 <Tomcat> pool; the pool
 #          entry counts the webapp's own 2 connections, recommends more than 2, and the
 #          evidence sentence quotes the verdict's share, which is at least 50%
-#   dbcpu  MariaDB held to a CFS quota of 40 ms per 100 ms: verdict mysql <MariaDB> cpu,
+#   dbcpu  MariaDB held to a CFS quota of 30 ms per 100 ms: verdict mysql <MariaDB> cpu,
 #          its quota period within 2% of the cgroup's cpu.max period
-# About 70 s per cause. TB_STACK_CAUSES (default "gc pool dbcpu"), TB_STACK_CAUSE_SECONDS
-# (20). The stack runs on its own bridge and net (STACK_BRIDGE tbcbr0, STACK_NET
-# 10.78.0) so that it never meets e2e_stack's.
+# About 50-70 s per cause (160-200 s in all at load average ~20). TB_STACK_CAUSES
+# (default "gc pool dbcpu"), TB_STACK_CAUSE_SECONDS (20). The stack runs on its own
+# bridge and net (STACK_BRIDGE tbcbr0, STACK_NET 10.78.0) so that it never meets
+# e2e_stack's, and at the largest CPU weight (STACK_PRIORITY=1, docs/stack.md) so
+# that a busy machine starves none of its tiers into a second bottleneck.
 set -euo pipefail
 : "${TBNECK:?set by meson}" "${TB_SRCDIR:?set by meson}"
 [ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (namespaces, capture, cgroups)"; exit 77; }
