@@ -6,7 +6,7 @@ pkgs=(meson ninja-build pkg-config gcc libc6-dev libpcap-dev libuv1-dev libsqlit
       libcmocka-dev libhttp-parser-dev gnuplot-nox sqlite3 tcpdump tshark tcpreplay iproute2
       curl wrk clang libclang-rt-14-dev mariadb-server mariadb-client percona-toolkit sysbench
       nginx python3 procps psmisc chromium fonts-dejavu-core fonts-liberation graphviz
-      postgresql postgresql-contrib redis-server redis-tools memcached prometheus)
+      postgresql postgresql-contrib redis-server redis-tools memcached prometheus time)
 # The real-stack scripts (scripts/stack/) need these too; the tests run them.
 stack_pkgs=(tomcat10 libmariadb-java default-jdk-headless)
 # Protocol end-to-end tests: Apache httpd (mod_proxy_ajp) in front of Tomcat,
