@@ -49,7 +49,8 @@ struct pipe {
     size_t nrq;
     /* Every tier's requests in the range, read once when first needed (the
      * downstream calls for service times, the cross-tier correlation). */
-    struct tb_request *all;
+    const struct tb_request *all;
+    struct tb_request *own_all;  /* what `all` points to when read here, else NULL */
     size_t nall;
     bool have_all;
     int64_t w0;          /* first window start */
@@ -65,7 +66,7 @@ struct pipe {
 static void pipe_free(struct pipe *p)
 {
     free(p->rq);
-    free(p->all);
+    free(p->own_all);
     free(p->servers);
     free(p->count);
 }
@@ -74,7 +75,14 @@ static int pipe_all(struct pipe *p)
 {
     if (p->have_all)
         return 0;
-    int rc = tb_store_requests(p->st, 0, p->o->from_ns, p->o->to_ns, &p->all, &p->nall);
+    if (p->o->all) {
+        p->all = p->o->all;
+        p->nall = p->o->nall;
+        p->have_all = true;
+        return 0;
+    }
+    int rc = tb_store_requests(p->st, 0, p->o->from_ns, p->o->to_ns, &p->own_all, &p->nall);
+    p->all = p->own_all;
     if (rc) {
         seterr(p->err, p->errlen, "reading the requests of every tier: %s", tb_strerror(rc));
         return rc;
@@ -89,7 +97,21 @@ static int pipe_all(struct pipe *p)
 static int pipe_load(struct pipe *p)
 {
     const struct tb_analyze_opts *o = p->o;
-    int rc = tb_store_requests(p->st, p->tier, o->from_ns, o->to_ns, &p->rq, &p->nrq);
+    int rc = 0;
+    if (o->all) {
+        /* The tier's requests out of every tier's, in the same order as the
+         * store's query for the tier gives them (arrival, then row). */
+        size_t n = 0;
+        for (size_t i = 0; i < o->nall; i++)
+            n += o->all[i].tier == p->tier;
+        if (!(p->rq = malloc((n ? n : 1) * sizeof *p->rq)))
+            rc = TB_E_NOMEM;
+        for (size_t i = 0; !rc && i < o->nall; i++)
+            if (o->all[i].tier == p->tier)
+                p->rq[p->nrq++] = o->all[i];
+    } else {
+        rc = tb_store_requests(p->st, p->tier, o->from_ns, o->to_ns, &p->rq, &p->nrq);
+    }
     if (rc) {
         seterr(p->err, p->errlen, "reading the requests of tier '%s': %s", p->tier_name,
                tb_strerror(rc));

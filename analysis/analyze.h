@@ -19,6 +19,11 @@ struct tb_analyze_opts {
     const char *service_file;  /* --service-times FILE, or NULL */
     const char *calibrate;     /* --calibrate CAPTURE (pcap at low load), or NULL */
     bool recompute;            /* ignore stored results */
+    /* Every tier's requests in [from, to) as tb_store_requests(tier 0) gives
+     * them, when the caller holds them already (diagnose): read from here
+     * instead of the store, not copied whole, not owned. NULL: the store. */
+    const struct tb_request *all;
+    size_t nall;
 };
 
 struct tb_analysis_result {

@@ -83,6 +83,7 @@ struct tb_diag_verdict {
     uint32_t tier, server;   /* 0 / 0 with cause none */
     enum tb_cause cause;
     double share;            /* of the front tier's congested time held by this root */
+    int64_t quota_period_ns; /* cause cpu from a CFS CPU quota: its period; 0 otherwise */
     char resource[160];      /* "cpu of 10.0.4.1:3306", "http-8080 → mysql connections" */
     char evidence[512];      /* one sentence */
 };
@@ -107,6 +108,8 @@ struct tb_diagnosis {
      * and the root found then (server id, cause; 0 = none). */
     double *self, *wait;
     bool *front_congested;
+    bool front_by_slowness;           /* the front tier had no congestion point (N*): its
+                                       * congested windows are those it was slow in */
     uint32_t *root_server;
     uint8_t *root_cause;
 };

@@ -18,6 +18,7 @@
 #include "callers.h"
 #include "catalog.h"
 #include "stats.h"
+#include "store.h"
 
 #define NREQ_DEFAULT 10000000ull
 #define APPS 2
@@ -162,9 +163,57 @@ static long peak_kib(void)
     return ru.ru_maxrss;
 }
 
+/* --db PATH: the same requests into a new store (catalog, requests, one
+ * capture) for timing the whole command (bench/diagnose_rss.sh). */
+static int write_db(const char *path, struct tb_catalog *cat, uint64_t n, const uint32_t *srv)
+{
+    struct tb_store *st;
+    struct tb_writer *w;
+    char err[256];
+    int64_t cap;
+    if (tb_store_open(&st, path, TB_STORE_CREATE, err, sizeof err)) {
+        fprintf(stderr, "bench_diagnose: cannot create %s: %s\n", path, err);
+        return 1;
+    }
+    int rc = tb_store_capture_begin(st, "bench_diagnose", &cap);
+    if (!rc)
+        rc = tb_writer_start(&w, st, cap);
+    if (rc) {
+        tb_store_close(st);
+        return 1;
+    }
+    rc = tb_writer_catalog(w, cat);
+    struct gen g;
+    struct tb_request r;
+    gen_init(&g, n, srv);
+    uint64_t k = 0;
+    while (!rc && next(&g, &r)) {
+        /* 128 connections per tier, taken in turn (their overlap does not
+         * matter to the layers). */
+        r.conn = (uint64_t)r.tier * 1000 + k++ % 128;
+        r.status = 200;
+        rc = tb_writer_request(w, &r);
+    }
+    free(g.heap);
+    if (!rc)
+        rc = tb_writer_flush(w);
+    int rc2 = tb_writer_finish(w);
+    if (!rc)
+        rc = rc2;
+    if (!rc)
+        rc = tb_store_capture_end(st, cap, NULL);
+    tb_store_close(st);
+    if (rc)
+        fprintf(stderr, "bench_diagnose: writing %s: %s\n", path, tb_strerror(rc));
+    else
+        printf("bench_diagnose: %" PRIu64 " requests written to %s\n", n, path);
+    return rc ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : NREQ_DEFAULT;
+    const char *db = argc > 3 && !strcmp(argv[2], "--db") ? argv[3] : NULL;
     struct tb_catalog *cat;
     uint32_t t[4], srv[4];
     if (tb_catalog_new(&cat) || tb_catalog_tier(cat, "http", "http", &t[1]) ||
@@ -178,6 +227,11 @@ int main(int argc, char **argv)
         tb_addr_parse(addr[i], &a);
         if (tb_catalog_server(cat, tier_of[i], &a, &srv[i]) || tb_catalog_host(cat, tier_of[i], &a))
             return 1;
+    }
+    if (db) {
+        int rc = write_db(db, cat, n, srv);
+        tb_catalog_free(cat);
+        return rc;
     }
     struct tb_callers *cl;
     if (tb_callers_new(&cl, cat))

@@ -8,7 +8,7 @@ pkgs=(meson ninja-build pkg-config gcc libc6-dev libpcap-dev libuv1-dev libsqlit
       nginx python3 procps psmisc chromium fonts-dejavu-core fonts-liberation graphviz
       postgresql postgresql-contrib redis-server redis-tools memcached prometheus
       faketime bash-completion man-db groff-base systemd
-      clickhouse-server clickhouse-client)
+      clickhouse-server clickhouse-client time)
 # The real-stack scripts (scripts/stack/) need these too; the tests run them.
 stack_pkgs=(tomcat10 libmariadb-java default-jdk-headless)
 # Protocol end-to-end tests: Apache httpd (mod_proxy_ajp) in front of Tomcat,

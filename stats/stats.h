@@ -266,4 +266,21 @@ int tb_class_profile(const struct tb_request *rq, size_t n, uint32_t server, int
                      int64_t to_ns, struct tb_class_profile **out, size_t *nout,
                      int64_t *total_ns);
 
+/* ---- a CPU quota's period (quota.c) -------------------------------------- */
+
+/* A process held to a CFS CPU quota stops once it has used the quota of a
+ * period and resumes when the next period begins: the long gaps between its
+ * completions while requests are in flight end a whole number of periods
+ * apart. */
+struct tb_quota {
+    int64_t period_ns; /* 0: the stops are not in step with any period */
+    size_t stops;      /* long gaps with requests in flight */
+    size_t steps;      /* intervals between consecutive stops' ends considered */
+    size_t in_step;    /* of them, a whole number of periods to the jitter */
+};
+/* arr: the server's arrivals, ascending; dep: its departures, any order
+ * (copied). TB_E_NOMEM only. */
+int tb_quota_period(const int64_t *arr, size_t na, const int64_t *dep, size_t nd,
+                    struct tb_quota *q);
+
 #endif

@@ -8,7 +8,7 @@
 #
 #   bash scripts/stack/run.sh [--out DIR] [--duration 30] [--connections 16] [--think 45]
 #                             [--layout auto|netns|loopback] [--discover] [--pcap]
-#                             [--cause gc|pool|dbcpu] [--tbneck PATH] [--no-deps]
+#                             [--cause gc|pool|dbcpu] [--tbneck PATH] [--no-deps] [--quick]
 #
 # --discover   let tbneck discover the tiers (names http, http-8080, mysql) instead of
 #              using the tiers file written for the stack (names web, tomcat, mysql)
@@ -17,7 +17,9 @@
 # --cause      the transient bottleneck to induce (docs/stack.md): gc (default) Tomcat's
 #              stop-the-world collections; pool: the webapp's JDBC pool capped at 2
 #              connections while MariaDB idles; dbcpu: MariaDB's CPU capped by a cgroup
-#              at 20% of a core while every story query computes MD5 rounds
+#              quota at 30 ms of every 100 ms while every story query computes MD5 rounds
+# --quick      after the capture only the counts and `tbneck diagnose` (text and JSON):
+#              no reports, plots or GC events report
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -31,10 +33,11 @@ layout=auto
 discover=0
 pcap=0
 deps=1
+quick=0
 cause=gc
 tbneck=${TBNECK:-}
 
-usage() { sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
     --out) out=$2; shift ;;
@@ -47,6 +50,7 @@ while [ $# -gt 0 ]; do
     --cause) cause=$2; shift ;;
     --tbneck) tbneck=$2; shift ;;
     --no-deps) deps=0 ;;
+    --quick) quick=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
     esac
@@ -65,7 +69,7 @@ pool|dbcpu)
            STACK_ENTRIES_PER_REQUEST=${STACK_ENTRIES_PER_REQUEST:-0}
     ;;&
 pool) export STACK_JDBC_POOL=${STACK_JDBC_POOL:-2} STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64} ;;
-dbcpu) export STACK_DB_CPU=${STACK_DB_CPU:-20} STACK_DB_CPU_LOOPS=${STACK_DB_CPU_LOOPS:-2000} \
+dbcpu) export STACK_DB_CPU=${STACK_DB_CPU:-30} STACK_DB_CPU_LOOPS=${STACK_DB_CPU_LOOPS:-1000} \
               STACK_DB_DELAY_US=${STACK_DB_DELAY_US:-0} STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64} ;;
 *) echo "run.sh: unknown cause '$cause' (gc, pool or dbcpu)" >&2; exit 2 ;;
 esac
@@ -137,7 +141,7 @@ if [ "$pcap" = 1 ]; then
     tcpdump -i "$CAP_IFACE" -s 0 -B 65536 -U -w "$work/stack.pcap" "$CAP_FILTER" 2>"$out/capture.log" &
 else
     say "capturing live on $CAP_IFACE: tbneck capture -i $CAP_IFACE"
-    "$tbneck" capture -i "$CAP_IFACE" "${capargs[@]}" -f "$CAP_FILTER" \
+    "${PRIO_PREFIX[@]}" "$tbneck" capture -i "$CAP_IFACE" "${capargs[@]}" -f "$CAP_FILTER" \
         --duration "$((duration + 60))s" >"$out/capture.log" 2>&1 &
 fi
 cap_pid=$!
@@ -221,6 +225,13 @@ echo "web $web_tier" >"$out/tier-names.txt"
 echo "app $app_tier" >>"$out/tier-names.txt"
 echo "db $db_tier" >>"$out/tier-names.txt"
 
+if [ "$quick" = 1 ]; then
+    "$tbneck" diagnose --window 50ms --db "$out/stack.db" | tee "$out/diagnose.txt" >&2
+    "$tbneck" diagnose --window 50ms --db "$out/stack.db" --format json >"$out/diagnose.json"
+    say "done: $out (counts.txt, tier-counts.txt, diagnose.txt/json)"
+    cat "$out/counts.txt" "$out/tier-counts.txt" >&2
+    exit 0
+fi
 say "GC pauses of Tomcat → tier '$app_tier'"
 "$tbneck" events import --gc "$out/gc.log" --tier "$app_tier" --db "$out/stack.db" >&2
 for t in "$web_tier" "$app_tier" "$db_tier"; do

@@ -141,7 +141,7 @@ stack_db_up() {
     mariadb-install-db --no-defaults --datadir="$d/data" --user=mysql --skip-test-db \
         >"$d/install.log" 2>&1 || { tail -20 "$d/install.log" >&2; stack_die "mariadb-install-db failed"; return 1; }
     tier_prefix db
-    "${TIER_PREFIX[@]}" mariadbd --no-defaults --datadir="$d/data" --user=mysql \
+    "${PRIO_PREFIX[@]}" "${TIER_PREFIX[@]}" mariadbd --no-defaults --datadir="$d/data" --user=mysql \
         --bind-address="$DB_ADDR" --port=3306 --socket="$d/mysqld.sock" --pid-file="$d/mysqld.pid" \
         --skip-name-resolve --skip-log-bin --innodb-buffer-pool-size=64M \
         --max-connections=200 --log-error="$d/error.log" </dev/null >/dev/null 2>&1 &
@@ -170,14 +170,15 @@ stack_fill() {
 }
 
 # stack_cpu_cap PID PERCENT — confines PID (all its threads, and those it starts
-# later) to PERCENT of one core with a CFS bandwidth quota. The quota is the
-# kernel's smallest, 1 ms, and the period is stretched to give the share: the
-# process is throttled in slices of a few milliseconds, which a 50 ms window
-# sees as a slower CPU rather than as a pause (a 100 ms period would stop it
-# for most of two windows at a time).
+# later) to PERCENT of one core with a CFS bandwidth quota over the kernel's
+# default period of 100 ms (what systemd's CPUQuota=, docker --cpus and a
+# Kubernetes CPU limit set): once the process has used PERCENT ms of CPU in a
+# period it is stopped until the next one begins (STACK_DB_CPU_PERIOD_US).
+# The group also gets the largest CPU weight, so that on a machine busy with
+# other work the quota, not the neighbours, is what holds the database back.
 stack_cpu_cap() {
-    local pid=$1 pct=$2 quota=1000 period cg
-    period=$(( quota * 100 / pct ))
+    local pid=$1 pct=$2 period=${STACK_DB_CPU_PERIOD_US:-100000} quota cg
+    quota=$(( period * pct / 100 ))
     if grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
         cg=/sys/fs/cgroup/tbstack-db$$
         grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control \
@@ -186,12 +187,14 @@ stack_cpu_cap() {
         mkdir "$cg" || { stack_die "cannot create $cg"; return 1; }
         STACK_CGROUPS+=("$cg")
         echo "$quota $period" >"$cg/cpu.max"
+        echo 10000 >"$cg/cpu.weight"
     elif [ -w /sys/fs/cgroup/cpu/cgroup.procs ] || [ -d /sys/fs/cgroup/cpu ]; then
         cg=/sys/fs/cgroup/cpu/tbstack-db$$
         mkdir "$cg" || { stack_die "cannot create $cg"; return 1; }
         STACK_CGROUPS+=("$cg")
         echo "$period" >"$cg/cpu.cfs_period_us"
         echo "$quota" >"$cg/cpu.cfs_quota_us"
+        echo 262144 >"$cg/cpu.shares"
     else
         stack_die "no cgroup cpu controller (v2 cpu.max or v1 cpu) to cap the database's CPU"
         return 1
@@ -245,7 +248,7 @@ stack_app_up() {
           org.apache.catalina.startup.Bootstrap start)
     # ip netns exec and setpriv exec, so the recorded pid is the JVM's own.
     tier_prefix app
-    "${TIER_PREFIX[@]}" setpriv --reuid=tomcat --regid=tomcat --init-groups \
+    "${PRIO_PREFIX[@]}" "${TIER_PREFIX[@]}" setpriv --reuid=tomcat --regid=tomcat --init-groups \
         java "${jvm[@]}" </dev/null >"$b/logs/stdout.log" 2>&1 &
     STACK_PIDS+=($!)
     stack_wait 90 "Tomcat" in_tier app curl -sf "http://127.0.0.1:$STACK_ADMIN_PORT/app/stats" \
@@ -264,18 +267,53 @@ stack_web_up() {
     chown -R www-data "$n/tmp"
     STACK_ACCESS_LOG=$n/access.log
     tier_prefix web
-    "${TIER_PREFIX[@]}" nginx -e "$n/error.log" -p "$n" -c "$n/nginx.conf" </dev/null >/dev/null 2>&1 &
+    "${PRIO_PREFIX[@]}" "${TIER_PREFIX[@]}" nginx -e "$n/error.log" -p "$n" -c "$n/nginx.conf" </dev/null >/dev/null 2>&1 &
     STACK_PIDS+=($!)
     stack_wait 30 "nginx" bash -c "exec 3<>/dev/tcp/$WEB_ADDR/80" || { cat "$n/error.log" >&2; return 1; }
     stack_log "nginx up at $WEB_ADDR:80"
 }
 
 # stack_up DIR — everything, in dependency order. DIR receives logs and data.
+# STACK_PRIORITY=1: every process of the stack (and what run.sh starts through
+# PRIO_PREFIX: the load and the capture) runs in a cgroup of the largest CPU
+# weight, so that on a machine busy with other work the cause under test, not
+# the neighbours, holds the stack back. PRIO_PREFIX is the command words that
+# start a command inside it (empty without STACK_PRIORITY).
+PRIO_PREFIX=()
+stack_prio_up() {
+    [ "${STACK_PRIORITY:-0}" = 1 ] || return 0
+    local cg
+    if grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+        cg=/sys/fs/cgroup/tbstack-prio$$
+        grep -qw cpu /sys/fs/cgroup/cgroup.subtree_control \
+            || echo +cpu >/sys/fs/cgroup/cgroup.subtree_control \
+            || { stack_die "cannot enable the cpu controller in /sys/fs/cgroup"; return 1; }
+        mkdir "$cg" || { stack_die "cannot create $cg"; return 1; }
+        STACK_CGROUPS+=("$cg")
+        echo 10000 >"$cg/cpu.weight"
+    elif [ -d /sys/fs/cgroup/cpu ]; then
+        cg=/sys/fs/cgroup/cpu/tbstack-prio$$
+        mkdir "$cg" || { stack_die "cannot create $cg"; return 1; }
+        STACK_CGROUPS+=("$cg")
+        echo 262144 >"$cg/cpu.shares"
+    else
+        stack_log "no cgroup cpu controller: STACK_PRIORITY ignored"
+        return 0
+    fi
+    # bash moves itself into the group, then becomes the command (exec), so
+    # that $! stays the command's pid. It goes before `ip netns exec`, which
+    # mounts the namespace's own /sys, without the cgroup hierarchy.
+    # shellcheck disable=SC2016
+    PRIO_PREFIX=(bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg")
+    stack_log "stack processes at the largest CPU weight ($cg)"
+}
+
 stack_up() {
     STACK_DIR=$1
     mkdir -p "$STACK_DIR"
     # mysqld and Tomcat run as their own users and must reach their directories.
     chmod 755 "$STACK_DIR"
+    stack_prio_up
     stack_net_up
     stack_db_up
     stack_app_up
@@ -301,7 +339,7 @@ stack_db_questions() {
 stack_load() {
     local url=$1 secs=$2 conns=$3 think=$4
     local stop_at=$(( $(date +%s) + secs ))
-    STOP_AT=$stop_at THINK_MS=$think timeout $((secs + 30)) \
+    STOP_AT=$stop_at THINK_MS=$think "${PRIO_PREFIX[@]}" timeout $((secs + 30)) \
         wrk -t 2 -c "$conns" -d "$((secs + 4))s" --timeout 10s -s "$STACK_HERE/load.lua" "$url" &
     STACK_PIDS+=($!)
     wait $!

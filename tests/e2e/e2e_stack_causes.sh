@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# e2e_stack_causes.sh — `tbneck diagnose` on the real nginx → Tomcat → MariaDB stack
+# (scripts/stack/run.sh, tiers discovered) with each induced cause in turn, asserting
+# the verdict's tier, server and cause against what was done to the stack, and each
+# against a witness that does not come from tbneck:
+#   gc     Tomcat's stop-the-world pauses: verdict http-8080 <Tomcat> freeze; the GC log
+#          shows pauses of 50 ms or more
+#   pool   the webapp's JDBC pool capped at 2: verdict http-8080 <Tomcat> pool; the pool
+#          entry counts the webapp's own 2 connections, recommends more than 2, and the
+#          evidence sentence quotes the verdict's share, which is at least 50%
+#   dbcpu  MariaDB held to a CFS quota of 30 ms per 100 ms: verdict mysql <MariaDB> cpu,
+#          its quota period within 2% of the cgroup's cpu.max period
+# About 50-70 s per cause (160-200 s in all at load average ~20). TB_STACK_CAUSES
+# (default "gc pool dbcpu"), TB_STACK_CAUSE_SECONDS (20). The stack runs on its own
+# bridge and net (STACK_BRIDGE tbcbr0, STACK_NET 10.78.0) so that it never meets
+# e2e_stack's, and at the largest CPU weight (STACK_PRIORITY=1, docs/stack.md) so
+# that a busy machine starves none of its tiers into a second bottleneck.
+set -euo pipefail
+: "${TBNECK:?set by meson}" "${TB_SRCDIR:?set by meson}"
+[ "$(id -u)" -eq 0 ] || { echo "SKIP: needs root (namespaces, capture, cgroups)"; exit 77; }
+export STACK_BRIDGE=${STACK_BRIDGE:-tbcbr0} STACK_NET=${STACK_NET:-10.78.0} STACK_PRIORITY=${STACK_PRIORITY:-1}
+
+out=$(mktemp -d /tmp/e2e-stack-causes.XXXXXX)
+ok=0
+finish() { if [ "$ok" = 1 ]; then rm -rf "$out"; else echo "e2e_stack_causes: outputs kept in $out" >&2; fi; }
+trap finish EXIT
+
+bash "$TB_SRCDIR/scripts/deps.sh" --stack >"$out/deps.log" 2>&1 \
+    || { tail -20 "$out/deps.log" >&2; echo "e2e_stack_causes: scripts/deps.sh --stack failed" >&2; exit 1; }
+failed=0
+for cause in ${TB_STACK_CAUSES:-gc pool dbcpu}; do
+    start=$SECONDS
+    bash "$TB_SRCDIR/scripts/stack/run.sh" --out "$out/$cause" --discover --cause "$cause" \
+        --duration "${TB_STACK_CAUSE_SECONDS:-20}" --tbneck "$TBNECK" --no-deps --quick \
+        >"$out/$cause.log" 2>&1 || { tail -30 "$out/$cause.log" >&2; echo "FAIL run.sh --cause $cause" >&2; failed=1; continue; }
+    echo "== $cause: run.sh took $((SECONDS - start)) s"
+    python3 - "$out" "$cause" <<'PY' || failed=1
+import json, os, re, sys
+out, cause = sys.argv[1], sys.argv[2]
+d = os.path.join(out, cause)
+failed = []
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + f"{cause}: {what}")
+    if not cond:
+        failed.append(what)
+
+diag = json.load(open(os.path.join(d, "diagnose.json")))
+v = diag["verdict"]
+names = dict(l.split() for l in open(os.path.join(d, "tier-names.txt")))
+servers = {}
+for tier, server, n in (l.split() for l in open(os.path.join(d, "tier-counts.txt"))):
+    servers[tier] = server
+counts = dict((k, int(x)) for k, x in (l.split() for l in open(os.path.join(d, "counts.txt"))))
+app, db = names["app"], names["db"]
+print(f"   verdict: {v['tier']} {v['server']} {v['cause']} share {v['share']}: {v['evidence']}")
+check(diag["front_tier"] == names["web"], f"front tier {diag['front_tier']} is nginx's {names['web']}")
+
+if cause == "gc":
+    check((v["tier"], v["server"], v["cause"]) == (app, servers[app], "freeze"),
+          f"verdict {v['tier']} {v['server']} {v['cause']} == {app} {servers[app]} freeze")
+    # The witness: Tomcat's own GC log ([gc] lines end with the pause in ms).
+    pauses = [float(m.group(1)) for m in
+              re.finditer(r"\[gc\s*\].*?(\d+\.\d+)ms\s*$", open(os.path.join(d, "gc.log")).read(), re.M)]
+    long_ = [p for p in pauses if p >= 50]
+    check(len(long_) >= 3, f"the GC log has {len(long_)} pauses of 50 ms or more (>= 3)")
+elif cause == "pool":
+    check((v["tier"], v["server"], v["cause"]) == (app, servers[app], "pool"),
+          f"verdict {v['tier']} {v['server']} {v['cause']} == {app} {servers[app]} pool")
+    pools = [p for p in diag["pools"] if p["from_tier"] == app and p["to_tier"] == db]
+    check(len(pools) == 1, f"one pool entry {app} -> {db}: {len(pools)}")
+    if pools:
+        p = pools[0]
+        check(p["connections_seen"] == counts["jdbc_connections"] == 2,
+              f"connections {p['connections_seen']} == the webapp's {counts['jdbc_connections']} == 2")
+        check(p["recommended"] > 2, f"recommended {p['recommended']} > 2")
+    pct = round(v["share"] * 100)
+    check(v["share"] >= 0.5, f"share of the front tier's congested time {v['share']:.2f} >= 0.5")
+    check(f"busy in {pct}% of" in v["evidence"], f"the evidence quotes the share ({pct}%)")
+elif cause == "dbcpu":
+    check((v["tier"], v["server"], v["cause"]) == (db, servers[db], "cpu"),
+          f"verdict {v['tier']} {v['server']} {v['cause']} == {db} {servers[db]} cpu")
+    # The witness: the cgroup's cpu.max as stack.sh wrote it.
+    m = re.search(r"database CPU capped .*?: (\d+) us every (\d+) us", open(os.path.join(out, "dbcpu.log")).read())
+    check(m is not None, "the run's log names the cgroup's quota and period")
+    if m:
+        period_ns = int(m.group(2)) * 1000
+        got = v.get("cpu_quota_period_ns") or 0
+        check(abs(got - period_ns) <= 0.02 * period_ns,
+              f"quota period {got / 1e6:.2f} ms within 2% of cpu.max's {period_ns / 1e6:.0f} ms")
+sys.exit(1 if failed else 0)
+PY
+done
+[ "$failed" = 0 ] || exit 1
+ok=1
+echo "e2e_stack_causes: ok"
