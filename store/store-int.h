@@ -106,7 +106,8 @@ int tb__put_health(struct tb__db *d, int64_t capture_id, const struct tb_health_
                    size_t n);
 
 /* The CSV export of tb_store_export_requests (export.c). */
-int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out);
+int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out,
+                     const struct tb_export_tail *tail);
 
 /* Formats an endpoint's address without its port, as stored in
  * endpoints.addr and hosts.addr ("10.0.0.1", "2001:db8::1"). */
