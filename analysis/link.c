@@ -135,37 +135,48 @@ static size_t nearest_idx(const double *s, size_t n, double x)
  * the best walk, plus BREAK for a walk that finds neither a call nor the end
  * where one is due; *steps the calls the walk went through. */
 #define BREAK (5 * TOL_NS)
-static double chain_walk(const struct group *g, double cur, double piece, double end, int depth,
-                         int *budget)
+static double chain_walk(const struct group *g, double cur, double piece, double end, double tol,
+                         int depth, int *budget)
 {
     double next = cur + piece;
     double e = fabs(end - next);
-    if (e <= TOL_NS)
+    if (e <= TOL_NS) /* the end is estimated (response transmission): full tolerance */
         return e;
     if (next > end + TOL_NS || depth >= 64 || --*budget <= 0)
         return BREAK;
     size_t j = nearest_idx(g->kva_sorted, g->nk, next);
     if (j >= g->nk)
         return BREAK;
-    while (j > 0 && g->kva[j - 1] >= next - TOL_NS)
-        j--;
+    /* The nearest arrival first: the true next call is usually it. */
+    size_t lo = j, hi = j + 1;
     double best = BREAK;
-    for (; j < g->nk && g->kva[j] <= next + TOL_NS; j++) {
-        if (g->kvd[j] > end + TOL_NS) /* end is estimated: its tolerance too */
+    while (best > tol) {
+        size_t k;
+        if (lo < g->nk && (hi >= g->nk || next - g->kva[lo] <= g->kva[hi] - next))
+            k = lo, lo = lo > 0 ? lo - 1 : g->nk;
+        else if (hi < g->nk)
+            k = hi++;
+        else
+            break;
+        if (fabs(g->kva[k] - next) > tol)
+            break; /* the nearest left is out of reach: so is every other */
+        if (g->kvd[k] > end + TOL_NS)
             continue;
-        double r = fabs(g->kva[j] - next) + chain_walk(g, g->kvd[j], piece, end, depth + 1, budget);
+        double r = fabs(g->kva[k] - next) + chain_walk(g, g->kvd[k], piece, end, tol, depth + 1,
+                                                        budget);
         if (r < best)
             best = r;
-        if (best <= TOL_NS)
-            break;
     }
     return best;
 }
 
 static double chain_err(const struct group *g, size_t c, double piece, double end)
 {
-    int budget = 48;
-    return chain_walk(g, g->kvd[c], piece, end, 0, &budget);
+    /* The clock's error grows with the piece: a tolerance to match, so that
+     * short pieces do not open a window wide enough for many calls. */
+    double tol = fmin(TOL_NS, 2000.0 + 0.05 * piece);
+    int budget = 256;
+    return chain_walk(g, g->kvd[c], piece, end, tol, 0, &budget);
 }
 
 /* What it costs to make parent p the issuer of child c (lower is likelier). */
