@@ -24,31 +24,10 @@
 /* Caller core counts tried for the processor-sharing clock (0 = no sharing:
  * wall time). The one that puts most calls on time wins. */
 static const double cores_try[] = {0, 1, 2, 4, 8, 16, 32, 64, 128};
-/* Children per group on which the core count is chosen. */
-#define CHOOSE_PREFIX 4000
-
-struct ent {
-    uint8_t ip[16];
-    uint32_t tier; /* the caller tier */
-    uint32_t role; /* 0 parent, 1 child */
-    int64_t t;     /* arrival */
-    uint32_t idx;  /* index into rq */
-};
-
-static int ent_cmp(const void *a, const void *b)
-{
-    const struct ent *x = a, *y = b;
-    if (x->tier != y->tier)
-        return x->tier < y->tier ? -1 : 1;
-    int c = memcmp(x->ip, y->ip, 16);
-    if (c)
-        return c;
-    if (x->role != y->role)
-        return x->role < y->role ? -1 : 1;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
+/* Children per group on which the core count is chosen, and on which the
+ * response transmission times are learned. */
+#define CHOOSE_PREFIX 1000
+#define OFFSET_PREFIX 8000
 
 struct ev {
     int64_t t;
@@ -78,6 +57,7 @@ struct group {
     double *g, *last_v;
     double *poff; /* per parent: its response's transmission time (its class's median) */
     int64_t *busy_until;
+    int64_t *pdep;             /* per parent: departure (wall), kept close for the scans */
     uint32_t *ncalls;
     uint32_t *active;
     /* per child: the pass's choice */
@@ -226,18 +206,23 @@ static size_t link_pass(struct group *g, size_t limit)
     size_t nact = 0, pi = 0, ontime = 0;
     for (size_t c = 0; c < limit; c++) {
         const struct tb_request *C = &g->rq[g->kid[c]];
-        while (pi < g->np && g->rq[g->par[pi]].arrival_ns <= C->arrival_ns)
+        int64_t ca = C->arrival_ns, cd = C->departure_ns;
+        while (pi < g->np && g->rq[g->par[pi]].arrival_ns <= ca)
             g->active[nact++] = (uint32_t)pi++;
         double best = INFINITY, second = INFINITY, bwait = 0;
         size_t bp = SIZE_MAX, feasible = 0;
         for (size_t k = 0; k < nact;) {
             size_t p = g->active[k];
-            if (g->rq[g->par[p]].departure_ns < C->arrival_ns) {
+            if (g->pdep[p] < ca) {
                 g->active[k] = g->active[--nact];
                 continue;
             }
             k++;
-            double w, cst = cost_of(g, p, c, &w);
+            double w, cst = IMPOSSIBLE;
+            if (g->pdep[p] >= cd && g->busy_until[p] <= ca)
+                cst = cost_of(g, p, c, &w);
+            else
+                w = 0;
             if (cst < IMPOSSIBLE)
                 feasible++;
             if (cst < best || (cst == best && bp != SIZE_MAX && p < bp)) {
@@ -336,6 +321,7 @@ static void group_free(struct group *g)
     free(g->g);
     free(g->poff);
     free(g->busy_until);
+    free(g->pdep);
     free(g->ncalls);
     free(g->active);
     free(g->choice);
@@ -353,13 +339,14 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
     g->g = malloc((2 * np + 1) * sizeof(double));
     g->poff = calloc(np + 1, sizeof(double));
     g->busy_until = malloc((np + 1) * sizeof *g->busy_until);
+    g->pdep = malloc((np + 1) * sizeof *g->pdep);
     g->ncalls = malloc((np + 1) * sizeof *g->ncalls);
     g->active = malloc((np + 1) * sizeof *g->active);
     g->choice = malloc((nk + 1) * sizeof *g->choice);
     g->score = malloc((nk + 1) * sizeof *g->score);
     g->wait_v = malloc((nk + 1) * sizeof *g->wait_v);
     g->kind = malloc(nk + 1);
-    if (!g->ev || !g->pva || !g->handoff || !g->g || !g->poff || !g->busy_until ||
+    if (!g->ev || !g->pva || !g->handoff || !g->g || !g->poff || !g->busy_until || !g->pdep ||
         !g->ncalls || !g->active || !g->choice || !g->score || !g->wait_v || !g->kind) {
         group_free(g);
         return TB_E_NOMEM;
@@ -372,6 +359,7 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
     size_t e = 0;
     for (size_t i = 0; i < np; i++) {
         const struct tb_request *r = &g->rq[g->par[i]];
+        g->pdep[i] = r->departure_ns;
         g->ev[e++] = (struct ev){r->arrival_ns, +1, (uint32_t)(i << 2)};
         g->ev[e++] = (struct ev){r->departure_ns, -1, (uint32_t)(i << 2 | 1)};
     }
@@ -396,10 +384,11 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
         }
     }
     clock_assign(g, cores);
-    link_pass(g, nk);
     /* A parent departs when the last packet of its response passes the tap,
-     * a transmission time after its last piece of work ended: learn it per
-     * class from the links just made (their median), then link again. */
+     * a transmission time after its last piece of work ended: learned per
+     * class (the median) from the links of a longer prefix, then the whole
+     * host is linked. */
+    link_pass(g, nk < OFFSET_PREFIX ? nk : OFFSET_PREFIX);
     if (end_offsets(g) != 0) {
         group_free(g);
         return TB_E_NOMEM;
@@ -420,17 +409,51 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
     return 0;
 }
 
-struct conn_ent {
-    uint64_t conn;
+/* Open-addressing map from a 64-bit key (and, for groups, a 16-byte address)
+ * to a slot; sized once for at most `cap` keys. */
+struct gkey {
+    uint8_t ip[16];
+    uint32_t tier;
+    uint32_t used;
+};
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static size_t gslot(struct gkey *tab, size_t mask, const uint8_t ip[16], uint32_t tier, bool *fresh)
+{
+    uint64_t h, lo;
+    memcpy(&h, ip, 8);
+    memcpy(&lo, ip + 8, 8);
+    size_t i = (size_t)mix64(h ^ mix64(lo ^ tier)) & mask;
+    while (tab[i].used) {
+        if (tab[i].tier == tier && !memcmp(tab[i].ip, ip, 16)) {
+            *fresh = false;
+            return i;
+        }
+        i = (i + 1) & mask;
+    }
+    memcpy(tab[i].ip, ip, 16);
+    tab[i].tier = tier;
+    tab[i].used = 1;
+    *fresh = true;
+    return i;
+}
+
+struct by_time {
     int64_t t;
     uint32_t idx;
 };
 
-static int conn_cmp(const void *a, const void *b)
+static int by_time_cmp(const void *a, const void *b)
 {
-    const struct conn_ent *x = a, *y = b;
-    if (x->conn != y->conn)
-        return x->conn < y->conn ? -1 : 1;
+    const struct by_time *x = a, *y = b;
     if (x->t != y->t)
         return x->t < y->t ? -1 : 1;
     return x->idx < y->idx ? -1 : x->idx > y->idx;
@@ -444,69 +467,132 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     out->parent = calloc(n + 1, sizeof *out->parent);
     out->score = calloc(n + 1, sizeof *out->score);
     out->pool_wait_ns = calloc(n + 1, sizeof *out->pool_wait_ns);
-    struct ent *en = malloc((2 * n + 1) * sizeof *en);
-    struct conn_ent *ce = malloc((n + 1) * sizeof *ce);
+    size_t mask = 1023;
+    while (mask < 2 * n + 1)
+        mask = mask * 2 + 1;
+    uint32_t *order = malloc((n + 1) * sizeof *order);
     int64_t *prev_dep = malloc((n + 1) * sizeof *prev_dep);
+    uint32_t *pg = malloc((n + 1) * sizeof *pg), *cg = malloc((n + 1) * sizeof *cg);
     uint32_t *idx = malloc((2 * n + 1) * sizeof *idx);
+    /* Connection map: conn id -> last departure seen (arrival order). */
+    struct cslot {
+        uint64_t conn;
+        int64_t dep;
+        bool used;
+    } *ctab = calloc(mask + 1, sizeof *ctab);
+    struct gkey *gtab = calloc(mask + 1, sizeof *gtab);
+    size_t *gnum = malloc((mask + 1) * sizeof *gnum);
+    size_t *np = NULL, *nk = NULL, *pos = NULL;
+    struct by_time *bt = NULL;
     int rc = 0;
-    if (!out->parent || !out->score || !out->pool_wait_ns || !en || !ce || !prev_dep || !idx ||
-        n > UINT32_MAX / 4) {
+    if (!out->parent || !out->score || !out->pool_wait_ns || !order || !prev_dep || !pg || !cg ||
+        !idx || !ctab || !gtab || !gnum || n > UINT32_MAX / 4) {
         rc = TB_E_NOMEM;
         goto out;
     }
-    /* The previous call's departure on each connection (pool hand-offs). */
-    for (size_t i = 0; i < n; i++)
-        ce[i] = (struct conn_ent){rq[i].conn, rq[i].arrival_ns, (uint32_t)i};
-    qsort(ce, n, sizeof *ce, conn_cmp);
-    for (size_t i = 0; i < n; i++)
-        prev_dep[ce[i].idx] = i > 0 && ce[i - 1].conn == ce[i].conn
-                                  ? rq[ce[i - 1].idx].departure_ns
-                                  : INT64_MIN;
-    size_t ne = 0;
-    for (size_t i = 0; i < n; i++) {
+    /* Arrival order: the store's order already; sorted here otherwise. */
+    bool sorted = true;
+    for (size_t i = 1; i < n && sorted; i++)
+        sorted = rq[i - 1].arrival_ns <= rq[i].arrival_ns;
+    if (sorted) {
+        for (size_t i = 0; i < n; i++)
+            order[i] = (uint32_t)i;
+    } else {
+        if (!(bt = malloc((n + 1) * sizeof *bt))) {
+            rc = TB_E_NOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < n; i++)
+            bt[i] = (struct by_time){rq[i].arrival_ns, (uint32_t)i};
+        qsort(bt, n, sizeof *bt, by_time_cmp);
+        for (size_t i = 0; i < n; i++)
+            order[i] = bt[i].idx;
+    }
+    /* The previous call's departure on each connection (pool hand-offs), and
+     * each request's group as a parent (its server's host) and as a child
+     * (its client's host, when that is a machine of a caller tier). */
+    size_t ngroups = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint32_t i = order[k];
+        size_t h = (size_t)mix64(rq[i].conn) & mask;
+        while (ctab[h].used && ctab[h].conn != rq[i].conn)
+            h = (h + 1) & mask;
+        prev_dep[i] = ctab[h].used ? ctab[h].dep : INT64_MIN;
+        ctab[h] = (struct cslot){rq[i].conn, rq[i].departure_ns, true};
+        bool fresh;
+        pg[i] = cg[i] = UINT32_MAX;
         const struct tb_server_info *sv = tb_catalog_server_get(cat, rq[i].server);
         if (sv) {
-            struct ent *x = &en[ne++];
-            memcpy(x->ip, sv->addr.ip, 16);
-            x->tier = rq[i].tier;
-            x->role = 0;
-            x->t = rq[i].arrival_ns;
-            x->idx = (uint32_t)i;
+            size_t sl = gslot(gtab, mask, sv->addr.ip, rq[i].tier, &fresh);
+            if (fresh)
+                gnum[sl] = ngroups++;
+            pg[i] = (uint32_t)gnum[sl];
         }
         uint32_t ct, cs;
         tb_callers_of(cl, &rq[i].client, rq[i].tier, &ct, &cs);
         if (!ct)
             continue;
         out->children++;
-        struct ent *x = &en[ne++];
-        memcpy(x->ip, rq[i].client.ip, 16);
-        x->tier = ct;
-        x->role = 1;
-        x->t = rq[i].arrival_ns;
-        x->idx = (uint32_t)i;
+        size_t sl = gslot(gtab, mask, rq[i].client.ip, ct, &fresh);
+        if (fresh)
+            gnum[sl] = ngroups++;
+        cg[i] = (uint32_t)gnum[sl];
     }
-    qsort(en, ne, sizeof *en, ent_cmp);
-    for (size_t i = 0; i < ne && rc == 0;) {
-        size_t j = i;
-        while (j < ne && en[j].tier == en[i].tier && !memcmp(en[j].ip, en[i].ip, 16))
-            j++;
-        size_t np = 0;
-        for (size_t k = i; k < j; k++) {
-            idx[k] = en[k].idx;
-            np += en[k].role == 0;
-        }
-        if (np > 0 && np < j - i) {
-            struct group g = {.rq = rq, .par = &idx[i], .kid = &idx[i + np], .np = np,
-                              .nk = j - i - np};
-            rc = link_group(&g, prev_dep, out);
-        }
-        i = j;
+    np = calloc(ngroups + 1, sizeof *np);
+    nk = calloc(ngroups + 1, sizeof *nk);
+    pos = calloc(2 * ngroups + 2, sizeof *pos);
+    if (!np || !nk || !pos) {
+        rc = TB_E_NOMEM;
+        goto out;
     }
+    for (size_t i = 0; i < n; i++) {
+        if (pg[i] != UINT32_MAX)
+            np[pg[i]]++;
+        if (cg[i] != UINT32_MAX)
+            nk[cg[i]]++;
+    }
+    /* Each group's parents then its children, both in arrival order. */
+    size_t at = 0;
+    for (size_t gi = 0; gi < ngroups; gi++) {
+        pos[2 * gi] = at;
+        pos[2 * gi + 1] = at + np[gi];
+        at += np[gi] + nk[gi];
+    }
+    size_t *fill = pos + 0; /* advanced while filling, reset below */
+    size_t *start = malloc((2 * ngroups + 2) * sizeof *start);
+    if (!start) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    memcpy(start, pos, (2 * ngroups + 2) * sizeof *start);
+    for (size_t k = 0; k < n; k++) {
+        uint32_t i = order[k];
+        if (pg[i] != UINT32_MAX)
+            idx[fill[2 * pg[i]]++] = i;
+        if (cg[i] != UINT32_MAX)
+            idx[fill[2 * cg[i] + 1]++] = i;
+    }
+    for (size_t gi = 0; gi < ngroups && rc == 0; gi++) {
+        if (np[gi] == 0 || nk[gi] == 0)
+            continue;
+        struct group g = {.rq = rq, .par = &idx[start[2 * gi]], .kid = &idx[start[2 * gi + 1]],
+                          .np = np[gi], .nk = nk[gi]};
+        rc = link_group(&g, prev_dep, out);
+    }
+    free(start);
 out:
-    free(en);
-    free(ce);
+    free(order);
     free(prev_dep);
+    free(pg);
+    free(cg);
     free(idx);
+    free(ctab);
+    free(gtab);
+    free(gnum);
+    free(np);
+    free(nk);
+    free(pos);
+    free(bt);
     if (rc)
         tb_links_free(out);
     return rc;
