@@ -384,6 +384,8 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
         }
     }
     clock_assign(g, cores);
+    for (size_t p = 0; p < g->np; p++)
+        out->host_cores[g->par[p]] = (uint16_t)cores;
     /* A parent departs when the last packet of its response passes the tap,
      * a transmission time after its last piece of work ended: learned per
      * class (the median) from the links of a longer prefix, then the whole
@@ -467,6 +469,7 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     out->parent = calloc(n + 1, sizeof *out->parent);
     out->score = calloc(n + 1, sizeof *out->score);
     out->pool_wait_ns = calloc(n + 1, sizeof *out->pool_wait_ns);
+    out->host_cores = calloc(n + 1, sizeof *out->host_cores);
     size_t mask = 1023;
     while (mask < 2 * n + 1)
         mask = mask * 2 + 1;
@@ -485,7 +488,7 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     size_t *np = NULL, *nk = NULL, *pos = NULL;
     struct by_time *bt = NULL;
     int rc = 0;
-    if (!out->parent || !out->score || !out->pool_wait_ns || !order || !prev_dep || !pg || !cg ||
+    if (!out->parent || !out->score || !out->pool_wait_ns || !out->host_cores || !order || !prev_dep || !pg || !cg ||
         !idx || !ctab || !gtab || !gnum || n > UINT32_MAX / 4) {
         rc = TB_E_NOMEM;
         goto out;
@@ -603,6 +606,7 @@ void tb_links_free(struct tb_links *l)
     free(l->parent);
     free(l->score);
     free(l->pool_wait_ns);
+    free(l->host_cores);
     memset(l, 0, sizeof *l);
 }
 
