@@ -49,7 +49,8 @@ struct group {
     const struct tb_request *rq;
     const uint32_t *par, *kid; /* indices into rq */
     size_t np, nk;
-    struct ev *ev;             /* 2 (np + nk), sorted by time */
+    struct ev *ev;             /* 2 (np + nk), and 2 per pool wait; sorted by time */
+    size_t nev;
     double *pva, *pvd, *kva, *kvd; /* CPU-clock times */
     double *kva_sorted;        /* children's arrivals (already in order: kva) */
     bool *handoff;             /* child started on a connection just returned */
@@ -75,7 +76,7 @@ static void clock_assign(struct group *g, double cores)
     double v = 0;
     long n = 0;
     int64_t last = g->np + g->nk ? g->ev[0].t : 0;
-    for (size_t i = 0; i < 2 * (g->np + g->nk); i++) {
+    for (size_t i = 0; i < g->nev; i++) {
         const struct ev *e = &g->ev[i];
         double dt = (double)(e->t - last);
         if (cores > 0 && n > cores)
@@ -83,6 +84,8 @@ static void clock_assign(struct group *g, double cores)
         v += dt;
         last = e->t;
         n += e->delta;
+        if (e->slot == UINT32_MAX)
+            continue; /* a wait for a connection: changes n only */
         size_t li = e->slot >> 2;
         bool child = e->slot & 2, dep = e->slot & 1;
         if (child)
@@ -330,10 +333,40 @@ static void group_free(struct group *g)
     free(g->kind);
 }
 
+/* Chooses the core count on a prefix, learns the response offsets, links
+ * every child of the host. */
+static int link_rounds(struct group *g, double *cores_out)
+{
+    size_t nk = g->nk;
+    double cores = 0;
+    size_t best = 0;
+    size_t lim = nk < CHOOSE_PREFIX ? nk : CHOOSE_PREFIX;
+    for (size_t k = 0; k < TB_ARRAY_SIZE(cores_try); k++) {
+        clock_assign(g, cores_try[k]);
+        size_t on = link_pass(g, lim);
+        if (k == 0 || on > best) {
+            best = on;
+            cores = cores_try[k];
+        }
+    }
+    clock_assign(g, cores);
+    /* A parent departs when the last packet of its response passes the tap,
+     * a transmission time after its last piece of work ended: learned per
+     * class (the median) from the links of a longer prefix, then the whole
+     * host is linked. */
+    link_pass(g, nk < OFFSET_PREFIX ? nk : OFFSET_PREFIX);
+    int rc = end_offsets(g);
+    if (rc)
+        return rc;
+    link_pass(g, nk);
+    *cores_out = cores;
+    return 0;
+}
+
 static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links *out)
 {
     size_t np = g->np, nk = g->nk, ne = 2 * (np + nk);
-    g->ev = malloc(ne * sizeof *g->ev);
+    g->ev = malloc((ne + 2 * nk + 1) * sizeof *g->ev);
     g->pva = malloc((2 * np + 2 * nk + 1) * sizeof(double));
     g->handoff = calloc(nk + 1, sizeof *g->handoff);
     g->g = malloc((2 * np + 1) * sizeof(double));
@@ -370,32 +403,35 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
         int64_t pd = prev_dep[g->kid[i]];
         g->handoff[i] = pd != INT64_MIN && r->arrival_ns >= pd && r->arrival_ns - pd <= HANDOFF_NS;
     }
-    qsort(g->ev, ne, sizeof *g->ev, ev_cmp);
-    /* The caller's core count: the one that puts most calls of a prefix on time. */
+    g->nev = ne;
+    qsort(g->ev, g->nev, sizeof *g->ev, ev_cmp);
     double cores = 0;
-    size_t best = 0;
-    size_t lim = nk < CHOOSE_PREFIX ? nk : CHOOSE_PREFIX;
-    for (size_t k = 0; k < TB_ARRAY_SIZE(cores_try); k++) {
-        clock_assign(g, cores_try[k]);
-        size_t on = link_pass(g, lim);
-        if (k == 0 || on > best) {
-            best = on;
-            cores = cores_try[k];
-        }
-    }
-    clock_assign(g, cores);
-    for (size_t p = 0; p < g->np; p++)
-        out->host_cores[g->par[p]] = (uint16_t)cores;
-    /* A parent departs when the last packet of its response passes the tap,
-     * a transmission time after its last piece of work ended: learned per
-     * class (the median) from the links of a longer prefix, then the whole
-     * host is linked. */
-    link_pass(g, nk < OFFSET_PREFIX ? nk : OFFSET_PREFIX);
-    if (end_offsets(g) != 0) {
+    if (link_rounds(g, &cores) != 0) {
         group_free(g);
         return TB_E_NOMEM;
     }
-    link_pass(g, nk);
+    /* A request waiting for a pool connection is not at work: once the
+     * waits are known, the clock is rebuilt without them and the host linked
+     * again. */
+    size_t nw = 0;
+    for (size_t c = 0; c < nk; c++) {
+        if (!g->handoff[c] || g->wait_v[c] <= 0)
+            continue;
+        const struct tb_request *r = &g->rq[g->kid[c]];
+        int64_t from = r->arrival_ns - (int64_t)llround(g->wait_v[c]);
+        g->ev[g->nev++] = (struct ev){from, -1, UINT32_MAX};
+        g->ev[g->nev++] = (struct ev){r->arrival_ns, +1, UINT32_MAX};
+        nw++;
+    }
+    if (nw > nk / 100) {
+        qsort(g->ev, g->nev, sizeof *g->ev, ev_cmp);
+        if (link_rounds(g, &cores) != 0) {
+            group_free(g);
+            return TB_E_NOMEM;
+        }
+    }
+    for (size_t p = 0; p < g->np; p++)
+        out->host_cores[g->par[p]] = (uint16_t)cores;
     for (size_t c = 0; c < nk; c++) {
         size_t i = g->kid[c];
         if (!g->choice[c])
