@@ -11,6 +11,7 @@
 #include "catalog.h"
 #include "correlate.h"
 #include "store.h"
+#include "critpath.h"
 
 /* The fixed vocabulary of causes (DESIGN.md, `tbneck diagnose`). */
 enum tb_cause {
@@ -109,6 +110,10 @@ struct tb_diagnosis {
     bool *front_congested;
     uint32_t *root_server;
     uint8_t *root_cause;
+    /* The critical path of the front tier's requests (critpath.h); have_cp
+     * false when it could not be built (no front tier). */
+    bool have_cp;
+    struct tb_critpath cp;
 };
 
 /* Everything stored in the range. Returns 0, or TB_E_* with one line in err.
