@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "callers.h"
+#include "critpath.h"
 #include "link.h"
 #include "util.h"
 
@@ -67,6 +68,7 @@ struct station {
     double *own;          /* per period: own time summed */
     uint64_t *cnt;        /* per period: requests (by their front request's period) */
     double hc;            /* the linker's core count for its host (0: none) */
+    uint64_t n;           /* requests in front requests' trees */
     uint64_t *arr;        /* per period: requests that completed in it */
     double *ratio;        /* per period: forecast / baseline residence */
 };
@@ -97,23 +99,6 @@ static int pc_cmp(const void *a, const void *b)
     return x->conn < y->conn ? -1 : x->conn > y->conn;
 }
 
-struct cevent {
-    int64_t t;
-    uint32_t server;
-    int32_t delta;
-    int32_t self; /* request index + 1 at its own arrival, else 0 */
-};
-
-static int cevent_cmp(const void *a, const void *b)
-{
-    const struct cevent *x = a, *y = b;
-    if (x->server != y->server)
-        return x->server < y->server ? -1 : 1;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    return x->delta < y->delta ? -1 : x->delta > y->delta; /* leave before arriving */
-}
-
 int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb_whatif_opts *o,
               struct tb_whatif_result *r, char *err, size_t errlen)
 {
@@ -125,12 +110,15 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
     memset(&g, 0, sizeof g);
     struct tb_links lk;
     memset(&lk, 0, sizeof lk);
-    int64_t *root = NULL, *period = NULL;
-    double *own = NULL, *pw = NULL, *rt = NULL, *delta = NULL;
+    struct tb_trees tr;
+    memset(&tr, 0, sizeof tr);
+    const int64_t *root = NULL;
+    const double *own = NULL;
+    int64_t *period = NULL;
+    double *rt = NULL, *delta = NULL;
     struct station *sts = NULL;
     struct pool *pls = NULL;
     size_t nst = 0, npl = 0, nper = 0;
-    struct cevent *ev = NULL;
     uint64_t *nf_p = NULL;
     double *sum_rt_p = NULL, *xb = NULL, *xn = NULL;
     int rc = tb_store_requests(st, 0, INT64_MIN, INT64_MAX, &rq, &n);
@@ -162,44 +150,11 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
     if ((rc = tb_link_requests(cat, cl, rq, n, &lk)))
         goto out;
 
-    /* Roots (front requests), own time, pool waits. Parents arrive before
-     * their children, and rq is in arrival order. */
-    root = malloc(n * sizeof *root);
-    own = malloc(n * sizeof *own);
-    pw = calloc(n, sizeof *pw);
-    if (!root || !own || !pw) {
-        rc = TB_E_NOMEM;
+    /* Roots (front requests), own time, pool waits, service times. */
+    if ((rc = tb_trees_build(cat, rq, n, &lk, front, &tr)))
         goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        own[i] = (double)(rq[i].departure_ns - rq[i].arrival_ns);
-        root[i] = rq[i].tier == front ? (int64_t)i : -1;
-    }
-    for (int pass = 0; pass < 8; pass++) {
-        bool changed = false;
-        for (size_t i = 0; i < n; i++) {
-            if (root[i] >= 0 || !lk.parent[i])
-                continue;
-            int64_t pr = root[lk.parent[i] - 1];
-            if (pr >= 0) {
-                root[i] = pr;
-                changed = true;
-            }
-        }
-        if (!changed)
-            break;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!lk.parent[i])
-            continue;
-        size_t p = lk.parent[i] - 1;
-        double w = (double)lk.pool_wait_ns[i];
-        own[p] -= (double)(rq[i].departure_ns - rq[i].arrival_ns) + w;
-        pw[p] += w;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (own[i] < 0)
-            own[i] = 0;
+    root = tr.root;
+    own = tr.own;
 
     /* Front requests: the baseline, and periods. */
     int64_t t0 = INT64_MAX, t1 = INT64_MIN;
@@ -368,65 +323,13 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
             goto out;
         }
     }
-    /* Own-work concurrency at each request's arrival (its server's requests
-     * not waiting for a call): the isolated ones (alone at arrival) give the
-     * service time. */
-    size_t nev = 0;
-    ev = malloc((4 * n + 1) * sizeof *ev);
-    if (!ev) {
-        free(sidx);
-        rc = TB_E_NOMEM;
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (root[i] < 0 || sidx[rq[i].server] == SIZE_MAX)
-            continue;
-        ev[nev++] = (struct cevent){rq[i].arrival_ns, rq[i].server, +1, (int32_t)i + 1};
-        ev[nev++] = (struct cevent){rq[i].departure_ns, rq[i].server, -1, 0};
-        if (lk.parent[i]) {
-            uint32_t ps = rq[lk.parent[i] - 1].server;
-            ev[nev++] = (struct cevent){rq[i].arrival_ns - lk.pool_wait_ns[i], ps, -1, 0};
-            ev[nev++] = (struct cevent){rq[i].departure_ns, ps, +1, 0};
-        }
-    }
-    qsort(ev, nev, sizeof *ev, cevent_cmp);
-    double *iso_sum = calloc(nst + 1, sizeof *iso_sum), *all_sum = calloc(nst + 1, sizeof *all_sum);
-    uint64_t *iso_n = calloc(nst + 1, sizeof *iso_n), *all_n = calloc(nst + 1, sizeof *all_n);
-    if (!iso_sum || !all_sum || !iso_n || !all_n) {
-        free(sidx);
-        free(iso_sum);
-        free(all_sum);
-        free(iso_n);
-        free(all_n);
-        rc = TB_E_NOMEM;
-        goto out;
-    }
-    {
-        long cur = 0;
-        uint32_t srv = UINT32_MAX;
-        for (size_t k = 0; k < nev; k++) {
-            if (ev[k].server != srv) {
-                srv = ev[k].server;
-                cur = 0;
-            }
-            if (ev[k].self) {
-                size_t i = (size_t)ev[k].self - 1, x = sidx[srv];
-                if (cur <= 0) {
-                    iso_sum[x] += own[i];
-                    iso_n[x]++;
-                }
-                all_sum[x] += own[i];
-                all_n[x]++;
-            }
-            cur += ev[k].delta;
-        }
-    }
     for (size_t i = 0; i < n; i++) {
         if (root[i] < 0 || sidx[rq[i].server] == SIZE_MAX)
             continue;
         struct station *x = &sts[sidx[rq[i].server]];
         x->own[period[i]] += own[i];
         x->cnt[period[i]]++;
+        x->n++;
         if (lk.host_cores[i])
             x->hc = lk.host_cores[i];
         int64_t pa = (rq[i].departure_ns - t0) / PERIOD_NS; /* completions: capped by capacity */
@@ -435,9 +338,8 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
     }
     for (size_t k = 0; k < nst; k++) {
         struct station *x = &sts[k];
-        x->s = iso_n[k] >= 20 ? iso_sum[k] / (double)iso_n[k]
-                              : (all_n[k] ? all_sum[k] / (double)all_n[k] : 0);
-        x->visits = (double)all_n[k] / (double)nfront;
+        x->s = tr.svc[x->server];
+        x->visits = (double)x->n / (double)nfront;
         /* Cores: the fewest with which the model's time in the station, per
          * period at the measured rate, is no more than measured. */
         double meas = 0;
@@ -484,10 +386,6 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
             r->visits += x->visits;
         }
     }
-    free(iso_sum);
-    free(all_sum);
-    free(iso_n);
-    free(all_n);
 
     /* Pools: a caller server's calls to a tier over reused connections. */
     {
@@ -721,11 +619,8 @@ out:
         }
     free(sts);
     free(pls);
-    free(ev);
-    free(root);
+    tb_trees_free(&tr);
     free(period);
-    free(own);
-    free(pw);
     free(rt);
     free(delta);
     free(nf_p);
