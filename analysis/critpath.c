@@ -13,6 +13,9 @@
 #include "callers.h"
 #include "util.h"
 
+/* Levels of concurrency told apart (and cores tried). */
+#define LEVELS 256
+
 struct cevent {
     int64_t t;
     uint32_t server;
@@ -37,6 +40,7 @@ void tb_trees_free(struct tb_trees *t)
     free(t->pool);
     free(t->work);
     free(t->svc);
+    free(t->cores);
     memset(t, 0, sizeof *t);
 }
 
@@ -52,11 +56,14 @@ int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, si
     t->pool = calloc(n + 1, sizeof *t->pool);
     t->work = malloc((n + 1) * sizeof *t->work);
     t->svc = calloc(t->nsrv + 1, sizeof *t->svc);
+    t->cores = calloc(t->nsrv + 1, sizeof *t->cores);
+    /* Time spent at each number of requests at work, per server. */
+    double *at = calloc((size_t)(t->nsrv + 1) * (LEVELS + 1), sizeof *at);
     double *iso = calloc(t->nsrv + 1, sizeof *iso), *all = calloc(t->nsrv + 1, sizeof *all);
     uint64_t *niso = calloc(t->nsrv + 1, sizeof *niso), *nall = calloc(t->nsrv + 1, sizeof *nall);
     struct cevent *ev = malloc((4 * n + 1) * sizeof *ev);
     int rc = 0;
-    if (!t->root || !t->own || !t->pool || !t->work || !t->svc || !iso || !all || !niso ||
+    if (!t->root || !t->own || !t->pool || !t->work || !t->svc || !t->cores || !at || !iso || !all || !niso ||
         !nall || !ev) {
         rc = TB_E_NOMEM;
         goto out;
@@ -114,6 +121,9 @@ int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, si
         if (ev[k].server != srv) {
             srv = ev[k].server;
             cur = 0;
+        } else if (cur > 0) {
+            at[(size_t)srv * (LEVELS + 1) + (size_t)TB_MIN(cur, LEVELS)] +=
+                (double)(ev[k].t - ev[k - 1].t);
         }
         if (ev[k].self) {
             size_t i = ev[k].self - 1;
@@ -129,6 +139,34 @@ int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, si
     for (uint32_t s = 1; s <= t->nsrv; s++)
         t->svc[s] = niso[s] >= 20 ? iso[s] / (double)niso[s]
                                   : (nall[s] ? all[s] / (double)nall[s] : 0);
+    for (uint32_t s = 1; s <= t->nsrv; s++) {
+        if (!nall[s])
+            continue;
+        double want = t->svc[s] * (double)nall[s], best = INFINITY, err[LEVELS + 1];
+        const double *h = &at[(size_t)s * (LEVELS + 1)];
+        for (int c = 1; c <= LEVELS; c++) {
+            double work = 0;
+            for (int l = 1; l <= LEVELS; l++)
+                work += h[l] * (double)TB_MIN(l, c);
+            err[c] = fabs(work - want);
+            best = fmin(best, err[c]);
+        }
+        /* A server that never had more requests at work than some n fits
+         * every c >= n equally: it showed no limit, so the most. */
+        for (int c = LEVELS; c >= 1; c--)
+            if (err[c] <= best + 0.01 * want) {
+                t->cores[s] = c;
+                break;
+            }
+        /* With the cores known, work conservation also gives the service
+         * time exactly (requests alone at arrival can still be slowed by
+         * others arriving during a burst). */
+        double work = 0;
+        for (int l = 1; l <= LEVELS; l++)
+            work += h[l] * (double)TB_MIN(l, (int)t->cores[s]);
+        if (work > 0)
+            t->svc[s] = work / (double)nall[s];
+    }
     for (size_t i = 0; i < n; i++) {
         uint32_t s = rq[i].server;
         double m = s && s <= t->nsrv && nall[s] ? all[s] / (double)nall[s] : 0;
@@ -136,6 +174,7 @@ int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, si
         t->work[i] = t->own[i] * f;
     }
 out:
+    free(at);
     free(iso);
     free(all);
     free(niso);

@@ -26,6 +26,11 @@ struct tb_trees {
     int64_t *root;
     double *own, *pool, *work;
     double *svc;   /* per server id, nsrv + 1 */
+    /* Per server id: the cores that conserve work — the c for which the time
+     * integral of min(requests at work, c) is nearest to requests x svc (a
+     * processor-sharing server at work on n requests does min(n, c) units of
+     * work a second); 0 without requests. */
+    double *cores;
     uint32_t nsrv;
 };
 int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, size_t n,

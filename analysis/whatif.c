@@ -366,13 +366,14 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
         for (size_t p = 0; p < nper; p++)
             busy = fmax(busy, (double)x->arr[p] / (double)PERIOD_NS * x->s);
         if (getenv("TB_WHATIF_DEBUG"))
-            fprintf(stderr, "station %u tier %u s %.0f c_fit %.0f busy_max %.2f visits %.2f\n",
-                    x->server, x->tier, x->s, x->c, busy, x->visits);
+            fprintf(stderr, "station %u tier %u s %.0f c_fit %.0f busy_max %.2f visits %.2f hc %.0f conserve %.0f\n",
+                    x->server, x->tier, x->s, x->c, busy, x->visits, x->hc, tr.cores[x->server]);
         if (busy >= 0.5)
             x->c = fmin(x->c, fmax(1, round(busy)));
         /* A caller's cores are better told by the linker's clock. */
         if (x->hc > 0)
             x->c = x->hc;
+        x->c = tr.cores[x->server] > 0 ? tr.cores[x->server] : x->c;
         x->s_new = x->s;
         x->c_new = x->c;
         bool hit = x->tier == o->tier && (!o->server || o->server == x->server);
@@ -461,6 +462,14 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
         for (size_t p = 0; p < nper; p++)
             c += pls[k].calls[p];
         pls[k].h = c ? pls[k].h / (double)c : 0;
+        if (getenv("TB_WHATIF_DEBUG")) {
+            double w = 0;
+            for (size_t p = 0; p < nper; p++)
+                w += pls[k].wait[p];
+            fprintf(stderr, "pool caller %u callee %u m %.0f h %.0f calls %llu wait/call %.0f\n",
+                    pls[k].caller_server, pls[k].callee_tier, pls[k].m, pls[k].h,
+                    (unsigned long long)c, c ? w / (double)c : 0);
+        }
         bool hit = pls[k].caller_tier == o->tier &&
                    (!o->server || o->server == pls[k].caller_server) && pls[k].m > 0;
         if (hit && o->change == TB_WHATIF_POOL) {
@@ -522,7 +531,16 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
             struct station *y = &sts[k];
             double v1 = (double)y->cnt[p] / (double)nf_p[p];
             double b = station_rt(y->s, y->c, xs[0] * v1), f = station_rt(y->s_new, y->c_new, xs[1] * v1);
-            y->ratio[p] = (b > 0 && isfinite(b) && isfinite(f)) ? f / b : 1.0;
+            /* A changed station is forecast in absolute terms (the model's
+             * time against the time measured there): its baseline may sit in
+             * a transient the steady-state model overstates; the others by
+             * the model's own ratio. */
+            bool changed = y->s_new != y->s || y->c_new != y->c;
+            double meas = y->cnt[p] ? y->own[p] / (double)y->cnt[p] : 0;
+            if (changed && meas > 0 && isfinite(f))
+                y->ratio[p] = f / meas;
+            else
+                y->ratio[p] = (b > 0 && isfinite(b) && isfinite(f)) ? f / b : 1.0;
         }
         for (size_t k = 0; k < npl; k++) {
             struct pool *y = &pls[k];
