@@ -41,6 +41,7 @@ void tb_trees_free(struct tb_trees *t)
     free(t->work);
     free(t->svc);
     free(t->cores);
+    free(t->svc_alone);
     memset(t, 0, sizeof *t);
 }
 
@@ -57,13 +58,14 @@ int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, si
     t->work = malloc((n + 1) * sizeof *t->work);
     t->svc = calloc(t->nsrv + 1, sizeof *t->svc);
     t->cores = calloc(t->nsrv + 1, sizeof *t->cores);
+    t->svc_alone = calloc(t->nsrv + 1, sizeof *t->svc_alone);
     /* Time spent at each number of requests at work, per server. */
     double *at = calloc((size_t)(t->nsrv + 1) * (LEVELS + 1), sizeof *at);
     double *iso = calloc(t->nsrv + 1, sizeof *iso), *all = calloc(t->nsrv + 1, sizeof *all);
     uint64_t *niso = calloc(t->nsrv + 1, sizeof *niso), *nall = calloc(t->nsrv + 1, sizeof *nall);
     struct cevent *ev = malloc((4 * n + 1) * sizeof *ev);
     int rc = 0;
-    if (!t->root || !t->own || !t->pool || !t->work || !t->svc || !t->cores || !at || !iso || !all || !niso ||
+    if (!t->root || !t->own || !t->pool || !t->work || !t->svc || !t->cores || !t->svc_alone || !at || !iso || !all || !niso ||
         !nall || !ev) {
         rc = TB_E_NOMEM;
         goto out;
@@ -137,8 +139,8 @@ int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, si
         cur += ev[k].delta;
     }
     for (uint32_t s = 1; s <= t->nsrv; s++)
-        t->svc[s] = niso[s] >= 20 ? iso[s] / (double)niso[s]
-                                  : (nall[s] ? all[s] / (double)nall[s] : 0);
+        t->svc_alone[s] = t->svc[s] = niso[s] >= 20 ? iso[s] / (double)niso[s]
+                                                    : (nall[s] ? all[s] / (double)nall[s] : 0);
     for (uint32_t s = 1; s <= t->nsrv; s++) {
         if (!nall[s])
             continue;

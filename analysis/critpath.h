@@ -31,6 +31,7 @@ struct tb_trees {
      * processor-sharing server at work on n requests does min(n, c) units of
      * work a second); 0 without requests. */
     double *cores;
+    double *svc_alone; /* per server id: own time of requests alone at arrival (mean) */
     uint32_t nsrv;
 };
 int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, size_t n,

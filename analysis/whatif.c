@@ -69,6 +69,8 @@ struct station {
     uint64_t *cnt;        /* per period: requests (by their front request's period) */
     double hc;            /* the linker's core count for its host (0: none) */
     uint64_t n;           /* requests in front requests' trees */
+    double pool_wait, own_total; /* their waits for a pool connection, own time */
+    bool pool_bound;      /* waits on its pool for more than 5% of its own time */
     uint64_t *arr;        /* per period: requests that completed in it */
     double *ratio;        /* per period: forecast / baseline residence */
 };
@@ -97,6 +99,15 @@ static int pc_cmp(const void *a, const void *b)
     if (x->callee != y->callee)
         return x->callee < y->callee ? -1 : 1;
     return x->conn < y->conn ? -1 : x->conn > y->conn;
+}
+
+/* The pool a caller server holds (the first with connections reused). */
+static const struct pool *pool_of(const struct pool *pl, size_t n, uint32_t server)
+{
+    for (size_t k = 0; k < n; k++)
+        if (pl[k].caller_server == server && pl[k].m > 0)
+            return &pl[k];
+    return NULL;
 }
 
 int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb_whatif_opts *o,
@@ -330,6 +341,8 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
         x->own[period[i]] += own[i];
         x->cnt[period[i]]++;
         x->n++;
+        x->pool_wait += tr.pool[i];
+        x->own_total += own[i];
         if (lk.host_cores[i])
             x->hc = lk.host_cores[i];
         int64_t pa = (rq[i].departure_ns - t0) / PERIOD_NS; /* completions: capped by capacity */
@@ -374,6 +387,15 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
         if (x->hc > 0)
             x->c = x->hc;
         x->c = tr.cores[x->server] > 0 ? tr.cores[x->server] : x->c;
+        /* Requests that wait for a pool connection look at work to the
+         * clock when the linker missed their wait: a caller that waits on
+         * its pool shows a CPU limit that may be the pool's. It is given
+         * none, and the time of its requests alone. */
+        if (x->pool_wait > 0.05 * x->own_total) {
+            x->pool_bound = true;
+            x->c = 256;
+            x->s = tr.svc_alone[x->server];
+        }
         x->s_new = x->s;
         x->c_new = x->c;
         bool hit = x->tier == o->tier && (!o->server || o->server == x->server);
@@ -565,11 +587,22 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
         if (root[i] < 0)
             continue;
         size_t p = (size_t)period[i];
-        for (size_t k = 0; k < nst; k++)
-            if (sts[k].server == rq[i].server) {
+        for (size_t k = 0; k < nst; k++) {
+            if (sts[k].server != rq[i].server)
+                continue;
+            const struct pool *pb = sts[k].pool_bound ? pool_of(pls, npl, rq[i].server) : NULL;
+            if (pb) {
+                /* A pool-bound caller: its time beyond its work is taken
+                 * for waits the linker did not attribute, and scales as
+                 * the pool's. */
+                double work = fmin(own[i], tr.work[i]);
+                delta[root[i]] += work * (sts[k].ratio[p] - 1) +
+                                  (own[i] - work) * (pb->ratio[p] - 1);
+            } else {
                 delta[root[i]] += own[i] * (sts[k].ratio[p] - 1);
-                break;
             }
+            break;
+        }
         if (lk.parent[i]) {
             uint32_t caller = rq[lk.parent[i] - 1].server;
             for (size_t k = 0; k < npl; k++)
