@@ -150,11 +150,11 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
     bool called = false;
     for (uint32_t a = 1; a <= ntiers; a++)
         called |= g.calls[a * (ntiers + 1) + o->tier] > 0;
-    if (o->tier != front && !called) {
+    if (!called) {
         snprintf(err, errlen,
-                 "whatif: tier '%s' has no callers: no other tier calls it and it is not the "
-                 "front tier, so it is not part of the front tier's requests",
-                 tname);
+                 "whatif: tier '%s' has no callers: no other tier calls it%s; whatif changes a "
+                 "tier that the front tier's requests reach through calls",
+                 tname, o->tier == front ? " (it is the front tier, called by users)" : "");
         rc = TB_E_INVAL;
         goto out;
     }

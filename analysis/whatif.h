@@ -38,8 +38,8 @@ struct tb_whatif_result {
 };
 
 /* TB_E_INVAL with one line in err for a request the data cannot answer (a
- * tier no one calls and that is not the front, a pool on a tier that holds
- * none, a server not of the tier); TB_E_NOTFOUND when there are no requests. */
+ * tier no other tier calls — the front tier too —, a pool on a tier that
+ * holds none); TB_E_NOTFOUND when there are no requests. */
 int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb_whatif_opts *o,
               struct tb_whatif_result *r, char *err, size_t errlen);
 
