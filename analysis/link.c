@@ -430,8 +430,6 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
             return TB_E_NOMEM;
         }
     }
-    for (size_t p = 0; p < g->np; p++)
-        out->host_cores[g->par[p]] = (uint16_t)cores;
     for (size_t c = 0; c < nk; c++) {
         size_t i = g->kid[c];
         if (!g->choice[c])
@@ -505,7 +503,6 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     out->parent = calloc(n + 1, sizeof *out->parent);
     out->score = calloc(n + 1, sizeof *out->score);
     out->pool_wait_ns = calloc(n + 1, sizeof *out->pool_wait_ns);
-    out->host_cores = calloc(n + 1, sizeof *out->host_cores);
     size_t mask = 1023;
     while (mask < 2 * n + 1)
         mask = mask * 2 + 1;
@@ -524,7 +521,7 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     size_t *np = NULL, *nk = NULL, *pos = NULL;
     struct by_time *bt = NULL;
     int rc = 0;
-    if (!out->parent || !out->score || !out->pool_wait_ns || !out->host_cores || !order || !prev_dep || !pg || !cg ||
+    if (!out->parent || !out->score || !out->pool_wait_ns || !order || !prev_dep || !pg || !cg ||
         !idx || !ctab || !gtab || !gnum || n > UINT32_MAX / 4) {
         rc = TB_E_NOMEM;
         goto out;
@@ -642,7 +639,6 @@ void tb_links_free(struct tb_links *l)
     free(l->parent);
     free(l->score);
     free(l->pool_wait_ns);
-    free(l->host_cores);
     memset(l, 0, sizeof *l);
 }
 

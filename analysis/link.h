@@ -32,10 +32,6 @@ struct tb_links {
     uint64_t *parent;
     float *score;
     int64_t *pool_wait_ns;
-    /* For a caller's request: the core count of its host that made the calls'
-     * timing most consistent (0: none chosen, the host's requests made no
-     * calls, or wall time fitted best). */
-    uint16_t *host_cores;
     uint64_t children;  /* requests with a caller tier */
     uint64_t linked;    /* of those, given a parent */
     uint64_t exact;     /* linked with one candidate only */

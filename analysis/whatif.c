@@ -67,11 +67,9 @@ struct station {
     double visits;        /* per front request */
     double *own;          /* per period: own time summed */
     uint64_t *cnt;        /* per period: requests (by their front request's period) */
-    double hc;            /* the linker's core count for its host (0: none) */
     uint64_t n;           /* requests in front requests' trees */
     double pool_wait, own_total; /* their waits for a pool connection, own time */
     bool pool_bound;      /* waits on its pool for more than 5% of its own time */
-    uint64_t *arr;        /* per period: requests that completed in it */
     double *ratio;        /* per period: forecast / baseline residence */
 };
 
@@ -326,9 +324,8 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
         x->tier = tb_catalog_server_get(cat, s)->tier;
         x->own = calloc(nper, sizeof *x->own);
         x->cnt = calloc(nper, sizeof *x->cnt);
-        x->arr = calloc(nper + 1, sizeof *x->arr);
         x->ratio = malloc(nper * sizeof *x->ratio);
-        if (!x->own || !x->cnt || !x->ratio || !x->arr) {
+        if (!x->own || !x->cnt || !x->ratio) {
             free(sidx);
             rc = TB_E_NOMEM;
             goto out;
@@ -343,57 +340,20 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
         x->n++;
         x->pool_wait += tr.pool[i];
         x->own_total += own[i];
-        if (lk.host_cores[i])
-            x->hc = lk.host_cores[i];
-        int64_t pa = (rq[i].departure_ns - t0) / PERIOD_NS; /* completions: capped by capacity */
-        if (pa >= 0 && (size_t)pa < nper)
-            x->arr[pa]++;
     }
     for (size_t k = 0; k < nst; k++) {
         struct station *x = &sts[k];
         x->s = tr.svc[x->server];
         x->visits = (double)x->n / (double)nfront;
-        /* Cores: the fewest with which the model's time in the station, per
-         * period at the measured rate, is no more than measured. */
-        double meas = 0;
-        for (size_t p = 0; p < nper; p++)
-            meas += x->own[p];
-        x->c = MAX_CORES;
-        for (int c = 1; c <= MAX_CORES; c++) {
-            double model = 0;
-            for (size_t p = 0; p < nper && model <= meas; p++) {
-                if (!x->cnt[p])
-                    continue;
-                double lam = (double)x->cnt[p] / (double)PERIOD_NS;
-                double rr = station_rt(x->s, c, lam);
-                model += (double)x->cnt[p] * (isfinite(rr) ? rr : 1e18);
-            }
-            if (model <= meas) {
-                x->c = c;
-                break;
-            }
-        }
-        /* Busy cores never exceed the cores (the utilization law): a
-         * period that kept the station saturated shows them. */
-        double busy = 0;
-        for (size_t p = 0; p < nper; p++)
-            busy = fmax(busy, (double)x->arr[p] / (double)PERIOD_NS * x->s);
-        if (getenv("TB_WHATIF_DEBUG"))
-            fprintf(stderr, "station %u tier %u s %.0f c_fit %.0f busy_max %.2f visits %.2f hc %.0f conserve %.0f\n",
-                    x->server, x->tier, x->s, x->c, busy, x->visits, x->hc, tr.cores[x->server]);
-        if (busy >= 0.5)
-            x->c = fmin(x->c, fmax(1, round(busy)));
-        /* A caller's cores are better told by the linker's clock. */
-        if (x->hc > 0)
-            x->c = x->hc;
-        x->c = tr.cores[x->server] > 0 ? tr.cores[x->server] : x->c;
+        /* Cores by work conservation (critpath.c, tb_trees). */
+        x->c = tr.cores[x->server] > 0 ? tr.cores[x->server] : MAX_CORES;
         /* Requests that wait for a pool connection look at work to the
          * clock when the linker missed their wait: a caller that waits on
          * its pool shows a CPU limit that may be the pool's. It is given
          * none, and the time of its requests alone. */
         if (x->pool_wait > 0.05 * x->own_total) {
             x->pool_bound = true;
-            x->c = 256;
+            x->c = MAX_CORES;
             x->s = tr.svc_alone[x->server];
         }
         x->s_new = x->s;
@@ -484,14 +444,6 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
         for (size_t p = 0; p < nper; p++)
             c += pls[k].calls[p];
         pls[k].h = c ? pls[k].h / (double)c : 0;
-        if (getenv("TB_WHATIF_DEBUG")) {
-            double w = 0;
-            for (size_t p = 0; p < nper; p++)
-                w += pls[k].wait[p];
-            fprintf(stderr, "pool caller %u callee %u m %.0f h %.0f calls %llu wait/call %.0f\n",
-                    pls[k].caller_server, pls[k].callee_tier, pls[k].m, pls[k].h,
-                    (unsigned long long)c, c ? w / (double)c : 0);
-        }
         bool hit = pls[k].caller_tier == o->tier &&
                    (!o->server || o->server == pls[k].caller_server) && pls[k].m > 0;
         if (hit && o->change == TB_WHATIF_POOL) {
@@ -658,7 +610,6 @@ out:
         for (size_t k = 0; k < nst; k++) {
             free(sts[k].own);
             free(sts[k].cnt);
-            free(sts[k].arr);
             free(sts[k].ratio);
         }
     if (pls)

@@ -136,7 +136,7 @@ int tb_cmd_whatif(int argc, char **argv)
         printf("model: %s\n", r.why);
         if (r.closed)
             printf("  %.1f users on average, think time %.3f ms\n", r.users, r.think_ns / 1e6);
-        printf("  changed tier: %.3f ms of own work per request (when alone), %.0f %s, "
+        printf("  changed tier: %.3f ms of work per request, %.0f %s, "
                "%.2f requests per front request\n",
                r.service_ns / 1e6, r.cores, o.change == TB_WHATIF_POOL ? "connections" : "cores",
                r.visits);
