@@ -31,6 +31,10 @@ static double erlang_c(double c, double a)
 {
     if (a <= 0)
         return 0;
+    /* Far more servers than load (Poisson tail beyond ten deviations): no
+     * wait worth counting, and no O(c) sum for a server without a limit. */
+    if (c > a + 10 * sqrt(a) + 10)
+        return 0;
     int n = (int)c;
     double term = 1, sum = 1; /* a^k / k! for k = 0 */
     for (int k = 1; k < n; k++) {
