@@ -1101,5 +1101,7 @@ void tb_report_free(struct tb_report *rep)
     free(rep->servers);
     free(rep->front_win);
     free(rep->corr);
+    if (rep->have_cp)
+        tb_critpath_free(&rep->cp);
     memset(rep, 0, sizeof *rep);
 }

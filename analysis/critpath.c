@@ -97,9 +97,13 @@ int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, si
         t->own[p] -= (double)(rq[i].departure_ns - rq[i].arrival_ns) + w;
         t->pool[p] += w;
     }
+    /* A wait estimated longer than the time left for it is cut to that time,
+     * so that the parts of a request add up to its duration. */
     for (size_t i = 0; i < n; i++)
-        if (t->own[i] < 0)
+        if (t->own[i] < 0) {
+            t->pool[i] = fmax(0, t->pool[i] + t->own[i]);
             t->own[i] = 0;
+        }
     /* Own-work concurrency at each request's arrival: its server's requests
      * not out on a call (nor waiting for a connection to make one). */
     size_t nev = 0;

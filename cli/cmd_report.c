@@ -160,6 +160,10 @@ int tb_cmd_report(int argc, char **argv)
         if (tb_diagnose(db.st, db.cat, &dopt, &dg, derr, sizeof derr) == 0) {
             rep.have_verdict = true;
             rep.verdict = dg.verdict;
+            /* The critical path moves to the report. */
+            rep.have_cp = dg.have_cp;
+            rep.cp = dg.cp;
+            dg.have_cp = false;
             /* A tier that waits on its calls: its own resources' N* is the
              * one on self-load (load N* is cores x R/D there, and smeared). */
             if (rep.total.waits_downstream) {
