@@ -21,9 +21,15 @@ for conf in cause-db-cpu cause-pool; do
     echo "== $conf: report"
     python3 "$TB_SRCDIR/tests/e2e/lib/critpath_check.py" "$work/$conf.requests.csv" \
         "$work/$conf.rep.json" >/dev/null || { echo "report differs"; fail=1; }
-    "$TBNECK" diagnose --db "$work/$conf.db" | grep -q '^critical path of http requests' ||
+    "$TBNECK" diagnose --db "$work/$conf.db" >"$work/$conf.diag.txt"
+    grep -q '^critical path of http requests' "$work/$conf.diag.txt" ||
         { echo "diagnose text: no critical path"; fail=1; }
 done
+# The stacked bars per class: diagnose --plot's third picture, FILE-path.EXT.
+"$TBNECK" diagnose --db "$work/cause-db-cpu.db" --plot "$work/d.png" >/dev/null
+"$TBNECK" diagnose --db "$work/cause-db-cpu.db" --plot "$work/d.svg" >/dev/null
+head -c 4 "$work/d-path.png" | od -An -tx1 | grep -q '89 50 4e 47' &&
+    grep -q 'mysql queue' "$work/d-path.svg" || { echo "FAIL: critical path plot"; fail=1; }
 # The database-bound run's slow requests are the database's queue.
 python3 - "$work/cause-db-cpu.diag.json" <<'PY' || fail=1
 import json, sys
