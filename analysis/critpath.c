@@ -10,7 +10,6 @@
 
 #include "buf.h"
 #include "json.h"
-#include "callers.h"
 #include "util.h"
 
 /* Levels of concurrency told apart (and cores tried). */
@@ -246,37 +245,59 @@ static void shares(const struct fr *f, size_t lo, size_t hi, double q, const dou
         out[c] = tot > 0 ? out[c] / tot : 0;
 }
 
+int tb_linked_load(struct tb_store *st, const struct tb_catalog *cat, int64_t from_ns,
+                   int64_t to_ns, struct tb_linked *l)
+{
+    memset(l, 0, sizeof *l);
+    int rc = tb_store_requests(st, 0, from_ns, to_ns, &l->rq, &l->n);
+    if (!rc)
+        rc = tb_callers_new(&l->cl, cat);
+    if (!rc)
+        rc = tb_callgraph_build(&l->g, l->cl, tb_catalog_tier_count(cat), l->rq, l->n, NULL, 0);
+    if (!rc && (!l->n || !l->g.front))
+        rc = TB_E_NOTFOUND;
+    if (rc)
+        tb_linked_free(l);
+    return rc;
+}
+
+int tb_linked_link(const struct tb_catalog *cat, struct tb_linked *l)
+{
+    int rc = tb_link_requests(cat, l->cl, l->rq, l->n, &l->lk);
+    if (!rc)
+        rc = tb_trees_build(cat, l->rq, l->n, &l->lk, l->g.front, &l->t);
+    return rc;
+}
+
+void tb_linked_free(struct tb_linked *l)
+{
+    tb_trees_free(&l->t);
+    tb_links_free(&l->lk);
+    tb_callgraph_free(&l->g);
+    tb_callers_free(l->cl);
+    free(l->rq);
+    memset(l, 0, sizeof *l);
+}
+
 int tb_critpath_build(struct tb_store *st, const struct tb_catalog *cat, int64_t from_ns,
                       int64_t to_ns, struct tb_critpath *cp)
 {
     memset(cp, 0, sizeof *cp);
-    struct tb_request *rq = NULL;
-    size_t n = 0;
-    struct tb_callers *cl = NULL;
-    struct tb_callgraph g;
-    memset(&g, 0, sizeof g);
-    struct tb_links lk;
-    memset(&lk, 0, sizeof lk);
-    struct tb_trees t;
-    memset(&t, 0, sizeof t);
+    struct tb_linked L;
     double *comp = NULL;
     size_t *fidx = NULL;
     struct fr *f = NULL;
     uint32_t ntiers = tb_catalog_tier_count(cat);
-    int rc = tb_store_requests(st, 0, from_ns, to_ns, &rq, &n);
-    if (!rc)
-        rc = tb_callers_new(&cl, cat);
-    if (!rc)
-        rc = tb_callgraph_build(&g, cl, ntiers, rq, n, NULL, 0);
+    int rc = tb_linked_load(st, cat, from_ns, to_ns, &L);
     if (rc)
+        return rc;
+    if ((rc = tb_linked_link(cat, &L)))
         goto out;
-    if (!g.front) {
-        rc = TB_E_NOTFOUND;
-        goto out;
-    }
-    if ((rc = tb_link_requests(cat, cl, rq, n, &lk)) ||
-        (rc = tb_trees_build(cat, rq, n, &lk, g.front, &t)))
-        goto out;
+    const struct tb_request *rq = L.rq;
+    size_t n = L.n;
+    const struct tb_callgraph g = L.g;
+    const struct tb_links lk = L.lk;
+    const struct tb_trees t = L.t;
     cp->front = g.front;
     cp->ntiers = ntiers;
     cp->ncomp = (size_t)ntiers * TB_CP_KINDS + 1;
@@ -361,11 +382,7 @@ out:
     free(comp);
     free(fidx);
     free(f);
-    tb_trees_free(&t);
-    tb_links_free(&lk);
-    tb_callgraph_free(&g);
-    tb_callers_free(cl);
-    free(rq);
+    tb_linked_free(&L);
     if (rc)
         tb_critpath_free(cp);
     return rc;

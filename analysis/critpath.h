@@ -12,6 +12,7 @@
 #include "catalog.h"
 #include "store.h"
 #include "link.h"
+#include "callers.h"
 
 /* The linked trees of requests rq[0..n) (in arrival order): root[i] = index
  * of the front request i belongs to (-1: none); own[i] = its duration minus
@@ -37,6 +38,23 @@ struct tb_trees {
 int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, size_t n,
                    const struct tb_links *lk, uint32_t front, struct tb_trees *t);
 void tb_trees_free(struct tb_trees *t);
+
+/* What critical path and whatif both start from: the requests stored in
+ * [from, to) in arrival order, who calls whom, the call graph (its front
+ * tier), then (tb_linked_link) the links and the trees. tb_linked_load:
+ * TB_E_NOTFOUND when there are no requests or no front tier. */
+struct tb_linked {
+    struct tb_request *rq;
+    size_t n;
+    struct tb_callers *cl;
+    struct tb_callgraph g;
+    struct tb_links lk;
+    struct tb_trees t;
+};
+int tb_linked_load(struct tb_store *st, const struct tb_catalog *cat, int64_t from_ns,
+                   int64_t to_ns, struct tb_linked *l);
+int tb_linked_link(const struct tb_catalog *cat, struct tb_linked *l);
+void tb_linked_free(struct tb_linked *l);
 
 enum tb_cp_kind { TB_CP_WORK = 0, TB_CP_QUEUE = 1, TB_CP_POOL = 2, TB_CP_KINDS = 3 };
 

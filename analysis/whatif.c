@@ -116,15 +116,8 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
               struct tb_whatif_result *r, char *err, size_t errlen)
 {
     memset(r, 0, sizeof *r);
-    struct tb_request *rq = NULL;
-    size_t n = 0;
-    struct tb_callers *cl = NULL;
-    struct tb_callgraph g;
-    memset(&g, 0, sizeof g);
-    struct tb_links lk;
-    memset(&lk, 0, sizeof lk);
-    struct tb_trees tr;
-    memset(&tr, 0, sizeof tr);
+    struct tb_linked L;
+    memset(&L, 0, sizeof L);
     const int64_t *root = NULL;
     const double *own = NULL;
     int64_t *period = NULL;
@@ -134,24 +127,21 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
     size_t nst = 0, npl = 0, nper = 0;
     uint64_t *nf_p = NULL;
     double *sum_rt_p = NULL, *xb = NULL, *xn = NULL;
-    int rc = tb_store_requests(st, 0, INT64_MIN, INT64_MAX, &rq, &n);
-    if (rc)
-        goto out;
-    if (n == 0) {
-        snprintf(err, errlen, "whatif: no requests stored");
-        rc = TB_E_NOTFOUND;
-        goto out;
+    int rc = tb_linked_load(st, cat, INT64_MIN, INT64_MAX, &L);
+    if (rc) {
+        if (rc == TB_E_NOTFOUND)
+            snprintf(err, errlen, "whatif: no requests stored, or no front tier among them");
+        return rc;
     }
+    const struct tb_request *rq = L.rq;
+    size_t n = L.n;
     uint32_t ntiers = tb_catalog_tier_count(cat);
-    if ((rc = tb_callers_new(&cl, cat)) ||
-        (rc = tb_callgraph_build(&g, cl, ntiers, rq, n, NULL, 0)))
-        goto out;
-    uint32_t front = g.front;
+    uint32_t front = L.g.front;
     r->front_tier = front;
     const char *tname = tb_catalog_tier_get(cat, o->tier)->name;
     bool called = false;
     for (uint32_t a = 1; a <= ntiers; a++)
-        called |= g.calls[a * (ntiers + 1) + o->tier] > 0;
+        called |= L.g.calls[a * (ntiers + 1) + o->tier] > 0;
     if (!called) {
         snprintf(err, errlen,
                  "whatif: tier '%s' has no callers: no other tier calls it%s; whatif changes a "
@@ -160,12 +150,11 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
         rc = TB_E_INVAL;
         goto out;
     }
-    if ((rc = tb_link_requests(cat, cl, rq, n, &lk)))
+    /* Links; roots (front requests), own time, pool waits, service times. */
+    if ((rc = tb_linked_link(cat, &L)))
         goto out;
-
-    /* Roots (front requests), own time, pool waits, service times. */
-    if ((rc = tb_trees_build(cat, rq, n, &lk, front, &tr)))
-        goto out;
+    const struct tb_links lk = L.lk;
+    const struct tb_trees tr = L.t;
     root = tr.root;
     own = tr.own;
 
@@ -233,7 +222,7 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
     double think_sum = 0;
     size_t nthink = 0;
     {
-        struct tb_request **fr = malloc(nfront * sizeof *fr);
+        const struct tb_request **fr = malloc(nfront * sizeof *fr);
         if (!fr) {
             rc = TB_E_NOMEM;
             goto out;
@@ -625,7 +614,6 @@ out:
         }
     free(sts);
     free(pls);
-    tb_trees_free(&tr);
     free(period);
     free(rt);
     free(delta);
@@ -633,10 +621,7 @@ out:
     free(sum_rt_p);
     free(xb);
     free(xn);
-    tb_links_free(&lk);
-    tb_callgraph_free(&g);
-    tb_callers_free(cl);
-    free(rq);
+    tb_linked_free(&L);
     return rc;
 }
 
