@@ -27,7 +27,7 @@ static const double cores_try[] = {0, 1, 2, 4, 8, 16, 32, 64, 128};
 /* Children per group on which the core count is chosen, and on which the
  * response transmission times are learned. */
 #define CHOOSE_PREFIX 1000
-#define OFFSET_PREFIX 8000
+#define OFFSET_PREFIX 3000
 
 struct ev {
     int64_t t;
@@ -35,12 +35,40 @@ struct ev {
     uint32_t slot;  /* (local index << 2) | child << 1 | departure */
 };
 
-static int ev_cmp(const void *a, const void *b)
+/* Events by time: a stable LSD radix sort on the time since the earliest,
+ * 11 bits a pass, passes whose digit never changes skipped. Events at the
+ * same instant keep their order, which the clock does not care about: no
+ * time passes between them. */
+static int ev_sort(struct ev *ev, size_t n)
 {
-    const struct ev *x = a, *y = b;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    return x->slot < y->slot ? -1 : x->slot > y->slot;
+    if (n < 2)
+        return 0;
+    int64_t lo = ev[0].t, hi = ev[0].t;
+    for (size_t i = 1; i < n; i++) {
+        lo = TB_MIN(lo, ev[i].t);
+        hi = TB_MAX(hi, ev[i].t);
+    }
+    uint64_t span = (uint64_t)hi - (uint64_t)lo;
+    struct ev *tmp = malloc(n * sizeof *tmp);
+    if (!tmp)
+        return TB_E_NOMEM;
+    struct ev *src = ev, *dst = tmp;
+    for (unsigned shift = 0; shift < 64 && (span >> shift) != 0; shift += 11) {
+        size_t count[2049] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[(((uint64_t)src[i].t - (uint64_t)lo) >> shift & 2047) + 1]++;
+        for (size_t d = 1; d <= 2048; d++)
+            count[d] += count[d - 1];
+        for (size_t i = 0; i < n; i++)
+            dst[count[((uint64_t)src[i].t - (uint64_t)lo) >> shift & 2047]++] = src[i];
+        struct ev *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != ev)
+        memcpy(ev, src, n * sizeof *ev);
+    free(tmp);
+    return 0;
 }
 
 /* One caller host of one tier: its requests (parents) and the calls it made
@@ -58,7 +86,8 @@ struct group {
     double *g, *last_v;
     double *poff; /* per parent: its response's transmission time (its class's median) */
     int64_t *busy_until;
-    int64_t *pdep;             /* per parent: departure (wall), kept close for the scans */
+    int64_t *pdep, *parr;      /* per parent: departure, arrival (wall), kept close for the scans */
+    int64_t *karr, *kdep;      /* per child: the same */
     uint32_t *ncalls;
     uint32_t *active;
     /* per child: the pass's choice */
@@ -165,9 +194,8 @@ static double chain_err(const struct group *g, size_t c, double piece, double en
 /* What it costs to make parent p the issuer of child c (lower is likelier). */
 static double cost_of(const struct group *g, size_t p, size_t c, double *wait)
 {
-    const struct tb_request *P = &g->rq[g->par[p]], *C = &g->rq[g->kid[c]];
     *wait = 0;
-    if (P->departure_ns < C->departure_ns || g->busy_until[p] > C->arrival_ns)
+    if (g->pdep[p] < g->kdep[c] || g->busy_until[p] > g->karr[c])
         return IMPOSSIBLE;
     double va = g->kva[c], end = g->pvd[p] - g->poff[p];
     if (g->g[p] >= 0) {
@@ -208,9 +236,8 @@ static size_t link_pass(struct group *g, size_t limit)
     }
     size_t nact = 0, pi = 0, ontime = 0;
     for (size_t c = 0; c < limit; c++) {
-        const struct tb_request *C = &g->rq[g->kid[c]];
-        int64_t ca = C->arrival_ns, cd = C->departure_ns;
-        while (pi < g->np && g->rq[g->par[pi]].arrival_ns <= ca)
+        int64_t ca = g->karr[c], cd = g->kdep[c];
+        while (pi < g->np && g->parr[pi] <= ca)
             g->active[nact++] = (uint32_t)pi++;
         double best = INFINITY, second = INFINITY, bwait = 0;
         size_t bp = SIZE_MAX, feasible = 0;
@@ -263,7 +290,7 @@ static size_t link_pass(struct group *g, size_t limit)
             g->g[bp] = g->kva[c] - (g->ncalls[bp] ? g->last_v[bp] : g->pva[bp]);
         g->ncalls[bp]++;
         g->last_v[bp] = g->kvd[c];
-        g->busy_until[bp] = C->departure_ns;
+        g->busy_until[bp] = cd;
     }
     return ontime;
 }
@@ -325,6 +352,9 @@ static void group_free(struct group *g)
     free(g->poff);
     free(g->busy_until);
     free(g->pdep);
+    free(g->parr);
+    free(g->karr);
+    free(g->kdep);
     free(g->ncalls);
     free(g->active);
     free(g->choice);
@@ -373,13 +403,16 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
     g->poff = calloc(np + 1, sizeof(double));
     g->busy_until = malloc((np + 1) * sizeof *g->busy_until);
     g->pdep = malloc((np + 1) * sizeof *g->pdep);
+    g->parr = malloc((np + 1) * sizeof *g->parr);
+    g->karr = malloc((nk + 1) * sizeof *g->karr);
+    g->kdep = malloc((nk + 1) * sizeof *g->kdep);
     g->ncalls = malloc((np + 1) * sizeof *g->ncalls);
     g->active = malloc((np + 1) * sizeof *g->active);
     g->choice = malloc((nk + 1) * sizeof *g->choice);
     g->score = malloc((nk + 1) * sizeof *g->score);
     g->wait_v = malloc((nk + 1) * sizeof *g->wait_v);
     g->kind = malloc(nk + 1);
-    if (!g->ev || !g->pva || !g->handoff || !g->g || !g->poff || !g->busy_until || !g->pdep ||
+    if (!g->ev || !g->pva || !g->handoff || !g->g || !g->poff || !g->busy_until || !g->pdep || !g->parr || !g->karr || !g->kdep ||
         !g->ncalls || !g->active || !g->choice || !g->score || !g->wait_v || !g->kind) {
         group_free(g);
         return TB_E_NOMEM;
@@ -393,18 +426,24 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
     for (size_t i = 0; i < np; i++) {
         const struct tb_request *r = &g->rq[g->par[i]];
         g->pdep[i] = r->departure_ns;
+        g->parr[i] = r->arrival_ns;
         g->ev[e++] = (struct ev){r->arrival_ns, +1, (uint32_t)(i << 2)};
         g->ev[e++] = (struct ev){r->departure_ns, -1, (uint32_t)(i << 2 | 1)};
     }
     for (size_t i = 0; i < nk; i++) {
         const struct tb_request *r = &g->rq[g->kid[i]];
+        g->karr[i] = r->arrival_ns;
+        g->kdep[i] = r->departure_ns;
         g->ev[e++] = (struct ev){r->arrival_ns, -1, (uint32_t)(i << 2 | 2)};
         g->ev[e++] = (struct ev){r->departure_ns, +1, (uint32_t)(i << 2 | 3)};
         int64_t pd = prev_dep[g->kid[i]];
         g->handoff[i] = pd != INT64_MIN && r->arrival_ns >= pd && r->arrival_ns - pd <= HANDOFF_NS;
     }
     g->nev = ne;
-    qsort(g->ev, g->nev, sizeof *g->ev, ev_cmp);
+    if (ev_sort(g->ev, g->nev) != 0) {
+        group_free(g);
+        return TB_E_NOMEM;
+    }
     double cores = 0;
     if (link_rounds(g, &cores) != 0) {
         group_free(g);
@@ -424,7 +463,10 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
         nw++;
     }
     if (nw > nk / 100) {
-        qsort(g->ev, g->nev, sizeof *g->ev, ev_cmp);
+        if (ev_sort(g->ev, g->nev) != 0) {
+            group_free(g);
+            return TB_E_NOMEM;
+        }
         if (link_rounds(g, &cores) != 0) {
             group_free(g);
             return TB_E_NOMEM;
