@@ -1610,7 +1610,7 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
     if (!rc && !structural)
         rc = build_verdict(&c, nfcong);
     ctx_free(&c);
-    if (!rc) {
+    if (!rc && o->critical_path) {
         int e = tb_critpath_build(st, cat, o->from_ns, o->to_ns, &d->cp);
         d->have_cp = e == 0;
         if (e && e != TB_E_NOTFOUND)

@@ -37,6 +37,8 @@ struct tb_diag_opts {
     int64_t width_ns;        /* window (default 50 ms) */
     int64_t from_ns, to_ns;  /* INT64_MIN / INT64_MAX = everything stored */
     bool recompute;          /* ignore stored per-tier analyses */
+    bool critical_path;      /* also link every request and build the critical path (the
+                              * CLI does; it costs about as much again as the rest) */
 };
 
 /* One tier (server == 0) or one server, means over the windows analysed. */

@@ -169,7 +169,8 @@ int tb_cmd_diagnose(int argc, char **argv)
         tb_log_error("diagnose: --format '%s': expected text, json or csv", format);
         return TB_EXIT_USAGE;
     }
-    struct tb_diag_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX, .recompute = recompute};
+    struct tb_diag_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX, .recompute = recompute,
+                             .critical_path = true};
     if (tb_parse_window(window, &o.width_ns) != 0) {
         tb_log_error("--window '%s': expected a duration from 1ms to 1h, such as 50ms", window);
         return TB_EXIT_USAGE;

@@ -154,7 +154,8 @@ int tb_cmd_report(int argc, char **argv)
     if (fmt != F_CSV && fmt != F_JSONL) {
         /* The cross-tier line is the diagnosis of the same range. */
         struct tb_diag_opts dopt = {.width_ns = o.width_ns, .from_ns = o.from_ns,
-                                    .to_ns = o.to_ns, .recompute = recompute};
+                                    .to_ns = o.to_ns, .recompute = recompute,
+                                    .critical_path = true};
         struct tb_diagnosis dg;
         char derr[512] = "";
         if (tb_diagnose(db.st, db.cat, &dopt, &dg, derr, sizeof derr) == 0) {
