@@ -504,10 +504,15 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
              * the model's own ratio. */
             bool changed = y->s_new != y->s || y->c_new != y->c;
             double meas = y->cnt[p] ? y->own[p] / (double)y->cnt[p] : 0;
+            /* The others keep their measured times: the model's feedback
+             * through throughput is small when users think far longer than
+             * they wait, and a ratio of two near-saturated model times is
+             * unstable (one server's pool changed, the other's near full). */
             if (changed && meas > 0 && isfinite(f))
                 y->ratio[p] = f / meas;
             else
-                y->ratio[p] = (b > 0 && isfinite(b) && isfinite(f)) ? f / b : 1.0;
+                y->ratio[p] = 1.0;
+            (void)b;
         }
         for (size_t k = 0; k < npl; k++) {
             struct pool *y = &pls[k];
@@ -519,7 +524,9 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
             double b = pool_wait(y->m, y->h, xs[0] * v1), f = pool_wait(y->m_new, y->h, xs[1] * v1);
             if (!isfinite(f))
                 f = b;
-            if (b > 1 && isfinite(b)) {
+            if (y->m_new == y->m) {
+                y->ratio[p] = 1;
+            } else if (b > 1 && isfinite(b)) {
                 y->ratio[p] = f / b;
             } else {
                 y->ratio[p] = 1;
