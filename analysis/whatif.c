@@ -497,7 +497,7 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
         for (size_t k = 0; k < nst; k++) {
             struct station *y = &sts[k];
             double v1 = (double)y->cnt[p] / (double)nf_p[p];
-            double b = station_rt(y->s, y->c, xs[0] * v1), f = station_rt(y->s_new, y->c_new, xs[1] * v1);
+            double f = station_rt(y->s_new, y->c_new, xs[1] * v1);
             /* A changed station is forecast in absolute terms (the model's
              * time against the time measured there): its baseline may sit in
              * a transient the steady-state model overstates; the others by
@@ -512,7 +512,6 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
                 y->ratio[p] = f / meas;
             else
                 y->ratio[p] = 1.0;
-            (void)b;
         }
         for (size_t k = 0; k < npl; k++) {
             struct pool *y = &pls[k];
