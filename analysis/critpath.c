@@ -22,14 +22,53 @@ struct cevent {
     uint32_t self; /* request index + 1 at its own arrival, else 0 */
 };
 
-static int cevent_cmp(const void *a, const void *b)
+/* Events by server, then time, a departure before an arrival at the same
+ * instant: a stable radix sort on (time since the earliest, arrival bit), 11
+ * bits a pass, then a stable counting sort on the server. */
+static int cevent_sort(struct cevent *ev, size_t n, uint32_t nsrv)
 {
-    const struct cevent *x = a, *y = b;
-    if (x->server != y->server)
-        return x->server < y->server ? -1 : 1;
-    if (x->t != y->t)
-        return x->t < y->t ? -1 : 1;
-    return x->delta < y->delta ? -1 : x->delta > y->delta; /* leave before arriving */
+    if (n < 2)
+        return 0;
+    int64_t lo = ev[0].t, hi = ev[0].t;
+    for (size_t i = 1; i < n; i++) {
+        lo = TB_MIN(lo, ev[i].t);
+        hi = TB_MAX(hi, ev[i].t);
+    }
+    uint64_t span = ((uint64_t)hi - (uint64_t)lo) << 1 | 1;
+    struct cevent *tmp = malloc(n * sizeof *tmp);
+    size_t *count = calloc((size_t)nsrv + 2 > 2049 ? (size_t)nsrv + 2 : 2049, sizeof *count);
+    if (!tmp || !count) {
+        free(tmp);
+        free(count);
+        return TB_E_NOMEM;
+    }
+    struct cevent *src = ev, *dst = tmp;
+#define CKEY(e) (((uint64_t)(e).t - (uint64_t)lo) << 1 | ((e).delta > 0))
+    for (unsigned shift = 0; shift < 64 && (span >> shift) != 0; shift += 11) {
+        memset(count, 0, 2049 * sizeof *count);
+        for (size_t i = 0; i < n; i++)
+            count[(CKEY(src[i]) >> shift & 2047) + 1]++;
+        for (size_t d = 1; d <= 2048; d++)
+            count[d] += count[d - 1];
+        for (size_t i = 0; i < n; i++)
+            dst[count[CKEY(src[i]) >> shift & 2047]++] = src[i];
+        struct cevent *sw = src;
+        src = dst;
+        dst = sw;
+    }
+#undef CKEY
+    memset(count, 0, ((size_t)nsrv + 2) * sizeof *count);
+    for (size_t i = 0; i < n; i++)
+        count[src[i].server + 1]++;
+    for (size_t d = 1; d <= (size_t)nsrv + 1; d++)
+        count[d] += count[d - 1];
+    for (size_t i = 0; i < n; i++)
+        dst[count[src[i].server]++] = src[i];
+    if (dst != ev)
+        memcpy(ev, dst, n * sizeof *ev);
+    free(tmp);
+    free(count);
+    return 0;
 }
 
 void tb_trees_free(struct tb_trees *t)
@@ -119,7 +158,8 @@ int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, si
             ev[nev++] = (struct cevent){rq[i].departure_ns, ps, +1, 0};
         }
     }
-    qsort(ev, nev, sizeof *ev, cevent_cmp);
+    if ((rc = cevent_sort(ev, nev, t->nsrv)))
+        goto out;
     long cur = 0;
     uint32_t srv = UINT32_MAX;
     for (size_t k = 0; k < nev; k++) {
