@@ -136,10 +136,15 @@ int tb_cmd_whatif(int argc, char **argv)
         printf("model: %s\n", r.why);
         if (r.closed)
             printf("  %.1f users on average, think time %.3f ms\n", r.users, r.think_ns / 1e6);
-        printf("  changed tier: %.3f ms of work per request, %.0f %s, "
-               "%.2f requests per front request\n",
-               r.service_ns / 1e6, r.cores, o.change == TB_WHATIF_POOL ? "connections" : "cores",
-               r.visits);
+        char lim[64];
+        if (o.change != TB_WHATIF_POOL && r.cores >= 256)
+            snprintf(lim, sizeof lim, "no CPU limit seen");
+        else
+            snprintf(lim, sizeof lim, "%.0f %s", r.cores,
+                     o.change == TB_WHATIF_POOL ? "connections" : "cores");
+        printf("  changed tier: %.3f ms of work per request, %s, %.2f requests per front "
+               "request\n",
+               r.service_ns / 1e6, lim, r.visits);
         printf("%-12s %12s %12s %8s\n", "", "measured", "forecast", "change");
         const struct {
             const char *name;
