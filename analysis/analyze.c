@@ -1128,5 +1128,7 @@ void tb_report_free(struct tb_report *rep)
     free(rep->front_win);
     free(rep->corr);
     free(rep->profile);
+    if (rep->have_cp)
+        tb_critpath_free(&rep->cp);
     memset(rep, 0, sizeof *rep);
 }

@@ -11,6 +11,7 @@
 #include "stats.h"
 #include "correlate.h"
 #include "diagnose.h"
+#include "critpath.h"
 
 struct tb_analyze_opts {
     int64_t width_ns;          /* window width (default 50 ms) */
@@ -115,6 +116,10 @@ struct tb_report {
     struct tb_class_profile *profile;
     size_t nprofile;
     int64_t profile_total_ns;
+    /* The front requests' critical path over the same range (critpath.h),
+     * when the caller built it (the diagnosis does); freed with the report. */
+    bool have_cp;
+    struct tb_critpath cp;
 };
 
 /* Runs the analysis of the tier (or o->server), of each of its servers, and

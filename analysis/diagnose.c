@@ -1714,6 +1714,12 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
     if (!rc && !structural)
         rc = build_verdict(&c, nfcong);
     ctx_free(&c);
+    if (!rc && o->critical_path) {
+        int e = tb_critpath_build(st, cat, o->from_ns, o->to_ns, &d->cp);
+        d->have_cp = e == 0;
+        if (e && e != TB_E_NOTFOUND)
+            rc = e;
+    }
     if (rc) {
         if (err && errlen && !err[0])
             seterr(err, errlen, "%s", tb_strerror(rc));
@@ -1733,6 +1739,8 @@ void tb_diagnosis_free(struct tb_diagnosis *d)
     free(d->front_congested);
     free(d->root_server);
     free(d->root_cause);
+    if (d->have_cp)
+        tb_critpath_free(&d->cp);
     memset(d, 0, sizeof *d);
 }
 
@@ -1861,5 +1869,10 @@ void tb_diagnosis_json(struct tb_buf *b, const struct tb_catalog *cat,
         tb_buf_json_str(b, tb_cause_name(e->cause));
         tb_buf_puts(b, "}");
     }
-    tb_buf_puts(b, "]}\n");
+    tb_buf_puts(b, "],\n \"critical_path\": ");
+    if (d->have_cp)
+        tb_critpath_json(b, cat, &d->cp);
+    else
+        tb_buf_puts(b, "null");
+    tb_buf_puts(b, "}\n");
 }

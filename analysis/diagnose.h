@@ -11,6 +11,7 @@
 #include "catalog.h"
 #include "correlate.h"
 #include "store.h"
+#include "critpath.h"
 
 /* The fixed vocabulary of causes (DESIGN.md, `tbneck diagnose`). */
 enum tb_cause {
@@ -36,6 +37,8 @@ struct tb_diag_opts {
     int64_t width_ns;        /* window (default 50 ms) */
     int64_t from_ns, to_ns;  /* INT64_MIN / INT64_MAX = everything stored */
     bool recompute;          /* ignore stored per-tier analyses */
+    bool critical_path;      /* also link every request and build the critical path (the
+                              * CLI does; it costs about as much again as the rest) */
 };
 
 /* One tier (server == 0) or one server, means over the windows analysed. */
@@ -112,6 +115,10 @@ struct tb_diagnosis {
                                        * congested windows are those it was slow in */
     uint32_t *root_server;
     uint8_t *root_cause;
+    /* The critical path of the front tier's requests (critpath.h); have_cp
+     * false when it could not be built (no front tier). */
+    bool have_cp;
+    struct tb_critpath cp;
 };
 
 /* Everything stored in the range. Returns 0, or TB_E_* with one line in err.

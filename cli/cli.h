@@ -13,6 +13,7 @@ int tb_cmd_export(int argc, char **argv);
 int tb_cmd_serve(int argc, char **argv);
 int tb_cmd_events(int argc, char **argv);
 int tb_cmd_diagnose(int argc, char **argv);
+int tb_cmd_whatif(int argc, char **argv);
 
 /* Default database path when --db is not given. */
 #define TB_DEFAULT_DB "tbneck.db"

@@ -123,6 +123,8 @@ static void print_text(FILE *f, const struct tb_catalog *cat, const struct tb_di
                 e->kind == TB_EP_FREEZE ? "freeze" : "saturated", tier_name(cat, e->root_tier),
                 server_name(cat, e->root_server, b2, sizeof b2), tb_cause_name(e->cause));
     }
+    if (d->have_cp)
+        tb_cli_print_critpath(f, cat, &d->cp);
 }
 
 /* Per tier and window: the layers, and the front tier's state and root. */
@@ -170,7 +172,8 @@ int tb_cmd_diagnose(int argc, char **argv)
         tb_log_error("diagnose: --format '%s': expected text, json or csv", format);
         return TB_EXIT_USAGE;
     }
-    struct tb_diag_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX, .recompute = recompute};
+    struct tb_diag_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX, .recompute = recompute,
+                             .critical_path = true};
     if (tb_parse_window(window, &o.width_ns) != 0) {
         tb_log_error("--window '%s': expected a duration from 1ms to 1h, such as 50ms", window);
         return TB_EXIT_USAGE;

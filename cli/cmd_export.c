@@ -12,6 +12,7 @@
 #include "ch.h"
 #include "cli.h"
 #include "jsonl.h"
+#include "link.h"
 #include "report_util.h"
 
 static const char export_usage[] =
@@ -24,7 +25,11 @@ static const char export_usage[] =
     "       tbneck export connections [--tier NAME] [--from T --to T] [--db FILE]\n"
     "\n"
     "requests: every stored request as CSV, header\n"
-    "  tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,flags\n"
+    "  tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,flags,\n"
+    "  id,parent\n"
+    "  (id: the row's number in the full export from 1; parent: the id of the upstream\n"
+    "  request during which the caller issued it, empty for none or unknown; the\n"
+    "  share of links that were ambiguous is printed on stderr, docs/linking.md)\n"
     "  (--store sqlite:FILE = --db FILE; clickhouse://HOST:PORT/DATABASE: every sensor's\n"
     "  requests merged, docs/clickhouse.md)\n"
     "windows: the per-window analysis as CSV, header\n"
@@ -41,29 +46,23 @@ static const char export_usage[] =
     "  connections to or from that tier).\n"
     TB_CLI_TIME_HELP;
 
-/* export requests --store clickhouse://...: every sensor's rows, merged. */
-static int export_requests_ch(const char *url, const char *tier)
+struct link_tail {
+    const struct tb_links *l;
+    size_t next; /* index of the row being written */
+};
+
+static void link_row(void *ctx, FILE *out)
 {
-    struct tb_store_url u;
-    struct tb_ch *ch = NULL;
-    char err[600];
-    tb_store_url_parse(url, &u, err, sizeof err);
-    int rc = tb_ch_open(&ch, &u, "reader", false, 0, err, sizeof err);
-    if (rc) {
-        tb_log_error("export requests: %s", err);
-        return rc == TB_E_UNSUPP ? TB_EXIT_USAGE : TB_EXIT_FAIL;
+    struct link_tail *t = ctx;
+    size_t i = t->next++;
+    if (i >= t->l->n) {
+        fputs(",,", out);
+        return;
     }
-    rc = tb_ch_export_requests(ch, tier, stdout);
-    if (!rc && fflush(stdout) != 0)
-        rc = TB_E_IO;
-    if (rc == TB_E_NOTFOUND)
-        tb_log_error("export requests from %s: unknown tier '%s' (no request of it is stored)",
-                     url, tier);
-    else if (rc)
-        tb_log_error("export requests from %s: %s", url,
-                     tb_ch_error(ch)[0] ? tb_ch_error(ch) : tb_strerror(rc));
-    tb_ch_close(ch);
-    return rc ? TB_EXIT_FAIL : TB_EXIT_OK;
+    if (t->l->parent[i])
+        fprintf(out, ",%zu,%" PRIu64, i + 1, t->l->parent[i]);
+    else
+        fprintf(out, ",%zu,", i + 1);
 }
 
 static int export_requests(int argc, char **argv)
@@ -78,31 +77,54 @@ static int export_requests(int argc, char **argv)
     }
     if (rc)
         return rc;
-    if (store) {
-        struct tb_store_url u;
-        char err[600];
-        if (tb_store_url_parse(store, &u, err, sizeof err)) {
-            tb_log_error("export requests: %s", err);
-            return TB_EXIT_USAGE;
-        }
-        if (u.kind == TB_STORE_KIND_CLICKHOUSE)
-            return export_requests_ch(store, tier);
-        dbpath = u.path;
-    }
+    /* A ClickHouse store is read through its merged copy, as report reads it,
+     * so that ids and parents come from the one linker. */
     struct tb_cli_db db;
-    if ((rc = tb_cli_db_open(&db, dbpath, true)) != 0)
+    if ((rc = tb_cli_db_open_store(&db, dbpath, store, true)) != 0)
         return rc;
-    uint32_t tid;
+    uint32_t tid = 0;
+    struct tb_request *rq = NULL;
+    size_t n = 0;
+    struct tb_callers *cl = NULL;
+    struct tb_links lk;
+    memset(&lk, 0, sizeof lk);
     if (tier && (rc = tb_cli_tier(db.cat, tier, &tid)) != 0)
         goto out;
-    int err = tb_store_export_requests(db.st, tier, stdout);
+    /* Ids count rows of the full export, so that a parent on another tier
+     * keeps its id when --tier leaves it out. */
+    int err = tb_store_requests(db.st, 0, INT64_MIN, INT64_MAX, &rq, &n);
+    if (!err)
+        err = tb_link_export_order(db.cat, rq, n);
+    if (!err)
+        err = tb_callers_new(&cl, db.cat);
+    if (!err)
+        err = tb_link_requests(db.cat, cl, rq, n, &lk);
+    struct link_tail lt = {.l = &lk, .next = 0};
+    if (!err && tid) {
+        while (lt.next < n && rq[lt.next].tier != tid)
+            lt.next++;
+    }
+    struct tb_export_tail tail = {",id,parent", link_row, &lt};
+    if (!err)
+        err = tb_store_export_requests_tail(db.st, tier, stdout, &tail);
     if (!err && fflush(stdout) != 0)
         err = TB_E_IO;
     if (err) {
         tb_log_error("export requests from %s: %s", dbpath, tb_strerror(err));
         rc = TB_EXIT_FAIL;
+        goto out;
     }
+    if (lk.children)
+        fprintf(stderr,
+                "linked %" PRIu64 " of %" PRIu64 " downstream requests to a parent (%.2f%%): "
+                "%" PRIu64 " exact, %" PRIu64 " ambiguous (%.2f%% of links)\n",
+                lk.linked, lk.children, 100.0 * (double)lk.linked / (double)lk.children,
+                lk.exact, lk.ambiguous,
+                lk.linked ? 100.0 * (double)lk.ambiguous / (double)lk.linked : 0.0);
 out:
+    tb_links_free(&lk);
+    tb_callers_free(cl);
+    free(rq);
     tb_cli_db_close(&db);
     return rc;
 }

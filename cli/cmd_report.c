@@ -200,12 +200,17 @@ int tb_cmd_report(int argc, char **argv)
     if (fmt != F_CSV && fmt != F_JSONL) {
         /* The cross-tier line is the diagnosis of the same range. */
         struct tb_diag_opts dopt = {.width_ns = o.width_ns, .from_ns = o.from_ns,
-                                    .to_ns = o.to_ns, .recompute = recompute};
+                                    .to_ns = o.to_ns, .recompute = recompute,
+                                    .critical_path = true};
         struct tb_diagnosis dg;
         char derr[512] = "";
         if (tb_diagnose(db.st, db.cat, &dopt, &dg, derr, sizeof derr) == 0) {
             rep.have_verdict = true;
             rep.verdict = dg.verdict;
+            /* The critical path moves to the report. */
+            rep.have_cp = dg.have_cp;
+            rep.cp = dg.cp;
+            dg.have_cp = false;
             /* A tier that waits on its calls: its own resources' N* is the
              * one on self-load (load N* is cores x R/D there, and smeared). */
             if (rep.total.waits_downstream) {

@@ -21,6 +21,9 @@ static const struct {
     {"diagnose", tb_cmd_diagnose,
      "diagnose [--window " TB_WINDOW_DEFAULT "] [--from T --to T] [--format text|json|csv]\n"
      "                 [--plot FILE.png|svg] [--db FILE]"},
+    {"whatif", tb_cmd_whatif,
+     "whatif --tier NAME (--speedup X | --cores N | --pool N) [--server ADDR:PORT]\n"
+     "                 [--format text|json] [--db FILE]"},
     {"tiers", tb_cmd_tiers, "tiers [--db FILE]"},
     {"export", tb_cmd_export,
      "export requests [--tier NAME] [--db FILE]\n"

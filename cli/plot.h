@@ -47,5 +47,11 @@ int tb_plot_diag_dot(FILE *f, const struct tb_diagnosis *d, const struct tb_cata
 void tb_plot_graph_path(const char *path, char *buf, size_t len);
 int tb_plot_diagnosis(const char *path, const struct tb_catalog *cat,
                       const struct tb_diagnosis *d, char *errbuf, size_t errlen);
+/* The critical path as stacked bars per class (mean, p95, p99 requests), the
+ * third picture of diagnose --plot: FILE-path.EXT (tb_plot_path_suffix). */
+struct tb_critpath;
+int tb_plot_critpath_script(FILE *f, const struct tb_critpath *cp, const struct tb_catalog *cat,
+                            const char *path, enum tb_plot_fmt fmt);
+void tb_plot_path_suffix(const char *path, const char *suffix, char *buf, size_t len);
 
 #endif

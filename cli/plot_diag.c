@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "diagnose.h"
+#include "critpath.h"
 
 /* One colour per cause, the same in both pictures. */
 static const char *cause_color(enum tb_cause c)
@@ -240,6 +241,89 @@ static int write_dot(FILE *f, void *ud)
     return tb_plot_diag_dot(f, j->d, j->cat);
 }
 
+static int write_critpath(FILE *f, void *ud)
+{
+    const struct diag_job *j = ud;
+    return tb_plot_critpath_script(f, &j->d->cp, j->cat, j->path, j->fmt);
+}
+
+void tb_plot_path_suffix(const char *path, const char *suffix, char *buf, size_t len)
+{
+    const char *dot = strrchr(path, '.');
+    size_t stem = dot ? (size_t)(dot - path) : strlen(path);
+    snprintf(buf, len, "%.*s%s%s", (int)stem, path, suffix, dot ? dot : "");
+}
+
+int tb_plot_critpath_script(FILE *f, const struct tb_critpath *cp, const struct tb_catalog *cat,
+                            const char *path, enum tb_plot_fmt fmt)
+{
+    size_t ncls = cp->ncls < 8 ? cp->ncls : 8;
+    /* Components with a share somewhere, as columns; a row per class and
+     * statistic (mean, p95, p99), in percent. */
+    bool *use = calloc(cp->ncomp + 1, sizeof *use);
+    if (!use)
+        return TB_E_NOMEM;
+    for (size_t k = 0; k < ncls; k++)
+        for (size_t c = 0; c < cp->ncomp; c++)
+            use[c] |= cp->cls[k].mean[c] >= 0.001 || cp->cls[k].p95[c] >= 0.001 ||
+                      cp->cls[k].p99[c] >= 0.001;
+    fputs("$D << EOD\n\"row\"", f);
+    size_t ncol = 0;
+    for (size_t c = 0; c < cp->ncomp; c++) {
+        if (!use[c])
+            continue;
+        ncol++;
+        fputc(' ', f);
+        char name[200];
+        if (c + 1 == cp->ncomp)
+            snprintf(name, sizeof name, "wire");
+        else
+            snprintf(name, sizeof name, "%s %s", tier_name(cat, (uint32_t)(c / TB_CP_KINDS) + 1),
+                     tb_cp_kind_name((unsigned)(c % TB_CP_KINDS)));
+        fputc('"', f);
+        for (const char *p = name; *p; p++)
+            if (*p != '"' && *p != '\n')
+                fputc(*p, f);
+        fputc('"', f);
+    }
+    fputc('\n', f);
+    for (size_t k = 0; k < ncls; k++) {
+        const struct tb_cp_class *x = &cp->cls[k];
+        const char *cname = x->class_id ? tb_catalog_class_get(cat, x->class_id)->text : "all";
+        const double *v[3] = {x->mean, x->p95, x->p99};
+        static const char *const stat[3] = {"mean", "p95", "p99"};
+        for (int q = 0; q < 3; q++) {
+            fprintf(f, "\"%.40s %s\"", cname, stat[q]);
+            for (size_t c = 0; c < cp->ncomp; c++)
+                if (use[c])
+                    fprintf(f, " %.6f", 100 * v[q][c]);
+            fputc('\n', f);
+        }
+    }
+    fputs("EOD\n", f);
+    free(use);
+    int h = 520;
+    if (fmt == TB_PLOT_SVG)
+        fprintf(f, "set terminal svg size 1400,%d dynamic noenhanced font 'Sans,12' background "
+                   "'#ffffff'\n", h);
+    else
+        fprintf(f, "set terminal pngcairo size 1400,%d noenhanced font 'Sans,11' background "
+                   "'#ffffff'\n", h);
+    fputs("set output ", f);
+    gp_str(f, path);
+    fprintf(f, "\nset title 'critical path of %s requests: share of response time per class "
+               "(mean; within the p95 and p99 requests)'\n",
+            tier_name(cat, cp->front));
+    fputs("set style data histograms\nset style histogram rowstacked\nset boxwidth 0.75\n"
+          "set style fill solid 0.85 border -1\nset yrange [0:100]\nset ylabel '% of response "
+          "time'\nset xtics rotate by -30 left\nset key outside right top\nset grid ytics\n",
+          f);
+    if (ncol)
+        fprintf(f, "plot for [i=2:%zu] $D using i:xtic(1) title columnheader(i)\n", ncol + 1);
+    fputs("set output\n", f);
+    return ferror(f) ? TB_E_IO : 0;
+}
+
 int tb_plot_diagnosis(const char *path, const struct tb_catalog *cat,
                       const struct tb_diagnosis *d, char *errbuf, size_t errlen)
 {
@@ -259,5 +343,11 @@ int tb_plot_diagnosis(const char *path, const struct tb_catalog *cat,
     char gpath[4096];
     tb_plot_graph_path(path, gpath, sizeof gpath);
     const char *args[] = {fmt == TB_PLOT_SVG ? "-Tsvg" : "-Tpng", "-o", gpath};
-    return tb_plot_run("dot", args, TB_ARRAY_SIZE(args), write_dot, &j, gpath, errbuf, errlen);
+    rc = tb_plot_run("dot", args, TB_ARRAY_SIZE(args), write_dot, &j, gpath, errbuf, errlen);
+    if (rc || !d->have_cp)
+        return rc;
+    char cpath[4096];
+    tb_plot_path_suffix(path, "-path", cpath, sizeof cpath);
+    struct diag_job jc = {d, cat, cpath, (enum tb_plot_fmt)fmt};
+    return tb_plot_run("gnuplot", NULL, 0, write_critpath, &jc, cpath, errbuf, errlen);
 }

@@ -9,6 +9,8 @@
 
 #include "report_util.h"
 #include "util.h"
+#include "buf.h"
+#include "critpath.h"
 
 #define TOP_CLASSES 10
 
@@ -501,6 +503,8 @@ int tb_report_write_text(FILE *f, const struct tb_report *r, const struct tb_cat
     tb_profile_write_text(f, r, cat, TOP_CLASSES);
     text_episodes(f, tot, first);
     text_corr(f, r, cat);
+    if (r->have_cp)
+        tb_cli_print_critpath(f, cat, &r->cp);
     /* With one server its episodes are the tier's, already listed. */
     for (size_t i = 0; r->nservers > 1 && i < r->nservers; i++) {
         if (!r->servers[i].nep)
@@ -689,6 +693,18 @@ int tb_report_write_json(FILE *f, const struct tb_report *r, const struct tb_cat
         fputs(",\"evidence\":", f);
         tb_json_str(f, v->evidence);
         fputs("}", f);
+    }
+    if (r->have_cp) {
+        struct tb_buf cb;
+        tb_buf_init(&cb);
+        tb_critpath_json(&cb, cat, &r->cp);
+        if (!tb_buf_ok(&cb)) {
+            tb_buf_free(&cb);
+            return TB_E_NOMEM;
+        }
+        fputs(",\"critical_path\":", f);
+        fwrite(cb.p, 1, cb.len, f);
+        tb_buf_free(&cb);
     }
     fputs("}\n", f);
     return ferror(f) ? TB_E_IO : 0;

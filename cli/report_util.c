@@ -4,11 +4,14 @@
 #include "report_util.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "critpath.h"
 
 int tb_cli_db_open(struct tb_cli_db *db, const char *path, bool readonly)
 {
@@ -225,4 +228,33 @@ int tb_cli_parse(int argc, char **argv, int first, const struct tb_cli_opt *opts
         }
     }
     return 0;
+}
+
+/* The critical path: per class, the share of response time in each
+ * component (mean; within the p95 and p99 requests), largest first. */
+void tb_cli_print_critpath(FILE *f, const struct tb_catalog *cat, const struct tb_critpath *cp)
+{
+    fprintf(f, "\ncritical path of %s requests (%" PRIu64 " of %" PRIu64
+               " downstream requests linked):\n",
+            tb_catalog_tier_get(cat, cp->front)->name, cp->linked, cp->children);
+    for (size_t k = 0; k < cp->ncls && k < 6; k++) {
+        const struct tb_cp_class *x = &cp->cls[k];
+        fprintf(f, "  %s: %" PRIu64 " requests, mean %.2f ms, p95 %.2f ms, p99 %.2f ms\n",
+                x->class_id ? tb_catalog_class_get(cat, x->class_id)->text : "all classes",
+                x->requests, x->rt_mean_ns / 1e6, x->rt_p95_ns / 1e6, x->rt_p99_ns / 1e6);
+        fprintf(f, "    %-24s %7s %7s %7s\n", "share of response time", "mean", "p95", "p99");
+        for (size_t c = 0; c < cp->ncomp; c++) {
+            if (x->mean[c] < 0.0005 && x->p95[c] < 0.0005 && x->p99[c] < 0.0005)
+                continue;
+            char name[160];
+            if (c + 1 == cp->ncomp)
+                snprintf(name, sizeof name, "wire");
+            else
+                snprintf(name, sizeof name, "%s %s",
+                         tb_catalog_tier_get(cat, (uint32_t)(c / TB_CP_KINDS) + 1)->name,
+                         tb_cp_kind_name((unsigned)(c % TB_CP_KINDS)));
+            fprintf(f, "    %-24s %6.1f%% %6.1f%% %6.1f%%\n", name, 100 * x->mean[c],
+                    100 * x->p95[c], 100 * x->p99[c]);
+        }
+    }
 }

@@ -59,6 +59,11 @@ struct tb_cli_opt {
 int tb_cli_parse(int argc, char **argv, int first, const struct tb_cli_opt *opts, size_t n,
                  const char *cmd);
 
+/* The critical path as text: per class (the six largest), each component's
+ * share of response time (mean, p95, p99), diagnose's and report's section. */
+struct tb_critpath;
+void tb_cli_print_critpath(FILE *f, const struct tb_catalog *cat, const struct tb_critpath *cp);
+
 /* Writes `s` as one CSV field, quoted per RFC 4180 when it needs to be. */
 void tb_csv_field(FILE *f, const char *s);
 

@@ -83,9 +83,6 @@ int tb_ch_request(struct tb_ch *ch, const struct tb_catalog *cat, const struct t
 /* Sends what is queued. */
 int tb_ch_flush(struct tb_ch *ch);
 uint64_t tb_ch_rows(const struct tb_ch *ch);
-/* The requests as tb_store_export_requests writes them (same header, order and
- * quoting), all sensors merged; TB_E_NOTFOUND when tier_name has no request. */
-int tb_ch_export_requests(struct tb_ch *ch, const char *tier_name, FILE *out);
 /* Queues one connection's final record (texts from cat); sent with the
  * requests. */
 int tb_ch_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_conn *c);

@@ -96,7 +96,7 @@ static int load_clients(struct tb__db *d, struct client_text **out, size_t *n)
 
 /* Writes the rows of one tier, in (arrival_ns, conn) order. */
 static int export_tier(struct tb__db *d, int64_t tier_id, const struct client_text *ct,
-                       size_t nct, FILE *out)
+                       size_t nct, FILE *out, const struct tb_export_tail *tail)
 {
     /* Per tier, the (tier_id, arrival_ns) index gives the order and SQLite
      * only sorts rows that share an arrival time; one query over all tiers
@@ -140,8 +140,8 @@ static int export_tier(struct tb__db *d, int64_t tier_id, const struct client_te
         fwrite(num, 1, (size_t)(p - num), out);
         tb__csv_field(out, cls ? cls : "", (size_t)sqlite3_column_bytes(s, 5));
         /* Six numbers, each at most 20 digits and a sign, plus separators. */
-        char tail[6 * 22 + 2];
-        p = tail;
+        char num_tail[6 * 22 + 2];
+        p = num_tail;
         *p++ = ',';
         p = tb__put_i64(p, sqlite3_column_int64(s, 6));
         *p++ = ',';
@@ -154,8 +154,13 @@ static int export_tier(struct tb__db *d, int64_t tier_id, const struct client_te
         p = tb__put_i64(p, sqlite3_column_int(s, 10));
         *p++ = ',';
         p = tb__put_u64(p, (uint32_t)sqlite3_column_int64(s, 11));
+        if (tail && tail->row) {
+            fwrite(num_tail, 1, (size_t)(p - num_tail), out);
+            tail->row(tail->ctx, out);
+            p = num_tail;
+        }
         *p++ = '\n';
-        fwrite(tail, 1, (size_t)(p - tail), out);
+        fwrite(num_tail, 1, (size_t)(p - num_tail), out);
     }
     sqlite3_reset(s);
     if (src != SQLITE_DONE)
@@ -163,7 +168,8 @@ static int export_tier(struct tb__db *d, int64_t tier_id, const struct client_te
     return ferror(out) ? TB_E_IO : 0;
 }
 
-int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out)
+int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out,
+                     const struct tb_export_tail *tail)
 {
     struct client_text *ct = NULL;
     int64_t *tiers = NULL;
@@ -196,8 +202,11 @@ int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out)
     if ((rc = load_clients(d, &ct, &nct)))
         goto out;
     fputs(TB__REQUESTS_CSV_HEADER, out);
+    if (tail && tail->header)
+        fputs(tail->header, out);
+    putc('\n', out);
     for (size_t i = 0; i < nt && rc == 0; i++)
-        rc = export_tier(d, tiers[i], ct, nct, out);
+        rc = export_tier(d, tiers[i], ct, nct, out, tail);
 out:
     free(tiers);
     free(ct);

@@ -113,8 +113,9 @@ char *tb__put_u64(char *p, uint64_t v);
 char *tb__put_i64(char *p, int64_t v);
 /* The CSV header line of tb_store_export_requests, shared by the stores. */
 #define TB__REQUESTS_CSV_HEADER                                                                 \
-    "tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,flags\n"
-int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out);
+    "tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,flags"
+int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out,
+                     const struct tb_export_tail *tail);
 
 /* Formats an endpoint's address without its port, as stored in
  * endpoints.addr and hosts.addr ("10.0.0.1", "2001:db8::1"). */

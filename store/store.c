@@ -588,7 +588,14 @@ int tb_store_time_span(struct tb_store *st, uint32_t tier, int64_t *first_ns, in
 int tb_store_export_requests(struct tb_store *st, const char *tier_name, FILE *out)
 {
     int rc = ensure_index(st, false);
-    return rc ? rc : tb__store_export(&st->d, tier_name, out);
+    return rc ? rc : tb__store_export(&st->d, tier_name, out, NULL);
+}
+
+int tb_store_export_requests_tail(struct tb_store *st, const char *tier_name, FILE *out,
+                                  const struct tb_export_tail *tail)
+{
+    int rc = ensure_index(st, false);
+    return rc ? rc : tb__store_export(&st->d, tier_name, out, tail);
 }
 
 /* ---- windows and service times --------------------------------------------------------- */

@@ -142,6 +142,17 @@ int tb_store_time_span(struct tb_store *st, uint32_t tier, int64_t *first_ns, in
 /* CSV exactly as DESIGN.md "Interfaces": header
  * tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,flags */
 int tb_store_export_requests(struct tb_store *st, const char *tier_name, FILE *out);
+/* The same with trailing columns added by the caller: `header` (e.g.
+ * ",id,parent") after the header's last name, and row() called for each row
+ * after its flags field, before the line break, in export order (tier name,
+ * then arrival, connection, row id). */
+struct tb_export_tail {
+    const char *header;
+    void (*row)(void *ctx, FILE *out);
+    void *ctx;
+};
+int tb_store_export_requests_tail(struct tb_store *st, const char *tier_name, FILE *out,
+                                  const struct tb_export_tail *tail);
 
 /* ---- windows, service times, analyses, episodes ------------------------- */
 /* Replaces the stored windows of (tier, server set, width) over the covered

@@ -37,6 +37,22 @@ tier=$("$TBNECK" export requests --db "$db" | awk -F, 'NR == 2 { print $1 }')
 [ -n "$tier" ] || { echo "FAIL: no requests captured from the simulator's pcap"; exit 1; }
 
 # Usage errors: exit 2.
+# whatif (issue 14): a tier no other tier calls (the front tier), a speedup
+# of 0 or below, --pool on a tier that holds no pool (the database calls no
+# one), a missing or double change: one line, exit 2.
+expect 2 "whatif: tier 'http' has no callers" "$TBNECK" whatif --tier http --speedup 2 --db "$db"
+expect 2 "whatif: --speedup '0': expected a factor greater than 0" \
+    "$TBNECK" whatif --tier mysql --speedup 0 --db "$db"
+expect 2 "whatif: --speedup '-2': expected a factor greater than 0" \
+    "$TBNECK" whatif --tier mysql --speedup -2 --db "$db"
+expect 2 "whatif: --cores '1.5': expected a whole number" \
+    "$TBNECK" whatif --tier mysql --cores 1.5 --db "$db"
+expect 2 "whatif: tier 'mysql' holds no connection pool" \
+    "$TBNECK" whatif --tier mysql --pool 8 --db "$db"
+expect 2 "whatif: give exactly one of" "$TBNECK" whatif --tier mysql --db "$db"
+expect 2 "whatif: give exactly one of" "$TBNECK" whatif --tier mysql --speedup 2 --cores 3 --db "$db"
+expect 2 "whatif: --format 'xml'" "$TBNECK" whatif --tier mysql --speedup 2 --format xml --db "$db"
+
 expect 2 "--tier" "$TBNECK" report --db "$db"
 expect 2 "unknown option '--bogus'" "$TBNECK" report --tier "$tier" --db "$db" --bogus
 expect 2 "needs a value" "$TBNECK" report --tier "$tier" --db "$db" --window

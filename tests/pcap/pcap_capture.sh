@@ -14,10 +14,11 @@ fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # The expected records of mkpcap's "simple" conversation (3 exchanges).
 expected() { # expected FLAGS [SERVER CLIENT TIER]
     local f=$1 srv=${2:-10.0.0.1:80} cli=${3:-10.0.0.9:51000} tier=${4:-http}
-    echo "tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,flags"
-    echo "$tier,$srv,$cli,1,GET /item/{id},1700000000010000000,1700000000020000000,51,49,200,$f"
-    echo "$tier,$srv,$cli,1,GET /item/{id},1700000000110000000,1700000000120000000,51,50,200,$f"
-    echo "$tier,$srv,$cli,1,GET /item/{id},1700000000210000000,1700000000220000000,51,51,200,$f"
+    # (id,parent: the rows' numbers; no parent, the client is no tier's)
+    echo "tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,flags,id,parent"
+    echo "$tier,$srv,$cli,1,GET /item/{id},1700000000010000000,1700000000020000000,51,49,200,$f,1,"
+    echo "$tier,$srv,$cli,1,GET /item/{id},1700000000110000000,1700000000120000000,51,50,200,$f,2,"
+    echo "$tier,$srv,$cli,1,GET /item/{id},1700000000210000000,1700000000220000000,51,51,200,$f,3,"
 }
 
 # check NAME EXPECTED_FILE DB: the exported requests equal the expectation.
@@ -93,7 +94,7 @@ check "files then a trailing filter" "$work/exp.csv" "$work/bpf3.db"
 # sizes are what was seen, flagged TRUNC|GAP.
 $mk snap "$work/snap.pcap" 100 >/dev/null
 capture_ok "snaplen" "$work/snap.db" -r "$work/snap.pcap"
-expected 3 | sed 's/,51,\(4[0-9]\|5[0-9]\),200,3$/,46,\1,200,3/' >"$work/expsnap.csv"
+expected 3 | sed 's/,51,\(4[0-9]\|5[0-9]\),200,3,\([0-9]\),$/,46,\1,200,3,\2,/' >"$work/expsnap.csv"
 check "snaplen 100: TRUNC|GAP, request bytes as captured" "$work/expsnap.csv" "$work/snap.db"
 
 # A tiers file names the tier; `tbneck tiers` lists it as configured.

@@ -1,0 +1,481 @@
+/* SPDX-License-Identifier: MIT */
+/* critpath.c — request trees and the critical path of front requests
+ * (critpath.h has the contract). */
+#include "critpath.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "json.h"
+#include "util.h"
+
+/* Levels of concurrency told apart (and cores tried). */
+#define LEVELS 256
+
+struct cevent {
+    int64_t t;
+    uint32_t server;
+    int32_t delta;
+    uint32_t self; /* request index + 1 at its own arrival, else 0 */
+};
+
+/* Events by server, then time, a departure before an arrival at the same
+ * instant: a stable radix sort on (time since the earliest, arrival bit), 11
+ * bits a pass, then a stable counting sort on the server. */
+static int cevent_sort(struct cevent *ev, size_t n, uint32_t nsrv)
+{
+    if (n < 2)
+        return 0;
+    int64_t lo = ev[0].t, hi = ev[0].t;
+    for (size_t i = 1; i < n; i++) {
+        lo = TB_MIN(lo, ev[i].t);
+        hi = TB_MAX(hi, ev[i].t);
+    }
+    uint64_t span = ((uint64_t)hi - (uint64_t)lo) << 1 | 1;
+    struct cevent *tmp = malloc(n * sizeof *tmp);
+    size_t *count = calloc((size_t)nsrv + 2 > 2049 ? (size_t)nsrv + 2 : 2049, sizeof *count);
+    if (!tmp || !count) {
+        free(tmp);
+        free(count);
+        return TB_E_NOMEM;
+    }
+    struct cevent *src = ev, *dst = tmp;
+#define CKEY(e) (((uint64_t)(e).t - (uint64_t)lo) << 1 | ((e).delta > 0))
+    for (unsigned shift = 0; shift < 64 && (span >> shift) != 0; shift += 11) {
+        memset(count, 0, 2049 * sizeof *count);
+        for (size_t i = 0; i < n; i++)
+            count[(CKEY(src[i]) >> shift & 2047) + 1]++;
+        for (size_t d = 1; d <= 2048; d++)
+            count[d] += count[d - 1];
+        for (size_t i = 0; i < n; i++)
+            dst[count[CKEY(src[i]) >> shift & 2047]++] = src[i];
+        struct cevent *sw = src;
+        src = dst;
+        dst = sw;
+    }
+#undef CKEY
+    memset(count, 0, ((size_t)nsrv + 2) * sizeof *count);
+    for (size_t i = 0; i < n; i++)
+        count[src[i].server + 1]++;
+    for (size_t d = 1; d <= (size_t)nsrv + 1; d++)
+        count[d] += count[d - 1];
+    for (size_t i = 0; i < n; i++)
+        dst[count[src[i].server]++] = src[i];
+    if (dst != ev)
+        memcpy(ev, dst, n * sizeof *ev);
+    free(tmp);
+    free(count);
+    return 0;
+}
+
+void tb_trees_free(struct tb_trees *t)
+{
+    free(t->root);
+    free(t->own);
+    free(t->pool);
+    free(t->work);
+    free(t->svc);
+    free(t->cores);
+    free(t->svc_alone);
+    memset(t, 0, sizeof *t);
+}
+
+int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, size_t n,
+                   const struct tb_links *lk, uint32_t front, struct tb_trees *t)
+{
+    memset(t, 0, sizeof *t);
+    t->n = n;
+    t->front = front;
+    t->nsrv = tb_catalog_server_count(cat);
+    t->root = malloc((n + 1) * sizeof *t->root);
+    t->own = malloc((n + 1) * sizeof *t->own);
+    t->pool = calloc(n + 1, sizeof *t->pool);
+    t->work = malloc((n + 1) * sizeof *t->work);
+    t->svc = calloc(t->nsrv + 1, sizeof *t->svc);
+    t->cores = calloc(t->nsrv + 1, sizeof *t->cores);
+    t->svc_alone = calloc(t->nsrv + 1, sizeof *t->svc_alone);
+    /* Time spent at each number of requests at work, per server. */
+    double *at = calloc((size_t)(t->nsrv + 1) * (LEVELS + 1), sizeof *at);
+    double *iso = calloc(t->nsrv + 1, sizeof *iso), *all = calloc(t->nsrv + 1, sizeof *all);
+    uint64_t *niso = calloc(t->nsrv + 1, sizeof *niso), *nall = calloc(t->nsrv + 1, sizeof *nall);
+    struct cevent *ev = malloc((4 * n + 1) * sizeof *ev);
+    int rc = 0;
+    if (!t->root || !t->own || !t->pool || !t->work || !t->svc || !t->cores || !t->svc_alone || !at || !iso || !all || !niso ||
+        !nall || !ev) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        t->own[i] = (double)(rq[i].departure_ns - rq[i].arrival_ns);
+        t->root[i] = rq[i].tier == front ? (int64_t)i : -1;
+    }
+    /* Parents mostly come first in arrival order; a few passes settle ties. */
+    for (int pass = 0; pass < 8; pass++) {
+        bool changed = false;
+        for (size_t i = 0; i < n; i++) {
+            if (t->root[i] >= 0 || !lk->parent[i])
+                continue;
+            int64_t pr = t->root[lk->parent[i] - 1];
+            if (pr >= 0) {
+                t->root[i] = pr;
+                changed = true;
+            }
+        }
+        if (!changed)
+            break;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!lk->parent[i])
+            continue;
+        size_t p = lk->parent[i] - 1;
+        double w = (double)lk->pool_wait_ns[i];
+        t->own[p] -= (double)(rq[i].departure_ns - rq[i].arrival_ns) + w;
+        t->pool[p] += w;
+    }
+    /* A wait estimated longer than the time left for it is cut to that time,
+     * so that the parts of a request add up to its duration. */
+    for (size_t i = 0; i < n; i++)
+        if (t->own[i] < 0) {
+            t->pool[i] = fmax(0, t->pool[i] + t->own[i]);
+            t->own[i] = 0;
+        }
+    /* Own-work concurrency at each request's arrival: its server's requests
+     * not out on a call (nor waiting for a connection to make one). */
+    size_t nev = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rq[i].server == 0 || rq[i].server > t->nsrv)
+            continue;
+        ev[nev++] = (struct cevent){rq[i].arrival_ns, rq[i].server, +1, (uint32_t)i + 1};
+        ev[nev++] = (struct cevent){rq[i].departure_ns, rq[i].server, -1, 0};
+        if (lk->parent[i]) {
+            uint32_t ps = rq[lk->parent[i] - 1].server;
+            if (ps == 0 || ps > t->nsrv)
+                continue;
+            ev[nev++] = (struct cevent){rq[i].arrival_ns - lk->pool_wait_ns[i], ps, -1, 0};
+            ev[nev++] = (struct cevent){rq[i].departure_ns, ps, +1, 0};
+        }
+    }
+    if ((rc = cevent_sort(ev, nev, t->nsrv)))
+        goto out;
+    long cur = 0;
+    uint32_t srv = UINT32_MAX;
+    for (size_t k = 0; k < nev; k++) {
+        if (ev[k].server != srv) {
+            srv = ev[k].server;
+            cur = 0;
+        } else if (cur > 0) {
+            at[(size_t)srv * (LEVELS + 1) + (size_t)TB_MIN(cur, LEVELS)] +=
+                (double)(ev[k].t - ev[k - 1].t);
+        }
+        if (ev[k].self) {
+            size_t i = ev[k].self - 1;
+            if (cur <= 0) {
+                iso[srv] += t->own[i];
+                niso[srv]++;
+            }
+            all[srv] += t->own[i];
+            nall[srv]++;
+        }
+        cur += ev[k].delta;
+    }
+    for (uint32_t s = 1; s <= t->nsrv; s++)
+        t->svc_alone[s] = t->svc[s] = niso[s] >= 20 ? iso[s] / (double)niso[s]
+                                                    : (nall[s] ? all[s] / (double)nall[s] : 0);
+    for (uint32_t s = 1; s <= t->nsrv; s++) {
+        if (!nall[s])
+            continue;
+        double want = t->svc[s] * (double)nall[s], best = INFINITY, err[LEVELS + 1];
+        const double *h = &at[(size_t)s * (LEVELS + 1)];
+        for (int c = 1; c <= LEVELS; c++) {
+            double work = 0;
+            for (int l = 1; l <= LEVELS; l++)
+                work += h[l] * (double)TB_MIN(l, c);
+            err[c] = fabs(work - want);
+            best = fmin(best, err[c]);
+        }
+        /* A server that never had more requests at work than some n fits
+         * every c >= n equally: it showed no limit, so the most. */
+        for (int c = LEVELS; c >= 1; c--)
+            if (err[c] <= best + 0.01 * want) {
+                t->cores[s] = c;
+                break;
+            }
+        /* With the cores known, work conservation also gives the service
+         * time exactly (requests alone at arrival can still be slowed by
+         * others arriving during a burst). */
+        double work = 0;
+        for (int l = 1; l <= LEVELS; l++)
+            work += h[l] * (double)TB_MIN(l, (int)t->cores[s]);
+        if (work > 0)
+            t->svc[s] = work / (double)nall[s];
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s = rq[i].server;
+        double m = s && s <= t->nsrv && nall[s] ? all[s] / (double)nall[s] : 0;
+        double f = m > 0 ? fmin(1.0, t->svc[s] / m) : 1.0;
+        t->work[i] = t->own[i] * f;
+    }
+out:
+    free(at);
+    free(iso);
+    free(all);
+    free(niso);
+    free(nall);
+    free(ev);
+    if (rc)
+        tb_trees_free(t);
+    return rc;
+}
+
+const char *tb_cp_kind_name(unsigned kind)
+{
+    static const char *const names[] = {"work", "queue", "pool"};
+    return kind < TB_CP_KINDS ? names[kind] : "wire";
+}
+
+void tb_critpath_free(struct tb_critpath *cp)
+{
+    for (size_t k = 0; k < cp->ncls; k++) {
+        free(cp->cls[k].mean);
+        free(cp->cls[k].p95);
+        free(cp->cls[k].p99);
+    }
+    free(cp->cls);
+    memset(cp, 0, sizeof *cp);
+}
+
+struct fr {
+    uint32_t cls;
+    double rt;
+    size_t idx; /* front request index */
+};
+
+static int fr_cmp(const void *a, const void *b)
+{
+    const struct fr *x = a, *y = b;
+    if (x->cls != y->cls)
+        return x->cls < y->cls ? -1 : 1;
+    return x->rt < y->rt ? -1 : x->rt > y->rt;
+}
+
+/* Shares of the requests fr[lo..hi) with rt >= the class's quantile q
+ * (q 0: all), written to out[ncomp]. */
+static void shares(const struct fr *f, size_t lo, size_t hi, double q, const double *comp,
+                   size_t ncomp, double *out, double *qv)
+{
+    size_t m = hi - lo;
+    size_t rank = q > 0 ? (size_t)ceil(q * (double)m) : 1;
+    if (rank < 1)
+        rank = 1;
+    if (rank > m)
+        rank = m;
+    *qv = f[lo + rank - 1].rt;
+    double tot = 0;
+    for (size_t c = 0; c < ncomp; c++)
+        out[c] = 0;
+    for (size_t k = lo + rank - 1; k < hi; k++) {
+        tot += f[k].rt;
+        for (size_t c = 0; c < ncomp; c++)
+            out[c] += comp[f[k].idx * ncomp + c];
+    }
+    for (size_t c = 0; c < ncomp; c++)
+        out[c] = tot > 0 ? out[c] / tot : 0;
+}
+
+int tb_linked_load(struct tb_store *st, const struct tb_catalog *cat, int64_t from_ns,
+                   int64_t to_ns, struct tb_linked *l)
+{
+    memset(l, 0, sizeof *l);
+    int rc = tb_store_requests(st, 0, from_ns, to_ns, &l->rq, &l->n);
+    if (!rc)
+        rc = tb_callers_new(&l->cl, cat);
+    if (!rc)
+        rc = tb_callgraph_build(&l->g, l->cl, tb_catalog_tier_count(cat), l->rq, l->n, NULL, 0);
+    if (!rc && (!l->n || !l->g.front))
+        rc = TB_E_NOTFOUND;
+    if (rc)
+        tb_linked_free(l);
+    return rc;
+}
+
+int tb_linked_link(const struct tb_catalog *cat, struct tb_linked *l)
+{
+    int rc = tb_link_requests(cat, l->cl, l->rq, l->n, &l->lk);
+    if (!rc)
+        rc = tb_trees_build(cat, l->rq, l->n, &l->lk, l->g.front, &l->t);
+    return rc;
+}
+
+void tb_linked_free(struct tb_linked *l)
+{
+    tb_trees_free(&l->t);
+    tb_links_free(&l->lk);
+    tb_callgraph_free(&l->g);
+    tb_callers_free(l->cl);
+    free(l->rq);
+    memset(l, 0, sizeof *l);
+}
+
+int tb_critpath_build(struct tb_store *st, const struct tb_catalog *cat, int64_t from_ns,
+                      int64_t to_ns, struct tb_critpath *cp)
+{
+    memset(cp, 0, sizeof *cp);
+    struct tb_linked L;
+    double *comp = NULL;
+    size_t *fidx = NULL;
+    struct fr *f = NULL;
+    uint32_t ntiers = tb_catalog_tier_count(cat);
+    int rc = tb_linked_load(st, cat, from_ns, to_ns, &L);
+    if (rc)
+        return rc;
+    if ((rc = tb_linked_link(cat, &L)))
+        goto out;
+    const struct tb_request *rq = L.rq;
+    size_t n = L.n;
+    const struct tb_callgraph g = L.g;
+    const struct tb_links lk = L.lk;
+    const struct tb_trees t = L.t;
+    cp->front = g.front;
+    cp->ntiers = ntiers;
+    cp->ncomp = (size_t)ntiers * TB_CP_KINDS + 1;
+    cp->linked = lk.linked;
+    cp->children = lk.children;
+    size_t nf = 0;
+    fidx = malloc((n + 1) * sizeof *fidx);
+    if (!fidx) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++)
+        fidx[i] = rq[i].tier == g.front ? nf++ : SIZE_MAX;
+    comp = calloc(nf * cp->ncomp + 1, sizeof *comp);
+    f = malloc((2 * nf + 1) * sizeof *f);
+    if (!comp || !f) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (t.root[i] < 0 || rq[i].tier == 0 || rq[i].tier > ntiers)
+            continue;
+        double *c = &comp[fidx[t.root[i]] * cp->ncomp + (size_t)(rq[i].tier - 1) * TB_CP_KINDS];
+        c[TB_CP_WORK] += t.work[i];
+        c[TB_CP_QUEUE] += t.own[i] - t.work[i];
+        c[TB_CP_POOL] += t.pool[i];
+    }
+    /* The wire: what no request's own time, call or wait covers. */
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rq[i].tier != g.front)
+            continue;
+        double rt = (double)(rq[i].departure_ns - rq[i].arrival_ns), sum = 0;
+        double *c = &comp[k * cp->ncomp];
+        for (size_t j = 0; j + 1 < cp->ncomp; j++)
+            sum += c[j];
+        c[cp->ncomp - 1] = rt > sum ? rt - sum : 0;
+        f[k] = (struct fr){rq[i].class_id, rt, k};
+        f[nf + k] = (struct fr){0, rt, k};
+        k++;
+    }
+    qsort(f, 2 * nf, sizeof *f, fr_cmp);
+    /* Class 0 (all) sorts first; then each class. */
+    for (size_t lo = 0; lo < 2 * nf;) {
+        size_t hi = lo;
+        while (hi < 2 * nf && f[hi].cls == f[lo].cls)
+            hi++;
+        struct tb_cp_class *x = realloc(cp->cls, (cp->ncls + 1) * sizeof *cp->cls);
+        if (!x) {
+            rc = TB_E_NOMEM;
+            goto out;
+        }
+        cp->cls = x;
+        x = &cp->cls[cp->ncls++];
+        memset(x, 0, sizeof *x);
+        x->class_id = f[lo].cls;
+        x->requests = hi - lo;
+        x->mean = malloc(cp->ncomp * sizeof(double));
+        x->p95 = malloc(cp->ncomp * sizeof(double));
+        x->p99 = malloc(cp->ncomp * sizeof(double));
+        if (!x->mean || !x->p95 || !x->p99) {
+            rc = TB_E_NOMEM;
+            goto out;
+        }
+        double dummy, sum = 0;
+        for (size_t j = lo; j < hi; j++)
+            sum += f[j].rt;
+        x->rt_mean_ns = sum / (double)(hi - lo);
+        shares(f, lo, hi, 0, comp, cp->ncomp, x->mean, &dummy);
+        shares(f, lo, hi, 0.95, comp, cp->ncomp, x->p95, &x->rt_p95_ns);
+        shares(f, lo, hi, 0.99, comp, cp->ncomp, x->p99, &x->rt_p99_ns);
+        lo = hi;
+    }
+    /* Classes by requests, most first (all stays first). */
+    for (size_t a = 2; a < cp->ncls; a++)
+        for (size_t b = a; b > 1 && cp->cls[b].requests > cp->cls[b - 1].requests; b--) {
+            struct tb_cp_class tmp = cp->cls[b];
+            cp->cls[b] = cp->cls[b - 1];
+            cp->cls[b - 1] = tmp;
+        }
+out:
+    free(comp);
+    free(fidx);
+    free(f);
+    tb_linked_free(&L);
+    if (rc)
+        tb_critpath_free(cp);
+    return rc;
+}
+
+static void json_shares(struct tb_buf *b, const struct tb_catalog *cat,
+                        const struct tb_critpath *cp, const double *v)
+{
+    tb_buf_puts(b, "{");
+    bool first = true;
+    for (size_t c = 0; c < cp->ncomp; c++) {
+        uint32_t tier = (uint32_t)(c / TB_CP_KINDS) + 1;
+        bool wire = c + 1 == cp->ncomp;
+        if (!wire && v[c] == 0)
+            continue;
+        char name[160];
+        if (wire)
+            snprintf(name, sizeof name, "wire");
+        else
+            snprintf(name, sizeof name, "%s %s", tb_catalog_tier_get(cat, tier)->name,
+                     tb_cp_kind_name((unsigned)(c % TB_CP_KINDS)));
+        tb_buf_puts(b, first ? "" : ", ");
+        first = false;
+        tb_buf_json_str(b, name);
+        tb_buf_puts(b, ": ");
+        tb_buf_json_num(b, v[c]);
+    }
+    tb_buf_puts(b, "}");
+}
+
+void tb_critpath_json(struct tb_buf *b, const struct tb_catalog *cat, const struct tb_critpath *cp)
+{
+    tb_buf_puts(b, "{\"front_tier\": ");
+    tb_buf_json_str(b, cp->front ? tb_catalog_tier_get(cat, cp->front)->name : "");
+    tb_buf_printf(b, ", \"linked\": %" PRIu64 ", \"downstream\": %" PRIu64 ", \"classes\": [",
+                  cp->linked, cp->children);
+    for (size_t k = 0; k < cp->ncls; k++) {
+        const struct tb_cp_class *x = &cp->cls[k];
+        tb_buf_puts(b, k ? ",\n   {\"class\": " : "\n   {\"class\": ");
+        tb_buf_json_str(b, x->class_id ? tb_catalog_class_get(cat, x->class_id)->text : "*");
+        tb_buf_printf(b, ", \"requests\": %" PRIu64 ", \"rt_mean_ns\": ", x->requests);
+        tb_buf_json_num(b, x->rt_mean_ns);
+        tb_buf_puts(b, ", \"rt_p95_ns\": ");
+        tb_buf_json_num(b, x->rt_p95_ns);
+        tb_buf_puts(b, ", \"rt_p99_ns\": ");
+        tb_buf_json_num(b, x->rt_p99_ns);
+        tb_buf_puts(b, ", \"mean\": ");
+        json_shares(b, cat, cp, x->mean);
+        tb_buf_puts(b, ", \"p95\": ");
+        json_shares(b, cat, cp, x->p95);
+        tb_buf_puts(b, ", \"p99\": ");
+        json_shares(b, cat, cp, x->p99);
+        tb_buf_puts(b, "}");
+    }
+    tb_buf_puts(b, "]}");
+}

@@ -1,0 +1,46 @@
+/* SPDX-License-Identifier: MIT */
+/* whatif.h — forecast of the front tier's response time and throughput for
+ * the same workload with one tier changed: its servers' CPUs faster, more
+ * cores, or a larger connection pool (docs/whatif.md has the model). */
+#ifndef TB_WHATIF_H
+#define TB_WHATIF_H
+
+#include "tb.h"
+#include "catalog.h"
+#include "store.h"
+
+enum tb_whatif_change { TB_WHATIF_SPEEDUP = 0, TB_WHATIF_CORES = 1, TB_WHATIF_POOL = 2 };
+
+struct tb_whatif_opts {
+    uint32_t tier;    /* the tier changed (for a pool: the tier that holds it) */
+    uint32_t server;  /* 0 = every server of the tier */
+    enum tb_whatif_change change;
+    double value;     /* speedup factor (> 0), cores (>= 1), pool connections (>= 1) */
+};
+
+struct tb_whatif_stats {
+    double rt_mean_ns, rt_p50_ns, rt_p95_ns, rt_p99_ns;
+    double throughput; /* front requests per second */
+};
+
+struct tb_whatif_result {
+    uint32_t front_tier;
+    bool closed;           /* closed model (users with think time) or open */
+    char why[256];         /* one line: which model and why */
+    struct tb_whatif_stats baseline; /* measured */
+    struct tb_whatif_stats forecast;
+    /* What the model rests on, for the text output. */
+    double think_ns;       /* closed: mean think time inferred */
+    double users;          /* closed: mean population (Little's law) */
+    double service_ns;     /* the changed servers' service time per request (estimate) */
+    double cores;          /* their cores (estimate), or the pool's connections */
+    double visits;         /* requests at the changed tier per front request */
+};
+
+/* TB_E_INVAL with one line in err for a request the data cannot answer (a
+ * tier no other tier calls — the front tier too —, a pool on a tier that
+ * holds none); TB_E_NOTFOUND when there are no requests. */
+int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb_whatif_opts *o,
+              struct tb_whatif_result *r, char *err, size_t errlen);
+
+#endif
