@@ -244,6 +244,7 @@ void tb_critpath_free(struct tb_critpath *cp)
         free(cp->cls[k].p99);
     }
     free(cp->cls);
+    free(cp->tiers);
     memset(cp, 0, sizeof *cp);
 }
 
@@ -326,6 +327,7 @@ int tb_critpath_build(struct tb_store *st, const struct tb_catalog *cat, int64_t
     struct tb_linked L;
     double *comp = NULL;
     size_t *fidx = NULL;
+    uint32_t *pos = NULL;
     struct fr *f = NULL;
     uint32_t ntiers = tb_catalog_tier_count(cat);
     int rc = tb_linked_load(st, cat, from_ns, to_ns, &L);
@@ -340,6 +342,23 @@ int tb_critpath_build(struct tb_store *st, const struct tb_catalog *cat, int64_t
     const struct tb_trees t = L.t;
     cp->front = g.front;
     cp->ntiers = ntiers;
+    cp->tiers = malloc(((size_t)ntiers + 1) * sizeof *cp->tiers);
+    pos = malloc(((size_t)ntiers + 1) * sizeof *pos);
+    if (!cp->tiers || !pos) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    /* Tiers in name order (a handful: insertion sort). */
+    for (uint32_t i = 0; i < ntiers; i++) {
+        uint32_t j = i;
+        for (; j > 0 && strcmp(tb_catalog_tier_get(cat, i + 1)->name,
+                               tb_catalog_tier_get(cat, cp->tiers[j - 1])->name) < 0;
+             j--)
+            cp->tiers[j] = cp->tiers[j - 1];
+        cp->tiers[j] = i + 1;
+    }
+    for (uint32_t i = 0; i < ntiers; i++)
+        pos[cp->tiers[i]] = i;
     cp->ncomp = (size_t)ntiers * TB_CP_KINDS + 1;
     cp->linked = lk.linked;
     cp->children = lk.children;
@@ -360,7 +379,7 @@ int tb_critpath_build(struct tb_store *st, const struct tb_catalog *cat, int64_t
     for (size_t i = 0; i < n; i++) {
         if (t.root[i] < 0 || rq[i].tier == 0 || rq[i].tier > ntiers)
             continue;
-        double *c = &comp[fidx[t.root[i]] * cp->ncomp + (size_t)(rq[i].tier - 1) * TB_CP_KINDS];
+        double *c = &comp[fidx[t.root[i]] * cp->ncomp + (size_t)pos[rq[i].tier] * TB_CP_KINDS];
         c[TB_CP_WORK] += t.work[i];
         c[TB_CP_QUEUE] += t.own[i] - t.work[i];
         c[TB_CP_POOL] += t.pool[i];
@@ -411,14 +430,20 @@ int tb_critpath_build(struct tb_store *st, const struct tb_catalog *cat, int64_t
         shares(f, lo, hi, 0.99, comp, cp->ncomp, x->p99, &x->rt_p99_ns);
         lo = hi;
     }
-    /* Classes by requests, most first (all stays first). */
+    /* Classes by requests, most first, ties by text (all stays first). */
     for (size_t a = 2; a < cp->ncls; a++)
-        for (size_t b = a; b > 1 && cp->cls[b].requests > cp->cls[b - 1].requests; b--) {
+        for (size_t b = a; b > 1 && (cp->cls[b].requests > cp->cls[b - 1].requests ||
+                                     (cp->cls[b].requests == cp->cls[b - 1].requests &&
+                                      strcmp(tb_catalog_class_get(cat, cp->cls[b].class_id)->text,
+                                             tb_catalog_class_get(cat, cp->cls[b - 1].class_id)
+                                                 ->text) < 0));
+             b--) {
             struct tb_cp_class tmp = cp->cls[b];
             cp->cls[b] = cp->cls[b - 1];
             cp->cls[b - 1] = tmp;
         }
 out:
+    free(pos);
     free(comp);
     free(fidx);
     free(f);
@@ -434,8 +459,8 @@ static void json_shares(struct tb_buf *b, const struct tb_catalog *cat,
     tb_buf_puts(b, "{");
     bool first = true;
     for (size_t c = 0; c < cp->ncomp; c++) {
-        uint32_t tier = (uint32_t)(c / TB_CP_KINDS) + 1;
         bool wire = c + 1 == cp->ncomp;
+        uint32_t tier = wire ? 0 : cp->tiers[c / TB_CP_KINDS];
         if (!wire && v[c] == 0)
             continue;
         char name[160];

@@ -58,8 +58,8 @@ void tb_linked_free(struct tb_linked *l);
 
 enum tb_cp_kind { TB_CP_WORK = 0, TB_CP_QUEUE = 1, TB_CP_POOL = 2, TB_CP_KINDS = 3 };
 
-/* Shares of response time per component: component (tier - 1) * TB_CP_KINDS
- * + kind, and the wire last (index ntiers * TB_CP_KINDS). mean: over all the
+/* Shares of response time per component: component i * TB_CP_KINDS + kind
+ * for the tier tiers[i] (struct tb_critpath), and the wire last (index ntiers * TB_CP_KINDS). mean: over all the
  * class's requests (sum of component / sum of response time); p95 / p99:
  * the same over its requests at or above the class's 95th / 99th percentile. */
 struct tb_cp_class {
@@ -70,6 +70,10 @@ struct tb_cp_class {
 };
 struct tb_critpath {
     uint32_t front, ntiers;
+    /* tiers[i]: the tier of components i * TB_CP_KINDS .. + TB_CP_KINDS - 1;
+     * tiers in name order, so the output does not depend on which tier a
+     * catalog registered first (a merged ClickHouse store's order differs). */
+    uint32_t *tiers;
     size_t ncomp;
     struct tb_cp_class *cls; /* all classes first, then by requests, most first */
     size_t ncls;

@@ -278,7 +278,7 @@ int tb_plot_critpath_script(FILE *f, const struct tb_critpath *cp, const struct 
         if (c + 1 == cp->ncomp)
             snprintf(name, sizeof name, "wire");
         else
-            snprintf(name, sizeof name, "%s %s", tier_name(cat, (uint32_t)(c / TB_CP_KINDS) + 1),
+            snprintf(name, sizeof name, "%s %s", tier_name(cat, cp->tiers[c / TB_CP_KINDS]),
                      tb_cp_kind_name((unsigned)(c % TB_CP_KINDS)));
         fputc('"', f);
         for (const char *p = name; *p; p++)

@@ -251,7 +251,7 @@ void tb_cli_print_critpath(FILE *f, const struct tb_catalog *cat, const struct t
                 snprintf(name, sizeof name, "wire");
             else
                 snprintf(name, sizeof name, "%s %s",
-                         tb_catalog_tier_get(cat, (uint32_t)(c / TB_CP_KINDS) + 1)->name,
+                         tb_catalog_tier_get(cat, cp->tiers[c / TB_CP_KINDS])->name,
                          tb_cp_kind_name((unsigned)(c % TB_CP_KINDS)));
             fprintf(f, "    %-24s %6.1f%% %6.1f%% %6.1f%%\n", name, 100 * x->mean[c],
                     100 * x->p95[c], 100 * x->p99[c]);
