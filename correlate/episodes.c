@@ -21,9 +21,11 @@
 
 static double curve(const struct tb_congestion *c, double load)
 {
-    if (!isfinite(c->slope) || !isfinite(c->tp_max))
+    if (!isfinite(c->slope))
         return NAN;
-    return fmin(c->slope * load, c->tp_max);
+    /* No plateau shown: the straight line (only tb_congestion_stalled's
+     * load 1 is promised whatever the cores). */
+    return isfinite(c->tp_max) ? fmin(c->slope * load, c->tp_max) : c->slope * load;
 }
 
 double tb_congestion_ubar(const struct tb_window *w, size_t n)
@@ -76,6 +78,35 @@ static bool frozen_over(const struct tb_congestion *c, double load, double tp, i
     return tb_congestion_frozen(c, load, tp) && expected >= FREEZE_MIN_EXPECTED;
 }
 
+/* The freeze rule that needs no knee (correlate.h, "Stalled"). Why two
+ * requests' worth of load: on a server that serves one request at a time a
+ * window can pass with no completion whenever one request outlives it (an
+ * exponential demand does so e^-(w/s) of the time, often enough over hours
+ * of windows); requests piling up with none leaving is what a pause does.
+ * Why 10 completions promised by one request alone: with two or more inside
+ * a healthy server completes at least that many on average (more with more
+ * cores), and fewer than 30% of 10 (Poisson) has odds 2.8e-3 at one core,
+ * ~1e-6 at two; a server that completes 200 requests/s with one request in
+ * it promises 10 per 50 ms. */
+bool tb_congestion_stalled(const struct tb_congestion *c, const struct tb_window *w)
+{
+    /* A server with a call of its own in flight for most of the window
+     * waits on another server, whose stall is that one's: a front tier piles
+     * up behind a paused application server (its requests in calls, or
+     * queued for a pooled connection that is stuck in one) just as the
+     * paused one does. A server that pauses itself sends nothing, and what
+     * it had sent comes back within its callee's response time. */
+    if (!(w->load >= TB_STALL_MIN_LOAD) || w->calls_busy >= TB_STALL_MAX_CALLS_BUSY)
+        return false;
+    /* What one request alone would complete: a server never does less with
+     * more inside, whatever its cores (unknown without a knee) — the curve
+     * beyond is not promised (a 2-core database without a knee at load 3.6
+     * completes 2 requests' worth, a quarter of slope x 3.6). */
+    double one = curve(c, 1.0);
+    double expected = one * (double)w->width_ns / (double)TB_NS_PER_SEC / c->ubar;
+    return expected >= TB_STALL_MIN_EXPECTED && w->norm_throughput < c->freeze_frac * one;
+}
+
 void tb_congestion_states(const struct tb_congestion *c, const struct tb_window *w, size_t n,
                           const struct tb_episode *ep, size_t nep, uint8_t *st)
 {
@@ -118,8 +149,12 @@ static void track_fill(const struct tb_episode_track *t, struct tb_episode *e)
      * followed by the drain of what queued during it, at full speed and
      * inside the same run of congested windows, so the run's mean alone
      * would look saturated. */
-    e->kind = t->longest >= FREEZE_RUN ||
-                      frozen_over(&t->rule, e->mean_load, e->throughput, e->end_ns - e->start_ns)
+    /* Frozen stretches of a server that waits on its calls are its callee's
+     * (tb_congestion_stalled). */
+    bool waits = t->sum_calls / (double)t->n >= TB_STALL_MAX_CALLS_BUSY;
+    e->kind = t->stalled || t->longest >= FREEZE_RUN ||
+                      (!waits && frozen_over(&t->rule, e->mean_load, e->throughput,
+                                             e->end_ns - e->start_ns))
                   ? TB_EP_FREEZE
                   : TB_EP_SATURATED;
 }
@@ -146,28 +181,35 @@ unsigned tb_episode_track_push(struct tb_episode_track *t, const struct tb_windo
 {
     unsigned r = 0;
     bool congested = tb_congestion_congested(&t->rule, w->load);
-    /* DESIGN.md "Episode": a maximal run of consecutive congested windows; a
-     * missing window breaks the run. */
-    if (t->open && (!congested || w->start_ns != t->ep.end_ns) &&
+    bool stalled = tb_congestion_stalled(&t->rule, w);
+    /* DESIGN.md "Episode": a maximal run of consecutive windows each
+     * congested or stalled; a missing window breaks the run. */
+    if (t->open && (!(congested || stalled) || w->start_ns != t->ep.end_ns) &&
         tb_episode_track_end(t, closed))
         r |= TB_TRACK_CLOSED;
-    if (!congested)
+    if (!(congested || stalled))
         return r;
-    r |= TB_TRACK_CONGESTED;
+    r |= (congested ? TB_TRACK_CONGESTED : 0u) | (stalled ? TB_TRACK_STALLED : 0u);
     if (!t->open) {
         r |= TB_TRACK_OPENED;
         t->open = true;
         memset(&t->ep, 0, sizeof t->ep);
         t->ep.start_ns = w->start_ns;
         t->n = t->run = t->longest = 0;
-        t->sum_load = t->sum_tp = 0;
+        t->stalled = false;
+        t->sum_load = t->sum_tp = t->sum_calls = 0;
     }
+    t->stalled |= stalled;
+    t->sum_calls += w->calls_busy;
     t->ep.end_ns = w->start_ns + w->width_ns;
     t->ep.peak_load = fmax(t->ep.peak_load, w->load);
     t->sum_load += w->load;
     t->sum_tp += w->norm_throughput;
     t->n++;
-    t->run = frozen_over(&t->rule, w->load, w->norm_throughput, w->width_ns) ? t->run + 1 : 0;
+    t->run = frozen_over(&t->rule, w->load, w->norm_throughput, w->width_ns) &&
+                     w->calls_busy < TB_STALL_MAX_CALLS_BUSY
+                 ? t->run + 1
+                 : 0;
     t->longest = TB_MAX(t->longest, t->run);
     return r;
 }
@@ -180,8 +222,7 @@ int tb_episodes_find(const struct tb_window *w, size_t n, double threshold,
         return TB_E_INVAL;
     *out = NULL;
     *nout = 0;
-    if (!isfinite(threshold))
-        return 0;
+    /* A NAN threshold congests nothing, but stalls are still episodes. */
     struct tb_congestion rule;
     tb_congestion_from_nstar(&rule, ns, freeze_frac, w, n);
     rule.threshold = threshold;

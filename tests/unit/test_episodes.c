@@ -531,6 +531,131 @@ static void test_stream_rule_change(void **state)
     assert_false(tb_congestion_congested(&none, 1e9));
 }
 
+/* The freeze rule that needs no knee, on built windows. One request alone
+ * completes 2000 units/s (slope 2000, no plateau) and a completion is worth
+ * 5 units: 20 completions per 50 ms window promised by one request, so a
+ * stall needs load >= 2, calls out < 50% of the window and throughput below
+ * 600 units/s (30% of 2000). The oracle is the rule as correlate.h states
+ * it, applied by hand to each window below. */
+static void test_stall(void **state)
+{
+    (void)state;
+    enum { N = 40 };
+    struct tb_window w[N];
+    for (size_t k = 0; k < N; k++) /* healthy, lightly loaded */
+        setu(w, k, 0.2 + 0.02 * (double)k, 2000 * (0.2 + 0.02 * (double)k), 5);
+    /* A pause: requests pile up, none leaves; then the drain at full speed
+     * (4000 units/s at load 3: not a stall, although below 30% of slope x 3
+     * would be 1800 — only load 1's 2000 is promised). */
+    setu(w, 5, 2.5, 0, 5);
+    setu(w, 6, 5.0, 0, 5);
+    setu(w, 7, 7.0, 400, 5);
+    setu(w, 8, 3.0, 4000, 5);
+    /* One long request alone holds a window: load 1, nothing completes. */
+    setu(w, 12, 1.0, 0, 5);
+    /* Requests inside, but the server waits on its calls (a front tier
+     * behind a paused callee). */
+    setu(w, 16, 4.0, 0, 5);
+    w[16].calls_busy = 0.6;
+    setu(w, 17, 4.0, 0, 5);
+    w[17].calls_busy = 0.45; /* ...less than half the window: its own stall */
+    /* Just above 30% of one request's worth; just below. */
+    setu(w, 21, 2.5, 610, 5);
+    setu(w, 24, 2.5, 590, 5);
+    /* A 2-core server saturated at load 3.6 without a knee: 2 requests'
+     * worth, far below slope x 3.6 but above one request's. */
+    setu(w, 28, 3.6, 4000, 5);
+    /* Exactly load 2 stalls; just below does not. */
+    setu(w, 31, 2.0, 0, 5);
+    setu(w, 34, 1.99, 0, 5);
+
+    struct tb_nstar ns;
+    memset(&ns, 0, sizeof ns);
+    ns.n_star = ns.n_star_fit = NAN;
+    ns.slope = 2000;
+    ns.tp_max = NAN;
+    struct tb_congestion rule;
+    tb_congestion_from_nstar(&rule, &ns, 0.3, w, N);
+    assert_true(isnan(rule.threshold));
+    assert_near(rule.ubar, 5.0, 0.01); /* completions rounded */
+    const bool want_stall[N] = {[5] = true, [6] = true, [7] = true, [17] = true,
+                                [24] = true, [31] = true};
+    for (size_t k = 0; k < N; k++)
+        if (tb_congestion_stalled(&rule, &w[k]) != want_stall[k])
+            fail_msg("window %zu: stalled %d, expected %d", k, !want_stall[k], want_stall[k]);
+
+    /* Offline: every stall is an episode, a freeze, though N* is undetermined. */
+    struct tb_episode *ep;
+    size_t nep;
+    assert_int_equal(tb_episodes_find(w, N, NAN, &ns, 0.3, &ep, &nep), 0);
+    const int64_t st[4] = {5, 17, 24, 31}, en[4] = {8, 18, 25, 32};
+    assert_int_equal(nep, 4);
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(ep[i].start_ns, st[i] * W);
+        assert_int_equal(ep[i].end_ns, en[i] * W);
+        assert_int_equal(ep[i].kind, TB_EP_FREEZE);
+    }
+    assert_near(ep[0].peak_load, 7.0, 0);
+    assert_near(ep[0].mean_load, 14.5 / 3, 1e-12);
+    free(ep);
+
+    /* Streaming: the same episodes, the flags say stalled and not congested. */
+    struct tb_episode_track t;
+    tb_episode_track_init(&t, &rule);
+    size_t got = 0;
+    for (size_t k = 0; k <= N; k++) {
+        struct tb_episode e;
+        unsigned r = 0;
+        bool closed = k < N ? ((r = tb_episode_track_push(&t, &w[k], &e)) & TB_TRACK_CLOSED)
+                            : tb_episode_track_end(&t, &e);
+        if (k < N) {
+            assert_int_equal((r & TB_TRACK_STALLED) != 0, want_stall[k]);
+            assert_int_equal(r & TB_TRACK_CONGESTED, 0);
+        }
+        if (closed) {
+            assert_true(got < 4);
+            assert_int_equal(e.start_ns, st[got] * W);
+            assert_int_equal(e.end_ns, en[got] * W);
+            assert_int_equal(e.kind, TB_EP_FREEZE);
+            got++;
+        }
+    }
+    assert_int_equal(got, 4);
+
+    /* With a knee at 4: a stall below the threshold opens the episode the
+     * congested windows after it continue; the congested windows alone
+     * (without it) are saturated. */
+    struct tb_window k2[6];
+    setu(k2, 0, 1.0, 2000, 5);
+    setu(k2, 1, 2.5, 0, 5);    /* stalled, below N* */
+    setu(k2, 2, 5.0, 8000, 5); /* congested, at the plateau */
+    setu(k2, 3, 6.0, 8000, 5);
+    setu(k2, 4, 1.0, 2000, 5);
+    setu(k2, 5, 6.0, 8000, 5); /* congested alone: saturated */
+    ns.n_star = 4;
+    ns.tp_max = 8000;
+    assert_int_equal(tb_episodes_find(k2, 6, 4.0, &ns, 0.3, &ep, &nep), 0);
+    assert_int_equal(nep, 2);
+    assert_int_equal(ep[0].start_ns, 1 * W);
+    assert_int_equal(ep[0].end_ns, 4 * W);
+    assert_int_equal(ep[0].kind, TB_EP_FREEZE);
+    assert_int_equal(ep[1].start_ns, 5 * W);
+    assert_int_equal(ep[1].kind, TB_EP_SATURATED);
+    free(ep);
+
+    /* Too slow to tell: one request alone completes 100 units/s, 1 per
+     * window promised; a window with nothing is no evidence. */
+    ns.n_star = NAN;
+    ns.tp_max = NAN;
+    ns.slope = 100;
+    struct tb_window slow[3];
+    setu(slow, 0, 0.5, 50, 5);
+    setu(slow, 1, 3.0, 0, 5);
+    setu(slow, 2, 0.5, 50, 5);
+    assert_int_equal(tb_episodes_find(slow, 3, NAN, &ns, 0.3, &ep, &nep), 0);
+    assert_int_equal(nep, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -541,6 +666,7 @@ int main(void)
         cmocka_unit_test(test_degenerate),
         cmocka_unit_test(test_stream_same),
         cmocka_unit_test(test_stream_rule_change),
+        cmocka_unit_test(test_stall),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
