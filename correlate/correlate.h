@@ -173,12 +173,14 @@ double tb_analysis_threshold(const struct tb_analysis *a);
  * is at least TB_STALL_MIN_LOAD, during less than TB_STALL_MAX_CALLS_BUSY of
  * which the server had a call to another tier in flight (calls_busy; else
  * it waits on that tier, whose stall is not its own), and whose normalized
- * throughput is below freeze_frac x what one request alone completes (the
- * curve at load 1), where that promises at least TB_STALL_MIN_EXPECTED
+ * throughput is below freeze_frac x the promise — the curve at its load
+ * when a plateau is known (tp_max), else what one request alone completes
+ * (the curve at load 1) — where that promises at least TB_STALL_MIN_EXPECTED
  * completions in the window. A stalled window is in an episode whether or
  * not it is congested (so a GC pause on a lightly loaded server, which has
  * no knee and so no threshold, is still an episode), and an episode holding
- * one is a freeze. The curve at load 1 is promised whatever the cores; the
+ * one is a freeze (one window is enough: a stall is evidence, not noise,
+ * once 10 completions were due). The curve at load 1 is promised whatever the cores; the
  * line beyond is not (without a knee, the cores are unknown; the curve is
  * then slope·load, used only for the other kind tests inside episodes, which
  * are all stalls there). Why these bounds: see tb_congestion_stalled in

@@ -83,11 +83,13 @@ static bool frozen_over(const struct tb_congestion *c, double load, double tp, i
  * window can pass with no completion whenever one request outlives it (an
  * exponential demand does so e^-(w/s) of the time, often enough over hours
  * of windows); requests piling up with none leaving is what a pause does.
- * Why 10 completions promised by one request alone: with two or more inside
- * a healthy server completes at least that many on average (more with more
- * cores), and fewer than 30% of 10 (Poisson) has odds 2.8e-3 at one core,
- * ~1e-6 at two; a server that completes 200 requests/s with one request in
- * it promises 10 per 50 ms. */
+ * Why 10 completions promised: fewer than 30% of 10 (Poisson) has odds
+ * 2.8e-3, and without a knee the promise is one request's worth, which a
+ * healthy server with two or more inside exceeds (with two cores, fewer than
+ * 30% of twice 10 has odds ~1e-6); a server that completes 200 requests/s
+ * with one request in it promises 10 per 50 ms. gc.conf seed 11 had a 118 ms
+ * pause on a server with a knee whose one request's worth is 7.7 completions
+ * and its plateau 19.5: the curve at the load is what a knee buys. */
 bool tb_congestion_stalled(const struct tb_congestion *c, const struct tb_window *w)
 {
     /* A server with a call of its own in flight for most of the window
@@ -98,13 +100,14 @@ bool tb_congestion_stalled(const struct tb_congestion *c, const struct tb_window
      * it had sent comes back within its callee's response time. */
     if (!(w->load >= TB_STALL_MIN_LOAD) || w->calls_busy >= TB_STALL_MAX_CALLS_BUSY)
         return false;
-    /* What one request alone would complete: a server never does less with
-     * more inside, whatever its cores (unknown without a knee) — the curve
-     * beyond is not promised (a 2-core database without a knee at load 3.6
-     * completes 2 requests' worth, a quarter of slope x 3.6). */
-    double one = curve(c, 1.0);
-    double expected = one * (double)w->width_ns / (double)TB_NS_PER_SEC / c->ubar;
-    return expected >= TB_STALL_MIN_EXPECTED && w->norm_throughput < c->freeze_frac * one;
+    /* What the server promises at this load: with a knee shown, the curve
+     * (its plateau is measured); without one, what one request alone would
+     * complete: a server never does less with more inside, whatever its
+     * cores, but the line beyond is not promised (a 2-core database without
+     * a knee at load 3.6 completes 2 requests' worth, half of slope x 3.6). */
+    double promise = isfinite(c->tp_max) ? curve(c, w->load) : curve(c, 1.0);
+    double expected = promise * (double)w->width_ns / (double)TB_NS_PER_SEC / c->ubar;
+    return expected >= TB_STALL_MIN_EXPECTED && w->norm_throughput < c->freeze_frac * promise;
 }
 
 void tb_congestion_states(const struct tb_congestion *c, const struct tb_window *w, size_t n,
