@@ -173,7 +173,7 @@ double tb_analysis_threshold(const struct tb_analysis *a);
  * is at least TB_STALL_MIN_LOAD, during less than TB_STALL_MAX_CALLS_BUSY of
  * which the server had a call to another tier in flight (calls_busy; else
  * it waits on that tier, whose stall is not its own), and whose normalized
- * throughput is below freeze_frac x the promise — the curve at its load
+ * throughput is below TB_STALL_FRAC x the promise — the curve at its load
  * when a plateau is known (tp_max), else what one request alone completes
  * (the curve at load 1) — where that promises at least TB_STALL_MIN_EXPECTED
  * completions in the window. A stalled window is in an episode whether or
@@ -188,6 +188,7 @@ double tb_analysis_threshold(const struct tb_analysis *a);
 #define TB_STALL_MIN_LOAD 2.0
 #define TB_STALL_MIN_EXPECTED 10.0
 #define TB_STALL_MAX_CALLS_BUSY 0.5
+#define TB_STALL_FRAC 0.15
 struct tb_congestion {
     double threshold;   /* congested at load >= threshold; NAN: never */
     double slope;       /* the main-sequence curve: min(slope·load, tp_max) */
