@@ -5,7 +5,8 @@
     freeze_seeds.py freezes|quiet CONFIG SEED... [--duration D] [--work DIR]
 
 For each seed: tbneck-sim CONFIG --seed SEED, tbneck capture, then
-`tbneck report --tier T --format json` for every tier tbneck found. The
+`tbneck report --tier T --format csv` (the episodes of the tier and of each
+of its servers) for every tier tbneck found. The
 oracle is the simulator's own PREFIX.freezes.csv (server, start_ns, end_ns),
 never tbneck's code.
 
@@ -18,7 +19,6 @@ quiet: no episode of any kind, on any tier or server.
 
 Prints one line per seed and a summary; exit 1 on any failure."""
 import csv
-import json
 import os
 import subprocess
 import sys
@@ -27,6 +27,7 @@ import tempfile
 TBNECK = os.environ["TBNECK"]
 SIM = os.environ["TBNECK_SIM"]
 MIN_FREEZE_NS = 100_000_000
+WIDTH_NS = 50_000_000  # the report's default window
 
 
 def run(*args):
@@ -50,15 +51,17 @@ def one_seed(mode, conf, seed, work, extra):
     with open(p + ".freezes.csv") as f:
         for r in csv.DictReader(f):
             truth.setdefault(r["server"], []).append((int(r["start_ns"]), int(r["end_ns"])))
-    rows = []  # (tier, server, episodes)
-    width = None
+    # The episode list of every tier and server (report --format csv: the
+    # report's episodes, without its diagnosis, which costs 4x the time).
+    eps_of = {}  # (tier, server) -> episodes
     for t in tiers(p + ".db"):
-        rep = json.loads(run(TBNECK, "report", "--tier", t, "--db", p + ".db", "--format",
-                             "json"))
-        width = rep["window_ns"]
-        rows.append((t, "*", rep.get("episodes", [])))
-        for s in rep.get("servers", []):
-            rows.append((t, s["server"], s.get("episodes", [])))
+        out = run(TBNECK, "report", "--tier", t, "--db", p + ".db", "--format", "csv")
+        for r in csv.DictReader(out.splitlines()):
+            e = {"start_ns": int(r["start_ns"]), "end_ns": int(r["end_ns"]),
+                 "peak_load": float(r["peak_load"]), "kind": r["kind"]}
+            eps_of.setdefault((r["tier"], r["server"]), []).append(e)
+    rows = [(t, s, eps) for (t, s), eps in eps_of.items()]
+    width = WIDTH_NS
     errs = []
     found = total = nfe = 0
     if mode == "quiet":
@@ -70,10 +73,7 @@ def one_seed(mode, conf, seed, work, extra):
     else:
         servers = {s: eps for t, s, eps in rows if s != "*"}
         for srv, fr in truth.items():
-            if srv not in servers:
-                errs.append(f"frozen server {srv} not in any report")
-                continue
-            fe = [e for e in servers[srv] if e["kind"] == "freeze"]
+            fe = [e for e in servers.get(srv, []) if e["kind"] == "freeze"]
             for a, b in fr:
                 if b - a < MIN_FREEZE_NS:
                     continue
