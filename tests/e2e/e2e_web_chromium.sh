@@ -23,7 +23,7 @@ fi
 
 work=$(mktemp -d "$TB_BUILDDIR/e2e-web-chromium.XXXXXX")
 trap 'stop_serve; rm -rf "$work"' EXIT
-make_db "$work" "$TB_SRCDIR/sim/examples/quick.conf"
+make_db "$work" "$TB_SRCDIR/tests/e2e/lib/report_gc.conf"
 start_serve "$work/web.db" "$work"
 base="http://127.0.0.1:$port"
 
