@@ -3,8 +3,9 @@
 # demo.sh — the main job on a fresh Debian 12 machine: installs what tbneck
 # needs, builds it into ./build, simulates a 1/2/1 web → app → database stack
 # whose application servers pause for garbage collection (sim/examples/gc.conf),
-# captures the simulated tap with tbneck, and reports the application and
-# database tiers with plots in ./demo-out/. Finally it checks the report
+# captures the simulated tap with tbneck, reports the application and
+# database tiers and diagnoses the stack (root server and cause), with plots
+# in ./demo-out/. Finally it checks the report
 # against the simulator's ground truth (the freezes it injected).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +48,9 @@ step "tbneck report --tier http-8080 --window 50ms --plot demo-out/app.png"
 step "tbneck report --tier mysql --window 50ms --plot demo-out/db.png"
 "$tbneck" report --tier mysql --window 50ms --db "$out/tbneck.db" --plot "$out/db.png"
 
+step "tbneck diagnose --plot demo-out/diagnose.png (why: the root server and cause)"
+"$tbneck" diagnose --window 50ms --db "$out/tbneck.db" --plot "$out/diagnose.png"
+
 step "ground truth: did each injected GC pause fall inside a congestion episode of its server?"
 found=0
 frozen=0
@@ -76,5 +80,5 @@ done <"$out/frozen-servers.txt"
 echo "  all app servers: $found of $total injected pauses inside an episode, $frozen of kind freeze"
 
 step "done in $(($(date +%s) - t0)) s"
-echo "plots:  $out/app.png  $out/db.png"
+echo "plots:  $out/app.png  $out/db.png  $out/diagnose.png  $out/diagnose-graph.png"
 echo "data:   $out/tbneck.db (tbneck report/export --db $out/tbneck.db), truth in $out/sim.*.csv"

@@ -234,8 +234,15 @@ for line in open(work + "/http.tsv"):
         pairs.append((req_in, num))
 want_t = sorted((frames[q][1], frames[q][0], frames[a][0]) for q, a in pairs)
 cports = set(c for c, _, _ in want_t)
+# The decrypted connections as tbneck numbers them: those holding a request
+# that starts at a decrypted request's frame. A client port can be reused by
+# another connection of the run (the front's, seconds apart), so records are
+# taken by connection, not by port; every record of those connections counts.
+starts = set((c, a) for c, a, _ in want_t)
+conns = set(r["conn"] for r in rows
+            if (r["client"].rsplit(":", 1)[1], int(r["arrival_ns"])) in starts)
 got_t = sorted((r["client"].rsplit(":", 1)[1], int(r["arrival_ns"]), int(r["departure_ns"]))
-               for r in rows if r["client"].rsplit(":", 1)[1] in cports)
+               for r in rows if r["conn"] in conns)
 print("decrypted: %d requests on %d connections" % (len(want_t), len(cports)))
 if len(want_t) != 10 or len(cports) != 2:
     fail.append("tshark decrypted %d requests on %d connections, expected 10 on 2"
