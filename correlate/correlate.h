@@ -162,7 +162,8 @@ double tb_analysis_threshold(const struct tb_analysis *a);
  * TB_EP_FREEZE when its mean normalized throughput is frozen at its mean
  * load, or when 2 consecutive windows of it are (a pause is followed, inside
  * the same run, by the drain of what queued during it, which lifts the run's
- * mean), else TB_EP_SATURATED; windows (or a run's mean) with calls in
+ * mean; the means count only for runs of 2 windows or more), else
+ * TB_EP_SATURATED; windows (or a run's mean) with calls in
  * flight for TB_STALL_MAX_CALLS_BUSY of the time or more wait on another
  * server and do not count as frozen. Frozen counts for the kind only where the
  * curve promises at least 5 completions over the stretch (from ubar, the

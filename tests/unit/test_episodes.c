@@ -344,7 +344,7 @@ static void test_degenerate(void **state)
  * below 15% of the curve min(slope·l, tpmax) at its load, which promises >= 10
  * completions); peak and means over the run; freeze when it holds a stalled
  * window, or 2 consecutive windows of it that are not waiting on calls, or
- * (not waiting on average) the run's means, are below ff x the curve where
+ * (not waiting on average, 2 windows or more) the run's means, are below ff x the curve where
  * it promises >= 5 completions (ubar work units each) over the stretch.
  * Windows' in-episode flags go to inep[]. */
 static bool oracle_frozen(double l, double tp, int64_t dur, double slope, double tpmax,
@@ -404,7 +404,8 @@ static size_t oracle_episodes(const struct tb_window *w, size_t n, double thr, d
         e->mean_load = sl / m;
         e->throughput = st / m;
         e->kind = stall || longest >= 2 ||
-                          (sc / m < 0.5 && oracle_frozen(e->mean_load, e->throughput,
+                          (sc / m < 0.5 && m >= 2 &&
+                           oracle_frozen(e->mean_load, e->throughput,
                                                          e->end_ns - e->start_ns, slope, tpmax,
                                                          ff, ubar))
                       ? TB_EP_FREEZE

@@ -79,7 +79,8 @@ def episodes(wins, cong, rules):
     rules[i]: the rule in force at window i (a run's kind uses the rule in
     force when it closes, i.e. at the window after it, or the last one).
     Freeze: a stalled window, or FREEZE_RUN consecutive frozen windows not
-    waiting on calls, or (not waiting on average) the run's means frozen.
+    waiting on calls, or (not waiting on average, two windows or more) the
+    run's means frozen.
     Returns (episodes, open_at_end, in_episode flags)."""
     eps, i, n = [], 0, len(wins)
     stall = [stalled(w, r) for w, r in zip(wins, rules)]
@@ -109,7 +110,8 @@ def episodes(wins, cong, rules):
         waits = sc / (j - i + 1) >= STALL_MAX_CALLS_BUSY
         rc = rules[j + 1] if j + 1 < n else rules[j]
         kind = "freeze" if (any(stall[i:j + 1]) or longest >= FREEZE_RUN
-                            or (not waits and frozen(m, t, end - start, rc))) else "saturated"
+                            or (not waits and j > i and frozen(m, t, end - start, rc))) \
+            else "saturated"
         eps.append({"start_ns": start, "end_ns": end, "peak_load": peak, "mean_load": m,
                     "throughput": t, "kind": kind})
         i = j + 1
