@@ -265,6 +265,37 @@ out:
 
 /* ---- re-estimates --------------------------------------------------------------- */
 
+/* New work units: the recent windows, closed in the old units, are brought
+ * to the new ones, so that the rule estimated from them (its slope, plateau
+ * and units per completion) is in the units of the windows it will judge.
+ * Without this a re-estimate that changed the unit 2.6-fold left the rule's
+ * slope 2.6 times the new windows' throughput, and healthy windows passed
+ * for stalls (e2e_live_veth). The factor is the ratio of the mean units per
+ * completion of the ring's requests of the tier, new units over old, over
+ * the recent windows' span. */
+static void rescale_recent(struct tb_stream *s, uint32_t tier, struct tier *t,
+                           const struct tb_units *nu)
+{
+    if (!t->nrecent)
+        return;
+    int64_t from = t->recent[0].start_ns;
+    double un = 0, uo = 0;
+    for (size_t i = 0; i < s->rn; i++) {
+        const struct tb_request *r = ring_at(s, i);
+        if (r->tier != tier || r->departure_ns < from)
+            continue;
+        un += tb_units_get(nu, r->class_id, r->arrival_ns);
+        uo += t->units ? tb_units_get(t->units, r->class_id, r->arrival_ns) : 1.0;
+    }
+    if (!(un > 0) || !(uo > 0))
+        return;
+    double f = un / uo;
+    for (size_t i = 0; i < t->nrecent; i++) {
+        t->recent[i].work_units *= f;
+        t->recent[i].norm_throughput *= f;
+    }
+}
+
 /* Service times (hence work units) from the recent requests. */
 static void reestimate_units(struct tb_stream *s, uint32_t tier, struct tier *t)
 {
@@ -303,6 +334,7 @@ static void reestimate_units(struct tb_stream *s, uint32_t tier, struct tier *t)
         if (tb_service_estimate(req, n, down, ndown, hosts, nhosts, NULL, 0, &so, &svc, &nsvc,
                                 &wu) == 0 &&
             tb_units_new(&u, svc, nsvc, 1.0) == 0) {
+            rescale_recent(s, tier, t, u);
             if (t->units)
                 tb_units_free(t->units);
             t->units = u;
