@@ -1130,6 +1130,10 @@ int tb_report_build(struct tb_store *st, const struct tb_catalog *cat, uint32_t 
                  o->server ? NULL : &rep->nservers);
     if (!rc)
         rc = build_corr(&p, rep);
+    if (!rc && (rc = tb_class_profile(p.rq, p.nrq, o->server, o->from_ns, o->to_ns,
+                                      &rep->profile, &rep->nprofile,
+                                      &rep->profile_total_ns)) != 0)
+        seterr(errbuf, errlen, "the class profile: %s", tb_strerror(rc));
     pipe_free(&p);
     if (rc)
         tb_report_free(rep);
@@ -1144,5 +1148,6 @@ void tb_report_free(struct tb_report *rep)
     free(rep->servers);
     free(rep->front_win);
     free(rep->corr);
+    free(rep->profile);
     memset(rep, 0, sizeof *rep);
 }

@@ -105,6 +105,11 @@ struct tb_report {
     bool have_verdict;
     struct tb_diag_verdict verdict;
     char window_reason[512];            /* --window auto: the choice and why (else empty) */
+    /* Per-class response-time profile of the tier (or the one server): the
+     * requests that completed in the range (tb_class_profile). */
+    struct tb_class_profile *profile;
+    size_t nprofile;
+    int64_t profile_total_ns;
 };
 
 /* Runs the analysis of the tier (or o->server), of each of its servers, and

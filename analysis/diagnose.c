@@ -1682,9 +1682,11 @@ void tb_diagnosis_json(struct tb_buf *b, const struct tb_catalog *cat,
 {
     char sb[TB_ADDR_STRLEN];
     const struct tb_diag_verdict *v = &d->verdict;
+    char ib[2][40];
     tb_buf_printf(b, "{\"window_ns\": %" PRId64 ", \"from_ns\": %" PRId64 ", \"to_ns\": %" PRId64
-                     ", \"front_tier\": ",
-                  d->width_ns, d->from_ns, d->to_ns);
+                     ", \"from\": \"%s\", \"to\": \"%s\", \"front_tier\": ",
+                  d->width_ns, d->from_ns, d->to_ns, tb_fmt_iso(d->from_ns, ib[0], 40),
+                  tb_fmt_iso(d->to_ns, ib[1], 40));
     tb_buf_json_str(b, jtier(cat, d->front));
     tb_buf_puts(b, ",\n \"verdict\": {\"tier\": ");
     tb_buf_json_str(b, jtier(cat, v->tier));
@@ -1731,8 +1733,10 @@ void tb_diagnosis_json(struct tb_buf *b, const struct tb_catalog *cat,
     tb_buf_printf(b, "],\n \"episodes_dismissed\": %zu,\n \"episodes\": [", d->dismissed);
     for (size_t i = 0; i < d->nepisodes; i++) {
         const struct tb_diag_episode *e = &d->episodes[i];
-        tb_buf_printf(b, "%s{\"start_ns\": %" PRId64 ", \"end_ns\": %" PRId64 ", \"tier\": ",
-                      i ? ",\n   " : "\n   ", e->start_ns, e->end_ns);
+        tb_buf_printf(b, "%s{\"start_ns\": %" PRId64 ", \"end_ns\": %" PRId64
+                         ", \"start\": \"%s\", \"end\": \"%s\", \"tier\": ",
+                      i ? ",\n   " : "\n   ", e->start_ns, e->end_ns,
+                      tb_fmt_iso(e->start_ns, ib[0], 40), tb_fmt_iso(e->end_ns, ib[1], 40));
         tb_buf_json_str(b, jtier(cat, e->tier));
         tb_buf_puts(b, ", \"server\": ");
         tb_buf_json_str(b, jserver(cat, e->server, sb, sizeof sb));

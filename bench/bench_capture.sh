@@ -99,6 +99,9 @@ printf '%-28s %s %s %10s %10s\n' "  same, libpcap reading" "$(rate "$lw")" "$(ra
 printf '%-28s %s %s %10s %10s\n' "tbneck capture (SQLite)" "$(rate "$sw")" "$(rate "$sc")" \
     "$(ratio "$bw" "$sw")" "$(ratio "$bc" "$sc")"
 echo "  (stored $stored request records; the writer thread's CPU is included)"
+python3 -c "import sys; nw, nc, sw, sc = map(float, sys.argv[1:])
+print('target: capture --db <= 2x --no-store: %.2fx by wall time, %.2fx by CPU time (%s; one run of --db, the best of the others; docs/storage.md says where the rest goes)'
+      % (sw / nw, sc / nc, 'met' if sc / nc <= 2 else 'NOT met'))" "$nw" "$nc" "$sw" "$sc"
 # The acceptance figure, from the CPU times above (the steadier measure on a
 # shared machine; the bare read is the baseline of this same run).
 python3 -c "import sys; b, n, g, l = map(float, sys.argv[1:]); r = 100 * b / n

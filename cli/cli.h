@@ -16,6 +16,11 @@ int tb_cmd_diagnose(int argc, char **argv);
 
 /* Default database path when --db is not given. */
 #define TB_DEFAULT_DB "tbneck.db"
+/* What every --from/--to takes (tb_parse_time_ref), for the --help texts. */
+#define TB_CLI_TIME_HELP                                                                        \
+    "T: a UTC time as the report prints it (2023-11-14 22:13:25.350, or 22:13:27 on the\n"     \
+    "capture's day), ns or seconds since the epoch (1700000000.25), now-5m, start+10s or\n"    \
+    "+10s (from the first request), end-1m (from the last response); docs/report.md.\n"
 
 /* Options of `tbneck capture`, parsed by cmd_capture.c. Offline runs are
  * handled there; live runs (-i) go to tb_capture_live() in cli/capture_live.c. */
@@ -24,6 +29,9 @@ struct tb_capture_args {
     size_t nfiles;
     const char *iface;  /* -i IFACE */
     const char *db;
+    const char *store_url; /* --store clickhouse://...: requests go there instead of --db */
+    const char *sensor;    /* --sensor NAME (default: the host name) */
+    int64_t store_retry_ns; /* --store-retry D (default 30 s) */
     const char *tiers_file;
     const char *bpf;    /* -f EXPR, or trailing arguments as in tcpdump */
     const char *user;   /* -Z USER */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "capture.h"
+#include "ch.h"
 #include "cli.h"
 #include "dump.h"
 #include "live.h"
@@ -50,6 +51,13 @@ static void usage(FILE *f)
             "  --tiers FILE     tiers file: NAME PROTO SERVER[,SERVER...] [hosts=HOST,...]\n"
             "                   (without it tiers are discovered: http, http-8080, mysql)\n"
             "  --db FILE        database (default " TB_DEFAULT_DB ")\n"
+            "  --store URL      sqlite:FILE (= --db FILE) or clickhouse://HOST:PORT/DATABASE\n"
+            "                   (ClickHouse's HTTP port; a cluster: HOST:PORT,HOST:PORT/DB\n"
+            "                   ?cluster=NAME; offline captures only: docs/clickhouse.md)\n"
+            "  --sensor NAME    the name this capture's rows carry in ClickHouse (default:\n"
+            "                   the host name)\n"
+            "  --store-retry D  while ClickHouse refuses connections, try again every second\n"
+            "                   for up to D (default 30s; 0: fail at once)\n"
             "  -f EXPR          BPF filter (or give it after the options, as in tcpdump)\n"
             "  --proto NAME     parse every connection as NAME (%s)\n"
             "  --duration D     stop after D of capture time (e.g. 60s)\n"
@@ -89,11 +97,15 @@ static int usage_error(const char *fmt, ...)
 enum {
     OPT_TIERS = 256, OPT_DB, OPT_SERVE, OPT_ALLOW_REMOTE, OPT_PROTO, OPT_DURATION, OPT_WINDOW,
     OPT_IMMEDIATE, OPT_NO_STORE, OPT_ALLOW_HOST, OPT_TSPREC, OPT_NANO, OPT_MICRO, OPT_FORMAT,
+    OPT_STORE, OPT_SENSOR, OPT_STORE_RETRY,
 };
 
 static const struct option long_opts[] = {
     {"tiers", required_argument, NULL, OPT_TIERS},
     {"db", required_argument, NULL, OPT_DB},
+    {"store", required_argument, NULL, OPT_STORE},
+    {"sensor", required_argument, NULL, OPT_SENSOR},
+    {"store-retry", required_argument, NULL, OPT_STORE_RETRY},
     {"serve", required_argument, NULL, OPT_SERVE},
     {"allow-remote", no_argument, NULL, OPT_ALLOW_REMOTE},
     {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
@@ -133,6 +145,7 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
 {
     memset(a, 0, sizeof *a);
     a->db = TB_DEFAULT_DB;
+    a->store_retry_ns = 30 * TB_NS_PER_SEC;
     a->window_ns = TB_WINDOW_DEFAULT_NS;
     a->snaplen = MAX_SNAPLEN;
     a->bufsize_mib = 64;
@@ -222,6 +235,27 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
             break;
         case OPT_DB:
             a->db = optarg;
+            break;
+        case OPT_STORE: {
+            struct tb_store_url u;
+            char err[512];
+            if (tb_store_url_parse(optarg, &u, err, sizeof err))
+                return usage_error("%s", err);
+            if (u.kind == TB_STORE_KIND_SQLITE)
+                a->db = u.path;
+            else
+                a->store_url = optarg;
+            break;
+        }
+        case OPT_SENSOR:
+            a->sensor = optarg;
+            break;
+        case OPT_STORE_RETRY:
+            if (!strcmp(optarg, "0"))
+                a->store_retry_ns = 0;
+            else if (tb_parse_duration(optarg, TB_NS_PER_SEC, &a->store_retry_ns) ||
+                     a->store_retry_ns < 0)
+                return usage_error("bad duration '%s' (e.g. 30s, 0)", optarg);
             break;
         case OPT_SERVE:
             a->serve = optarg;
@@ -332,6 +366,12 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
                            "capture use 'tbneck report --format jsonl'");
     if (a->jsonl && a->write && !strcmp(a->write, "-"))
         return usage_error("-w - and --format jsonl would both write to standard output");
+    if (a->store_url && a->iface)
+        return usage_error("--store clickhouse:// takes offline captures (-r) for now; a live "
+                           "capture stores in SQLite");
+    if (a->sensor && !a->store_url)
+        return usage_error("--sensor names a sensor's rows in ClickHouse; give --store "
+                           "clickhouse://...");
     if (a->nfiles && a->serve)
         return usage_error("--serve works with -i; after an offline capture use "
                            "'tbneck serve'");
@@ -350,6 +390,8 @@ static void on_signal(int sig)
 
 struct run {
     struct tb_writer *w;
+    struct tb_ch *ch;
+    const struct tb_catalog *cat;
     int werr;
     uint64_t *per_tier; /* requests by tier id */
     size_t ntier;
@@ -367,6 +409,11 @@ static void on_request(void *ud, const struct tb_request *r)
         if (rc)
             run->werr = rc;
     }
+    if (run->ch && !run->werr) {
+        int rc = tb_ch_request(run->ch, run->cat, r);
+        if (rc)
+            run->werr = rc;
+    }
 }
 
 static void on_conn(void *ud, const struct tb_conn *c)
@@ -378,6 +425,11 @@ static void on_conn(void *ud, const struct tb_conn *c)
         return;
     if (run->w && !run->werr) {
         int rc = tb_writer_conn(run->w, c);
+        if (rc)
+            run->werr = rc;
+    }
+    if (run->ch && !run->werr) {
+        int rc = tb_ch_conn(run->ch, run->cat, c);
         if (rc)
             run->werr = rc;
     }
@@ -429,7 +481,7 @@ static void summary(const struct tb_capture_args *a, const struct tb_capture_sta
         fprintf(stderr, "  health probes %" PRIu64 " (AJP CPing: not requests, not recorded)\n",
                 s->probes);
     if (!a->no_store)
-        fprintf(stderr, "  stored in %s\n", a->db);
+        fprintf(stderr, "  stored in %s\n", a->store_url ? a->store_url : a->db);
     tb_log_info("capture: flow state %zu bytes per flow, plus %zu of parser state once a flow "
                 "carries payload; peak memory %ld KiB; %" PRIu64 " idle-closed, %" PRIu64
                 " out-of-order bytes buffered, %" PRIu64 " overlapping, %" PRIu64 " non-IP, %"
@@ -491,7 +543,31 @@ static int run_offline(const struct tb_capture_args *a)
         tb_log_error("capture: out of memory");
         goto out;
     }
-    if (!a->no_store) {
+    if (a->store_url && !a->no_store) {
+        struct tb_store_url u;
+        char host[256] = "sensor";
+        const char *sensor = a->sensor;
+        if (!sensor) {
+            /* The host name, with what a sensor name may not hold made '_'. */
+            if (gethostname(host, sizeof host) != 0 || !host[0])
+                snprintf(host, sizeof host, "sensor");
+            host[64] = '\0';
+            for (char *c = host; *c; c++)
+                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-",
+                            *c))
+                    *c = '_';
+            sensor = host;
+        }
+        tb_store_url_parse(a->store_url, &u, err, sizeof err);
+        if ((rc = tb_ch_open(&run.ch, &u, sensor, true, a->store_retry_ns, err, sizeof err)) ||
+            (rc = tb_ch_next_conn(run.ch, &first_conn))) {
+            tb_log_error("capture: %s", run.ch ? tb_ch_error(run.ch) : err);
+            if (rc == TB_E_INVAL || rc == TB_E_UNSUPP)
+                exit_code = TB_EXIT_USAGE;
+            goto out;
+        }
+        run.cat = cat;
+    } else if (!a->no_store) {
         if (tb_store_open(&st, a->db, TB_STORE_CREATE, err, sizeof err)) {
             tb_log_error("capture: %s", err);
             goto out;
@@ -513,7 +589,8 @@ static int run_offline(const struct tb_capture_args *a)
                                      a->files[i]);
         if ((rc = tb_store_capture_begin(st, source, &capture_id)) ||
             (rc = tb_store_next_conn(st, &first_conn)) ||
-            (rc = tb_writer_start(&run.w, st, capture_id)) ||
+            (rc = tb_writer_start_opts(&run.w, st, capture_id,
+                                       &(struct tb_writer_opts){.bulk = true})) ||
             (rc = tb_writer_catalog(run.w, cat))) {
             tb_log_error("capture: %s: %s", a->db, tb_strerror(rc));
             goto out;
@@ -538,6 +615,11 @@ static int run_offline(const struct tb_capture_args *a)
         if (!wrc)
             wrc = run.werr;
     }
+    if (run.ch) {
+        wrc = run.werr ? run.werr : tb_ch_flush(run.ch);
+        if (!wrc)
+            wrc = tb_ch_put_hosts(run.ch, cat);
+    }
     if (st)
         erc = tb_store_capture_end(st, capture_id, tb_engine_stats(e));
     if (!a->quiet)
@@ -552,7 +634,11 @@ static int run_offline(const struct tb_capture_args *a)
         tb_log_error("capture: %s", err);
         exit_code = TB_EXIT_FAIL;
     }
-    if (wrc) {
+    if (wrc && run.ch) {
+        tb_log_error("capture: %s", tb_ch_error(run.ch)[0] ? tb_ch_error(run.ch)
+                                                           : tb_strerror(wrc));
+        exit_code = TB_EXIT_FAIL;
+    } else if (wrc) {
         tb_log_error("capture: %s: writing requests failed: %s", a->db, tb_strerror(wrc));
         exit_code = TB_EXIT_FAIL;
     } else if (erc) {
@@ -565,6 +651,7 @@ out:
     if (run.w)
         tb_writer_finish(run.w);
     tb_engine_free(e);
+    tb_ch_close(run.ch);
     tb_store_close(st);
     tb_catalog_free(cat);
     tb_tiers_free(tiers);

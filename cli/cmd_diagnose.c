@@ -14,7 +14,8 @@
 
 static const char diagnose_usage[] =
     "usage: tbneck diagnose [--window 50ms] [--from T --to T] [--format text|json|csv]\n"
-    "                       [--plot FILE.png|svg] [--recompute] [--db FILE]\n"
+    "                       [--plot FILE.png|svg] [--recompute]\n"
+    "                       [--db FILE | --store URL]\n"
     "\n"
     "Which server (or connection pool) holds the front tier up in its congested\n"
     "windows, and why: cpu, freeze, speed, pool, threads (or none). Text: the\n"
@@ -23,7 +24,7 @@ static const char diagnose_usage[] =
     "the front tier's congestion and the root found. --plot FILE: stacked self and\n"
     "waiting load per tier with the root marked (FILE), and the wait-for graph\n"
     "drawn by Graphviz (FILE with -graph before the extension).\n"
-    "T is ns since the epoch, seconds (1700000000.25), or +OFFSET from the first request.\n";
+    TB_CLI_TIME_HELP;
 
 static const char *tier_name(const struct tb_catalog *cat, uint32_t t)
 {
@@ -136,9 +137,11 @@ static void print_csv(FILE *f, const struct tb_catalog *cat, const struct tb_dia
             tb_csv_field(f, tier_name(cat, d->tiers[i].tier));
             uint32_t r = d->root_server[k];
             const struct tb_server_info *si = r ? tb_catalog_server_get(cat, r) : NULL;
-            fprintf(f, ",%" PRId64 ",%" PRId64 ",%.17g,%.17g,%d,", d->from_ns +
-                    (int64_t)k * d->width_ns, d->width_ns, d->self[i * d->nwin + k],
-                    d->wait[i * d->nwin + k], d->front_congested[k] ? 1 : 0);
+            char v[2][40];
+            fprintf(f, ",%" PRId64 ",%" PRId64 ",%s,%s,%d,", d->from_ns + (int64_t)k * d->width_ns,
+                    d->width_ns, tb_fmt_double(d->self[i * d->nwin + k], v[0], 40),
+                    tb_fmt_double(d->wait[i * d->nwin + k], v[1], 40),
+                    d->front_congested[k] ? 1 : 0);
             tb_csv_field(f, si ? tier_name(cat, si->tier) : "");
             fputc(',', f);
             tb_csv_field(f, si ? server_name(cat, r, b, sizeof b) : "");
@@ -149,10 +152,10 @@ static void print_csv(FILE *f, const struct tb_catalog *cat, const struct tb_dia
 int tb_cmd_diagnose(int argc, char **argv)
 {
     const char *dbpath = TB_DEFAULT_DB, *window = TB_WINDOW_DEFAULT, *from = NULL, *to = NULL;
-    const char *format = "text", *plot = NULL;
+    const char *format = "text", *plot = NULL, *store = NULL;
     bool recompute = false;
     const struct tb_cli_opt opts[] = {
-        {"db", &dbpath, NULL},     {"window", &window, NULL}, {"from", &from, NULL},
+        {"db", &dbpath, NULL},     {"store", &store, NULL},     {"window", &window, NULL}, {"from", &from, NULL},
         {"to", &to, NULL},         {"format", &format, NULL}, {"plot", &plot, NULL},
         {"recompute", NULL, &recompute},
     };
@@ -177,7 +180,7 @@ int tb_cmd_diagnose(int argc, char **argv)
         return TB_EXIT_USAGE;
     }
     struct tb_cli_db db;
-    if ((rc = tb_cli_db_open(&db, dbpath, false)) != 0)
+    if ((rc = tb_cli_db_open_store(&db, dbpath, store, false)) != 0)
         return rc;
     if ((rc = tb_cli_range(db.st, 0, from, to, &o.from_ns, &o.to_ns)) != 0)
         goto out;

@@ -38,7 +38,8 @@ static void usage(FILE *f)
           "        the tier's load; how many pauses (all, and those of --min-pause or more)\n"
           "        overlap one of the tier's congestion episodes; how many of its freeze\n"
           "        episodes overlap a pause; the correlation of GC ratio with load per\n"
-          "        window. --plot draws both timelines, freeze episodes shaded.\n",
+          "        window. --plot draws both timelines, freeze episodes shaded.\n"
+          TB_CLI_TIME_HELP,
           f);
 }
 

@@ -9,20 +9,24 @@
 
 #include "analyze.h"
 #include "callers.h"
+#include "ch.h"
 #include "cli.h"
 #include "jsonl.h"
 #include "report_util.h"
 
 static const char export_usage[] =
-    "usage: tbneck export requests [--tier NAME] [--db FILE]\n"
+    "usage: tbneck export requests [--tier NAME] [--db FILE | --store URL]\n"
     "       tbneck export windows --tier NAME [--window " TB_WINDOW_DEFAULT "]"
     " [--server ADDR:PORT]\n"
-    "                             [--from T --to T] [--service-times FILE] [--db FILE]\n"
-    "                             [--format csv|jsonl]\n"
+    "                             [--from T --to T] [--service-times FILE]\n"
+    "                             [--db FILE | --store URL]\n"
+    "                             [--format csv|jsonl] [--recompute]\n"
     "       tbneck export connections [--tier NAME] [--from T --to T] [--db FILE]\n"
     "\n"
     "requests: every stored request as CSV, header\n"
     "  tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,flags\n"
+    "  (--store sqlite:FILE = --db FILE; clickhouse://HOST:PORT/DATABASE: every sensor's\n"
+    "  requests merged, docs/clickhouse.md)\n"
     "windows: the per-window analysis as CSV, header\n"
     "  tier,server,start_ns,width_ns,load,completions,throughput,work_units,norm_throughput,"
     "rt_mean_ns\n"
@@ -35,12 +39,38 @@ static const char export_usage[] =
     "  (client_tier: the tier whose machine the client is, empty for users; opened\n"
     "  syn|synack|midstream; closed fin|rst|idle|evicted|end|open; with --tier the\n"
     "  connections to or from that tier).\n"
-    "T is ns since the epoch, seconds (1700000000.25), or +OFFSET from the first request.\n";
+    TB_CLI_TIME_HELP;
+
+/* export requests --store clickhouse://...: every sensor's rows, merged. */
+static int export_requests_ch(const char *url, const char *tier)
+{
+    struct tb_store_url u;
+    struct tb_ch *ch = NULL;
+    char err[600];
+    tb_store_url_parse(url, &u, err, sizeof err);
+    int rc = tb_ch_open(&ch, &u, "reader", false, 0, err, sizeof err);
+    if (rc) {
+        tb_log_error("export requests: %s", err);
+        return rc == TB_E_UNSUPP ? TB_EXIT_USAGE : TB_EXIT_FAIL;
+    }
+    rc = tb_ch_export_requests(ch, tier, stdout);
+    if (!rc && fflush(stdout) != 0)
+        rc = TB_E_IO;
+    if (rc == TB_E_NOTFOUND)
+        tb_log_error("export requests from %s: unknown tier '%s' (no request of it is stored)",
+                     url, tier);
+    else if (rc)
+        tb_log_error("export requests from %s: %s", url,
+                     tb_ch_error(ch)[0] ? tb_ch_error(ch) : tb_strerror(rc));
+    tb_ch_close(ch);
+    return rc ? TB_EXIT_FAIL : TB_EXIT_OK;
+}
 
 static int export_requests(int argc, char **argv)
 {
-    const char *tier = NULL, *dbpath = TB_DEFAULT_DB;
-    const struct tb_cli_opt opts[] = {{"tier", &tier, NULL}, {"db", &dbpath, NULL}};
+    const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *store = NULL;
+    const struct tb_cli_opt opts[] = {
+        {"tier", &tier, NULL}, {"db", &dbpath, NULL}, {"store", &store, NULL}};
     int rc = tb_cli_parse(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "export requests");
     if (rc < 0) {
         fputs(export_usage, stdout);
@@ -48,6 +78,17 @@ static int export_requests(int argc, char **argv)
     }
     if (rc)
         return rc;
+    if (store) {
+        struct tb_store_url u;
+        char err[600];
+        if (tb_store_url_parse(store, &u, err, sizeof err)) {
+            tb_log_error("export requests: %s", err);
+            return TB_EXIT_USAGE;
+        }
+        if (u.kind == TB_STORE_KIND_CLICKHOUSE)
+            return export_requests_ch(store, tier);
+        dbpath = u.path;
+    }
     struct tb_cli_db db;
     if ((rc = tb_cli_db_open(&db, dbpath, true)) != 0)
         return rc;
@@ -76,20 +117,23 @@ static void print_windows(FILE *f, const char *tier, const char *server,
         tb_csv_field(f, tier);
         fputc(',', f);
         tb_csv_field(f, server);
-        /* %.17g so a script reading the CSV gets back the exact double. */
-        fprintf(f, ",%lld,%lld,%.17g,%u,%.17g,%.17g,%.17g,%.17g\n", (long long)w[i].start_ns,
-                (long long)w[i].width_ns, w[i].load, w[i].completions, w[i].throughput,
-                w[i].work_units, w[i].norm_throughput, w[i].rt_mean_ns);
+        /* The shortest form that reads back as the exact double. */
+        char d[5][40];
+        fprintf(f, ",%lld,%lld,%s,%u,%s,%s,%s,%s\n", (long long)w[i].start_ns,
+                (long long)w[i].width_ns, tb_fmt_double(w[i].load, d[0], 40), w[i].completions,
+                tb_fmt_double(w[i].throughput, d[1], 40), tb_fmt_double(w[i].work_units, d[2], 40),
+                tb_fmt_double(w[i].norm_throughput, d[3], 40),
+                tb_fmt_double(w[i].rt_mean_ns, d[4], 40));
     }
 }
 
 static int export_windows(int argc, char **argv)
 {
     const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *window = TB_WINDOW_DEFAULT, *server = NULL;
-    const char *from = NULL, *to = NULL, *svcfile = NULL, *format = "csv";
+    const char *from = NULL, *to = NULL, *svcfile = NULL, *format = "csv", *store = NULL;
     bool recompute = false;
     const struct tb_cli_opt opts[] = {
-        {"format", &format, NULL},
+        {"format", &format, NULL},   {"store", &store, NULL},
         {"tier", &tier, NULL},       {"db", &dbpath, NULL},   {"window", &window, NULL},
         {"server", &server, NULL},   {"from", &from, NULL},   {"to", &to, NULL},
         {"service-times", &svcfile, NULL}, {"recompute", NULL, &recompute},
@@ -119,7 +163,7 @@ static int export_windows(int argc, char **argv)
     o.recompute = recompute;
 
     struct tb_cli_db db;
-    if ((rc = tb_cli_db_open(&db, dbpath, false)) != 0)
+    if ((rc = tb_cli_db_open_store(&db, dbpath, store, false)) != 0)
         return rc;
     uint32_t tid;
     struct tb_analysis_result res;

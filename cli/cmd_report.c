@@ -14,8 +14,9 @@
 static const char report_usage[] =
     "usage: tbneck report --tier NAME [--window " TB_WINDOW_DEFAULT "|auto] [--server ADDR:PORT]"
     " [--from T --to T]\n"
-    "                     [--format text|json|csv|jsonl] [--plot FILE.png|svg]\n"
-    "                     [--service-times FILE | --calibrate CAPTURE] [--recompute] [--db FILE]\n"
+    "                     [--format text|json|csv|jsonl] [--profile] [--plot FILE.png|svg]\n"
+    "                     [--service-times FILE | --calibrate CAPTURE] [--recompute]\n"
+    "                     [--db FILE | --store URL]\n"
     "\n"
     "Analyses a tier (or one of its servers) at a window length: load and throughput per\n"
     "window, service times and the work unit, the congestion point N* (intervention\n"
@@ -27,13 +28,17 @@ static const char report_usage[] =
     "                  its windows and its episodes in time order (docs/web.md)\n"
     "  --format csv    the episode list, header\n"
     "                  " TB_EPISODE_CSV_HEADER "\n"
+    "  --profile       only the per-class response-time profile of the requests completed in\n"
+    "                  the range (count, total, share, mean, p50/p95/p99, max; ranked by total\n"
+    "                  time, as pt-query-digest's profile) as text, json or csv, header\n"
+    "                  " TB_PROFILE_CSV_HEADER "\n"
     "  --plot FILE     one image: load, throughput and response-time timelines and the\n"
     "                  load vs normalized throughput scatter (needs gnuplot on PATH)\n"
     "  --service-times FILE  lines 'CLASS<TAB>SERVICE' (class fingerprint as the report\n"
     "                  prints it; service as 30ms or 250us, a bare number is ms; # comments)\n"
     "  --calibrate CAPTURE   a pcap taken at low load to estimate service times from\n"
     "  --recompute     ignore results stored by an earlier run\n"
-    "T is ns since the epoch, seconds (1700000000.25), or +OFFSET from the first request.\n"
+    TB_CLI_TIME_HELP
     "Exit status: 0 success, 1 runtime failure (missing database, unknown tier), 2 usage.\n";
 
 /* The tier (or the one --server) and then each of its servers. */
@@ -53,15 +58,47 @@ static int report_jsonl(const struct tb_report *rep, const struct tb_catalog *ca
     return e;
 }
 
+/* --profile: the profile alone; fmt 0 text, 1 JSON, 2 CSV. */
+static int write_profile(const struct tb_report *rep, const struct tb_catalog *cat,
+                         const char *tier, int fmt)
+{
+    char sbuf[TB_ADDR_STRLEN] = "*";
+    const struct tb_server_info *si =
+        rep->total.a.server ? tb_catalog_server_get(cat, rep->total.a.server) : NULL;
+    if (si)
+        tb_addr_fmt(&si->addr, sbuf, sizeof sbuf);
+    if (fmt == 2) {
+        tb_profile_write_csv(stdout, rep, cat, tier, sbuf);
+    } else if (fmt == 1) {
+        fputs("{\"tier\":", stdout);
+        tb_json_str(stdout, tier);
+        fputs(",\"server\":", stdout);
+        tb_json_str(stdout, sbuf);
+        fputs(",\"profile\":", stdout);
+        tb_profile_write_json(stdout, rep, cat);
+        fputs("}\n", stdout);
+    } else {
+        printf("tier %s, server %s", tier, sbuf);
+        tb_profile_write_text(stdout, rep, cat, 0);
+    }
+    if (ferror(stdout) || fflush(stdout) != 0) {
+        tb_log_error("report: cannot write the profile to stdout");
+        return TB_EXIT_FAIL;
+    }
+    return TB_EXIT_OK;
+}
+
 int tb_cmd_report(int argc, char **argv)
 {
     const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *window = TB_WINDOW_DEFAULT, *server = NULL;
     const char *from = NULL, *to = NULL, *format = "text", *plot = NULL, *svcfile = NULL;
-    const char *calibrate = NULL;
-    bool recompute = false;
+    const char *calibrate = NULL, *store = NULL;
+    bool recompute = false, profile = false;
     const struct tb_cli_opt opts[] = {
         {"tier", &tier, NULL},
+        {"profile", NULL, &profile},
         {"db", &dbpath, NULL},
+        {"store", &store, NULL},
         {"window", &window, NULL},
         {"server", &server, NULL},
         {"from", &from, NULL},
@@ -105,6 +142,11 @@ int tb_cmd_report(int argc, char **argv)
                      window);
         return TB_EXIT_USAGE;
     }
+    if (profile && (fmt == F_JSONL || plot)) {
+        tb_log_error("report: --profile prints one table (text, json or csv), not %s",
+                     plot ? "a plot" : "JSON lines");
+        return TB_EXIT_USAGE;
+    }
     if (svcfile && calibrate) {
         tb_log_error("report: --service-times and --calibrate exclude each other");
         return TB_EXIT_USAGE;
@@ -124,7 +166,7 @@ int tb_cmd_report(int argc, char **argv)
     o.recompute = recompute;
 
     struct tb_cli_db db;
-    if ((rc = tb_cli_db_open(&db, dbpath, false)) != 0)
+    if ((rc = tb_cli_db_open_store(&db, dbpath, store, false)) != 0)
         return rc;
     struct tb_report rep;
     memset(&rep, 0, sizeof rep);
@@ -149,6 +191,10 @@ int tb_cmd_report(int argc, char **argv)
     if (e) {
         tb_log_error("report: %s", err[0] ? err : tb_strerror(e));
         rc = TB_EXIT_FAIL;
+        goto out;
+    }
+    if (profile) {
+        rc = write_profile(&rep, db.cat, tier, fmt == F_TEXT ? 0 : fmt == F_JSON ? 1 : 2);
         goto out;
     }
     if (fmt != F_CSV && fmt != F_JSONL) {

@@ -12,21 +12,7 @@
 
 const char *tb_jsonl_iso(int64_t ns, char *buf, size_t len)
 {
-    int64_t s = ns / TB_NS_PER_SEC, frac = ns % TB_NS_PER_SEC;
-    if (frac < 0) {
-        frac += TB_NS_PER_SEC;
-        s--;
-    }
-    time_t t = (time_t)s;
-    struct tm tm;
-    if (!gmtime_r(&t, &tm)) {
-        snprintf(buf, len, "?");
-        return buf;
-    }
-    char day[40];
-    strftime(day, sizeof day, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf, len, "%s.%09" PRId64 "Z", day, frac);
-    return buf;
+    return tb_fmt_iso(ns, buf, len);
 }
 
 static void head(FILE *f, const char *event, const char *tier, const char *server)

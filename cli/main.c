@@ -12,10 +12,12 @@ static const struct {
 } commands[] = {
     {"capture", tb_cmd_capture,
      "capture -r FILE... | -i IFACE [--tiers FILE] [--db FILE] [-f BPF] [--duration 60s]\n"
-     "                 [-Z USER] [--window " TB_WINDOW_DEFAULT "] [--serve ADDR]"},
+     "                 [-Z USER] [--window " TB_WINDOW_DEFAULT "] [--serve ADDR] [-w FILE]"
+     " [-c COUNT] | -D"},
     {"report", tb_cmd_report,
      "report --tier NAME [--window " TB_WINDOW_DEFAULT "] [--server ADDR:PORT] [--from T --to T]\n"
-     "                 [--plot FILE.png|svg] [--format text|json|csv] [--db FILE]"},
+     "                 [--plot FILE.png|svg] [--format text|json|csv|jsonl] [--profile]"
+     " [--db FILE]"},
     {"diagnose", tb_cmd_diagnose,
      "diagnose [--window " TB_WINDOW_DEFAULT "] [--from T --to T] [--format text|json|csv]\n"
      "                 [--plot FILE.png|svg] [--db FILE]"},
@@ -26,7 +28,8 @@ static const struct {
      " [--server ADDR:PORT] [--db FILE]\n"
      "       export connections [--tier NAME] [--from T --to T] [--db FILE]"},
     {"serve", tb_cmd_serve, "serve [--db FILE] [--listen 127.0.0.1:8080] [--allow-remote]"},
-    {"events", tb_cmd_events, "events import --gc FILE --tier NAME [--db FILE] | events list"},
+    {"events", tb_cmd_events,
+     "events import --gc FILE --tier NAME [--db FILE] | events list | events report"},
 };
 
 static void usage(FILE *f)
@@ -36,6 +39,8 @@ static void usage(FILE *f)
     for (size_t i = 0; i < TB_ARRAY_SIZE(commands); i++)
         fprintf(f, "  tbneck %s\n", commands[i].synopsis);
     fprintf(f, "\n  tbneck --version\n\n"
+               "man tbneck describes every command; T in --from/--to is a UTC time as the\n"
+               "report prints it (2023-11-14 22:13:25), now-5m, start+10s or end-1m.\n"
                "Exit status: 0 success, 1 runtime failure (bad input, missing interface),\n"
                "2 usage error. 'tbneck COMMAND --help' describes a command.\n");
 }

@@ -154,12 +154,20 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
                             tb_addr_fmt(&s->addr, sb, sizeof sb));
     }
     off += snprintf(title + off, sizeof title - (size_t)off, ", window %s, ", wbuf);
+    /* The title names what the marked windows were judged by: the
+     * congestion threshold, which is the fit's knee when the intervention
+     * analysis found none (issue 16: "N* undetermined" above marked windows). */
+    double thr = tb_analysis_threshold(a);
     if (isfinite(a->n_star))
         snprintf(title + off, sizeof title - (size_t)off, "N* = %.2f (fit %.2f), TPmax = %.0f "
                  "units/s, %.1f%% congested", a->n_star, a->n_star_fit, a->tp_max,
                  100.0 * a->congested_fraction);
+    else if (isfinite(thr))
+        snprintf(title + off, sizeof title - (size_t)off, "N* from the fit only = %.2f, "
+                 "TPmax = %.0f units/s, %.1f%% congested", thr, a->tp_max,
+                 100.0 * a->congested_fraction);
     else
-        snprintf(title + off, sizeof title - (size_t)off, "N* undetermined");
+        snprintf(title + off, sizeof title - (size_t)off, "N* undetermined, no congestion");
     time_t sec = (time_t)(t0 / TB_NS_PER_SEC);
     struct tm tm;
     if (gmtime_r(&sec, &tm))
@@ -181,7 +189,9 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
           /* Keys above each panel: inside they hide the very points that
            * matter (low load, high throughput; high load, no throughput). */
           "set key tmargin left horizontal noopaque nobox samplen 2 width 2\n"
-          "set lmargin 12\nset rmargin 3\n",
+          /* Room on the right for the completions' axis, on every timeline
+           * so their time axes line up. */
+          "set lmargin 12\nset rmargin 10\n",
           f);
     if (res->nwin)
         fprintf(f, "set xrange [0:%.6f]\n", (double)res->nwin * wsec);
@@ -190,15 +200,18 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
     fputs("set origin 0,0.635\nset size 0.6,0.31\n"
           "set ylabel 'load (requests in tier)'\nset xlabel ''\nset format x ''\n",
           f);
+    /* The higher line's label goes above it and the lower's below, so the
+     * two never overlap however close the estimates are. */
+    bool nstar_high = !isfinite(a->n_star_fit) || a->n_star >= a->n_star_fit;
     if (isfinite(a->n_star))
         fprintf(f, "set arrow 1 from graph 0, first %.9g to graph 1, first %.9g nohead ls 5\n"
-                   "set label 1 'N*' at graph 1.005, first %.9g left offset 0,-0.45\n",
-                a->n_star, a->n_star, a->n_star);
+                   "set label 1 'N*' at graph 1.005, first %.9g left offset 0,%s\n",
+                a->n_star, a->n_star, a->n_star, nstar_high ? "0.6" : "-0.6");
     if (isfinite(a->n_star_fit))
         fprintf(f, "set arrow 5 from graph 0, first %.9g to graph 1, first %.9g nohead ls 7\n"
-                   "set label 5 'fit' at graph 1.005, first %.9g left offset 0,0.45 "
+                   "set label 5 'fit' at graph 1.005, first %.9g left offset 0,%s "
                    "textcolor rgb '#999999'\n",
-                a->n_star_fit, a->n_star_fit, a->n_star_fit);
+                a->n_star_fit, a->n_star_fit, a->n_star_fit, nstar_high ? "-0.6" : "0.6");
     fprintf(f, "plot $D using 1:2 with lines ls 1 title 'load (%s window mean)', "
           "'' using 1:($6==1?$2:1/0) with points ls 2 title 'congested', "
           "'' using 1:($6==2?$2:1/0) with points ls 3 title 'freeze'\n",
@@ -206,30 +219,42 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
     fputs("unset arrow 1\nunset label 1\nunset arrow 5\nunset label 5\n", f);
 
     /* (b) throughput timeline. */
-    fputs("set origin 0,0.325\nset size 0.6,0.31\n"
-          "set ylabel 'throughput (per s)'\n",
-          f);
+    fputs("set origin 0,0.325\nset size 0.6,0.31\n", f);
     if (isfinite(a->tp_max))
         fprintf(f, "set arrow 2 from graph 0, first %.9g to graph 1, first %.9g nohead ls 5\n"
-                   "set label 2 'TPmax' at graph 1.005, first %.9g left\n",
+                   "set label 2 'TPmax' at graph 0.005, first %.9g left offset 0,0.6\n",
                 a->tp_max, a->tp_max, a->tp_max);
+    /* Completions/s on their own axis (right): a request is worth many
+     * work units when the unit is small, and on the units' axis the
+     * completions were a flat line at zero. */
+    fputs("set ylabel 'work units/s' tc rgb '#228833'\nset y2label 'completions/s' "
+          "tc rgb '#4477aa'\nset ytics nomirror\nset y2tics\nset y2range [0:*]\n"
+          "set yrange [0:*]\n",
+          f);
     fputs("plot $D using 1:4 with lines ls 4 title 'work units/s', "
-          "'' using 1:3 with lines ls 1 dt 3 title 'completions/s', "
+          "'' using 1:3 axes x1y2 with lines ls 1 dt 3 title 'completions/s (right axis)', "
           "'' using 1:($6==2?$4:1/0) with points ls 3 title 'freeze'\n",
           f);
-    fputs("unset arrow 2\nunset label 2\n", f);
+    fputs("unset arrow 2\nunset label 2\nunset y2label\nunset y2tics\nset ytics mirror\n"
+          "set ylabel tc default\nset autoscale y\n",
+          f);
 
     /* (c) response-time timeline: the front tier's when known (what users
      * see, Figure 10b), and this tier's own. */
     fputs("set origin 0,0.0\nset size 0.6,0.325\nset format x '%g'\n"
           "set ylabel 'response time (ms)'\nset xlabel ",
           f);
-    if (!any_rt)
-        fputs("set yrange [0:1]\n", f);
     char xl[128];
     snprintf(xl, sizeof xl, "time since %s (s)", ts);
     gp_str(f, xl);
     fputc('\n', f);
+    /* A log scale: the tier's own response time (a database's 0.6 ms) stays
+     * visible under the front tier's (hundreds of ms) on one panel. */
+    if (!any_rt)
+        fputs("set yrange [0:1]\n", f);
+    else
+        fputs("set logscale y 10\nset format y '%g'\nset ylabel 'response time (ms, log)'\n",
+              f);
     fputs("plot $D using 1:5 with lines ls 1 title ", f);
     gp_str(f, tier_name(cat, r->tier));
     if (have_front) {
@@ -241,6 +266,7 @@ int tb_plot_script(FILE *f, const struct tb_report *r, const struct tb_catalog *
     fputc('\n', f);
 
     /* (d) the main-sequence scatter. */
+    fputs("unset logscale y\nset format y '%g'\nset rmargin 3\n", f);
     fputs("set autoscale x\nset autoscale y\nset xrange [0:*]\nset yrange [0:*]\n"
           "set origin 0.6,0.0\nset size 0.4,0.945\n"
           "set xlabel 'load (requests in tier, window mean)'\n"

@@ -280,7 +280,7 @@ static void text_classes(FILE *f, const struct tb_analysis_result *r, const stru
         const char *name = class_name(cat, s[i].class_id);
         char period[32] = "";
         if (periods)
-            snprintf(period, sizeof period, "%10s",
+            snprintf(period, sizeof period, "%10.20s",
                      fmt_clock(s[i].period_start_ns, b[1], 32) + 3); /* "MM:SS.mmm" */
         fprintf(f, "  %-40.40s %s%10s %7.2f %8u %9u  %s\n", name, period,
                 fmt_dur((double)s[i].service_ns, b[0], 32), s[i].units, s[i].samples,
@@ -503,6 +503,7 @@ int tb_report_write_text(FILE *f, const struct tb_report *r, const struct tb_cat
         text_warnings(f, server_name(cat, r->servers[i].a.server, b[0], 64), &r->servers[i]);
 
     text_classes(f, tot, cat);
+    tb_profile_write_text(f, r, cat, TOP_CLASSES);
     text_episodes(f, tot, first);
     text_corr(f, r, cat);
     /* With one server its episodes are the tier's, already listed. */
@@ -532,8 +533,11 @@ static void json_episodes(FILE *f, const struct tb_episode *ep, size_t n)
 {
     fputs("\"episodes\":[", f);
     for (size_t i = 0; i < n; i++) {
-        fprintf(f, "%s{\"start_ns\":%lld,\"end_ns\":%lld,\"duration_ns\":%lld,\"peak_load\":",
+        char b[2][40];
+        fprintf(f, "%s{\"start_ns\":%lld,\"end_ns\":%lld,\"start\":\"%s\",\"end\":\"%s\","
+                   "\"duration_ns\":%lld,\"peak_load\":",
                 i ? "," : "", (long long)ep[i].start_ns, (long long)ep[i].end_ns,
+                tb_fmt_iso(ep[i].start_ns, b[0], 40), tb_fmt_iso(ep[i].end_ns, b[1], 40),
                 (long long)(ep[i].end_ns - ep[i].start_ns));
         tb_json_num(f, ep[i].peak_load);
         fputs(",\"mean_load\":", f);
@@ -578,9 +582,11 @@ static void json_analysis(FILE *f, const struct tb_analysis_result *r)
     fputs("],\"level_spans\":[", f);
     for (size_t i = 0; i < r->nspans; i++) {
         const struct tb_level_span *sp = &r->spans[i];
-        fprintf(f, "%s{\"level\":%u,\"start_ns\":%lld,\"end_ns\":%lld,\"windows\":%u,"
-                   "\"throughput\":",
+        char b[2][40];
+        fprintf(f, "%s{\"level\":%u,\"start_ns\":%lld,\"end_ns\":%lld,\"start\":\"%s\","
+                   "\"end\":\"%s\",\"windows\":%u,\"throughput\":",
                 i ? "," : "", sp->level, (long long)sp->start_ns, (long long)sp->end_ns,
+                tb_fmt_iso(sp->start_ns, b[0], 40), tb_fmt_iso(sp->end_ns, b[1], 40),
                 sp->windows);
         tb_json_num(f, sp->throughput);
         fputc('}', f);
@@ -619,8 +625,10 @@ int tb_report_write_json(FILE *f, const struct tb_report *r, const struct tb_cat
     tb_json_str(f, server_name(cat, tot->a.server, b, sizeof b));
     int64_t first = tot->nwin ? tot->win[0].start_ns : 0;
     int64_t last = tot->nwin ? tot->win[tot->nwin - 1].start_ns + r->width_ns : 0;
-    fprintf(f, ",\"window_ns\":%lld,\"from_ns\":%lld,\"to_ns\":%lld,", (long long)r->width_ns,
-            (long long)first, (long long)last);
+    char ib[2][40];
+    fprintf(f, ",\"window_ns\":%lld,\"from_ns\":%lld,\"to_ns\":%lld,\"from\":\"%s\",\"to\":\"%s\",",
+            (long long)r->width_ns, (long long)first, (long long)last,
+            tb_fmt_iso(first, ib[0], 40), tb_fmt_iso(last, ib[1], 40));
     if (r->window_reason[0]) {
         fputs("\"window_reason\":", f);
         tb_json_str(f, r->window_reason);
@@ -633,14 +641,18 @@ int tb_report_write_json(FILE *f, const struct tb_report *r, const struct tb_cat
     for (size_t i = 0; s && i < tot->nsvc; i++) {
         fputs(i ? ",{\"class\":" : "{\"class\":", f);
         tb_json_str(f, class_name(cat, s[i].class_id));
-        fprintf(f, ",\"period_start_ns\":%lld,\"service_ns\":%lld,\"units\":",
-                (long long)s[i].period_start_ns, (long long)s[i].service_ns);
+        fprintf(f, ",\"period_start_ns\":%lld,\"period_start\":\"%s\",\"service_ns\":%lld,"
+                   "\"units\":",
+                (long long)s[i].period_start_ns, tb_fmt_iso(s[i].period_start_ns, ib[0], 40),
+                (long long)s[i].service_ns);
         tb_json_num(f, s[i].units);
         fprintf(f, ",\"samples\":%u,\"requests\":%u,\"method\":\"%s\"}", s[i].samples,
                 s[i].requests, tb_svc_method_name(s[i].method));
     }
     free(s);
-    fputs("],\"servers\":[", f);
+    fputs("],\"profile\":", f);
+    tb_profile_write_json(f, r, cat);
+    fputs(",\"servers\":[", f);
     for (size_t i = 0; i < r->nservers; i++) {
         fputs(i ? ",{\"server\":" : "{\"server\":", f);
         tb_json_str(f, server_name(cat, r->servers[i].a.server, b, sizeof b));
@@ -697,9 +709,11 @@ static void csv_episodes(FILE *f, const char *tier, const char *server,
         tb_csv_field(f, tier);
         fputc(',', f);
         tb_csv_field(f, server);
-        fprintf(f, ",%lld,%lld,%lld,%.17g,%.17g,%.17g,%s\n", (long long)e->start_ns,
-                (long long)e->end_ns, (long long)(e->end_ns - e->start_ns), e->peak_load,
-                e->mean_load, e->throughput, tb_episode_kind_name(e->kind));
+        char d[3][40];
+        fprintf(f, ",%lld,%lld,%lld,%s,%s,%s,%s\n", (long long)e->start_ns,
+                (long long)e->end_ns, (long long)(e->end_ns - e->start_ns),
+                tb_fmt_double(e->peak_load, d[0], 40), tb_fmt_double(e->mean_load, d[1], 40),
+                tb_fmt_double(e->throughput, d[2], 40), tb_episode_kind_name(e->kind));
     }
 }
 

@@ -41,4 +41,15 @@ int tb_report_write_json(FILE *f, const struct tb_report *r, const struct tb_cat
     "tier,server,start_ns,end_ns,duration_ns,peak_load,mean_load,throughput,kind"
 int tb_report_write_csv(FILE *f, const struct tb_report *r, const struct tb_catalog *cat);
 
+/* The per-class response-time profile (profile_fmt.c): text (the first
+ * `limit` rows, 0 = all), the JSON object the report's "profile" holds, and
+ * CSV with header TB_PROFILE_CSV_HEADER (server '*' = the tier). */
+#define TB_PROFILE_CSV_HEADER                                                                   \
+    "tier,server,rank,class,count,total_ns,share,mean_ns,p50_ns,p95_ns,p99_ns,max_ns"
+void tb_profile_write_text(FILE *f, const struct tb_report *r, const struct tb_catalog *cat,
+                           size_t limit);
+void tb_profile_write_json(FILE *f, const struct tb_report *r, const struct tb_catalog *cat);
+int tb_profile_write_csv(FILE *f, const struct tb_report *r, const struct tb_catalog *cat,
+                         const char *tier, const char *server);
+
 #endif

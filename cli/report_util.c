@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include "cli.h"
@@ -60,6 +61,7 @@ void tb_cli_db_close(struct tb_cli_db *db)
         tb_store_close(db->st);
     db->cat = NULL;
     db->st = NULL;
+    tb_cli_db_remove_copy(db);
 }
 
 int tb_cli_tier(const struct tb_catalog *cat, const char *name, uint32_t *id)
@@ -135,25 +137,27 @@ int tb_cli_range(struct tb_store *st, uint32_t tier, const char *from, const cha
 {
     *from_ns = INT64_MIN;
     *to_ns = INT64_MAX;
-    int64_t first = 0, last = 0;
-    if ((from && from[0] == '+') || (to && to[0] == '+')) {
-        int rc = tb_store_time_span(st, tier, &first, &last);
+    struct tb_time_ref ref = {0};
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) == 0)
+        ref.now_ns = (int64_t)now.tv_sec * TB_NS_PER_SEC + now.tv_nsec;
+    if (tb_time_needs_span(from) || tb_time_needs_span(to)) {
+        int rc = tb_store_time_span(st, tier, &ref.start_ns, &ref.end_ns);
         if (rc) {
             tb_log_error("cannot read the time span of the stored requests: %s",
                          tb_strerror(rc));
             return TB_EXIT_FAIL;
         }
     }
-    if (from && tb_parse_time(from, first, from_ns) != 0) {
-        tb_log_error("--from '%s': expected ns since the epoch, seconds (1700000000.25) or "
-                     "+OFFSET (+10s)", from);
-        return TB_EXIT_USAGE;
-    }
-    if (to && tb_parse_time(to, first, to_ns) != 0) {
-        tb_log_error("--to '%s': expected ns since the epoch, seconds (1700000000.25) or "
-                     "+OFFSET (+10s)", to);
-        return TB_EXIT_USAGE;
-    }
+    const char *name[2] = {"--from", "--to"}, *val[2] = {from, to};
+    int64_t *out[2] = {from_ns, to_ns};
+    for (int i = 0; i < 2; i++)
+        if (val[i] && tb_parse_time_ref(val[i], &ref, out[i]) != 0) {
+            tb_log_error("%s '%s': expected a UTC time (2023-11-14 22:13:25.350, 22:13:27), "
+                         "ns or seconds since the epoch, now-5m, start+10s or end-1m",
+                         name[i], val[i]);
+            return TB_EXIT_USAGE;
+        }
     if (*from_ns >= *to_ns) {
         tb_log_error("--from must be before --to");
         return TB_EXIT_USAGE;

@@ -15,12 +15,19 @@
 struct tb_cli_db {
     struct tb_store *st;
     struct tb_catalog *cat;
+    char *tmp; /* the temporary copy of a ClickHouse store, removed by close */
 };
 
 /* Opens `path` (which must exist) and loads its catalog. On failure logs one
  * line naming the file and the problem and returns TB_EXIT_FAIL; else 0. */
 int tb_cli_db_open(struct tb_cli_db *db, const char *path, bool readonly);
 void tb_cli_db_close(struct tb_cli_db *db);
+/* The same for --db FILE or --store URL (NULL: --db): a ClickHouse store is
+ * first copied into a temporary SQLite file, which close removes
+ * (cli/store_url.c). A malformed URL is a usage error (TB_EXIT_USAGE). */
+int tb_cli_db_open_store(struct tb_cli_db *db, const char *path, const char *store,
+                         bool readonly);
+void tb_cli_db_remove_copy(struct tb_cli_db *db);
 
 /* Tier by name. When unknown, logs one line listing the known tiers and
  * returns TB_EXIT_FAIL. */

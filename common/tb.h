@@ -88,6 +88,39 @@ int tb_parse_window(const char *s, int64_t *out_ns);
  * or an offset "+10s" relative to `base_ns` (TB_E_INVAL if the sum would not
  * fit in 64 bits). */
 int tb_parse_time(const char *s, int64_t base_ns, int64_t *out_ns);
+/* What a time bound may be relative to: the stored requests' span (first
+ * arrival, last departure) and the wall clock. */
+struct tb_time_ref {
+    int64_t start_ns;
+    int64_t end_ns;
+    int64_t now_ns;
+};
+/* Parses a time bound as --from/--to and the API's from/to take it
+ * (docs/report.md, "Time bounds"):
+ *   1700000000123456789        ns since the epoch (13 digits or more)
+ *   1700000000.25              seconds since the epoch, optional fraction
+ *   2023-11-14 22:13:25[.350]  UTC, as the report prints it; 'T' for the
+ *                              space, a trailing 'Z' or ' UTC', and a bare
+ *                              date (midnight) are accepted
+ *   22:13:27.350               a time of day as the episode list prints it:
+ *                              its occurrence in [start - 1h, start + 23h)
+ *   now, now-5m                the wall clock (ref->now_ns), +/- a duration
+ *   start+10s, end-5m, +10s    the first request's arrival or the last
+ *                              request's departure, +/- a duration
+ * Durations take the units of tb_parse_duration plus 'd', a bare number is
+ * seconds. TB_E_INVAL for anything else, or a result outside 64 bits. */
+int tb_parse_time_ref(const char *s, const struct tb_time_ref *ref, int64_t *out_ns);
+/* True when `s` names the stored span (start, end, +OFFSET, a time of day),
+ * so the caller has to read it before tb_parse_time_ref. */
+bool tb_time_needs_span(const char *s);
+/* "2023-11-14T22:13:20.050000000Z": ISO-8601 UTC with 9 fraction digits,
+ * written beside every *_ns integer of the JSON outputs (jq and JavaScript
+ * round 19-digit integers; the string keeps the ns). */
+const char *tb_fmt_iso(int64_t ns, char *buf, size_t len);
+/* The shortest of %.15g..%.17g that reads back as the same double ("0.05",
+ * not "0.050000000000000003"): CSV and Prometheus numbers, exact and short.
+ * Finite values only (callers write their own NaN). */
+const char *tb_fmt_double(double v, char *buf, size_t len);
 /* Formats a duration for humans: "50ms", "1.25s", "830us". */
 const char *tb_fmt_duration(int64_t ns, char *buf, size_t len);
 

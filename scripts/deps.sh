@@ -3,17 +3,19 @@
 # Idempotent: does nothing when everything is already installed.
 set -euo pipefail
 pkgs=(meson ninja-build pkg-config gcc libc6-dev libpcap-dev libuv1-dev libsqlite3-dev zlib1g-dev
-      libcmocka-dev libhttp-parser-dev gnuplot-nox sqlite3 tcpdump tshark tcpreplay iproute2
+      libcmocka-dev libhttp-parser-dev libcurl4-openssl-dev gnuplot-nox sqlite3 tcpdump tshark tcpreplay iproute2
       curl wrk clang libclang-rt-14-dev mariadb-server mariadb-client percona-toolkit sysbench
       nginx python3 procps psmisc chromium fonts-dejavu-core fonts-liberation graphviz
-      postgresql postgresql-contrib redis-server redis-tools memcached prometheus)
+      postgresql postgresql-contrib redis-server redis-tools memcached prometheus
+      faketime bash-completion man-db groff-base systemd
+      clickhouse-server clickhouse-client)
 # The real-stack scripts (scripts/stack/) need these too; the tests run them.
 stack_pkgs=(tomcat10 libmariadb-java default-jdk-headless)
 # Protocol end-to-end tests: Apache httpd (mod_proxy_ajp) in front of Tomcat,
 # php-fpm behind nginx, openssl for a TLS upstream's certificate.
 stack_pkgs+=(apache2 php-fpm openssl)
 case "${1:-}" in
-  --demo) pkgs=(meson ninja-build pkg-config gcc libc6-dev libpcap-dev libuv1-dev libsqlite3-dev zlib1g-dev
+  --demo) pkgs=(meson ninja-build pkg-config gcc libc6-dev libpcap-dev libuv1-dev libsqlite3-dev zlib1g-dev libcurl4-openssl-dev
                 libhttp-parser-dev gnuplot-nox sqlite3 libcmocka-dev fonts-dejavu-core) ;;
   --stack) pkgs+=("${stack_pkgs[@]}") ;;
   ""|--all) pkgs+=("${stack_pkgs[@]}") ;;

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # test.sh — the one test command: installs dependencies, builds tbneck twice
-# (plain, and with ASan+UBSan), runs every suite, runs each libFuzzer target
+# (plain, and with ASan+UBSan), runs every suite, builds release builds with
+# gcc and clang (default options, as packagers do), runs each libFuzzer target
 # briefly, and ends with the line "N passed, N failed"; exits non-zero on any
 # failure. Strict counting (scripts/testrun.sh, scripts/testlog.py): a skipped
 # test fails unless it is on the allow-list below; a missing, truncated or
@@ -53,6 +54,14 @@ if CC=clang build build-fuzz -Dwerror=true -Dfuzz=true -Db_sanitize=address,unde
     rm -rf "$corpus"
   done
 else failed=$((failed+1)); failures+=("libfuzzer build (clang)"); fi
+
+# Distribution builds (issue 16): the default options a packager keeps
+# (release, no -Werror, no test suites), with gcc and with clang; each counts.
+for cc in gcc clang; do
+  if CC=$cc build "build-release-$cc" --buildtype=release -Dtests=false; then
+    passed=$((passed+1)); echo "release build ($cc): ok"
+  else failed=$((failed+1)); failures+=("release build ($cc)"); fi
+done
 
 tb_run_summary
 [ "$failed" -eq 0 ]

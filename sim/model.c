@@ -626,7 +626,7 @@ static void send_request(struct model *m, struct job *j, int64_t t)
     w->request(&m->wc, m->wstate[sim_wire_index(w)], &j->w);
     if (m->msg.err)
         m->err = m->msg.err;
-    int64_t first, last;
+    int64_t first = 0, last = 0; /* set by tcp_send; gcc -O3 cannot see it */
     tcp_send(m, j->in, 0, t, m->msg.p, m->msg.n, &first, &last);
     j->arrival = first;
     j->in->nreq++;
@@ -715,7 +715,7 @@ static void respond(struct model *m, struct job *j, int64_t now)
     w->response(&m->wc, m->wstate[sim_wire_index(w)], &j->w, now);
     if (m->msg.err)
         m->err = m->msg.err;
-    int64_t first, last;
+    int64_t first = 0, last = 0; /* set by tcp_send; gcc -O3 cannot see it */
     tcp_send(m, j->in, 1, now, m->msg.p, m->msg.n, &first, &last);
     write_truth(m, j, last);
     push_ev(m, last, EV_RESP_ARRIVE, j, 0);

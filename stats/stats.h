@@ -255,4 +255,23 @@ int tb_work_unit(const int64_t *service_ns, const double *weight, size_t n, doub
  * service_ns / unit_ns. unit_ns 0: 1 unit. */
 int tb_work_units_assign(struct tb_class_service *rows, size_t n, int64_t unit_ns);
 
+/* ---- per-class profile -----------------------------------------------------
+ * pt-query-digest's first table: per class, the requests that completed in
+ * [from_ns, to_ns) (departure; INT64_MIN/INT64_MAX for no bound) of `server`
+ * (0: every server), their count, total, mean, nearest-rank p50/p95/p99 and
+ * max response time (departure - arrival), and the share of the total time.
+ * Rows sorted by total time, most first (ties: class id). *out is malloc'd
+ * (NULL when no request); *total_ns is the sum over every row. */
+struct tb_class_profile {
+    uint32_t class_id;
+    uint64_t count;
+    int64_t total_ns;
+    double mean_ns;
+    int64_t p50_ns, p95_ns, p99_ns, max_ns;
+    double share; /* total_ns / the sum over every class */
+};
+int tb_class_profile(const struct tb_request *rq, size_t n, uint32_t server, int64_t from_ns,
+                     int64_t to_ns, struct tb_class_profile **out, size_t *nout,
+                     int64_t *total_ns);
+
 #endif

@@ -7,7 +7,7 @@
 
 /* A field is quoted when it holds a comma, a quote or a line break; inner
  * quotes are doubled (RFC 4180, section 2). */
-static void put_field(FILE *out, const char *s, size_t len)
+void tb__csv_field(FILE *out, const char *s, size_t len)
 {
     if (!memchr(s, ',', len) && !memchr(s, '"', len) && !memchr(s, '\n', len) &&
         !memchr(s, '\r', len)) {
@@ -24,7 +24,7 @@ static void put_field(FILE *out, const char *s, size_t len)
 }
 
 /* Decimal digits without printf: the export formats millions of numbers. */
-static char *put_u64(char *p, uint64_t v)
+char *tb__put_u64(char *p, uint64_t v)
 {
     char tmp[20];
     int n = 0;
@@ -37,13 +37,13 @@ static char *put_u64(char *p, uint64_t v)
     return p;
 }
 
-static char *put_i64(char *p, int64_t v)
+char *tb__put_i64(char *p, int64_t v)
 {
     if (v < 0) {
         *p++ = '-';
-        return put_u64(p, (uint64_t)0 - (uint64_t)v);
+        return tb__put_u64(p, (uint64_t)0 - (uint64_t)v);
     }
-    return put_u64(p, (uint64_t)v);
+    return tb__put_u64(p, (uint64_t)v);
 }
 
 /* Client address text per endpoint id, formatted once: "10.0.0.1" or "[::1]"
@@ -118,16 +118,16 @@ static int export_tier(struct tb__db *d, int64_t tier_id, const struct client_te
         const char *cls = (const char *)sqlite3_column_text(s, 5);
         int64_t cid = sqlite3_column_int64(s, 2);
         int port = sqlite3_column_int(s, 3);
-        put_field(out, tier ? tier : "", (size_t)sqlite3_column_bytes(s, 0));
+        tb__csv_field(out, tier ? tier : "", (size_t)sqlite3_column_bytes(s, 0));
         putc(',', out);
-        put_field(out, server ? server : "", (size_t)sqlite3_column_bytes(s, 1));
+        tb__csv_field(out, server ? server : "", (size_t)sqlite3_column_bytes(s, 1));
         putc(',', out);
         if (cid > 0 && (size_t)cid < nct) {
             if (port) {
                 fputs(ct[cid].with_port, out);
                 char buf[8], *p = buf;
                 *p++ = ':';
-                p = put_u64(p, (uint64_t)port);
+                p = tb__put_u64(p, (uint64_t)port);
                 fwrite(buf, 1, (size_t)(p - buf), out);
             } else {
                 fputs(ct[cid].bare, out);
@@ -135,25 +135,25 @@ static int export_tier(struct tb__db *d, int64_t tier_id, const struct client_te
         }
         char num[32], *p = num;
         *p++ = ',';
-        p = put_u64(p, (uint64_t)sqlite3_column_int64(s, 4));
+        p = tb__put_u64(p, (uint64_t)sqlite3_column_int64(s, 4));
         *p++ = ',';
         fwrite(num, 1, (size_t)(p - num), out);
-        put_field(out, cls ? cls : "", (size_t)sqlite3_column_bytes(s, 5));
+        tb__csv_field(out, cls ? cls : "", (size_t)sqlite3_column_bytes(s, 5));
         /* Six numbers, each at most 20 digits and a sign, plus separators. */
         char tail[6 * 22 + 2];
         p = tail;
         *p++ = ',';
-        p = put_i64(p, sqlite3_column_int64(s, 6));
+        p = tb__put_i64(p, sqlite3_column_int64(s, 6));
         *p++ = ',';
-        p = put_i64(p, sqlite3_column_int64(s, 7));
+        p = tb__put_i64(p, sqlite3_column_int64(s, 7));
         *p++ = ',';
-        p = put_u64(p, (uint64_t)sqlite3_column_int64(s, 8));
+        p = tb__put_u64(p, (uint64_t)sqlite3_column_int64(s, 8));
         *p++ = ',';
-        p = put_u64(p, (uint64_t)sqlite3_column_int64(s, 9));
+        p = tb__put_u64(p, (uint64_t)sqlite3_column_int64(s, 9));
         *p++ = ',';
-        p = put_i64(p, sqlite3_column_int(s, 10));
+        p = tb__put_i64(p, sqlite3_column_int(s, 10));
         *p++ = ',';
-        p = put_u64(p, (uint32_t)sqlite3_column_int64(s, 11));
+        p = tb__put_u64(p, (uint32_t)sqlite3_column_int64(s, 11));
         *p++ = '\n';
         fwrite(tail, 1, (size_t)(p - tail), out);
     }
@@ -195,9 +195,7 @@ int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out)
     }
     if ((rc = load_clients(d, &ct, &nct)))
         goto out;
-    fputs("tier,server,client,conn,class,arrival_ns,departure_ns,req_bytes,resp_bytes,status,"
-          "flags\n",
-          out);
+    fputs(TB__REQUESTS_CSV_HEADER, out);
     for (size_t i = 0; i < nt && rc == 0; i++)
         rc = export_tier(d, tiers[i], ct, nct, out);
 out:

@@ -66,10 +66,20 @@ struct tb_writer;
 int tb_writer_start(struct tb_writer **out, struct tb_store *st, int64_t capture_id);
 /* The same with the batch size (rows per transaction, default 16 384, at
  * most 1 048 576) and the queue cap (batches waiting before the caller
- * blocks, default 64); zero fields take the defaults, opts may be NULL. */
+ * blocks, default 64); zero fields take the defaults, opts may be NULL.
+ * bulk (an offline capture): no fsync while loading and no checkpoint until
+ * the write-ahead log holds bulk_wal bytes (0: TB_WRITER_BULK_WAL); every
+ * checkpoint, and
+ * the one tb_writer_finish makes, runs with sync on. A crash or power loss
+ * during the load can lose the batches since the last checkpoint (the file
+ * stays consistent: the database file is only written by synced
+ * checkpoints); once tb_writer_finish returns 0 everything is on disk. */
+#define TB_WRITER_BULK_WAL (256 * 1024 * 1024)
 struct tb_writer_opts {
     size_t batch_rows;
     size_t queue_cap;
+    bool bulk;
+    size_t bulk_wal;
 };
 int tb_writer_start_opts(struct tb_writer **out, struct tb_store *st, int64_t capture_id,
                          const struct tb_writer_opts *opts);

@@ -48,6 +48,29 @@ static void reply_buf(struct reply *rp, struct tb_buf *b)
     tb_buf_init(b);
 }
 
+/* from/to as the command line takes them (tb_parse_time_ref): relative to
+ * the stored span of the tier (0: every tier) or to the wall clock. An empty
+ * or absent value leaves its bound open. False with a message otherwise. */
+static bool parse_range(struct tb_web *w, uint32_t tier, const char *from, const char *to,
+                        int64_t *from_ns, int64_t *to_ns, char *msg, size_t len)
+{
+    struct tb_time_ref ref = {0};
+    struct timespec now;
+    if (clock_gettime(CLOCK_REALTIME, &now) == 0)
+        ref.now_ns = (int64_t)now.tv_sec * TB_NS_PER_SEC + now.tv_nsec;
+    if (tb_time_needs_span(from) || tb_time_needs_span(to))
+        tb_store_time_span(w->st, tier, &ref.start_ns, &ref.end_ns);
+    const char *name[2] = {"from", "to"}, *val[2] = {from, to};
+    int64_t *out[2] = {from_ns, to_ns};
+    for (int i = 0; i < 2; i++)
+        if (val[i] && val[i][0] && tb_parse_time_ref(val[i], &ref, out[i]) < 0) {
+            snprintf(msg, len, "bad '%s' time '%.40s': expected 2023-11-14 22:13:25.350 (UTC), "
+                     "seconds or ns since the epoch, now-5m, start+10s or end-1m", name[i], val[i]);
+            return false;
+        }
+    return true;
+}
+
 /* Reads tier, width, server, from and to. Answers the request itself (400 or
  * 404) and returns false when they are not usable. */
 static bool get_params(struct tb_web *w, struct reply *c, const char *q, struct params *p,
@@ -106,16 +129,8 @@ static bool get_params(struct tb_web *w, struct reply *c, const char *q, struct 
             return false;
         }
     }
-    int64_t first = 0, last = 0;
-    if (rf == 1 || rto == 1)
-        tb_store_time_span(w->st, p->tier, &first, &last);
-    if (rf == 1 && from[0] && tb_parse_time(from, first, &p->from_ns) < 0) {
-        snprintf(msg, sizeof msg, "bad 'from' time '%.40s'", from);
-        reply_error(c, 400, msg);
-        return false;
-    }
-    if (rto == 1 && to[0] && tb_parse_time(to, first, &p->to_ns) < 0) {
-        snprintf(msg, sizeof msg, "bad 'to' time '%.40s'", to);
+    if (!parse_range(w, p->tier, rf == 1 ? from : NULL, rto == 1 ? to : NULL, &p->from_ns,
+                     &p->to_ns, msg, sizeof msg)) {
         reply_error(c, 400, msg);
         return false;
     }
@@ -428,12 +443,13 @@ static void api_diagnose(struct tb_web *w, struct reply *c, const char *q)
         reply_error(c, 400, msg);
         return;
     }
-    int64_t first = 0, last = 0;
-    if (rf == 1 || rt == 1)
-        tb_store_time_span(w->st, 0, &first, &last);
-    if ((rf == 1 && from[0] && tb_parse_time(from, first, &o.from_ns) < 0) ||
-        (rt == 1 && to[0] && tb_parse_time(to, first, &o.to_ns) < 0) || o.from_ns >= o.to_ns) {
-        reply_error(c, 400, "bad 'from'/'to' times");
+    if (!parse_range(w, 0, rf == 1 ? from : NULL, rt == 1 ? to : NULL, &o.from_ns, &o.to_ns,
+                     msg, sizeof msg)) {
+        reply_error(c, 400, msg);
+        return;
+    }
+    if (o.from_ns >= o.to_ns) {
+        reply_error(c, 400, "'from' must be before 'to'");
         return;
     }
     tb__web_reload_catalog(w);

@@ -69,15 +69,8 @@ static void value(struct tb_buf *b, double v)
     else if (isinf(v))
         tb_buf_puts(b, v > 0 ? " +Inf\n" : " -Inf\n");
     else {
-        /* The shortest of %.15g..%.17g that reads back as the same double:
-         * 0.05, not 0.050000000000000003. */
         char t[40];
-        for (int prec = 15; prec <= 17; prec++) {
-            snprintf(t, sizeof t, "%.*g", prec, v);
-            if (strtod(t, NULL) == v)
-                break;
-        }
-        tb_buf_printf(b, " %s\n", t);
+        tb_buf_printf(b, " %s\n", tb_fmt_double(v, t, sizeof t));
     }
 }
 

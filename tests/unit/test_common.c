@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -45,6 +46,83 @@ static void test_time(void **state)
     /* An offset that would overflow 64 bits is refused, not wrapped. */
     assert_int_equal(tb_parse_time("+9000000000s", INT64_C(1700000000000000000), &ns),
                      TB_E_INVAL);
+}
+
+/* Issue 16: the times the report prints, and times relative to now and to
+ * the stored span. Expected values from Python's calendar.timegm. */
+static void test_time_ref(void **state)
+{
+    (void)state;
+    const int64_t S = TB_NS_PER_SEC;
+    /* start 2023-11-14 22:13:20.5, end 60 s later, now 2024-02-29 00:00:00. */
+    struct tb_time_ref ref = {.start_ns = INT64_C(1700000000) * S + S / 2,
+                              .end_ns = INT64_C(1700000060) * S + S / 2,
+                              .now_ns = INT64_C(1709164800) * S};
+    int64_t ns = 0;
+    assert_int_equal(tb_parse_time_ref("2023-11-14 22:13:25", &ref, &ns), 0);
+    assert_int_equal(ns, INT64_C(1700000005) * S);
+    assert_int_equal(tb_parse_time_ref("2023-11-14 22:13:25.350", &ref, &ns), 0);
+    assert_int_equal(ns, INT64_C(1700000005350000000));
+    assert_int_equal(tb_parse_time_ref("2023-11-14T22:13:25.000000001Z", &ref, &ns), 0);
+    assert_int_equal(ns, INT64_C(1700000005000000001));
+    assert_int_equal(tb_parse_time_ref("2023-11-14 22:13:25 UTC", &ref, &ns), 0);
+    assert_int_equal(ns, INT64_C(1700000005) * S);
+    assert_int_equal(tb_parse_time_ref("2024-02-29", &ref, &ns), 0);
+    assert_int_equal(ns, INT64_C(1709164800) * S);
+    /* A time of day is the capture's day, or the next when it crosses midnight. */
+    assert_int_equal(tb_parse_time_ref("22:13:25.350", &ref, &ns), 0);
+    assert_int_equal(ns, INT64_C(1700000005350000000));
+    assert_int_equal(tb_parse_time_ref("00:30:00", &ref, &ns), 0);
+    assert_int_equal(ns, INT64_C(1700008200) * S);
+    assert_int_equal(tb_parse_time_ref("now", &ref, &ns), 0);
+    assert_int_equal(ns, ref.now_ns);
+    assert_int_equal(tb_parse_time_ref("now-5m", &ref, &ns), 0);
+    assert_int_equal(ns, ref.now_ns - 300 * S);
+    assert_int_equal(tb_parse_time_ref("now+1.5s", &ref, &ns), 0);
+    assert_int_equal(ns, ref.now_ns + 3 * S / 2);
+    assert_int_equal(tb_parse_time_ref("now-2d", &ref, &ns), 0);
+    assert_int_equal(ns, ref.now_ns - 2 * 86400 * S);
+    assert_int_equal(tb_parse_time_ref("start+10s", &ref, &ns), 0);
+    assert_int_equal(ns, ref.start_ns + 10 * S);
+    assert_int_equal(tb_parse_time_ref("+10", &ref, &ns), 0);
+    assert_int_equal(ns, ref.start_ns + 10 * S);
+    assert_int_equal(tb_parse_time_ref("end-250ms", &ref, &ns), 0);
+    assert_int_equal(ns, ref.end_ns - 250 * TB_NS_PER_MS);
+    assert_int_equal(tb_parse_time_ref("end", &ref, &ns), 0);
+    assert_int_equal(ns, ref.end_ns);
+    /* The older forms keep their meaning. */
+    assert_int_equal(tb_parse_time_ref("1700000000.25", &ref, &ns), 0);
+    assert_int_equal(ns, INT64_C(1700000000250000000));
+    assert_int_equal(tb_parse_time_ref("1700000000123456789", &ref, &ns), 0);
+    assert_int_equal(ns, INT64_C(1700000000123456789));
+    assert_true(tb_time_needs_span("+1s") && tb_time_needs_span("end-1s") &&
+                tb_time_needs_span("22:13:25") && !tb_time_needs_span("now-5m") &&
+                !tb_time_needs_span("2023-11-14 22:13:25") && !tb_time_needs_span(NULL));
+    const char *bad[] = {"2023-02-30 00:00:00", "2023-11-14 24:00:00", "2023-11-14 22:61:00",
+                         "2023-11-14 22:13", "2023-11-14 22:13:25+01:00", "2023-11-14 22:13:25.",
+                         "now-", "now-5parsecs", "now5m", "nowish", "ending", "yesterday",
+                         "25:00:00", "22:13:25 CET", "now+9999999999d", "2023-13-01", ""};
+    for (size_t i = 0; i < TB_ARRAY_SIZE(bad); i++) {
+        ns = 7;
+        if (tb_parse_time_ref(bad[i], &ref, &ns) != TB_E_INVAL)
+            fail_msg("'%s' was accepted as %lld", bad[i], (long long)ns);
+    }
+}
+
+/* Issue 16: CSV numbers as short as they can be and still read back exact
+ * (the expected strings are Python's repr of the same doubles). */
+static void test_fmt_double(void **state)
+{
+    (void)state;
+    char b[40];
+    assert_string_equal(tb_fmt_double(0.05, b, sizeof b), "0.05");
+    assert_string_equal(tb_fmt_double(480, b, sizeof b), "480");
+    assert_string_equal(tb_fmt_double(0.1 + 0.2, b, sizeof b), "0.30000000000000004");
+    assert_string_equal(tb_fmt_double(1.0 / 3, b, sizeof b), "0.3333333333333333");
+    assert_string_equal(tb_fmt_double(1.8333333333333333, b, sizeof b), "1.8333333333333333");
+    const double v[] = {0.69192447417763348, 4931957.8767705383, 1e-300, 123456789.123};
+    for (size_t i = 0; i < TB_ARRAY_SIZE(v); i++)
+        assert_true(strtod(tb_fmt_double(v[i], b, sizeof b), NULL) == v[i]);
 }
 
 /* Issue 13, finding 9: windows of 1 ms to 1 h, the API's range, everywhere. */
@@ -107,6 +185,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_duration),
         cmocka_unit_test(test_time),
+        cmocka_unit_test(test_time_ref),
+        cmocka_unit_test(test_fmt_double),
         cmocka_unit_test(test_window),
         cmocka_unit_test(test_addr),
         cmocka_unit_test(test_strerror),

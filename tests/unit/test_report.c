@@ -168,15 +168,20 @@ static void test_json(void **state)
     /* The head of the object, with the fields DESIGN.md makes binding. */
     const char *head =
         "{\"tier\":\"mysql\",\"proto\":\"mysql\",\"server\":\"*\",\"window_ns\":50000000,"
-        "\"from_ns\":1700000000000000000,\"to_ns\":1700000000300000000,\"requests\":29,"
+        "\"from_ns\":1700000000000000000,\"to_ns\":1700000000300000000,"
+        "\"from\":\"2023-11-14T22:13:20.000000000Z\",\"to\":\"2023-11-14T22:13:20.300000000Z\","
+        "\"requests\":29,"
         "\"windows\":6,\"n_star\":2.5,\"n_star_fit\":2.6000000000000001,"
         "\"n_star_disagree\":false,\"n_star_status\":\"knee\","
         "\"n_star_reason\":\"knee shown \\\"here\\\"\",\"n_star_self\":null,\"threshold\":2.5,\"tp_max\":480,\"slope\":200,"
         "\"work_unit_ns\":10000000,"
         "\"congested_fraction\":0.5,\"episodes_per_min\":200,\"levels\":[480,250.5],"
         "\"level_spans\":[{\"level\":1,\"start_ns\":1700000000050000000,"
-        "\"end_ns\":1700000000100000000,\"windows\":1,\"throughput\":250.5},{\"level\":0,"
-        "\"start_ns\":1700000000100000000,\"end_ns\":1700000000150000000,\"windows\":1,"
+        "\"end_ns\":1700000000100000000,\"start\":\"2023-11-14T22:13:20.050000000Z\","
+        "\"end\":\"2023-11-14T22:13:20.100000000Z\",\"windows\":1,\"throughput\":250.5},"
+        "{\"level\":0,\"start_ns\":1700000000100000000,\"end_ns\":1700000000150000000,"
+        "\"start\":\"2023-11-14T22:13:20.100000000Z\",\"end\":\"2023-11-14T22:13:20.150000000Z\","
+        "\"windows\":1,"
         "\"throughput\":480}],"
         "\"load\":{\"min\":0,\"mean\":1.8333333333333333,\"max\":4},"
         "\"throughput\":{\"min\":0,\"mean\":96.666666666666671,\"max\":240},"
@@ -186,15 +191,19 @@ static void test_json(void **state)
         "\"p90_ns\":50000000,\"max_ns\":50000000,\"histogram\":{\"<100ms\":2,\"100-200ms\":0,"
         "\"200-500ms\":0,\"500ms-1s\":0,\">=1s\":0}},"
         "\"episodes\":[{\"start_ns\":1700000000100000000,\"end_ns\":1700000000150000000,"
+        "\"start\":\"2023-11-14T22:13:20.100000000Z\",\"end\":\"2023-11-14T22:13:20.150000000Z\","
         "\"duration_ns\":50000000,\"peak_load\":3.5,\"mean_load\":3.5,\"throughput\":480,"
         "\"kind\":\"saturated\"},{\"start_ns\":1700000000150000000,"
-        "\"end_ns\":1700000000200000000,\"duration_ns\":50000000,\"peak_load\":4,"
+        "\"end_ns\":1700000000200000000,\"start\":\"2023-11-14T22:13:20.150000000Z\","
+        "\"end\":\"2023-11-14T22:13:20.200000000Z\",\"duration_ns\":50000000,\"peak_load\":4,"
         "\"mean_load\":4,\"throughput\":0,\"kind\":\"freeze\"}],"
         "\"classes\":[{\"class\":\"UPDATE t SET \\\"n\\\" = ?\",\"period_start_ns\":"
-        "1700000000000000000,\"service_ns\":10000000,\"units\":1,\"samples\":7,"
+        "1700000000000000000,\"period_start\":\"2023-11-14T22:13:20.000000000Z\",\"service_ns\":10000000,\"units\":1,\"samples\":7,"
         "\"requests\":20,\"method\":\"quantile\"},{\"class\":\"SELECT a, b FROM t WHERE id = ?\","
-        "\"period_start_ns\":1700000000000000000,\"service_ns\":30000000,\"units\":3,"
+        "\"period_start_ns\":1700000000000000000,\"period_start\":"
+        "\"2023-11-14T22:13:20.000000000Z\",\"service_ns\":30000000,\"units\":3,"
         "\"samples\":25,\"requests\":9,\"method\":\"isolated\"}],"
+        "\"profile\":{\"requests\":0,\"total_ns\":0,\"classes\":[]},"
         "\"servers\":[{\"server\":\"10.0.0.5:3306\",\"requests\":29,\"windows\":6,"
         "\"n_star\":null,\"n_star_fit\":2,\"n_star_disagree\":false,\"n_star_status\":\"knee\","
         "\"n_star_reason\":\"knee shown \\\"here\\\"\",\"n_star_self\":1.25,\"threshold\":2,";
@@ -427,6 +436,34 @@ static void test_plot_script(void **state)
     assert_non_null(strstr(buf, "N* = 2.50 (fit 2.60), TPmax = 480 units/s, 50.0% congested"));
     assert_non_null(strstr(buf, "set ylabel 'normalized throughput (work units/s)'"));
     assert_non_null(strstr(buf, "front tier web"));
+    /* Issue 16: N* (2.5) below the fit (2.6): its label under its line, the
+     * fit's above, so they cannot overlap; completions/s on their own axis;
+     * response times on a log scale (a 0.6 ms tier under a 180 ms front). */
+    assert_non_null(strstr(buf, "set label 1 'N*' at graph 1.005, first 2.5 left offset 0,-0.6"));
+    assert_non_null(strstr(buf, "set label 5 'fit' at graph 1.005, first 2.6 left offset 0,0.6"));
+    assert_non_null(strstr(buf, "'' using 1:3 axes x1y2 with lines"));
+    assert_non_null(strstr(buf, "set y2label 'completions/s'"));
+    assert_non_null(strstr(buf, "set logscale y 10\n"));
+    assert_true(strstr(buf, "unset logscale y\n") > strstr(buf, "set logscale y 10\n"));
+    free(buf);
+
+    /* No intervention N*, the fit's knee as the threshold: the title says so
+     * (it said "N* undetermined" above the windows it marked congested). */
+    struct tb_report fit_only = fx->rep;
+    fit_only.total.a.n_star = NAN;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(tb_plot_script(f, &fit_only, fx->cat, "/tmp/x.png", TB_PLOT_PNG), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "N* from the fit only = 2.60, TPmax = 480 units/s, 50.0% "
+                                "congested"));
+    assert_null(strstr(buf, "undetermined"));
+    assert_non_null(strstr(buf, "0.125000 3.5 240 480 12 1 12\n")); /* still congested */
+    free(buf);
+    fit_only.total.a.n_star_fit = NAN;
+    f = open_memstream(&buf, &len);
+    assert_int_equal(tb_plot_script(f, &fit_only, fx->cat, "/tmp/x.png", TB_PLOT_PNG), 0);
+    fclose(f);
+    assert_non_null(strstr(buf, "N* undetermined, no congestion"));
     free(buf);
 
     assert_int_equal(tb_plot_format("a.PNG"), TB_PLOT_PNG);

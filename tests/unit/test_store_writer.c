@@ -398,6 +398,90 @@ static void test_writer_backpressure(void **state)
     tb_store_close(st);
 }
 
+/* Requests in the database file alone, as a power loss would leave it: a
+ * copy of the file without its write-ahead log, read by SQLite directly. */
+static int64_t rows_in_file_alone(const char *path)
+{
+    char copy[200];
+    snprintf(copy, sizeof copy, "%s.alone", path);
+    FILE *in = fopen(path, "rb"), *out = fopen(copy, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buf[65536];
+    size_t k;
+    while ((k = fread(buf, 1, sizeof buf, in)) > 0)
+        assert_int_equal(fwrite(buf, 1, k, out), k);
+    fclose(in);
+    fclose(out);
+    sqlite3 *db;
+    sqlite3_stmt *s;
+    int64_t n = -1;
+    assert_int_equal(sqlite3_open(copy, &db), SQLITE_OK);
+    /* Before the first checkpoint even the schema is only in the log. */
+    if (sqlite3_prepare_v2(db, "SELECT count(*) FROM requests", -1, &s, NULL) != SQLITE_OK)
+        n = 0;
+    else if (sqlite3_step(s) == SQLITE_ROW)
+        n = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    const char *sfx[] = {"", "-wal", "-shm"};
+    for (size_t i = 0; i < 3; i++) {
+        char p[220];
+        snprintf(p, sizeof p, "%s%s", copy, sfx[i]);
+        unlink(p);
+    }
+    return n;
+}
+
+/* Bulk mode: nothing reaches the database file until the log holds bulk_wal
+ * bytes (then a checkpoint), and all of it once finish returns. */
+static void test_writer_bulk(void **state)
+{
+    struct fix *f = *state;
+    enum { N = 20000 };
+    for (int pass = 0; pass < 2; pass++) {
+        struct tb_store *st = open_new(f->path);
+        struct tb_catalog *cat;
+        struct tb_writer *w;
+        uint32_t tier, server, cls;
+        struct tb_addr a;
+        assert_int_equal(tb_catalog_new(&cat), 0);
+        assert_int_equal(tb_store_load_catalog(st, cat), 0);
+        assert_int_equal(tb_catalog_tier(cat, "http", "http", &tier), 0);
+        assert_int_equal(tb_addr_parse("10.0.0.2:80", &a), 0);
+        assert_int_equal(tb_catalog_server(cat, tier, &a, &server), 0);
+        assert_int_equal(tb_catalog_class(cat, tier, "GET /", 5, &cls), 0);
+        assert_int_equal(tb_store_put_catalog(st, cat), 0);
+        /* Pass 0: the default threshold (256 MiB), never reached by ~1 MiB
+         * of rows; pass 1: 64 KiB, passed after the first batches. */
+        struct tb_writer_opts o = {.batch_rows = 1000, .bulk = true,
+                                   .bulk_wal = pass ? 64 * 1024 : 0};
+        assert_int_equal(tb_writer_start_opts(&w, st, 1, &o), 0);
+        int64_t before = rows_in_file_alone(f->path);
+        for (uint32_t i = 0; i < N; i++) {
+            struct tb_request r = {.arrival_ns = (int64_t)i * 1000 + pass * 10000000000LL,
+                                   .departure_ns = (int64_t)i * 1000 + 500 +
+                                                   pass * 10000000000LL,
+                                   .conn = i + 1, .tier = tier, .server = server,
+                                   .class_id = cls, .status = 200};
+            client_of(i, &r.client);
+            assert_int_equal(tb_writer_request(w, &r), 0);
+        }
+        assert_int_equal(tb_writer_flush(w), 0);
+        int64_t during = rows_in_file_alone(f->path);
+        assert_int_equal(tb_writer_finish(w), 0);
+        int64_t after = rows_in_file_alone(f->path);
+        assert_int_equal(before, pass * N);
+        if (pass == 0)
+            assert_int_equal(during, 0);
+        else
+            assert_true(during > N && during <= 2 * N);
+        assert_int_equal(after, (pass + 1) * N);
+        tb_catalog_free(cat);
+        tb_store_close(st);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -406,6 +490,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_writer_conns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_error, setup, teardown),
         cmocka_unit_test_setup_teardown(test_writer_backpressure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writer_bulk, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,960 @@
+/* SPDX-License-Identifier: MIT */
+/* ch.c — the ClickHouse store over its HTTP interface (libcurl), rows in RowBinary both ways.
+ *
+ * RowBinary rather than a text format: strings travel as a length and their
+ * bytes, so a fingerprint holding a tab, a quote or invalid UTF-8 comes back
+ * byte for byte without an escaping rule on either side; integers are
+ * little-endian fixed width. The SQL is kept to what ClickHouse 18.16
+ * (Debian's) and current releases both accept: MergeTree() with ORDER BY,
+ * String/Int/UInt columns, FORMAT RowBinary. */
+#include "ch.h"
+#include "store-int.h"
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "util.h"
+
+struct text_slot {
+    char *text; /* NULL = not formatted yet */
+    size_t len;
+    uint64_t hash;
+};
+
+struct tb_ch {
+    CURL *curl;
+    char base[320]; /* http://host:port/ of the endpoint spoken to */
+    char where[300]; /* host:port, for messages */
+    char db[64];
+    char cluster[64]; /* "" = one server */
+    int64_t retry_ns;  /* tb_ch_set_retry */
+    bool told;         /* the "retrying" line was logged */
+    char sensor[65];
+    struct tb_buf body; /* queued rows, RowBinary */
+    struct tb_buf conns; /* queued connections */
+    size_t queued;
+    uint64_t rows, seq;
+    struct text_slot *servers, *classes, *tiers; /* by catalog id */
+    size_t nservers, nclasses, ntiers;
+    char err[512];
+};
+
+/* ---- URLs -------------------------------------------------------------------------------- */
+
+static bool ident_ok(const char *s, size_t n, size_t max)
+{
+    if (n == 0 || n >= max)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_'))
+            return false;
+    }
+    return true;
+}
+
+int tb_store_url_parse(const char *url, struct tb_store_url *u, char *err, size_t errlen)
+{
+    static const char ch_scheme[] = "clickhouse://";
+    memset(u, 0, sizeof *u);
+    if (!strncmp(url, "sqlite:", 7)) {
+        u->kind = TB_STORE_KIND_SQLITE;
+        u->path = url + 7;
+        if (!*u->path) {
+            snprintf(err, errlen, "--store %s: no file after 'sqlite:'", url);
+            return TB_E_INVAL;
+        }
+        return 0;
+    }
+    if (strncmp(url, ch_scheme, sizeof ch_scheme - 1)) {
+        snprintf(err, errlen, "--store %s: expected sqlite:FILE or "
+                 "clickhouse://HOST:PORT/DATABASE[?cluster=NAME]", url);
+        return TB_E_INVAL;
+    }
+    u->kind = TB_STORE_KIND_CLICKHOUSE;
+    const char *p = url + sizeof ch_scheme - 1;
+    char *end;
+    for (;;) {
+        const char *h, *he;
+        if (u->nep == TB_CH_MAX_SHARDS) {
+            snprintf(err, errlen, "--store %s: at most %d endpoints", url, TB_CH_MAX_SHARDS);
+            return TB_E_INVAL;
+        }
+        struct tb_ch_endpoint *e = &u->ep[u->nep];
+        if (*p == '[') {
+            h = p + 1;
+            he = strchr(h, ']');
+            p = he ? he + 1 : NULL;
+        } else {
+            h = p;
+            he = p + strcspn(p, ":/?,");
+            p = he;
+        }
+        if (!p || he == h || (size_t)(he - h) >= sizeof e->host || *p != ':') {
+            snprintf(err, errlen, "--store %s: expected HOST:PORT after clickhouse://", url);
+            return TB_E_INVAL;
+        }
+        memcpy(e->host, h, (size_t)(he - h));
+        unsigned long port = strtoul(p + 1, &end, 10);
+        if (end == p + 1 || port == 0 || port > 65535 || (*end != '/' && *end != ',')) {
+            snprintf(err, errlen, "--store %s: expected a port (1-65535) and /DATABASE", url);
+            return TB_E_INVAL;
+        }
+        e->port = (unsigned)port;
+        u->nep++;
+        if (*end == '/')
+            break;
+        p = end + 1;
+    }
+    const char *d = end + 1, *de = d + strcspn(d, "?");
+    if (!ident_ok(d, (size_t)(de - d), sizeof u->db)) {
+        snprintf(err, errlen, "--store %s: the database name must be letters, digits or '_' "
+                 "(at most %zu)", url, sizeof u->db - 1);
+        return TB_E_INVAL;
+    }
+    memcpy(u->db, d, (size_t)(de - d));
+    if (*de == '?') {
+        const char *c = de + 1;
+        if (strncmp(c, "cluster=", 8) || !ident_ok(c + 8, strlen(c + 8), sizeof u->cluster)) {
+            snprintf(err, errlen, "--store %s: the only option is ?cluster=NAME (letters, "
+                     "digits, '_')", url);
+            return TB_E_INVAL;
+        }
+        memcpy(u->cluster, c + 8, strlen(c + 8));
+    }
+    if (u->nep > 1 && !u->cluster[0]) {
+        snprintf(err, errlen, "--store %s: several HOST:PORT are a cluster's shards; name it "
+                 "with ?cluster=NAME", url);
+        return TB_E_INVAL;
+    }
+    return 0;
+}
+
+/* ---- HTTP -------------------------------------------------------------------------------- */
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    tb_buf_add(ud, p, size * n);
+    return tb_buf_ok(ud) ? size * n : 0;
+}
+
+/* One request: the SQL in the URL when a body of data goes with it, else the
+ * SQL is the body. The response (or ClickHouse's error text) lands in resp. */
+static int http(struct tb_ch *ch, const char *sql, const void *data, size_t len,
+                struct tb_buf *resp)
+{
+    char *url = NULL;
+    int rc = 0;
+    resp->len = 0;
+    if (data) {
+        char *q = curl_easy_escape(ch->curl, sql, 0);
+        if (!q)
+            return TB_E_NOMEM;
+        size_t n = strlen(ch->base) + strlen(q) + 48;
+        url = malloc(n);
+        if (url)
+            snprintf(url, n, "%s?query=%s%s", ch->base, q,
+                 ch->cluster[0] ? "&insert_distributed_sync=1" : "");
+        curl_free(q);
+        if (!url)
+            return TB_E_NOMEM;
+    } else {
+        data = sql;
+        len = strlen(sql);
+    }
+    curl_easy_setopt(ch->curl, CURLOPT_URL, url ? url : ch->base);
+    curl_easy_setopt(ch->curl, CURLOPT_POSTFIELDS, data);
+    curl_easy_setopt(ch->curl, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+    curl_easy_setopt(ch->curl, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(ch->curl, CURLOPT_WRITEDATA, resp);
+    CURLcode cc = curl_easy_perform(ch->curl);
+    /* Nothing reached the server: wait for it, as long as we were told to. */
+    for (int64_t waited = 0;
+         (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST) &&
+         waited < ch->retry_ns;
+         waited += TB_NS_PER_SEC) {
+        if (!ch->told) {
+            tb_log_warn("clickhouse at %s: %s; trying again every second for up to %lld s",
+                        ch->where, curl_easy_strerror(cc),
+                        (long long)(ch->retry_ns / TB_NS_PER_SEC));
+            ch->told = true;
+        }
+        struct timespec one = {1, 0};
+        nanosleep(&one, NULL);
+        resp->len = 0;
+        cc = curl_easy_perform(ch->curl);
+    }
+    long code = 0;
+    curl_easy_getinfo(ch->curl, CURLINFO_RESPONSE_CODE, &code);
+    if (cc != CURLE_OK) {
+        snprintf(ch->err, sizeof ch->err, "clickhouse at %s: %s", ch->where,
+                 curl_easy_strerror(cc));
+        rc = TB_E_IO;
+    } else if (!tb_buf_ok(resp)) {
+        rc = TB_E_NOMEM;
+    } else if (code != 200) {
+        /* ClickHouse's message is the body's first line ("Code: 60, e.displayText() = ..."). */
+        size_t n = resp->len;
+        const char *nl = resp->p ? memchr(resp->p, '\n', n) : NULL;
+        if (nl)
+            n = (size_t)(nl - resp->p);
+        snprintf(ch->err, sizeof ch->err, "clickhouse at %s: HTTP %ld: %.*s", ch->where, code,
+                 (int)TB_MIN(n, 400), resp->p ? resp->p : "");
+        rc = TB_E_DB;
+    }
+    free(url);
+    return rc;
+}
+
+static int exec_sql(struct tb_ch *ch, const char *sql)
+{
+    struct tb_buf r;
+    tb_buf_init(&r);
+    int rc = http(ch, sql, NULL, 0, &r);
+    tb_buf_free(&r);
+    return rc;
+}
+
+/* ---- RowBinary --------------------------------------------------------------------------- */
+
+static void put_le(struct tb_buf *b, uint64_t v, int bytes)
+{
+    uint8_t x[8];
+    for (int i = 0; i < bytes; i++)
+        x[i] = (uint8_t)(v >> (8 * i));
+    tb_buf_add(b, x, (size_t)bytes);
+}
+
+static void put_str(struct tb_buf *b, const char *s, size_t n)
+{
+    uint8_t v[10];
+    int k = 0;
+    uint64_t len = n;
+    do {
+        v[k] = (uint8_t)(len & 0x7f);
+        len >>= 7;
+        if (len)
+            v[k] |= 0x80;
+        k++;
+    } while (len);
+    tb_buf_add(b, v, (size_t)k);
+    tb_buf_add(b, s, n);
+}
+
+struct rd {
+    const uint8_t *p, *end;
+};
+
+static bool get_le(struct rd *r, int bytes, uint64_t *v)
+{
+    if (r->end - r->p < bytes)
+        return false;
+    *v = 0;
+    for (int i = 0; i < bytes; i++)
+        *v |= (uint64_t)r->p[i] << (8 * i);
+    r->p += bytes;
+    return true;
+}
+
+static bool get_str(struct rd *r, const char **s, size_t *n)
+{
+    uint64_t len = 0;
+    for (int shift = 0;; shift += 7) {
+        if (r->p == r->end || shift > 63)
+            return false;
+        uint8_t c = *r->p++;
+        len |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            break;
+    }
+    if ((uint64_t)(r->end - r->p) < len)
+        return false;
+    *s = (const char *)r->p;
+    *n = (size_t)len;
+    r->p += len;
+    return true;
+}
+
+/* ---- the store --------------------------------------------------------------------------- */
+
+uint64_t tb_ch_fnv1a(const void *p, size_t len, uint64_t h)
+{
+    const uint8_t *b = p;
+    for (size_t i = 0; i < len; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* The tables, each with %s for the database and %s for the suffix ("" on one
+ * server, "_local" under a cluster's Distributed tables). */
+static const char table_sql[] =
+    "CREATE TABLE IF NOT EXISTS %s.requests%s (sensor String, tier String, proto String, "
+    "tier_hash UInt64, server String, client String, conn UInt64, class String, "
+    "class_hash UInt64, arrival_ns Int64, departure_ns Int64, req_bytes UInt64, "
+    "resp_bytes UInt64, status Int32, flags UInt32, seq UInt64) "
+    "ENGINE = MergeTree() ORDER BY (tier, arrival_ns, conn, sensor, seq)";
+
+static const char hosts_sql[] =
+    "CREATE TABLE IF NOT EXISTS %s.hosts%s (sensor String, tier String, addr String) "
+    "ENGINE = MergeTree() ORDER BY (tier, addr, sensor)";
+
+static const char conns_sql[] =
+    "CREATE TABLE IF NOT EXISTS %s.connections%s (sensor String, conn UInt64, client String, "
+    "server String, tier String, proto String, server_addr String, open_ns Int64, "
+    "close_ns Int64, opened UInt8, closed UInt8, requests UInt64, packets UInt64, "
+    "bytes_c2s UInt64, bytes_s2c UInt64) ENGINE = MergeTree() ORDER BY (sensor, conn)";
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static void curl_init(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static bool sensor_ok(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 64)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == ':' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static void set_endpoint(struct tb_ch *ch, const struct tb_ch_endpoint *e)
+{
+    bool v6 = strchr(e->host, ':') != NULL;
+    snprintf(ch->where, sizeof ch->where, "%s%s%s:%u", v6 ? "[" : "", e->host, v6 ? "]" : "",
+             e->port);
+    snprintf(ch->base, sizeof ch->base, "http://%s/", ch->where);
+}
+
+/* The tables on the endpoint spoken to: plain MergeTree on one server; under
+ * a cluster the shard's MergeTree tables and the Distributed ones over all. */
+static int create_tables(struct tb_ch *ch)
+{
+    static const char *const names[] = {"requests", "connections", "hosts"};
+    /* By server, so each server's requests — and so its windows — live on one
+     * shard; hosts by address. */
+    static const char *const keys[] = {"cityHash64(server)", "cityHash64(server)",
+                                       "cityHash64(addr)"};
+    char sql[1024];
+    int rc;
+    snprintf(sql, sizeof sql, "CREATE DATABASE IF NOT EXISTS %s", ch->db);
+    if ((rc = exec_sql(ch, sql)))
+        return rc;
+    const char *sfx = ch->cluster[0] ? "_local" : "";
+    for (size_t i = 0; i < TB_ARRAY_SIZE(names); i++) {
+        /* Literal formats, so that the compiler checks them. */
+        if (i == 0)
+            snprintf(sql, sizeof sql, table_sql, ch->db, sfx);
+        else if (i == 1)
+            snprintf(sql, sizeof sql, conns_sql, ch->db, sfx);
+        else
+            snprintf(sql, sizeof sql, hosts_sql, ch->db, sfx);
+        if ((rc = exec_sql(ch, sql)))
+            return rc;
+        if (!ch->cluster[0])
+            continue;
+        snprintf(sql, sizeof sql,
+                 "CREATE TABLE IF NOT EXISTS %s.%s AS %s.%s_local ENGINE = Distributed(%s, %s, "
+                 "%s_local, %s)", ch->db, names[i], ch->db, names[i], ch->cluster, ch->db,
+                 names[i], keys[i]);
+        if ((rc = exec_sql(ch, sql)))
+            return rc;
+    }
+    return 0;
+}
+
+/* The entry endpoint's system.clusters must list as many shards as the URL
+ * names endpoints: the tables are made on those, the rows go to those. */
+static int check_cluster(struct tb_ch *ch, const struct tb_store_url *u)
+{
+    char sql[256];
+    struct tb_buf r;
+    uint64_t n = 0;
+    set_endpoint(ch, &u->ep[0]);
+    snprintf(sql, sizeof sql, "SELECT count(DISTINCT shard_num) FROM system.clusters "
+             "WHERE cluster = '%s' FORMAT RowBinary", u->cluster);
+    tb_buf_init(&r);
+    int rc = http(ch, sql, NULL, 0, &r);
+    if (!rc) {
+        struct rd d = {(const uint8_t *)r.p, (const uint8_t *)r.p + r.len};
+        if (!get_le(&d, 8, &n)) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: short answer", ch->where);
+            rc = TB_E_BADFMT;
+        } else if (n != u->nep) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: cluster %s has %llu shards in "
+                     "system.clusters, the URL names %zu (one HOST:PORT, the HTTP interface, "
+                     "per shard)", ch->where, u->cluster, (unsigned long long)n, u->nep);
+            rc = TB_E_INVAL;
+        }
+    }
+    tb_buf_free(&r);
+    return rc;
+}
+
+void tb_ch_set_retry(struct tb_ch *ch, int64_t ns)
+{
+    ch->retry_ns = ns > 0 ? ns : 0;
+}
+
+int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sensor,
+               bool create, int64_t retry_ns, char *err, size_t errlen)
+{
+    char sql[1024];
+    int rc;
+    *out = NULL;
+    if (u->kind != TB_STORE_KIND_CLICKHOUSE)
+        return TB_E_INVAL;
+    if (!sensor_ok(sensor)) {
+        snprintf(err, errlen, "--sensor %s: 1 to 64 letters, digits or '_.:-'", sensor);
+        return TB_E_INVAL;
+    }
+    pthread_once(&curl_once, curl_init);
+    struct tb_ch *ch = calloc(1, sizeof *ch);
+    if (!ch)
+        return TB_E_NOMEM;
+    tb_buf_init(&ch->body);
+    tb_buf_init(&ch->conns);
+    tb_ch_set_retry(ch, retry_ns);
+    snprintf(ch->db, sizeof ch->db, "%s", u->db);
+    snprintf(ch->cluster, sizeof ch->cluster, "%s", u->cluster);
+    snprintf(ch->sensor, sizeof ch->sensor, "%s", sensor);
+    ch->curl = curl_easy_init();
+    if (!ch->curl) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    curl_easy_setopt(ch->curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(ch->curl, CURLOPT_CONNECTTIMEOUT, 10L);
+    curl_easy_setopt(ch->curl, CURLOPT_PROTOCOLS_STR, "http");
+    if (u->cluster[0] && (rc = check_cluster(ch, u)))
+        goto out;
+    /* The entry endpoint last, so that it is the one spoken to afterwards. */
+    for (size_t i = create ? u->nep : 1; i-- > 0;) {
+        set_endpoint(ch, &u->ep[i]);
+        if (create && (rc = create_tables(ch)))
+            goto out;
+    }
+    snprintf(sql, sizeof sql, "SELECT count() FROM %s.requests WHERE 0", ch->db);
+    if ((rc = exec_sql(ch, sql)))
+        goto out;
+    *out = ch;
+    ch = NULL;
+out:
+    if (ch) {
+        snprintf(err, errlen, "%s", ch->err[0] ? ch->err : tb_strerror(rc));
+        tb_ch_close(ch);
+    }
+    return rc;
+}
+
+static void slots_free(struct text_slot *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(s[i].text);
+    free(s);
+}
+
+void tb_ch_close(struct tb_ch *ch)
+{
+    if (!ch)
+        return;
+    if (ch->curl)
+        curl_easy_cleanup(ch->curl);
+    tb_buf_free(&ch->body);
+    tb_buf_free(&ch->conns);
+    slots_free(ch->servers, ch->nservers);
+    slots_free(ch->classes, ch->nclasses);
+    slots_free(ch->tiers, ch->ntiers);
+    free(ch);
+}
+
+const char *tb_ch_error(const struct tb_ch *ch)
+{
+    return ch->err;
+}
+
+uint64_t tb_ch_rows(const struct tb_ch *ch)
+{
+    return ch->rows;
+}
+
+int tb_ch_next_conn(struct tb_ch *ch, uint64_t *conn)
+{
+    char sql[256];
+    struct tb_buf r;
+    snprintf(sql, sizeof sql, "SELECT max(conn), max(seq), count() FROM %s.requests "
+             "WHERE sensor = '%s' FORMAT RowBinary", ch->db, ch->sensor);
+    tb_buf_init(&r);
+    int rc = http(ch, sql, NULL, 0, &r);
+    if (rc == 0) {
+        struct rd d = {(const uint8_t *)r.p, (const uint8_t *)r.p + r.len};
+        uint64_t mc, ms, n;
+        if (!get_le(&d, 8, &mc) || !get_le(&d, 8, &ms) || !get_le(&d, 8, &n)) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: short answer to max(conn)",
+                     ch->where);
+            rc = TB_E_BADFMT;
+        } else {
+            *conn = n ? mc + 1 : 1;
+            ch->seq = n ? ms + 1 : 1;
+        }
+    }
+    tb_buf_free(&r);
+    return rc;
+}
+
+/* The text and hash of a catalog entry, formatted on its first request. */
+static struct text_slot *slot(struct text_slot **arr, size_t *n, uint32_t id)
+{
+    if ((size_t)id >= *n && tb_grow_zero(arr, n, (size_t)id + 1, sizeof **arr))
+        return NULL;
+    return &(*arr)[id];
+}
+
+static int slot_set(struct text_slot *s, const char *text, size_t len, uint64_t hash)
+{
+    s->text = malloc(len + 1);
+    if (!s->text)
+        return TB_E_NOMEM;
+    memcpy(s->text, text, len);
+    s->text[len] = '\0';
+    s->len = len;
+    s->hash = hash;
+    return 0;
+}
+
+int tb_ch_request(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_request *r)
+{
+    struct text_slot *t = slot(&ch->tiers, &ch->ntiers, r->tier);
+    struct text_slot *sv = slot(&ch->servers, &ch->nservers, r->server);
+    struct text_slot *cl = slot(&ch->classes, &ch->nclasses, r->class_id);
+    int rc;
+    if (!t || !sv || !cl)
+        return TB_E_NOMEM;
+    const struct tb_tier_info *ti = tb_catalog_tier_get(cat, r->tier);
+    if (!ti)
+        return TB_E_NOTFOUND;
+    if (!t->text) {
+        /* The tier's slot holds its name; its protocol is read from the catalog. */
+        size_t n = strlen(ti->name);
+        if ((rc = slot_set(t, ti->name, n, tb_ch_fnv1a(ti->name, n, TB_CH_FNV_SEED))))
+            return rc;
+    }
+    if (!sv->text) {
+        const struct tb_server_info *si = tb_catalog_server_get(cat, r->server);
+        char buf[TB_ADDR_STRLEN];
+        if (!si)
+            return TB_E_NOTFOUND;
+        tb_addr_fmt(&si->addr, buf, sizeof buf);
+        if ((rc = slot_set(sv, buf, strlen(buf), 0)))
+            return rc;
+    }
+    if (!cl->text) {
+        const struct tb_class_info *ci = tb_catalog_class_get(cat, r->class_id);
+        if (!ci)
+            return TB_E_NOTFOUND;
+        /* (tier, class): the same fingerprint in two tiers is two classes. */
+        size_t n = strlen(ci->text);
+        uint64_t h = tb_ch_fnv1a(ti->name, strlen(ti->name) + 1, TB_CH_FNV_SEED);
+        if ((rc = slot_set(cl, ci->text, n, tb_ch_fnv1a(ci->text, n, h))))
+            return rc;
+    }
+    char client[TB_ADDR_STRLEN];
+    tb_addr_fmt(&r->client, client, sizeof client);
+    struct tb_buf *b = &ch->body;
+    put_str(b, ch->sensor, strlen(ch->sensor));
+    put_str(b, t->text, t->len);
+    put_str(b, ti->proto, strlen(ti->proto));
+    put_le(b, t->hash, 8);
+    put_str(b, sv->text, sv->len);
+    put_str(b, client, strlen(client));
+    put_le(b, r->conn, 8);
+    put_str(b, cl->text, cl->len);
+    put_le(b, cl->hash, 8);
+    put_le(b, (uint64_t)r->arrival_ns, 8);
+    put_le(b, (uint64_t)r->departure_ns, 8);
+    put_le(b, r->req_bytes, 8);
+    put_le(b, r->resp_bytes, 8);
+    put_le(b, (uint32_t)r->status, 4);
+    put_le(b, r->flags, 4);
+    put_le(b, ch->seq++, 8);
+    if (!tb_buf_ok(b))
+        return TB_E_NOMEM;
+    if (++ch->queued >= TB_CH_BATCH)
+        return tb_ch_flush(ch);
+    return 0;
+}
+
+int tb_ch_flush(struct tb_ch *ch)
+{
+    char sql[512];
+    struct tb_buf r;
+    if (ch->conns.len) {
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO %s.connections (sensor, conn, client, server, tier, proto, "
+                 "server_addr, open_ns, close_ns, opened, closed, requests, packets, bytes_c2s, "
+                 "bytes_s2c) FORMAT RowBinary", ch->db);
+        tb_buf_init(&r);
+        int rc = http(ch, sql, ch->conns.p, ch->conns.len, &r);
+        tb_buf_free(&r);
+        if (rc)
+            return rc;
+        ch->conns.len = 0;
+    }
+    if (!ch->queued)
+        return 0;
+    snprintf(sql, sizeof sql,
+             "INSERT INTO %s.requests (sensor, tier, proto, tier_hash, server, client, conn, "
+             "class, class_hash, arrival_ns, departure_ns, req_bytes, resp_bytes, status, flags, "
+             "seq) FORMAT RowBinary", ch->db);
+    tb_buf_init(&r);
+    int rc = http(ch, sql, ch->body.p, ch->body.len, &r);
+    tb_buf_free(&r);
+    if (rc == 0) {
+        ch->rows += ch->queued;
+        ch->queued = 0;
+        ch->body.len = 0;
+    }
+    return rc;
+}
+
+/* A string literal for ClickHouse SQL: quotes and backslashes escaped. */
+static void sql_quote(char *out, size_t cap, const char *s)
+{
+    size_t o = 0;
+    out[o++] = '\'';
+    for (; *s && o + 4 < cap; s++) {
+        if (*s == '\'' || *s == '\\')
+            out[o++] = '\\';
+        out[o++] = *s;
+    }
+    out[o++] = '\'';
+    out[o] = '\0';
+}
+
+int tb_ch_export_requests(struct tb_ch *ch, const char *tier_name, FILE *out)
+{
+    char sql[1024], lit[2 * TB_NAME_MAX + 8] = "";
+    struct tb_buf resp;
+    if (tier_name) {
+        if (strlen(tier_name) >= TB_NAME_MAX)
+            return TB_E_NOTFOUND;
+        sql_quote(lit, sizeof lit, tier_name);
+    }
+    /* Ties broken as the SQLite export breaks them (arrival, conn, then the
+     * order the rows were stored: seq), sensors apart by name. */
+    snprintf(sql, sizeof sql,
+             "SELECT tier, server, client, conn, class, arrival_ns, departure_ns, req_bytes, "
+             "resp_bytes, status, flags FROM %s.requests %s%s ORDER BY tier, arrival_ns, conn, "
+             "sensor, seq FORMAT RowBinary",
+             ch->db, tier_name ? "WHERE tier = " : "", lit);
+    tb_buf_init(&resp);
+    int rc = http(ch, sql, NULL, 0, &resp);
+    if (rc)
+        goto out;
+    if (tier_name && resp.len == 0) {
+        rc = TB_E_NOTFOUND;
+        goto out;
+    }
+    fputs(TB__REQUESTS_CSV_HEADER, out);
+    struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};
+    while (d.p < d.end) {
+        const char *tier, *server, *client, *cls;
+        size_t nt, ns, nc, ncl;
+        uint64_t conn, arr, dep, rq, rs, st, fl;
+        if (!get_str(&d, &tier, &nt) || !get_str(&d, &server, &ns) ||
+            !get_str(&d, &client, &nc) || !get_le(&d, 8, &conn) || !get_str(&d, &cls, &ncl) ||
+            !get_le(&d, 8, &arr) || !get_le(&d, 8, &dep) || !get_le(&d, 8, &rq) ||
+            !get_le(&d, 8, &rs) || !get_le(&d, 4, &st) || !get_le(&d, 4, &fl)) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
+                     ch->where);
+            rc = TB_E_BADFMT;
+            goto out;
+        }
+        char num[6 * 22 + 4], *p;
+        tb__csv_field(out, tier, nt);
+        putc(',', out);
+        tb__csv_field(out, server, ns);
+        putc(',', out);
+        fwrite(client, 1, nc, out);
+        p = num;
+        *p++ = ',';
+        p = tb__put_u64(p, conn);
+        *p++ = ',';
+        fwrite(num, 1, (size_t)(p - num), out);
+        tb__csv_field(out, cls, ncl);
+        p = num;
+        *p++ = ',';
+        p = tb__put_i64(p, (int64_t)arr);
+        *p++ = ',';
+        p = tb__put_i64(p, (int64_t)dep);
+        *p++ = ',';
+        p = tb__put_u64(p, rq);
+        *p++ = ',';
+        p = tb__put_u64(p, rs);
+        *p++ = ',';
+        p = tb__put_i64(p, (int32_t)(uint32_t)st);
+        *p++ = ',';
+        p = tb__put_u64(p, (uint32_t)fl);
+        *p++ = '\n';
+        fwrite(num, 1, (size_t)(p - num), out);
+    }
+    if (ferror(out))
+        rc = TB_E_IO;
+out:
+    tb_buf_free(&resp);
+    return rc;
+}
+
+int tb_ch_put_hosts(struct tb_ch *ch, const struct tb_catalog *cat)
+{
+    char sql[256];
+    struct tb_buf body, r;
+    uint32_t n = tb_catalog_host_count(cat);
+    if (n == 0)
+        return 0;
+    tb_buf_init(&body);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t tier;
+        struct tb_addr a;
+        char buf[TB_ADDR_STRLEN];
+        const struct tb_tier_info *ti;
+        if (tb_catalog_host_at(cat, i, &tier, &a) || !(ti = tb_catalog_tier_get(cat, tier)))
+            continue;
+        tb_addr_fmt(&a, buf, sizeof buf);
+        put_str(&body, ch->sensor, strlen(ch->sensor));
+        put_str(&body, ti->name, strlen(ti->name));
+        put_str(&body, buf, strlen(buf));
+    }
+    if (!tb_buf_ok(&body)) {
+        tb_buf_free(&body);
+        return TB_E_NOMEM;
+    }
+    snprintf(sql, sizeof sql, "INSERT INTO %s.hosts (sensor, tier, addr) FORMAT RowBinary",
+             ch->db);
+    tb_buf_init(&r);
+    int rc = http(ch, sql, body.p, body.len, &r);
+    tb_buf_free(&r);
+    tb_buf_free(&body);
+    return rc;
+}
+
+static bool get_text(struct rd *d, struct tb_ch_text *t)
+{
+    return get_str(d, &t->p, &t->n);
+}
+
+
+
+int tb_ch_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_conn *c)
+{
+    char cb[TB_ADDR_STRLEN], sb[TB_ADDR_STRLEN], ab[TB_ADDR_STRLEN] = "";
+    const struct tb_tier_info *ti = c->tier ? tb_catalog_tier_get(cat, c->tier) : NULL;
+    const struct tb_server_info *si = c->server_id ? tb_catalog_server_get(cat, c->server_id)
+                                                   : NULL;
+    struct tb_buf *b = &ch->conns;
+    tb_addr_fmt(&c->client, cb, sizeof cb);
+    tb_addr_fmt(&c->server, sb, sizeof sb);
+    if (si)
+        tb_addr_fmt(&si->addr, ab, sizeof ab);
+    put_str(b, ch->sensor, strlen(ch->sensor));
+    put_le(b, c->conn, 8);
+    put_str(b, cb, strlen(cb));
+    put_str(b, sb, strlen(sb));
+    put_str(b, ti ? ti->name : "", ti ? strlen(ti->name) : 0);
+    put_str(b, ti ? ti->proto : "", ti ? strlen(ti->proto) : 0);
+    put_str(b, ab, strlen(ab));
+    put_le(b, (uint64_t)c->open_ns, 8);
+    put_le(b, (uint64_t)c->close_ns, 8);
+    put_le(b, c->opened, 1);
+    put_le(b, c->closed, 1);
+    put_le(b, c->requests, 8);
+    put_le(b, c->packets, 8);
+    put_le(b, c->bytes_c2s, 8);
+    put_le(b, c->bytes_s2c, 8);
+    if (!tb_buf_ok(b))
+        return TB_E_NOMEM;
+    /* Connections are few next to requests; bound them all the same. */
+    if (b->len >= 16u << 20)
+        return tb_ch_flush(ch);
+    return 0;
+}
+
+/* ---- scans: one query, one parser per row -------------------------------------------- */
+
+#define SHORT_ROW 1 /* a row parser's "the answer ended inside me" */
+
+/* Runs sql (FORMAT RowBinary) and hands the reader to row() until the answer
+ * is consumed, row() returns nonzero, or a row is cut short (TB_E_BADFMT,
+ * with the error text set). */
+static int scan(struct tb_ch *ch, const char *sql, int (*row)(struct rd *d, void *arg),
+                void *arg)
+{
+    struct tb_buf resp;
+    tb_buf_init(&resp);
+    int rc = http(ch, sql, NULL, 0, &resp);
+    struct rd d = {(const uint8_t *)resp.p, (const uint8_t *)resp.p + resp.len};
+    while (rc == 0 && d.p < d.end)
+        rc = row(&d, arg);
+    if (rc == SHORT_ROW) {
+        snprintf(ch->err, sizeof ch->err, "clickhouse at %s: truncated row in the answer",
+                 ch->where);
+        rc = TB_E_BADFMT;
+    }
+    tb_buf_free(&resp);
+    return rc;
+}
+
+/* The caller's callback and its argument, for the row parsers below. */
+struct scan_cb {
+    void (*cb)(void); /* called through its real type only */
+    void *ud;
+};
+
+static int request_row(struct rd *d, void *arg)
+{
+    const struct scan_cb *sc = arg;
+    int (*cb)(void *, const struct tb_ch_row *) = (int (*)(void *, const struct tb_ch_row *))sc->cb;
+    struct tb_ch_row r;
+    uint64_t arr, dep, st, fl;
+    if (!get_text(d, &r.sensor) || !get_text(d, &r.tier) || !get_text(d, &r.proto) ||
+        !get_text(d, &r.server) || !get_text(d, &r.client) || !get_text(d, &r.cls) ||
+        !get_le(d, 8, &r.conn) || !get_le(d, 8, &arr) || !get_le(d, 8, &dep) ||
+        !get_le(d, 8, &r.req_bytes) || !get_le(d, 8, &r.resp_bytes) || !get_le(d, 4, &st) ||
+        !get_le(d, 4, &fl))
+        return SHORT_ROW;
+    r.arrival_ns = (int64_t)arr;
+    r.departure_ns = (int64_t)dep;
+    r.status = (int32_t)(uint32_t)st;
+    r.flags = (uint32_t)fl;
+    return cb(sc->ud, &r);
+}
+
+int tb_ch_scan(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_row *r), void *ud)
+{
+    char sql[512];
+    struct scan_cb sc = {(void (*)(void))cb, ud};
+    snprintf(sql, sizeof sql,
+             "SELECT sensor, tier, proto, server, client, class, conn, arrival_ns, departure_ns, "
+             "req_bytes, resp_bytes, status, flags FROM %s.requests ORDER BY sensor, seq "
+             "FORMAT RowBinary", ch->db);
+    return scan(ch, sql, request_row, &sc);
+}
+
+static int conn_row(struct rd *d, void *arg)
+{
+    const struct scan_cb *sc = arg;
+    int (*cb)(void *, const struct tb_ch_conn_row *) =
+        (int (*)(void *, const struct tb_ch_conn_row *))sc->cb;
+    struct tb_ch_conn_row r;
+    uint64_t on, cn, op, cl;
+    memset(&r, 0, sizeof r);
+    if (!get_text(d, &r.sensor) || !get_le(d, 8, &r.c.conn) || !get_text(d, &r.client) ||
+        !get_text(d, &r.server) || !get_text(d, &r.tier) || !get_text(d, &r.proto) ||
+        !get_text(d, &r.server_addr) || !get_le(d, 8, &on) || !get_le(d, 8, &cn) ||
+        !get_le(d, 1, &op) || !get_le(d, 1, &cl) || !get_le(d, 8, &r.c.requests) ||
+        !get_le(d, 8, &r.c.packets) || !get_le(d, 8, &r.c.bytes_c2s) ||
+        !get_le(d, 8, &r.c.bytes_s2c))
+        return SHORT_ROW;
+    r.c.open_ns = (int64_t)on;
+    r.c.close_ns = (int64_t)cn;
+    r.c.opened = (uint8_t)op;
+    r.c.closed = (uint8_t)cl;
+    return cb(sc->ud, &r);
+}
+
+int tb_ch_scan_conns(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_conn_row *r),
+                     void *ud)
+{
+    char sql[512];
+    struct scan_cb sc = {(void (*)(void))cb, ud};
+    snprintf(sql, sizeof sql,
+             "SELECT sensor, conn, client, server, tier, proto, server_addr, open_ns, close_ns, "
+             "opened, closed, requests, packets, bytes_c2s, bytes_s2c FROM %s.connections "
+             "ORDER BY open_ns, sensor, conn FORMAT RowBinary", ch->db);
+    return scan(ch, sql, conn_row, &sc);
+}
+
+static int sensor_row(struct rd *d, void *arg)
+{
+    const struct scan_cb *sc = arg;
+    int (*cb)(void *, struct tb_ch_text, uint64_t) =
+        (int (*)(void *, struct tb_ch_text, uint64_t))sc->cb;
+    struct tb_ch_text s;
+    uint64_t m;
+    if (!get_text(d, &s) || !get_le(d, 8, &m))
+        return SHORT_ROW;
+    return cb(sc->ud, s, m);
+}
+
+int tb_ch_scan_sensors(struct tb_ch *ch, int (*cb)(void *ud, struct tb_ch_text sensor,
+                                                   uint64_t max_conn), void *ud)
+{
+    char sql[512];
+    struct scan_cb sc = {(void (*)(void))cb, ud};
+    snprintf(sql, sizeof sql,
+             "SELECT sensor, max(conn) FROM (SELECT sensor, conn FROM %s.requests UNION ALL "
+             "SELECT sensor, conn FROM %s.connections) GROUP BY sensor ORDER BY sensor "
+             "FORMAT RowBinary", ch->db, ch->db);
+    return scan(ch, sql, sensor_row, &sc);
+}
+
+/* Rows of two texts (hosts) or three (servers): the callback takes them in order. */
+static int texts2_row(struct rd *d, void *arg)
+{
+    const struct scan_cb *sc = arg;
+    int (*cb)(void *, struct tb_ch_text, struct tb_ch_text) =
+        (int (*)(void *, struct tb_ch_text, struct tb_ch_text))sc->cb;
+    struct tb_ch_text a, b;
+    if (!get_text(d, &a) || !get_text(d, &b))
+        return SHORT_ROW;
+    return cb(sc->ud, a, b);
+}
+
+static int texts3_row(struct rd *d, void *arg)
+{
+    const struct scan_cb *sc = arg;
+    int (*cb)(void *, struct tb_ch_text, struct tb_ch_text, struct tb_ch_text) =
+        (int (*)(void *, struct tb_ch_text, struct tb_ch_text, struct tb_ch_text))sc->cb;
+    struct tb_ch_text a, b, c;
+    if (!get_text(d, &a) || !get_text(d, &b) || !get_text(d, &c))
+        return SHORT_ROW;
+    return cb(sc->ud, a, b, c);
+}
+
+int tb_ch_scan_hosts(struct tb_ch *ch,
+                     int (*cb)(void *ud, struct tb_ch_text tier, struct tb_ch_text addr),
+                     void *ud)
+{
+    char sql[256];
+    struct scan_cb sc = {(void (*)(void))cb, ud};
+    snprintf(sql, sizeof sql,
+             "SELECT DISTINCT tier, addr FROM %s.hosts ORDER BY tier, addr FORMAT RowBinary",
+             ch->db);
+    return scan(ch, sql, texts2_row, &sc);
+}
+
+int tb_ch_scan_servers(struct tb_ch *ch,
+                       int (*cb)(void *ud, struct tb_ch_text tier, struct tb_ch_text proto,
+                                 struct tb_ch_text server),
+                       void *ud)
+{
+    char sql[512];
+    struct scan_cb sc = {(void (*)(void))cb, ud};
+    snprintf(sql, sizeof sql,
+             "SELECT tier, proto, server FROM %s.requests GROUP BY tier, proto, server "
+             "ORDER BY min(arrival_ns), tier, server FORMAT RowBinary", ch->db);
+    return scan(ch, sql, texts3_row, &sc);
+}
