@@ -59,6 +59,8 @@ struct pipe {
     size_t nservers;
     uint64_t *count;     /* requests per row (row 0 = the tier) */
     bool calls;          /* the tier's machines called other tiers (N* without slope hint) */
+    struct tb_request *down; /* ...those calls (for the freeze rule's waiting) */
+    size_t ndown;
     char *err;
     size_t errlen;
 };
@@ -67,6 +69,7 @@ static void pipe_free(struct pipe *p)
 {
     free(p->rq);
     free(p->own_all);
+    free(p->down);
     free(p->servers);
     free(p->count);
 }
@@ -502,6 +505,36 @@ bool tb_analysis_called_from(const struct tb_request *r, const struct tb_svc_hos
     return false;
 }
 
+int tb_analysis_fill_calls(const struct tb_catalog *cat, const struct tb_request *down,
+                           size_t ndown, const uint32_t *servers, size_t nservers,
+                           struct tb_window *w, size_t per_row)
+{
+    if (!ndown || !per_row)
+        return 0;
+    int rc = tb_windows_calls_busy(w, per_row, down, ndown);
+    struct tb_request *calls = malloc(ndown * sizeof *calls);
+    if (!calls)
+        return TB_E_NOMEM;
+    for (size_t k = 0; k < nservers && !rc; k++) {
+        const struct tb_server_info *si = tb_catalog_server_get(cat, servers[k]);
+        if (!si)
+            continue;
+        size_t nc = 0;
+        for (size_t i = 0; i < ndown; i++) {
+            bool own = tb_addr_ip_eq(&down[i].client, &si->addr), other = false;
+            for (size_t j = 0; j < nservers && !own && !other; j++) {
+                const struct tb_server_info *sj = tb_catalog_server_get(cat, servers[j]);
+                other = j != k && sj && tb_addr_ip_eq(&down[i].client, &sj->addr);
+            }
+            if (own || !other)
+                calls[nc++] = down[i];
+        }
+        rc = tb_windows_calls_busy(w + (k + 1) * per_row, per_row, calls, nc);
+    }
+    free(calls);
+    return rc;
+}
+
 /* Requests of other tiers called from the tier's machines. */
 static int downstream(const struct tb_request *all, size_t nall, uint32_t tier,
                       const struct tb_svc_host *hosts, size_t nhosts, struct tb_request **out,
@@ -569,7 +602,9 @@ static int estimate_services(struct pipe *p, struct tb_class_service **svc, size
         seterr(p->err, p->errlen, "estimating the service times of tier '%s': %s", p->tier_name,
                tb_strerror(rc));
 out:
-    free(down);
+    free(p->down);
+    p->down = down; /* kept for the calls in flight */
+    p->ndown = ndown;
     free(hosts);
     free(ov);
     return rc;
@@ -737,6 +772,14 @@ static int run(struct pipe *p, struct tb_analysis_result *total,
             rc = TB_E_INVAL;
             seterr(p->err, p->errlen, "window computation returned %zu rows, expected %zu", nw,
                    (1 + p->nservers) * p->nwin);
+            goto fail;
+        }
+        if (p->nwin &&
+            (rc = tb_analysis_fill_calls(p->cat, p->down, p->ndown, p->servers, p->nservers, w,
+                                         p->nwin)) != 0) {
+            free(w);
+            seterr(p->err, p->errlen, "computing the calls in flight of tier '%s': %s",
+                   p->tier_name, tb_strerror(rc));
             goto fail;
         }
         for (size_t r = 0; r < nrows && !rc; r++) {

@@ -154,5 +154,17 @@ int tb_analysis_svc_hosts(const struct tb_catalog *cat, uint32_t tier,
  * a call made downstream, whose time is subtracted from the caller's. */
 bool tb_analysis_called_from(const struct tb_request *r, const struct tb_svc_host *hosts,
                              size_t n);
+/* Calls in flight per window of a tier (tb_window.calls_busy, which the
+ * freeze rule reads: a caller whose requests wait on a paused callee is
+ * not itself stalled). w: rows as tb_winacc_finish gives them (the tier,
+ * then servers[0..nservers)), per_row windows each; down the calls the
+ * tier's machines sent (tb_analysis_called_from). A call counts for the
+ * server whose address is its client's; one sent from another of the
+ * tier's hosts (a hosts= entry) for every server of the tier (which of
+ * them sent it cannot be told: waiting is then over-, never under-counted);
+ * the tier row counts them all. */
+int tb_analysis_fill_calls(const struct tb_catalog *cat, const struct tb_request *down,
+                           size_t ndown, const uint32_t *servers, size_t nservers,
+                           struct tb_window *w, size_t per_row);
 
 #endif

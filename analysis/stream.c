@@ -185,6 +185,45 @@ static void tier_window(struct tb_stream *s, uint32_t tier, struct tier *t,
         s->sink.episode(s->sink.ud, tier, &cur, true);
 }
 
+/* The calls in flight of the windows being closed (tb_window.calls_busy, for
+ * the freeze rule), from the recent requests the tier's machines sent, as
+ * the offline analysis does. Best effort: without memory the windows keep 0
+ * (a caller waiting on a paused callee may then look stalled itself). */
+static void fill_calls(struct tb_stream *s, uint32_t tier, const struct tier *t,
+                       const uint32_t *sv, size_t nsv, struct tb_window *win, size_t per_row,
+                       int64_t until)
+{
+    if (!t->calls || !per_row)
+        return;
+    struct tb_svc_host *hosts = NULL;
+    size_t nhosts = 0, n = 0;
+    if (tb_analysis_svc_hosts(s->cat, tier, &hosts, &nhosts))
+        return;
+    int64_t from = win[0].start_ns;
+    for (int pass = 0; pass < 2; pass++) {
+        struct tb_request *down = NULL;
+        if (pass) {
+            if (!n || !(down = malloc(n * sizeof *down)))
+                break;
+            n = 0;
+        }
+        for (size_t i = 0; i < s->rn; i++) {
+            const struct tb_request *r = ring_at(s, i);
+            if (r->tier == tier || r->departure_ns < from || r->arrival_ns >= until ||
+                !tb_analysis_called_from(r, hosts, nhosts))
+                continue;
+            if (pass)
+                down[n] = *r;
+            n++;
+        }
+        if (pass) {
+            tb_analysis_fill_calls(s->cat, down, n, sv, nsv, win, per_row);
+            free(down);
+        }
+    }
+    free(hosts);
+}
+
 /* Closes the tier's windows that ended before `until`. */
 static void close_windows(struct tb_stream *s, uint32_t tier, struct tier *t, int64_t until)
 {
@@ -209,6 +248,7 @@ static void close_windows(struct tb_stream *s, uint32_t tier, struct tier *t, in
     }
     if (tb_winacc_finish(acc, &win, &nwin) < 0)
         goto out;
+    fill_calls(s, tier, t, sv, nsv, win, tb_winacc_nwindows(acc), until);
     if (s->sink.windows && nwin)
         s->sink.windows(s->sink.ud, win, nwin);
     /* Row 0 — the tier as a whole — drives congestion and the episodes. */
@@ -224,6 +264,37 @@ out:
 }
 
 /* ---- re-estimates --------------------------------------------------------------- */
+
+/* New work units: the recent windows, closed in the old units, are brought
+ * to the new ones, so that the rule estimated from them (its slope, plateau
+ * and units per completion) is in the units of the windows it will judge.
+ * Without this a re-estimate that changed the unit 2.6-fold left the rule's
+ * slope 2.6 times the new windows' throughput, and healthy windows passed
+ * for stalls (e2e_live_veth). The factor is the ratio of the mean units per
+ * completion of the ring's requests of the tier, new units over old, over
+ * the recent windows' span. */
+static void rescale_recent(struct tb_stream *s, uint32_t tier, struct tier *t,
+                           const struct tb_units *nu)
+{
+    if (!t->nrecent)
+        return;
+    int64_t from = t->recent[0].start_ns;
+    double un = 0, uo = 0;
+    for (size_t i = 0; i < s->rn; i++) {
+        const struct tb_request *r = ring_at(s, i);
+        if (r->tier != tier || r->departure_ns < from)
+            continue;
+        un += tb_units_get(nu, r->class_id, r->arrival_ns);
+        uo += t->units ? tb_units_get(t->units, r->class_id, r->arrival_ns) : 1.0;
+    }
+    if (!(un > 0) || !(uo > 0))
+        return;
+    double f = un / uo;
+    for (size_t i = 0; i < t->nrecent; i++) {
+        t->recent[i].work_units *= f;
+        t->recent[i].norm_throughput *= f;
+    }
+}
 
 /* Service times (hence work units) from the recent requests. */
 static void reestimate_units(struct tb_stream *s, uint32_t tier, struct tier *t)
@@ -263,6 +334,7 @@ static void reestimate_units(struct tb_stream *s, uint32_t tier, struct tier *t)
         if (tb_service_estimate(req, n, down, ndown, hosts, nhosts, NULL, 0, &so, &svc, &nsvc,
                                 &wu) == 0 &&
             tb_units_new(&u, svc, nsvc, 1.0) == 0) {
+            rescale_recent(s, tier, t, u);
             if (t->units)
                 tb_units_free(t->units);
             t->units = u;

@@ -98,23 +98,20 @@ int tb_jsonl_result(FILE *f, const char *tier, const char *server,
 {
     struct tb_congestion rule;
     tb_congestion_from_analysis(&rule, &r->a, r->win, r->nwin);
-    uint8_t *st = malloc(r->nwin ? r->nwin : 1);
-    if (!st)
-        return TB_E_NOMEM;
-    /* Congested as the report's plot and /api/scatter mark it. */
-    tb_congestion_states(&rule, r->win, r->nwin, r->ep, r->nep, st);
     tb_jsonl_analysis(f, tier, server, &r->a, rule.threshold);
     /* In time order, as a live capture writes them: an episode right after
      * the window that ends it. */
     size_t e = 0;
     for (size_t i = 0; i < r->nwin; i++) {
-        tb_jsonl_window(f, tier, server, &r->win[i], st[i] != TB_WIN_NORMAL);
+        /* Congested as /api/scatter and the live stream mark it: load >= the
+         * threshold (a stall is in its episode without being congested). */
+        tb_jsonl_window(f, tier, server, &r->win[i],
+                        tb_congestion_congested(&rule, r->win[i].load));
         int64_t end = r->win[i].start_ns + r->win[i].width_ns;
         for (; e < r->nep && r->ep[e].end_ns <= end; e++)
             tb_jsonl_episode(f, tier, server, &r->ep[e], false);
     }
     for (; e < r->nep; e++)
         tb_jsonl_episode(f, tier, server, &r->ep[e], false);
-    free(st);
     return ferror(f) ? TB_E_IO : 0;
 }

@@ -348,10 +348,15 @@ static void text_episodes(FILE *f, const struct tb_analysis_result *r, int64_t o
     for (size_t i = 0; i < r->nep; i++)
         nfreeze += r->ep[i].kind == TB_EP_FREEZE;
     double thr = tb_analysis_threshold(&r->a);
-    if (!isfinite(thr))
+    if (!isfinite(thr)) {
         fprintf(f, "\ncongested: none; %s\n",
                 r->a.n_star_reason[0] ? r->a.n_star_reason : "N* undetermined");
-    else
+        /* Stalls need no knee (correlate.h, "Stalled"). */
+        if (r->nep)
+            fprintf(f, "stalls (requests inside, next to no completions): %zu freeze episodes, "
+                       "%.1f per minute\n",
+                    nfreeze, r->a.episodes_per_min);
+    } else
         fprintf(f, "\ncongested (load >= %s%s): %.1f%% of windows; %zu episodes (%zu freeze, "
                    "%zu saturated), %.1f per minute\n",
                 fmt_num(thr, 2, b[0], 32), isfinite(r->a.n_star) ? "" : ", the fit's N*",

@@ -24,6 +24,11 @@ struct tb_window {
     double norm_throughput;/* work_units / w, per second */
     double rt_mean_ns;     /* mean response time of the completions (0 when none) */
     double rt_p95_ns;      /* 95th percentile of the same */
+    double calls_busy;     /* fraction of the window during which the server (the tier: any
+                            * of its servers) had a call to another tier in flight
+                            * (tb_windows_calls_busy); 0 when it calls nothing. The freeze
+                            * rule's "waiting, not stalled". Not stored: windows read back
+                            * have 0. */
 };
 
 /* How a class's service time was obtained. */
@@ -69,8 +74,9 @@ struct tb_episode {
  * requests would give different windows or results (stats/ or correlate/).
  * 1: v0.3, the knee test (before it: 0). 2: levels over time, units per
  * period without the common factor, the chord knee test, the work-unit
- * slope's 40%/200% rules. */
-#define TB_ANALYSIS_VERSION 2
+ * slope's 40%/200% rules. 3: stalled windows (the freeze rule that needs no
+ * knee) are episodes, also where N* is undetermined. */
+#define TB_ANALYSIS_VERSION 3
 
 /* One analysis of one tier (server == 0) or server at one window width over
  * [from_ns, to_ns). */

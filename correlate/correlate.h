@@ -157,15 +157,39 @@ double tb_analysis_threshold(const struct tb_analysis *a);
  * Congested: load >= threshold (a NAN threshold: nothing is). Frozen (a
  * window or a stretch): normalized throughput below freeze_frac x the
  * main-sequence curve min(slope·load, tp_max) at its load. An episode is a
- * maximal run of consecutive congested windows (consecutive: the next starts
+ * maximal run of consecutive windows each congested or stalled (below; consecutive: the next starts
  * where the previous ends; a missing window breaks the run); its kind is
  * TB_EP_FREEZE when its mean normalized throughput is frozen at its mean
  * load, or when 2 consecutive windows of it are (a pause is followed, inside
  * the same run, by the drain of what queued during it, which lifts the run's
- * mean), else TB_EP_SATURATED. Frozen counts for the kind only where the
+ * mean; the means count only for runs of 2 windows or more), else
+ * TB_EP_SATURATED; windows (or a run's mean) with calls in
+ * flight for TB_STALL_MAX_CALLS_BUSY of the time or more wait on another
+ * server and do not count as frozen. Frozen counts for the kind only where the
  * curve promises at least 5 completions over the stretch (from ubar, the
  * series' mean work units per completion): with long requests in short
- * windows, one completion instead of three is chance, not a pause. */
+ * windows, one completion instead of three is chance, not a pause.
+ *
+ * Stalled (v0.3, the freeze rule that needs no knee): a window whose load
+ * is at least TB_STALL_MIN_LOAD, during less than TB_STALL_MAX_CALLS_BUSY of
+ * which the server had a call to another tier in flight (calls_busy; else
+ * it waits on that tier, whose stall is not its own), and whose normalized
+ * throughput is below TB_STALL_FRAC x the promise — the curve at its load
+ * when a plateau is known (tp_max), else what one request alone completes
+ * (the curve at load 1) — where that promises at least TB_STALL_MIN_EXPECTED
+ * completions in the window. A stalled window is in an episode whether or
+ * not it is congested (so a GC pause on a lightly loaded server, which has
+ * no knee and so no threshold, is still an episode), and an episode holding
+ * one is a freeze (one window is enough: a stall is evidence, not noise,
+ * once 10 completions were due). The curve at load 1 is promised whatever the cores; the
+ * line beyond is not (without a knee, the cores are unknown; the curve is
+ * then slope·load, used only for the other kind tests inside episodes, which
+ * are all stalls there). Why these bounds: see tb_congestion_stalled in
+ * correlate/episodes.c. */
+#define TB_STALL_MIN_LOAD 2.0
+#define TB_STALL_MIN_EXPECTED 10.0
+#define TB_STALL_MAX_CALLS_BUSY 0.5
+#define TB_STALL_FRAC 0.15
 struct tb_congestion {
     double threshold;   /* congested at load >= threshold; NAN: never */
     double slope;       /* the main-sequence curve: min(slope·load, tp_max) */
@@ -188,6 +212,8 @@ bool tb_congestion_congested(const struct tb_congestion *c, double load);
 /* Throughput tp at load `load` is below freeze_frac x the curve (the curve
  * known). */
 bool tb_congestion_frozen(const struct tb_congestion *c, double load, double tp);
+/* The window is stalled (above): requests inside, next to no completions. */
+bool tb_congestion_stalled(const struct tb_congestion *c, const struct tb_window *w);
 
 /* Per-window state for plots and the dashboard's scatter. */
 enum tb_win_state { TB_WIN_NORMAL = 0, TB_WIN_CONGESTED = 1, TB_WIN_FROZEN = 2 };
@@ -208,13 +234,15 @@ struct tb_episode_track {
     bool open;
     struct tb_episode ep; /* the episode in progress (start, end, peak) */
     size_t n, run, longest;
-    double sum_load, sum_tp;
+    bool stalled; /* the episode in progress holds a stalled window */
+    double sum_load, sum_tp, sum_calls;
 };
 /* What pushing a window did (bits). */
 enum {
     TB_TRACK_CONGESTED = 1, /* the window is congested */
     TB_TRACK_OPENED = 2,    /* it opened an episode */
     TB_TRACK_CLOSED = 4,    /* the episode before it ended; *closed holds it */
+    TB_TRACK_STALLED = 8,   /* the window is stalled (in an episode, congested or not) */
 };
 void tb_episode_track_init(struct tb_episode_track *t, const struct tb_congestion *rule);
 void tb_episode_track_rule(struct tb_episode_track *t, const struct tb_congestion *rule);
@@ -244,7 +272,8 @@ int tb_nstar_interval(const struct tb_window *w, size_t n, const struct tb_nstar
  * w: one series (one tier or one server, one width) in time order. The
  * episodes of the rule tb_congestion_from_nstar(threshold, ns, freeze_frac,
  * w, n) (ns supplies the curve; its own N* is not read). A NAN threshold
- * gives no episode. *out is malloc'd (NULL when none) and owned by the
+ * congests nothing: only stalled windows make episodes then (all freezes).
+ * *out is malloc'd (NULL when none) and owned by the
  * caller. */
 int tb_episodes_find(const struct tb_window *w, size_t n, double threshold,
                      const struct tb_nstar *ns, double freeze_frac, struct tb_episode **out,

@@ -76,6 +76,14 @@ int tb_windows_compute(const struct tb_request *req, size_t nreq, const struct t
                        uint32_t tier, const uint32_t *servers, size_t nservers, int64_t width_ns,
                        int64_t from_ns, int64_t to_ns, struct tb_window **out, size_t *n);
 
+/* Sets w[k].calls_busy, for the n consecutive windows w[0..n) (one series,
+ * w[0].start_ns on, width w[0].width_ns), to the fraction of each window
+ * during which at least one of `calls` (requests of other tiers the series'
+ * machines sent) was in flight. Calls with departure < arrival are skipped.
+ * Returns 0, TB_E_INVAL or TB_E_NOMEM. */
+int tb_windows_calls_busy(struct tb_window *w, size_t n, const struct tb_request *calls,
+                          size_t ncalls);
+
 /* ---- layered load -----------------------------------------------------------
  * DESIGN.md "Layered load" (docs/diagnose.md). Per server ("row") and window,
  * the load split into what the server does itself and what it waits for:

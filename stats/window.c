@@ -379,3 +379,59 @@ int tb_windows_compute(const struct tb_request *req, size_t nreq, const struct t
     tb_winacc_free(acc);
     return rc;
 }
+
+/* ---- calls in flight ---------------------------------------------------------- */
+
+struct call_ev {
+    int64_t t;
+    int d; /* +1 a call starts, -1 it ends */
+};
+
+static int cmp_call_ev(const void *pa, const void *pb)
+{
+    const struct call_ev *a = pa, *b = pb;
+    return a->t < b->t ? -1 : a->t > b->t;
+}
+
+int tb_windows_calls_busy(struct tb_window *w, size_t n, const struct tb_request *calls,
+                          size_t ncalls)
+{
+    if ((n && !w) || (ncalls && !calls))
+        return TB_E_INVAL;
+    for (size_t k = 0; k < n; k++)
+        w[k].calls_busy = 0;
+    if (!n || !ncalls)
+        return 0;
+    int64_t width = w[0].width_ns, w0 = w[0].start_ns;
+    if (width <= 0)
+        return TB_E_INVAL;
+    struct call_ev *ev = malloc(2 * ncalls * sizeof *ev);
+    if (!ev)
+        return TB_E_NOMEM;
+    size_t ne = 0;
+    for (size_t i = 0; i < ncalls; i++) {
+        if (calls[i].departure_ns < calls[i].arrival_ns)
+            continue;
+        ev[ne++] = (struct call_ev){calls[i].arrival_ns, 1};
+        ev[ne++] = (struct call_ev){calls[i].departure_ns, -1};
+    }
+    qsort(ev, ne, sizeof *ev, cmp_call_ev);
+    /* Sweep: between consecutive events the count is constant; time with
+     * one call or more is spread over the windows the stretch covers. */
+    int64_t end = w0 + (int64_t)n * width;
+    long c = 0;
+    for (size_t i = 0; i < ne; i++) {
+        if (i > 0 && c > 0 && ev[i].t > ev[i - 1].t) {
+            int64_t a = TB_MAX(ev[i - 1].t, w0), b = TB_MIN(ev[i].t, end);
+            while (a < b) {
+                size_t k = (size_t)((a - w0) / width);
+                int64_t e = TB_MIN(b, w0 + (int64_t)(k + 1) * width);
+                w[k].calls_busy += (double)(e - a) / (double)width;
+                a = e;
+            }
+        }
+        c += ev[i].d;
+    }
+    free(ev);
+    return 0;
+}

@@ -368,7 +368,10 @@ static void api_scatter(struct tb_web *w, struct reply *c, const struct params *
     COLUMN(&b, "load", r, tb_buf_json_num(&b, win->load));
     COLUMN(&b, "throughput", r, tb_buf_json_num(&b, win->throughput));
     COLUMN(&b, "norm_throughput", r, tb_buf_json_num(&b, win->norm_throughput));
-    COLUMN(&b, "congested", r, tb_buf_puts(&b, st[i_] != TB_WIN_NORMAL ? "1" : "0"));
+    /* Congested is load >= the threshold (a stalled window of a freeze
+     * episode is in it without being congested: its freeze column says so). */
+    COLUMN(&b, "congested", r,
+           tb_buf_puts(&b, tb_congestion_congested(&rule, win->load) ? "1" : "0"));
     COLUMN(&b, "freeze", r, tb_buf_puts(&b, st[i_] == TB_WIN_FROZEN ? "1" : "0"));
     free(st);
     tb_buf_puts(&b, "}\n");

@@ -69,6 +69,10 @@ void tb__web_json_window(struct tb_buf *b, const char *tier, const struct tb_win
     tb_buf_json_num(b, win->norm_throughput);
     tb_buf_puts(b, ",\"rt_mean_ns\":");
     tb_buf_json_num(b, win->rt_mean_ns);
+    /* The freeze rule's input beside load and throughput (0 in windows read
+     * back from a database: it is not stored). */
+    tb_buf_puts(b, ",\"calls_busy\":");
+    tb_buf_json_num(b, win->calls_busy);
     tb_buf_printf(b, ",\"congested\":%s}", congested ? "true" : "false");
 }
 
@@ -168,6 +172,12 @@ void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb
     tb_buf_json_num(&b, rule->freeze_frac);
     tb_buf_puts(&b, ",\"units_per_completion\":");
     tb_buf_json_num(&b, rule->ubar);
+    /* The stall rule's constants (correlate.h, "Stalled"), so that a client
+     * can check every window as the episodes were cut. */
+    tb_buf_printf(&b, ",\"stall\":{\"min_load\":%.17g,\"max_calls_busy\":%.17g,"
+                      "\"frac\":%.17g,\"min_expected\":%.17g}",
+                  TB_STALL_MIN_LOAD, TB_STALL_MAX_CALLS_BUSY, TB_STALL_FRAC,
+                  TB_STALL_MIN_EXPECTED);
     tb_buf_puts(&b, "}");
     publish(w, "analysis", &b);
 }

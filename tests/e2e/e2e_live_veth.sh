@@ -163,10 +163,12 @@ ok "live and offline connections identical apart from times"
 # replay's local jitter. The front tier (http) waits on the frozen one
 # (http-8080) and stops with it; a freeze must be flagged by an episode that
 # covers its start, within 1 s of it either side, announced
-# "ongoing" before it ended and then closed as kind `freeze`, on a tier whose
-# newest `analysis` event before it gave a threshold (N* or the fit's knee:
-# without one no window can be congested, by design), and is judged only when
-# one of the two has it. Where the replay itself stalled (offsets of the
+# "ongoing" before it ended and then closed as kind `freeze`, on a tier with
+# an `analysis` event before it (the rule in force; since v0.3 a stall is a
+# freeze episode with or without a threshold), and is judged only when one
+# of the two has one. The front tier waits on the frozen one (its calls are
+# in flight), so its episode there is not a freeze: the hit is the frozen
+# tier's. Where the replay itself stalled (offsets of the
 # requests around spread by more than two windows) the live clock saw pauses
 # the capture does not have, and the span is reported, not judged. At least 3
 # of the 4 freezes must be judged (the first gives the analysis its first
@@ -235,12 +237,10 @@ for line in open(sse):
                            e["tier"]))
 
 def in_force(tier, t):
-    """Whether the tier's newest analysis before capture time t gave a threshold."""
-    has = False
-    for when, h in rules[tier]:
-        if when <= t:
-            has = h
-    return has
+    """Whether a rule is in force for the tier at capture time t: an analysis
+    came before it (with or without a threshold: since v0.3 a stall is a
+    freeze episode without a knee)."""
+    return any(when <= t for when, _ in rules[tier])
 
 bad = judged = 0
 for fa, fb in freezes:
@@ -252,7 +252,7 @@ for fa, fb in freezes:
             for h in near]
     tiers = [t for t in TIERS if in_force(t, fa)]
     if not tiers:
-        print("freeze %+.3f s: no threshold in force yet, not judged: %s" % (rel(fa), desc))
+        print("freeze %+.3f s: no rule in force yet, not judged: %s" % (rel(fa), desc))
         continue
     if spread > 2 * W:
         print("freeze %+.3f s: the replay stalled around it (spread %.0f ms), not judged: %s"
@@ -266,7 +266,7 @@ for fa, fb in freezes:
     S = 1_000_000_000
     hit = [h for h in near if h[6] in tiers and h[2] == "freeze" and h[3] and
            fa - S <= h[0] <= fa + h[4] and fa < h[1] <= fb + S + h[4]]
-    print("%s freeze %+.3f s .. %+.3f s (threshold in force for %s): live episodes %s"
+    print("%s freeze %+.3f s .. %+.3f s (rule in force for %s): live episodes %s"
           % ("ok  " if hit else "FAIL", rel(fa), rel(fb), " ".join(tiers), desc))
     bad += not hit
 for a, b, kind, _, slack, spread, tier in closed:

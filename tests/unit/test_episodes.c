@@ -97,10 +97,15 @@ static void test_hand(void **state)
     assert_int_equal(sum.dur_max_ns, 5 * W);
     free(ep);
 
-    /* An undetermined N* congests nothing. */
+    /* An undetermined N* congests nothing; the pause is still a stall
+     * (load >= 2, next to no output where the curve promises 20), so still
+     * a freeze episode (v0.3). */
     assert_int_equal(tb_episodes_find(s, n, NAN, &ns, 0.3, &ep, &nep), 0);
-    assert_int_equal(nep, 0);
-    assert_null(ep);
+    assert_int_equal(nep, 1);
+    assert_int_equal(ep[0].start_ns, 300 * W);
+    assert_int_equal(ep[0].end_ns, 304 * W);
+    assert_int_equal(ep[0].kind, TB_EP_FREEZE);
+    free(ep);
     free(s);
     free(w);
 }
@@ -114,8 +119,10 @@ static void setu(struct tb_window *w, size_t k, double load, double tp, double u
 }
 
 /* A pause followed by its drain is a freeze even though the run's mean
- * throughput is on the curve; one low window is not; and where the curve
- * promises fewer than 5 completions, low output is chance. */
+ * throughput is on the curve; one window with next to nothing where 20
+ * completions were due is a stall, so a freeze too (v0.3; before, one low
+ * window was not); and where the curve promises fewer than 5 completions
+ * (2 here), low output is chance. */
 static void test_freeze_rules(void **state)
 {
     (void)state;
@@ -144,7 +151,7 @@ static void test_freeze_rules(void **state)
         assert_int_equal(ep[0].end_ns, 18 * W);
         assert_near(ep[0].throughput, 400, 1e-9); /* the mean alone looks saturated */
         assert_int_equal(ep[0].kind, pass ? TB_EP_SATURATED : TB_EP_FREEZE);
-        assert_int_equal(ep[1].kind, TB_EP_SATURATED);
+        assert_int_equal(ep[1].kind, pass ? TB_EP_SATURATED : TB_EP_FREEZE);
         free(ep);
     }
 }
@@ -331,12 +338,15 @@ static void test_degenerate(void **state)
 
 /* ---- one rule, offline and streaming ---------------------------------------- */
 
-/* The rule of DESIGN.md "Episode" written out again, independently of
- * correlate: runs of consecutive windows with load >= thr; peak and means
- * over the run; freeze when 2 consecutive windows of it, or the run's means,
- * are below ff x min(slope·l, tpmax) where that curve promises >= 5
- * completions (ubar work units each) over the stretch. Windows' congested
- * flags go to cong[]. */
+/* The rule of DESIGN.md "Episode" and correlate.h "Stalled" written out
+ * again, independently of correlate: runs of consecutive windows each with
+ * load >= thr or stalled (load >= 2, calls out < half the window, throughput
+ * below 15% of the curve min(slope·l, tpmax) at its load, which promises >= 10
+ * completions); peak and means over the run; freeze when it holds a stalled
+ * window, or 2 consecutive windows of it that are not waiting on calls, or
+ * (not waiting on average, 2 windows or more) the run's means, are below ff x the curve where
+ * it promises >= 5 completions (ubar work units each) over the stretch.
+ * Windows' in-episode flags go to inep[]. */
 static bool oracle_frozen(double l, double tp, int64_t dur, double slope, double tpmax,
                           double ff, double ubar)
 {
@@ -344,8 +354,17 @@ static bool oracle_frozen(double l, double tp, int64_t dur, double slope, double
     return tp < ff * c && c * ((double)dur / 1e9) / ubar >= 5.0;
 }
 
+static bool oracle_stalled(const struct tb_window *w, double slope, double tpmax, double ff,
+                           double ubar)
+{
+    double c = fmin(slope * w->load, tpmax);
+    (void)ff;
+    return w->load >= 2 && w->calls_busy < 0.5 && c * 0.05 / ubar >= 10 &&
+           w->norm_throughput < 0.15 * c;
+}
+
 static size_t oracle_episodes(const struct tb_window *w, size_t n, double thr, double slope,
-                              double tpmax, double ff, struct tb_episode *out, bool *cong)
+                              double tpmax, double ff, struct tb_episode *out, bool *inep)
 {
     double u = 0, c = 0;
     for (size_t i = 0; i < n; i++) {
@@ -355,32 +374,40 @@ static size_t oracle_episodes(const struct tb_window *w, size_t n, double thr, d
     double ubar = u > 0 && c > 0 ? u / c : 1;
     size_t ne = 0;
     for (size_t i = 0; i < n; i++)
-        cong[i] = w[i].load >= thr;
+        inep[i] = w[i].load >= thr || oracle_stalled(&w[i], slope, tpmax, ff, ubar);
     for (size_t i = 0; i < n; i++) {
-        if (!cong[i] || (i > 0 && cong[i - 1] && w[i].start_ns == w[i - 1].start_ns + W))
+        if (!inep[i] || (i > 0 && inep[i - 1] && w[i].start_ns == w[i - 1].start_ns + W))
             continue; /* not the first window of a run */
         size_t j = i;
-        while (j + 1 < n && cong[j + 1] && w[j + 1].start_ns == w[j].start_ns + W)
+        while (j + 1 < n && inep[j + 1] && w[j + 1].start_ns == w[j].start_ns + W)
             j++;
         struct tb_episode *e = &out[ne++];
         memset(e, 0, sizeof *e);
-        double sl = 0, st = 0;
+        double sl = 0, st = 0, sc = 0;
         int run = 0, longest = 0;
+        bool stall = false;
         for (size_t k = i; k <= j; k++) {
             e->peak_load = fmax(e->peak_load, w[k].load);
             sl += w[k].load;
             st += w[k].norm_throughput;
-            run = oracle_frozen(w[k].load, w[k].norm_throughput, W, slope, tpmax, ff, ubar)
+            sc += w[k].calls_busy;
+            stall = stall || oracle_stalled(&w[k], slope, tpmax, ff, ubar);
+            run = oracle_frozen(w[k].load, w[k].norm_throughput, W, slope, tpmax, ff, ubar) &&
+                          w[k].calls_busy < 0.5
                       ? run + 1
                       : 0;
             longest = run > longest ? run : longest;
         }
+        double m = (double)(j - i + 1);
         e->start_ns = w[i].start_ns;
         e->end_ns = w[j].start_ns + W;
-        e->mean_load = sl / (double)(j - i + 1);
-        e->throughput = st / (double)(j - i + 1);
-        e->kind = longest >= 2 || oracle_frozen(e->mean_load, e->throughput,
-                                                e->end_ns - e->start_ns, slope, tpmax, ff, ubar)
+        e->mean_load = sl / m;
+        e->throughput = st / m;
+        e->kind = stall || longest >= 2 ||
+                          (sc / m < 0.5 && m >= 2 &&
+                           oracle_frozen(e->mean_load, e->throughput,
+                                                         e->end_ns - e->start_ns, slope, tpmax,
+                                                         ff, ubar))
                       ? TB_EP_FREEZE
                       : TB_EP_SATURATED;
     }
@@ -411,7 +438,7 @@ static void test_stream_same(void **state)
     struct tb_episode *want = calloc(N, sizeof *want), *cut = calloc(N, sizeof *cut);
     bool *cong = calloc(N, sizeof *cong), *cong2 = calloc(N, sizeof *cong2);
     assert_true(w && want && cut && cong && cong2);
-    size_t total = 0, nfreeze = 0;
+    size_t total = 0, nfreeze = 0, nstall = 0;
     for (int seed = 0; seed < 20; seed++) {
         double ubar = 1 + 4 * unif();
         size_t n = 0;
@@ -426,6 +453,8 @@ static void test_stream_same(void **state)
                 tp *= 0.1; /* a paused window */
             setu(w, n, l, tp, ubar);
             w[n].start_ns = (int64_t)k * W;
+            /* Now and then a server that waits on its calls. */
+            w[n].calls_busy = unif() < 0.1 ? 0.5 + 0.5 * unif() : 0.49 * unif();
             n++;
         }
         struct tb_nstar ns;
@@ -451,7 +480,9 @@ static void test_stream_same(void **state)
         for (size_t i = 0; i < n; i++) {
             struct tb_episode closed, cur;
             unsigned r = tb_episode_track_push(&t, &w[i], &closed);
-            assert_int_equal((r & TB_TRACK_CONGESTED) != 0, cong[i]);
+            assert_int_equal((r & TB_TRACK_CONGESTED) != 0, w[i].load >= 4.0);
+            assert_int_equal((r & (TB_TRACK_CONGESTED | TB_TRACK_STALLED)) != 0, cong[i]);
+            nstall += (r & TB_TRACK_STALLED) && !(r & TB_TRACK_CONGESTED);
             bool starts = cong[i] && (i == 0 || !cong[i - 1] ||
                                       w[i].start_ns != w[i - 1].start_ns + W);
             assert_int_equal((r & TB_TRACK_OPENED) != 0, starts);
@@ -491,6 +522,8 @@ static void test_stream_same(void **state)
     /* The series exercise both kinds, many times. */
     assert_true(total > 2000);
     assert_true(nfreeze > 100 && nfreeze < total - 100);
+    /* ...and stalls below the threshold, which open episodes of their own. */
+    assert_true(nstall > 50);
     free(w);
     free(want);
     free(cut);
@@ -531,6 +564,131 @@ static void test_stream_rule_change(void **state)
     assert_false(tb_congestion_congested(&none, 1e9));
 }
 
+/* The freeze rule that needs no knee, on built windows. One request alone
+ * completes 2000 units/s (slope 2000, no plateau) and a completion is worth
+ * 5 units: 20 completions per 50 ms window promised by one request, so a
+ * stall needs load >= 2, calls out < 50% of the window and throughput below
+ * 300 units/s (15% of 2000). The oracle is the rule as correlate.h states
+ * it, applied by hand to each window below. */
+static void test_stall(void **state)
+{
+    (void)state;
+    enum { N = 40 };
+    struct tb_window w[N];
+    for (size_t k = 0; k < N; k++) /* healthy, lightly loaded */
+        setu(w, k, 0.2 + 0.02 * (double)k, 2000 * (0.2 + 0.02 * (double)k), 5);
+    /* A pause: requests pile up, none leaves; then the drain at full speed
+     * (4000 units/s at load 3: not a stall; only load 1's 2000 is promised
+     * without a knee). */
+    setu(w, 5, 2.5, 0, 5);
+    setu(w, 6, 5.0, 0, 5);
+    setu(w, 7, 7.0, 200, 5);
+    setu(w, 8, 3.0, 4000, 5);
+    /* One long request alone holds a window: load 1, nothing completes. */
+    setu(w, 12, 1.0, 0, 5);
+    /* Requests inside, but the server waits on its calls (a front tier
+     * behind a paused callee). */
+    setu(w, 16, 4.0, 0, 5);
+    w[16].calls_busy = 0.6;
+    setu(w, 17, 4.0, 0, 5);
+    w[17].calls_busy = 0.45; /* ...less than half the window: its own stall */
+    /* Just above 15% of one request's worth; just below. */
+    setu(w, 21, 2.5, 310, 5);
+    setu(w, 24, 2.5, 290, 5);
+    /* A 2-core server saturated at load 3.6 without a knee: 2 requests'
+     * worth, far below slope x 3.6 but above one request's. */
+    setu(w, 28, 3.6, 4000, 5);
+    /* Exactly load 2 stalls; just below does not. */
+    setu(w, 31, 2.0, 0, 5);
+    setu(w, 34, 1.99, 0, 5);
+
+    struct tb_nstar ns;
+    memset(&ns, 0, sizeof ns);
+    ns.n_star = ns.n_star_fit = NAN;
+    ns.slope = 2000;
+    ns.tp_max = NAN;
+    struct tb_congestion rule;
+    tb_congestion_from_nstar(&rule, &ns, 0.3, w, N);
+    assert_true(isnan(rule.threshold));
+    assert_near(rule.ubar, 5.0, 0.01); /* completions rounded */
+    const bool want_stall[N] = {[5] = true, [6] = true, [7] = true, [17] = true,
+                                [24] = true, [31] = true};
+    for (size_t k = 0; k < N; k++)
+        if (tb_congestion_stalled(&rule, &w[k]) != want_stall[k])
+            fail_msg("window %zu: stalled %d, expected %d", k, !want_stall[k], want_stall[k]);
+
+    /* Offline: every stall is an episode, a freeze, though N* is undetermined. */
+    struct tb_episode *ep;
+    size_t nep;
+    assert_int_equal(tb_episodes_find(w, N, NAN, &ns, 0.3, &ep, &nep), 0);
+    const int64_t st[4] = {5, 17, 24, 31}, en[4] = {8, 18, 25, 32};
+    assert_int_equal(nep, 4);
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_equal(ep[i].start_ns, st[i] * W);
+        assert_int_equal(ep[i].end_ns, en[i] * W);
+        assert_int_equal(ep[i].kind, TB_EP_FREEZE);
+    }
+    assert_near(ep[0].peak_load, 7.0, 0);
+    assert_near(ep[0].mean_load, 14.5 / 3, 1e-12);
+    free(ep);
+
+    /* Streaming: the same episodes, the flags say stalled and not congested. */
+    struct tb_episode_track t;
+    tb_episode_track_init(&t, &rule);
+    size_t got = 0;
+    for (size_t k = 0; k <= N; k++) {
+        struct tb_episode e;
+        unsigned r = 0;
+        bool closed = k < N ? ((r = tb_episode_track_push(&t, &w[k], &e)) & TB_TRACK_CLOSED)
+                            : tb_episode_track_end(&t, &e);
+        if (k < N) {
+            assert_int_equal((r & TB_TRACK_STALLED) != 0, want_stall[k]);
+            assert_int_equal(r & TB_TRACK_CONGESTED, 0);
+        }
+        if (closed) {
+            assert_true(got < 4);
+            assert_int_equal(e.start_ns, st[got] * W);
+            assert_int_equal(e.end_ns, en[got] * W);
+            assert_int_equal(e.kind, TB_EP_FREEZE);
+            got++;
+        }
+    }
+    assert_int_equal(got, 4);
+
+    /* With a knee at 4: a stall below the threshold opens the episode the
+     * congested windows after it continue; the congested windows alone
+     * (without it) are saturated. */
+    struct tb_window k2[6];
+    setu(k2, 0, 1.0, 2000, 5);
+    setu(k2, 1, 2.5, 0, 5);    /* stalled, below N* */
+    setu(k2, 2, 5.0, 8000, 5); /* congested, at the plateau */
+    setu(k2, 3, 6.0, 8000, 5);
+    setu(k2, 4, 1.0, 2000, 5);
+    setu(k2, 5, 6.0, 8000, 5); /* congested alone: saturated */
+    ns.n_star = 4;
+    ns.tp_max = 8000;
+    assert_int_equal(tb_episodes_find(k2, 6, 4.0, &ns, 0.3, &ep, &nep), 0);
+    assert_int_equal(nep, 2);
+    assert_int_equal(ep[0].start_ns, 1 * W);
+    assert_int_equal(ep[0].end_ns, 4 * W);
+    assert_int_equal(ep[0].kind, TB_EP_FREEZE);
+    assert_int_equal(ep[1].start_ns, 5 * W);
+    assert_int_equal(ep[1].kind, TB_EP_SATURATED);
+    free(ep);
+
+    /* Too slow to tell: one request alone completes 100 units/s, 1 per
+     * window promised; a window with nothing is no evidence. */
+    ns.n_star = NAN;
+    ns.tp_max = NAN;
+    ns.slope = 100;
+    struct tb_window slow[3];
+    setu(slow, 0, 0.5, 50, 5);
+    setu(slow, 1, 3.0, 0, 5);
+    setu(slow, 2, 0.5, 50, 5);
+    assert_int_equal(tb_episodes_find(slow, 3, NAN, &ns, 0.3, &ep, &nep), 0);
+    assert_int_equal(nep, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -541,6 +699,7 @@ int main(void)
         cmocka_unit_test(test_degenerate),
         cmocka_unit_test(test_stream_same),
         cmocka_unit_test(test_stream_rule_change),
+        cmocka_unit_test(test_stall),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -309,12 +309,47 @@ static void test_precision(void **state)
     free(rq);
 }
 
+/* Calls in flight per window, worked out by hand: the fraction of each
+ * window with at least one call out, overlaps counted once, a call that
+ * departs before it arrives skipped, calls outside the windows clipped. */
+static void test_calls_busy(void **state)
+{
+    (void)state;
+    struct tb_window w[4];
+    memset(w, 0, sizeof w);
+    for (int k = 0; k < 4; k++) {
+        w[k].start_ns = 1000 * MS + k * 50 * MS;
+        w[k].width_ns = 50 * MS;
+        w[k].calls_busy = 7; /* overwritten */
+    }
+    const int64_t t0 = 1000 * MS;
+    struct tb_request c[] = {
+        mkreq(0, t0 + 10 * MS, t0 + 30 * MS, 0),  /* window 0: 10..30 */
+        mkreq(0, t0 + 20 * MS, t0 + 120 * MS, 0), /* overlaps: 10..120 in all */
+        mkreq(0, t0 + 140 * MS, t0 + 140 * MS, 0), /* zero length */
+        mkreq(0, t0 + 180 * MS, t0 + 170 * MS, 0), /* departs before it arrives */
+        mkreq(0, t0 - 40 * MS, t0 - 20 * MS, 0),  /* before the windows */
+        mkreq(0, t0 + 190 * MS, t0 + 400 * MS, 0), /* runs past the last one */
+    };
+    assert_int_equal(tb_windows_calls_busy(w, 4, c, sizeof c / sizeof c[0]), 0);
+    assert_near(w[0].calls_busy, 40.0 / 50, 1e-12);
+    assert_near(w[1].calls_busy, 1.0, 1e-12);
+    assert_near(w[2].calls_busy, 20.0 / 50, 1e-12);
+    assert_near(w[3].calls_busy, 10.0 / 50, 1e-12);
+    /* No calls: every window 0. */
+    assert_int_equal(tb_windows_calls_busy(w, 4, NULL, 0), 0);
+    for (int k = 0; k < 4; k++)
+        assert_near(w[k].calls_busy, 0, 0);
+    assert_int_equal(tb_windows_calls_busy(NULL, 4, c, 1), TB_E_INVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_floor),         cmocka_unit_test(test_hand),
         cmocka_unit_test(test_negative_epoch), cmocka_unit_test(test_special),
         cmocka_unit_test(test_random_brute),  cmocka_unit_test(test_precision),
+        cmocka_unit_test(test_calls_busy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
