@@ -21,6 +21,10 @@ struct tb_cli_db {
  * line naming the file and the problem and returns TB_EXIT_FAIL; else 0. */
 int tb_cli_db_open(struct tb_cli_db *db, const char *path, bool readonly);
 void tb_cli_db_close(struct tb_cli_db *db);
+/* When a capture marked 'partial' (store.h: a full disk lost some of its
+ * requests) overlaps [from_ns, to_ns), says "partial data" in one line on
+ * stderr, prefixed with `cmd`, and returns true. */
+bool tb_cli_warn_partial(struct tb_store *st, const char *cmd, int64_t from_ns, int64_t to_ns);
 
 /* Tier by name. When unknown, logs one line listing the known tiers and
  * returns TB_EXIT_FAIL. */

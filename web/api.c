@@ -462,6 +462,7 @@ static void api_health(struct tb_web *w, struct reply *c)
     }
     struct tb_buf b;
     tb_buf_init(&b);
+    bool partial = false;
     tb_buf_puts(&b, "{\"captures\":[");
     for (size_t i = 0; i < ncap; i++) {
         const struct tb_capture_row *r = &cap[i];
@@ -474,9 +475,14 @@ static void api_health(struct tb_web *w, struct reply *c)
         tb_buf_printf(&b,
                       ",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"kernel_drops\":%" PRIu64
                       ",\"if_drops\":%" PRIu64 ",\"parse_errors\":%" PRIu64 ",\"gaps\":%" PRIu64
-                      ",\"evicted_flows\":%" PRIu64 ",\"requests\":%" PRIu64 "},",
+                      ",\"evicted_flows\":%" PRIu64 ",\"requests\":%" PRIu64
+                      ",\"state\":\"%s\",\"requests_seen\":%" PRIu64
+                      ",\"requests_lost\":%" PRIu64 ",\"unanswered\":%" PRIu64
+                      ",\"abandoned\":%" PRIu64 "},",
                       r->packets, r->bytes, r->kernel_drops, r->if_drops, r->parse_errors,
-                      r->gaps, r->evicted_flows, r->requests);
+                      r->gaps, r->evicted_flows, r->requests, tb_capture_state_name(r->state),
+                      r->requests_seen, r->requests_lost, r->unanswered, r->abandoned);
+        partial = partial || r->state == TB_CAPTURE_PARTIAL;
     }
     tb_buf_trim_comma(&b);
     /* The health rows are cumulative counters per capture; the page wants
@@ -511,7 +517,8 @@ static void api_health(struct tb_web *w, struct reply *c)
         int64_t now = (int64_t)ts.tv_sec * TB_NS_PER_SEC + ts.tv_nsec;
         live = now - h[nh - 1].ts_ns < LIVE_RECENT_NS;
     }
-    tb_buf_printf(&b, "],\"live\":%s}\n", live ? "true" : "false");
+    tb_buf_printf(&b, "],\"live\":%s,\"partial_data\":%s}\n", live ? "true" : "false",
+                  partial ? "true" : "false");
     free(cap);
     free(h);
     reply_buf(c, &b);
