@@ -52,7 +52,9 @@ soak() {
     log=build-fuzz/soak-$t.log
     cp -r "tests/fuzz/corpus/$t/." "$corpus/" 2>/dev/null || true
     start=$(date +%s)
-    if nice "$f" -runs="$runs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+    # UBSan only prints by default, and libFuzzer would carry on: halt, so
+    # that undefined behaviour is a finding with its input kept.
+    if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 nice "$f" -runs="$runs" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
         -artifact_prefix="build-fuzz/soak-$t-" "$corpus" >"$log" 2>&1; then
         res="0 findings"
     else
