@@ -625,12 +625,23 @@ static void job_done(uv_work_t *req, int status)
 
 static void job_start_next(struct tb_web *w)
 {
-    if (w->job_running || !w->jobs_head)
-        return;
-    struct tb__web_job *j = w->jobs_head;
-    w->jobs_head = j->next;
-    if (!w->jobs_head)
-        w->jobs_tail = NULL;
+    struct tb__web_job *j;
+    for (;;) {
+        if (w->job_running || !w->jobs_head)
+            return;
+        j = w->jobs_head;
+        w->jobs_head = j->next;
+        if (!w->jobs_head)
+            w->jobs_tail = NULL;
+        w->njobs--;
+        /* A client that left while its job waited has nobody to answer:
+         * skip the database work (vanishing clients used to cost a full
+         * analysis each). */
+        if (tb_http_conn_alive(j->conn))
+            break;
+        tb_http_release(j->conn);
+        free(j);
+    }
     j->req.data = j;
     w->job_running = true;
     if (uv_queue_work(w->loop, &j->req, job_work, job_done) < 0) {
@@ -649,11 +660,16 @@ void tb__web_jobs_drop(struct tb_web *w)
         free(j);
     }
     w->jobs_tail = NULL;
+    w->njobs = 0;
 }
 
 static void submit(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_req *r,
                    enum endpoint ep)
 {
+    if (w->njobs >= TB_WEB_JOBS_MAX) {
+        tb_http_error(c, 503, "busy: too many database requests waiting; retry");
+        return;
+    }
     struct tb__web_job *j = calloc(1, sizeof *j);
     if (!j) {
         tb_http_error(c, 500, "out of memory");
@@ -673,6 +689,7 @@ static void submit(struct tb_web *w, struct tb_http_conn *c, const struct tb_htt
     else
         w->jobs_head = j;
     w->jobs_tail = j;
+    w->njobs++;
     job_start_next(w);
 }
 

@@ -9,6 +9,8 @@
 #    memory cache, so the later rounds reach the store): one row per range, no
 #    row added after the first round (max(id) unchanged), and each answer
 #    byte-identical to the first.
+# 3. 400 simultaneous analyses no cache holds: all answered, 200 or, past the
+#    128 database jobs the server queues, an immediate 503.
 set -uo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}"
 command -v sqlite3 >/dev/null || { echo "FAIL: sqlite3 not installed (scripts/deps.sh)"; exit 1; }
@@ -70,6 +72,38 @@ dup = q("SELECT count(*) FROM (SELECT 1 FROM analyses GROUP BY tier_id, server_i
         "from_ns, to_ns HAVING count(*) > 1)")[0][0]
 assert dup == 0, "%d (tier, server, width, range) stored more than once" % dup
 print("ok: 12 ranges x 3 rounds: one row each, answers identical, max(id) %d unchanged" % top)
+
+# 3. 400 clients at once, each asking an analysis no cache holds: every one is
+#    answered, 200 or (past the 128 queued database jobs) 503 at once.
+import socket, threading, time
+res = []
+lock = threading.Lock()
+def one(i):
+    s = socket.create_connection(("127.0.0.1", port), timeout=120)
+    s.sendall(b"GET /api/analysis?tier=mysql&width=%dms HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+              b"Connection: close\r\n\r\n" % (2000 + i))
+    data = b""
+    t0 = time.time()
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        data += b
+    s.close()
+    st = int(data.split(b" ", 2)[1]) if data.startswith(b"HTTP/1.1 ") else 0
+    with lock:
+        res.append((st, time.time() - t0))
+th = [threading.Thread(target=one, args=(i,)) for i in range(400)]
+for t in th:
+    t.start()
+for t in th:
+    t.join()
+import collections
+cnt = collections.Counter(st for st, _ in res)
+slow503 = max((d for st, d in res if st == 503), default=0)
+print("ok: 400 at once:", dict(cnt), "slowest 503 after %.2f s" % slow503)
+assert len(res) == 400 and set(cnt) <= {200, 503}, cnt
+assert cnt[503] > 0 and cnt[200] >= 129, cnt
 PY
 rc=$?
 kill "$serve_pid"; wait "$serve_pid" 2>/dev/null; serve_pid=""

@@ -80,7 +80,7 @@ cap_pid=""
 [ "$rc" -eq 0 ] || { cat "$work/cap.err"; fail "live capture: exit $rc after SIGTERM, want 0"; }
 grep -q '^capture lo: .* requests, .*(interrupted)' "$work/cap.out" ||
   { cat "$work/cap.out" "$work/cap.err"; fail "live capture: no summary"; }
-grep -qE "^  tier http-$lport +[0-9]+ requests, (N\* |N\* undetermined|no congestion: )" "$work/cap.out" ||
+grep -qE "^  tier http-$lport +[0-9]+ requests, (N\* |N\* undetermined|undetermined: |no congestion: )" "$work/cap.out" ||
   { cat "$work/cap.out"; fail "live capture: no final analysis of tier http-$lport"; }
 grep -qi 'sanitizer\|runtime error' "$work/cap.err" && { cat "$work/cap.err"; fail "sanitizer report"; }
 [ ! -e "$work/live.db-wal" ] || fail "live capture left its -wal file"
