@@ -321,7 +321,9 @@ class Hostile:
             self.s.late += 1
             return
         self.s.sent += 1
-        if res is None or res[0] != 200:
+        # 503 is an answer too: the server is alive and says it is busy (its
+        # database queue is full behind a burst of API requests).
+        if res is None or res[0] not in (200, 503):
             self.s.unanswered.append(("probe", "/api/tiers", 1))
         else:
             self.s.answer(res[0])
