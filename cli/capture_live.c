@@ -577,7 +577,8 @@ int tb_capture_live(const struct tb_capture_args *a)
     const struct tb_capture_stats *cs = tb_engine_stats(L->eng);
     struct tb_capture_tier *ends = NULL;
     size_t nends = 0;
-    if (tb_capture_end_make(L->eng, L->seen, L->nseen, stored_tier, nstored_tier, &ends, &nends))
+    if (tb_capture_end_make(L->eng, L->cat, L->seen, L->nseen, stored_tier, nstored_tier, &ends,
+                            &nends))
         tb_log_warn("capture: out of memory: the per-tier counts are not stored");
     free(stored_tier);
     /* Live, SIGINT is how a capture ends: complete, unless requests seen

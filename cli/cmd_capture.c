@@ -440,28 +440,28 @@ int tb_parse_mem_size(const char *s, size_t *out)
     return 0;
 }
 
-int tb_capture_end_make(const struct tb_engine *e, const uint64_t *seen, size_t nseen,
-                        const uint64_t *stored, size_t nstored, struct tb_capture_tier **tiers,
-                        size_t *ntiers)
+int tb_capture_end_make(const struct tb_engine *e, const struct tb_catalog *cat,
+                        const uint64_t *seen, size_t nseen, const uint64_t *stored,
+                        size_t nstored, struct tb_capture_tier **tiers, size_t *ntiers)
 {
     size_t n = 0, cap = 0;
     struct tb_capture_tier *t = NULL;
     *tiers = NULL;
     *ntiers = 0;
-    for (size_t id = 1; id < TB_MAX(nseen, nstored) + 1024; id++) {
+    /* Every tier the catalog knows: one with abandoned requests only (a
+     * server that never answered) has no record but a row all the same. */
+    uint32_t last = tb_catalog_tier_count(cat);
+    for (uint32_t id = 1; id <= last; id++) {
         uint64_t un, ab;
-        tb_engine_tier_counts(e, (uint32_t)id, &un, &ab);
+        tb_engine_tier_counts(e, id, &un, &ab);
         uint64_t se = id < nseen ? seen[id] : 0, so = id < nstored ? stored[id] : 0;
-        if (!se && !so && !un && !ab) {
-            if (id >= TB_MAX(nseen, nstored))
-                break; /* tiers beyond both arrays are counted only by the engine */
+        if (!se && !so && !un && !ab)
             continue;
-        }
         if (tb_grow(&t, &cap, n + 1, sizeof *t)) {
             free(t);
             return TB_E_NOMEM;
         }
-        t[n++] = (struct tb_capture_tier){(uint32_t)id, se, so, un, ab};
+        t[n++] = (struct tb_capture_tier){id, se, so, un, ab};
     }
     *tiers = t;
     *ntiers = n;
@@ -639,7 +639,7 @@ static int run_offline(const struct tb_capture_args *a)
             wrc = run.werr;
     }
     const struct tb_capture_stats *cs = tb_engine_stats(e);
-    if (tb_capture_end_make(e, run.per_tier, run.ntier, stored_tier, nstored_tier, &run.end,
+    if (tb_capture_end_make(e, cat, run.per_tier, run.ntier, stored_tier, nstored_tier, &run.end,
                             &run.nend))
         tb_log_warn("capture: out of memory: the per-tier counts are not stored");
     free(stored_tier);
