@@ -45,15 +45,7 @@ stop_serve
 ok "serve: alive after $secs s, every request answered, exit 0 on SIGTERM"
 
 echo "== tbneck capture -i lo --serve, $secs s"
-lport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$TBNECK" capture -i lo --db "$work/live.db" --serve "127.0.0.1:$lport" --window 100ms \
-    "tcp port $lport" >"$work/cap.out" 2>"$work/cap.err" &
-cap_pid=$!
-for _ in $(seq 1 100); do
-    grep -q 'dashboard at' "$work/cap.err" 2>/dev/null && break
-    kill -0 "$cap_pid" 2>/dev/null || { cat "$work/cap.err"; fail "live capture exited early"; }
-    sleep 0.1
-done
+start_live_serve "$work/live.db" "$work"
 t0=$(date +%s)
 timeout $((secs + 120)) python3 "$hostile" "127.0.0.1:$lport" --seconds "$secs" --burst 1000 \
     --burst-every 15 >"$work/live.json" 2>"$work/hostile-live.err"
