@@ -649,9 +649,12 @@ static bool load_stored(struct pipe *p, uint32_t server, uint64_t count,
     struct tb_analysis a;
     struct tb_episode *ep = NULL;
     size_t nep = 0;
-    if (tb_store_get_analysis(p->st, p->tier, server, o->width_ns, &a, &ep, &nep) != 0)
-        return false;
     int64_t to = p->w0 + (int64_t)p->nwin * o->width_ns;
+    /* The analysis of exactly this range: another range's newer analysis
+     * must not hide it (it would be recomputed and stored again). */
+    if (tb_store_find_analysis(p->st, p->tier, server, o->width_ns, p->w0, to, &a, &ep, &nep) !=
+        0)
+        return false;
     /* An analysis made by another version of the method is stale. */
     if (a.from_ns != p->w0 || a.to_ns != to || a.requests != count ||
         a.method_version != TB_ANALYSIS_VERSION) {

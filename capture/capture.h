@@ -37,6 +37,10 @@ struct tb_capture_stats {
     uint64_t streams;          /* connections that became push streams (proto.h) */
     uint64_t unanswered;       /* requests that by protocol got no answer (proto.h) */
     uint64_t probes;           /* health probes, not requests (proto.h) */
+    /* Requests still waiting for their first response byte when their
+     * connection ended, timed out, was evicted or the capture ended: no
+     * departure, so no record (proto.h, waiting()). */
+    uint64_t abandoned;
 };
 
 struct tb_engine_opts {
@@ -45,7 +49,13 @@ struct tb_engine_opts {
     int64_t idle_timeout_ns;   /* default 300 s */
     const char *force_proto;   /* NULL = detect by content (tiers file may also force) */
     uint64_t first_conn;       /* first connection id (tb_store_next_conn); 0 = 1 */
+    /* --max-memory: bytes of flow and parser state; 0 = no cap. Lowers the
+     * flow cap and the out-of-order cap to fit (see tb_engine_max_flows). */
+    size_t max_memory;
 };
+/* What --max-memory counts per flow beyond its struct and parser state: a
+ * first in-flight ring of 4 requests with their class text, malloc headers. */
+#define TB_ENGINE_FLOW_EXTRA 2400
 
 typedef void (*tb_request_cb)(void *ud, const struct tb_request *r);
 
@@ -86,6 +96,12 @@ size_t tb_engine_flow_bytes(void);
 /* Bytes of parser state a flow holds once its protocol is known (the largest
  * state_size in tb_protos). */
 size_t tb_engine_parser_bytes(void);
+/* Requests of one tier unanswered by protocol and abandoned (see
+ * tb_capture_stats), so far. */
+void tb_engine_tier_counts(const struct tb_engine *e, uint32_t tier, uint64_t *unanswered,
+                           uint64_t *abandoned);
+/* The flow cap in force (max_flows, or what max_memory leaves room for). */
+size_t tb_engine_max_flows(const struct tb_engine *e);
 /* Live sources report the kernel's and the interface's drop counters. */
 void tb_engine_set_drops(struct tb_engine *e, uint64_t kernel_drops, uint64_t if_drops);
 

@@ -18,6 +18,7 @@
 #include "proto.h"
 #include "reasm-int.h"
 #include "tiers.h"
+#include "util.h"
 
 #define DEFAULT_MAX_FLOWS ((size_t)1 << 20)
 #define DEFAULT_MAX_OOO ((size_t)256 << 10)
@@ -64,6 +65,11 @@ struct tb_engine {
     uint64_t next_conn;
     bool have_linktype;
     int nomem;
+    /* Per tier id: requests unanswered by protocol and abandoned at close. */
+    struct tier_cnt {
+        uint64_t unanswered, abandoned;
+    } *tc;
+    size_t ntc;
 };
 
 static void on_exchange(void *ud, const struct tb_exchange *ex);
@@ -86,6 +92,20 @@ int tb_engine_new(struct tb_engine **out, struct tb_catalog *cat, const struct t
     e->ud = ud;
     e->max_flows = opts && opts->max_flows ? opts->max_flows : DEFAULT_MAX_FLOWS;
     e->max_ooo = opts && opts->max_ooo_bytes ? opts->max_ooo_bytes : DEFAULT_MAX_OOO;
+    if (opts && opts->max_memory) {
+        /* --max-memory: what a flow may hold at most, in the common case of
+         * a few requests in flight: its struct, the largest parser state, a
+         * first in-flight ring, and detection bytes. Out-of-order buffers
+         * are capped so that a thousandth of the budget covers both sides
+         * of a flow; the flow cap follows (eviction: least recently active
+         * first, counted in evicted_flows). */
+        size_t per = tb_engine_flow_bytes() + tb_engine_parser_bytes() + TB_ENGINE_FLOW_EXTRA;
+        size_t ooo = opts->max_memory / 2048;
+        if (ooo < e->max_ooo)
+            e->max_ooo = TB_MAX(ooo, (size_t)4096);
+        size_t flows = opts->max_memory / per;
+        e->max_flows = TB_MIN(e->max_flows, TB_MAX(flows, (size_t)16));
+    }
     e->idle_ns = opts && opts->idle_timeout_ns > 0 ? opts->idle_timeout_ns : DEFAULT_IDLE_NS;
     e->next_conn = opts && opts->first_conn ? opts->first_conn : 1;
     if (opts && opts->force_proto && !(e->force = tb_proto_find(opts->force_proto))) {
@@ -169,6 +189,7 @@ void tb_engine_free(struct tb_engine *e)
         for (struct tb_flow *f = e->ft.lists[l].head; f; f = f->next)
             release(f);
     tb_flow_table_fini(&e->ft);
+    free(e->tc);
     free(e);
 }
 
@@ -393,6 +414,16 @@ TB_NOINLINE static bool decide(struct tb_engine *e, struct tb_flow *f, int side,
 }
 
 /* Bytes of one side, in order, to the parser (deciding the protocol first). */
+/* Out of memory, a tier's count stays short; the totals do not. */
+static void tier_count(struct tb_engine *e, uint32_t tier, uint64_t unanswered,
+                       uint64_t abandoned)
+{
+    if (tier >= e->ntc && tb_grow_zero(&e->tc, &e->ntc, (size_t)tier + 1, sizeof *e->tc))
+        return;
+    e->tc[tier].unanswered += unanswered;
+    e->tc[tier].abandoned += abandoned;
+}
+
 static void feed(struct tb_engine *e, struct tb_flow *f, int side, const uint8_t *p, size_t n,
                  int64_t ts)
 {
@@ -400,8 +431,11 @@ static void feed(struct tb_engine *e, struct tb_flow *f, int side, const uint8_t
         return;
     if (!f->pstate)
         return;
+    uint64_t unans = e->pctr.unanswered;
     enum tb_pstate ps =
         f->proto->consume(f->pstate, &e->pctx, (enum tb_dir)proto_dir(f, side), p, n, ts);
+    if (e->pctr.unanswered != unans)
+        tier_count(e, f->tier, e->pctr.unanswered - unans, 0);
     if (ps == TB_PS_STOP)
         stop_parser(f);
 }
@@ -491,6 +525,13 @@ static void close_flow(struct tb_engine *e, struct tb_flow *f, int fin_side,
     int c = 1 - f->server_side, s = f->server_side;
     tb_reasm_flush(&f->rs[c], &e->renv, ts);
     tb_reasm_flush(&f->rs[s], &e->renv, ts);
+    if (f->pstate && f->proto->waiting) {
+        uint32_t w = f->proto->waiting(f->pstate);
+        if (w) {
+            e->st.abandoned += w;
+            tier_count(e, f->tier, 0, w);
+        }
+    }
     if (f->pstate && f->proto->close)
         f->proto->close(f->pstate, &e->pctx, fin_side < 0 ? -1 : proto_dir(f, fin_side),
                         clamp_ts(f, ts));
@@ -817,6 +858,18 @@ const struct tb_capture_stats *tb_engine_stats(const struct tb_engine *ce)
     s->probes = e->pctr.probes;
     s->flows_open = e->ft.lists[TB_FL_ACTIVE].count;
     return s;
+}
+
+void tb_engine_tier_counts(const struct tb_engine *e, uint32_t tier, uint64_t *unanswered,
+                           uint64_t *abandoned)
+{
+    *unanswered = tier < e->ntc ? e->tc[tier].unanswered : 0;
+    *abandoned = tier < e->ntc ? e->tc[tier].abandoned : 0;
+}
+
+size_t tb_engine_max_flows(const struct tb_engine *e)
+{
+    return e->max_flows;
 }
 
 void tb_engine_set_drops(struct tb_engine *e, uint64_t kernel_drops, uint64_t if_drops)

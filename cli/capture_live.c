@@ -42,6 +42,8 @@
 
 struct live {
     const struct tb_capture_args *args;
+    uint64_t *seen; /* requests by tier id, for capture_tiers */
+    size_t nseen;
     uv_loop_t loop;
     uv_timer_t tick, stop_timer;
     uv_signal_t sigint, sigterm;
@@ -95,6 +97,10 @@ static void on_conn(void *ud, const struct tb_conn *c)
 static void on_request(void *ud, const struct tb_request *r)
 {
     struct live *L = ud;
+    /* Out of memory, the per-tier count is short; the request is not lost. */
+    if (r->tier < L->nseen ||
+        tb_grow_zero(&L->seen, &L->nseen, (size_t)r->tier + 1, sizeof *L->seen) == 0)
+        L->seen[r->tier]++;
     if (L->wr) {
         int rc = tb_writer_request(L->wr, r);
         if (rc < 0)
@@ -481,7 +487,8 @@ int tb_capture_live(const struct tb_capture_args *a)
             goto out;
         }
     }
-    struct tb_engine_opts eo = {.force_proto = a->force_proto, .first_conn = first_conn};
+    struct tb_engine_opts eo = {.force_proto = a->force_proto, .first_conn = first_conn,
+                                .max_memory = a->max_memory};
     if ((rc = tb_engine_new(&L->eng, L->cat, L->tiers, &eo, on_request, L)) < 0) {
         tb_log_error("capture: cannot start the capture engine: %s", tb_strerror(rc));
         goto out;
@@ -559,15 +566,48 @@ int tb_capture_live(const struct tb_capture_args *a)
     double secs = (double)(wall_ns() - L->started_ns) / 1e9;
     tb_engine_finish(L->eng, TB_MAX(L->last_pkt_ns, L->clock_ns));
     tb_engine_set_drops(L->eng, L->ls.kernel_drops, L->ls.if_drops);
+    uint64_t stored = 0, *stored_tier = NULL;
+    size_t nstored_tier = 0;
     if (L->wr) {
-        rc = tb_writer_finish(L->wr);
+        rc = tb_writer_finish_counts(L->wr, &stored, &stored_tier, &nstored_tier);
         L->wr = NULL;
         if (rc < 0 && !L->err)
             L->err = rc;
     }
-    if (L->st && (rc = tb_store_capture_end(L->st, L->capture_id, tb_engine_stats(L->eng))) < 0 &&
-        !L->err)
+    const struct tb_capture_stats *cs = tb_engine_stats(L->eng);
+    struct tb_capture_tier *ends = NULL;
+    size_t nends = 0;
+    if (tb_capture_end_make(L->eng, L->cat, L->seen, L->nseen, stored_tier, nstored_tier, &ends,
+                            &nends))
+        tb_log_warn("capture: out of memory: the per-tier counts are not stored");
+    free(stored_tier);
+    /* Live, SIGINT is how a capture ends: complete, unless requests seen
+     * were not stored. */
+    struct tb_capture_end ce = {
+        .state = stored < cs->requests ? TB_CAPTURE_PARTIAL : TB_CAPTURE_COMPLETE,
+        .stored = stored,
+        .unanswered = cs->unanswered,
+        .abandoned = cs->abandoned,
+        .memory_evicted = a->max_memory ? cs->evicted_flows : 0,
+        .tiers = ends,
+        .ntiers = nends,
+    };
+    if (L->st && (rc = tb_store_capture_finish(L->st, L->capture_id, cs, &ce)) < 0 && !L->err)
         L->err = rc;
+    if (L->st && ce.state == TB_CAPTURE_PARTIAL)
+        tb_log_warn("capture: partial: %" PRIu64 " of %" PRIu64 " requests stored in %s, %" PRIu64
+                    " lost", stored, cs->requests, a->db, cs->requests - stored);
+    if (!a->quiet && (cs->abandoned || cs->unanswered || cs->evicted_flows)) {
+        for (size_t i = 0; i < nends; i++) {
+            const struct tb_tier_info *ti = tb_catalog_tier_get(L->cat, ends[i].tier);
+            if (ti && (ends[i].unanswered || ends[i].abandoned))
+                fprintf(stderr, "  tier %-20s %" PRIu64 " unanswered, %" PRIu64 " abandoned\n",
+                        ti->name, ends[i].unanswered, ends[i].abandoned);
+        }
+        fprintf(stderr, "  abandoned requests %" PRIu64 ", evicted flows %" PRIu64 "%s\n",
+                cs->abandoned, cs->evicted_flows, a->max_memory ? " (--max-memory)" : "");
+    }
+    free(ends);
     if (L->dump) {
         rc = tb_dump_close(L->dump, err, sizeof err);
         L->dump = NULL;
@@ -623,6 +663,7 @@ out:
     if (L->cat)
         tb_catalog_free(L->cat);
     free(L->has_rule);
+    free(L->seen);
     free(L);
     return exit_code;
 }

@@ -55,7 +55,22 @@ struct tb_capture_args {
     int rotate_files;
     int dump_prec;
     bool jsonl;          /* --format jsonl: live events as JSON lines on stdout */
+    size_t max_memory;   /* --max-memory: bytes of flow and parser state; 0 = no cap */
 };
+/* The end of a capture as the store records it (captures.state, capture_tiers)
+ * and as the summary says it: seen per tier from the requests handed to the
+ * writer, stored from the writer, unanswered/abandoned from the engine.
+ * seen and stored are indexed by tier id; one row per tier of the catalog
+ * with anything to count. Fills *tiers (malloc'd, caller frees). */
+struct tb_engine;
+struct tb_catalog;
+struct tb_capture_end;
+struct tb_capture_tier;
+int tb_capture_end_make(const struct tb_engine *e, const struct tb_catalog *cat,
+                        const uint64_t *seen, size_t nseen, const uint64_t *stored,
+                        size_t nstored, struct tb_capture_tier **tiers, size_t *ntiers);
+/* Parses --max-memory's SIZE: bytes, or with k, m, g (KiB, MiB, GiB). */
+int tb_parse_mem_size(const char *s, size_t *out);
 int tb_capture_live(const struct tb_capture_args *a);
 
 #endif

@@ -73,12 +73,17 @@ static void usage(FILE *f)
             "  -B MIB           live: kernel buffer size in MiB (default 64)\n"
             "  --immediate      live: deliver packets without buffering delay\n"
             "  --no-store       decode and count only, store nothing (benchmarks)\n"
+            "  --max-memory SIZE  cap flow and parser state at SIZE bytes (k, m, g: KiB, MiB,\n"
+            "                   GiB; at least 1m): the least recently active flows are\n"
+            "                   evicted beyond it, their waiting requests counted abandoned\n"
             "  -q               no summary\n"
             "  -v               more messages\n"
             "\n"
-            "Exit status: 0 success (also when stopped by SIGINT/SIGTERM: everything read so\n"
-            "far is kept), 1 runtime failure (unreadable or malformed file, database error),\n"
-            "2 usage error.\n",
+            "Exit status: 0 success (also when stopped by SIGINT/SIGTERM in any phase:\n"
+            "everything read so far is kept, the database closed cleanly and the capture\n"
+            "marked 'interrupted' if its input was not read to the end), 1 runtime failure\n"
+            "(unreadable or malformed file, database error; a full disk marks the capture\n"
+            "'partial' and the summary says how many requests were lost), 2 usage error.\n",
             names, MAX_SNAPLEN);
 }
 
@@ -97,7 +102,7 @@ static int usage_error(const char *fmt, ...)
 enum {
     OPT_TIERS = 256, OPT_DB, OPT_SERVE, OPT_ALLOW_REMOTE, OPT_PROTO, OPT_DURATION, OPT_WINDOW,
     OPT_IMMEDIATE, OPT_NO_STORE, OPT_ALLOW_HOST, OPT_TSPREC, OPT_NANO, OPT_MICRO, OPT_FORMAT,
-    OPT_STORE, OPT_SENSOR, OPT_STORE_RETRY,
+    OPT_STORE, OPT_SENSOR, OPT_STORE_RETRY, OPT_MAX_MEMORY,
 };
 
 static const struct option long_opts[] = {
@@ -118,6 +123,7 @@ static const struct option long_opts[] = {
     {"nano", no_argument, NULL, OPT_NANO},
     {"micro", no_argument, NULL, OPT_MICRO},
     {"format", required_argument, NULL, OPT_FORMAT},
+    {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -286,6 +292,11 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
         case OPT_IMMEDIATE:
             a->immediate = true;
             break;
+        case OPT_MAX_MEMORY:
+            if (tb_parse_mem_size(optarg, &a->max_memory) || a->max_memory < (1u << 20))
+                return usage_error("bad --max-memory '%s' (bytes, or with k, m, g; at least 1m)",
+                                   optarg);
+            break;
         case OPT_NO_STORE:
             a->no_store = true;
             break;
@@ -395,6 +406,13 @@ struct run {
     int werr;
     uint64_t *per_tier; /* requests by tier id */
     size_t ntier;
+    /* The end, for the store and the summary. */
+    bool st_open;
+    enum tb_capture_state state;
+    uint64_t stored;
+    struct tb_capture_tier *end;
+    size_t nend;
+    char why_lost[160];
 };
 
 static void on_request(void *ud, const struct tb_request *r)
@@ -451,6 +469,56 @@ static long peak_rss_kib(void)
     return kib;
 }
 
+int tb_parse_mem_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    if (!s || *s < '0' || *s > '9')
+        return TB_E_INVAL;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = 0;
+    if (*end == 'k' || *end == 'K')
+        shift = 10;
+    else if (*end == 'm' || *end == 'M')
+        shift = 20;
+    else if (*end == 'g' || *end == 'G')
+        shift = 30;
+    if (shift)
+        end++;
+    if (errno || *end || v > (SIZE_MAX >> shift))
+        return TB_E_INVAL;
+    *out = (size_t)(v << shift);
+    return 0;
+}
+
+int tb_capture_end_make(const struct tb_engine *e, const struct tb_catalog *cat,
+                        const uint64_t *seen, size_t nseen, const uint64_t *stored,
+                        size_t nstored, struct tb_capture_tier **tiers, size_t *ntiers)
+{
+    size_t n = 0, cap = 0;
+    struct tb_capture_tier *t = NULL;
+    *tiers = NULL;
+    *ntiers = 0;
+    /* Every tier the catalog knows: one with abandoned requests only (a
+     * server that never answered) has no record but a row all the same. */
+    uint32_t last = tb_catalog_tier_count(cat);
+    for (uint32_t id = 1; id <= last; id++) {
+        uint64_t un, ab;
+        tb_engine_tier_counts(e, id, &un, &ab);
+        uint64_t se = id < nseen ? seen[id] : 0, so = id < nstored ? stored[id] : 0;
+        if (!se && !so && !un && !ab)
+            continue;
+        if (tb_grow(&t, &cap, n + 1, sizeof *t)) {
+            free(t);
+            return TB_E_NOMEM;
+        }
+        t[n++] = (struct tb_capture_tier){id, se, so, un, ab};
+    }
+    *tiers = t;
+    *ntiers = n;
+    return 0;
+}
+
 static void summary(const struct tb_capture_args *a, const struct tb_capture_stats *s,
                     const struct tb_catalog *cat, const struct run *run)
 {
@@ -460,10 +528,18 @@ static void summary(const struct tb_capture_args *a, const struct tb_capture_sta
             " open)\n",
             s->packets, s->bytes, s->tcp_packets, s->requests, s->flows, s->midstream_flows,
             s->flows_active_max);
-    for (size_t t = 1; t < run->ntier; t++) {
-        const struct tb_tier_info *ti = tb_catalog_tier_get(cat, (uint32_t)t);
-        if (run->per_tier[t] && ti)
-            fprintf(stderr, "  tier %-20s %" PRIu64 " requests\n", ti->name, run->per_tier[t]);
+    for (size_t i = 0; i < run->nend; i++) {
+        const struct tb_capture_tier *ct = &run->end[i];
+        const struct tb_tier_info *ti = tb_catalog_tier_get(cat, ct->tier);
+        if (!ti)
+            continue;
+        fprintf(stderr, "  tier %-20s %" PRIu64 " requests", ti->name, ct->seen);
+        if (run->st_open && ct->stored != ct->seen)
+            fprintf(stderr, " (%" PRIu64 " stored)", ct->stored);
+        if (ct->unanswered || ct->abandoned)
+            fprintf(stderr, ", %" PRIu64 " unanswered, %" PRIu64 " abandoned", ct->unanswered,
+                    ct->abandoned);
+        fputc('\n', stderr);
     }
     fprintf(stderr,
             "  gaps %" PRIu64 " (%" PRIu64 " bytes), parse errors %" PRIu64 ", truncated %" PRIu64
@@ -480,8 +556,27 @@ static void summary(const struct tb_capture_args *a, const struct tb_capture_sta
     if (s->probes)
         fprintf(stderr, "  health probes %" PRIu64 " (AJP CPing: not requests, not recorded)\n",
                 s->probes);
-    if (!a->no_store)
-        fprintf(stderr, "  stored in %s\n", a->store_url ? a->store_url : a->db);
+    if (s->abandoned || s->evicted_flows)
+        fprintf(stderr,
+                "  abandoned requests %" PRIu64 " (no answer when their connection ended, timed "
+                "out or was evicted: not recorded), evicted flows %" PRIu64 "%s\n",
+                s->abandoned, s->evicted_flows, a->max_memory ? " (--max-memory)" : "");
+    if (run->ch) {
+        fprintf(stderr, "  stored in %s\n", a->store_url);
+    } else if (!run->st_open) {
+        /* --no-store, or the database never opened: nothing to say. */
+    } else if (run->state == TB_CAPTURE_PARTIAL) {
+        fprintf(stderr,
+                "  partial: %" PRIu64 " of %" PRIu64 " requests stored in %s, %" PRIu64
+                " lost (%s); the capture is marked 'partial' and reports say so\n",
+                run->stored, s->requests, a->db, s->requests - TB_MIN(run->stored, s->requests),
+                run->why_lost[0] ? run->why_lost : "the database failed");
+    } else if (run->state == TB_CAPTURE_INTERRUPTED) {
+        fprintf(stderr, "  stored in %s (interrupted: the input was not read to its end)\n",
+                a->db);
+    } else {
+        fprintf(stderr, "  stored in %s\n", a->db);
+    }
     tb_log_info("capture: flow state %zu bytes per flow, plus %zu of parser state once a flow "
                 "carries payload; peak memory %ld KiB; %" PRIu64 " idle-closed, %" PRIu64
                 " out-of-order bytes buffered, %" PRIu64 " overlapping, %" PRIu64 " non-IP, %"
@@ -596,11 +691,15 @@ static int run_offline(const struct tb_capture_args *a)
             goto out;
         }
     }
-    struct tb_engine_opts eo = {.force_proto = a->force_proto, .first_conn = first_conn};
+    struct tb_engine_opts eo = {.force_proto = a->force_proto, .first_conn = first_conn,
+                                .max_memory = a->max_memory};
     if ((rc = tb_engine_new(&e, cat, tiers, &eo, on_request, &run))) {
         tb_log_error("capture: cannot start the engine: %s", tb_strerror(rc));
         goto out;
     }
+    if (a->max_memory)
+        tb_log_info("capture: --max-memory %zu bytes: at most %zu flows", a->max_memory,
+                    tb_engine_max_flows(e));
     tb_engine_set_conn_cb(e, on_conn, &run);
 
     rc = tb_offline_run(e, &oo, err, sizeof err);
@@ -609,8 +708,10 @@ static int run_offline(const struct tb_capture_args *a)
     tb_engine_finish(e, tb_engine_stats(e)->last_ns);
     /* The summary comes first so that an error, if any, is the last line. */
     int run_rc = rc, wrc = 0, erc = 0;
+    uint64_t *stored_tier = NULL;
+    size_t nstored_tier = 0;
     if (run.w) {
-        wrc = tb_writer_finish(run.w);
+        wrc = tb_writer_finish_counts(run.w, &run.stored, &stored_tier, &nstored_tier);
         run.w = NULL;
         if (!wrc)
             wrc = run.werr;
@@ -620,8 +721,32 @@ static int run_offline(const struct tb_capture_args *a)
         if (!wrc)
             wrc = tb_ch_put_hosts(run.ch, cat);
     }
-    if (st)
-        erc = tb_store_capture_end(st, capture_id, tb_engine_stats(e));
+    const struct tb_capture_stats *cs = tb_engine_stats(e);
+    if (tb_capture_end_make(e, cat, run.per_tier, run.ntier, stored_tier, nstored_tier, &run.end,
+                            &run.nend))
+        tb_log_warn("capture: out of memory: the per-tier counts are not stored");
+    free(stored_tier);
+    run.st_open = st != NULL;
+    run.state = TB_CAPTURE_COMPLETE;
+    if (wrc || run.stored < cs->requests) {
+        run.state = TB_CAPTURE_PARTIAL;
+        snprintf(run.why_lost, sizeof run.why_lost, "%s",
+                 wrc == TB_E_FULL ? "disk full" : wrc ? tb_strerror(wrc) : "the writer stopped");
+    } else if (run_rc) {
+        run.state = TB_CAPTURE_INTERRUPTED;
+    }
+    if (st) {
+        struct tb_capture_end ce = {
+            .state = run.state,
+            .stored = run.stored,
+            .unanswered = cs->unanswered,
+            .abandoned = cs->abandoned,
+            .memory_evicted = a->max_memory ? cs->evicted_flows : 0,
+            .tiers = run.end,
+            .ntiers = run.nend,
+        };
+        erc = tb_store_capture_finish(st, capture_id, cs, &ce);
+    }
     if (!a->quiet)
         summary(a, tb_engine_stats(e), cat, &run);
     exit_code = TB_EXIT_OK;
@@ -639,23 +764,31 @@ static int run_offline(const struct tb_capture_args *a)
                                                            : tb_strerror(wrc));
         exit_code = TB_EXIT_FAIL;
     } else if (wrc) {
-        tb_log_error("capture: %s: writing requests failed: %s", a->db, tb_strerror(wrc));
+        tb_log_error("capture: %s: writing requests failed (%s): %" PRIu64 " of %" PRIu64
+                     " requests stored, the capture is marked %s",
+                     a->db, run.why_lost, run.stored, cs->requests,
+                     erc ? "'running' (its row could not be updated either)" : "'partial'");
         exit_code = TB_EXIT_FAIL;
     } else if (erc) {
         tb_log_error("capture: %s: %s", a->db, tb_strerror(erc));
         exit_code = TB_EXIT_FAIL;
     }
 out:
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
     if (run.w)
         tb_writer_finish(run.w);
     tb_engine_free(e);
     tb_ch_close(run.ch);
+    /* The handlers stay until the store is closed (issue 13, finding 7: a
+     * SIGTERM in this last phase killed the process with 143 after a full
+     * summary and left -wal and -shm behind). A signal now only sets g_stop,
+     * which nothing reads any more: the exit status is the run's. */
     tb_store_close(st);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
     tb_catalog_free(cat);
     tb_tiers_free(tiers);
     free(run.per_tier);
+    free(run.end);
     return exit_code;
 }
 

@@ -195,6 +195,7 @@ int tb_cmd_diagnose(int argc, char **argv)
         rc = TB_EXIT_FAIL;
         goto out;
     }
+    tb_cli_warn_partial(db.st, "diagnose", o.from_ns, o.to_ns);
     if (!strcmp(format, "json")) {
         struct tb_buf b;
         tb_buf_init(&b);

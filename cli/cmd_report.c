@@ -243,6 +243,7 @@ int tb_cmd_report(int argc, char **argv)
         rc = TB_EXIT_FAIL;
         goto out;
     }
+    tb_cli_warn_partial(db.st, "report", o.from_ns, o.to_ns);
     if (fmt == F_JSONL)
         e = report_jsonl(&rep, db.cat, tier);
     else if (fmt == F_JSON)

@@ -258,3 +258,15 @@ void tb_cli_print_critpath(FILE *f, const struct tb_catalog *cat, const struct t
         }
     }
 }
+
+bool tb_cli_warn_partial(struct tb_store *st, const char *cmd, int64_t from_ns, int64_t to_ns)
+{
+    uint64_t n = 0, lost = 0;
+    if (tb_store_partial(st, from_ns, to_ns, &n, &lost) != 0 || n == 0)
+        return false;
+    tb_log_warn("%s: partial data: %" PRIu64 " capture%s in this range stored only part of "
+                "what %s saw (%" PRIu64 " requests lost, e.g. to a full disk); the figures "
+                "undercount",
+                cmd, n, n == 1 ? "" : "s", n == 1 ? "it" : "they", lost);
+    return true;
+}

@@ -28,6 +28,10 @@ void tb_cli_db_close(struct tb_cli_db *db);
 int tb_cli_db_open_store(struct tb_cli_db *db, const char *path, const char *store,
                          bool readonly);
 void tb_cli_db_remove_copy(struct tb_cli_db *db);
+/* When a capture marked 'partial' (store.h: a full disk lost some of its
+ * requests) overlaps [from_ns, to_ns), says "partial data" in one line on
+ * stderr, prefixed with `cmd`, and returns true. */
+bool tb_cli_warn_partial(struct tb_store *st, const char *cmd, int64_t from_ns, int64_t to_ns);
 
 /* Tier by name. When unknown, logs one line listing the known tiers and
  * returns TB_EXIT_FAIL. */

@@ -63,7 +63,11 @@ static bool parse_iso(const char **pp, const char *end, int64_t *ns)
         !expect(&p, end, ':') || !fixed_digits(&p, end, 2, &mi) || !expect(&p, end, ':') ||
         !fixed_digits(&p, end, 2, &s))
         return false;
-    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
+    /* Times are int64 ns since the epoch, which end in April 2262: a later
+     * year would overflow (found by fuzz_gclog); an earlier one than the
+     * epoch is no GC log either. */
+    if (y < 1970 || y > 2261 || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 ||
+        s > 60)
         return false;
     int64_t frac = 0;
     if (p < end && (*p == '.' || *p == ',')) {

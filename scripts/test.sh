@@ -47,7 +47,9 @@ if CC=clang build build-fuzz -Dwerror=true -Dfuzz=true -Db_sanitize=address,unde
     [ -x "$f" ] || { failed=$((failed+1)); failures+=("libfuzzer $name: no target $f"); continue; }
     corpus=$(mktemp -d)
     cp -r tests/fuzz/corpus/"$name"/. "$corpus"/ 2>/dev/null || true
-    if "$f" -max_total_time="${TB_FUZZ_SECONDS:-15}" -rss_limit_mb=2048 \
+    # UBSan only prints unless told to halt, and libFuzzer then exits 0.
+    if UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+         "$f" -max_total_time="${TB_FUZZ_SECONDS:-15}" -rss_limit_mb=2048 \
          -artifact_prefix="build-fuzz/$name-" "$corpus" >"build-fuzz/$name.log" 2>&1; then
       passed=$((passed+1)); echo "libfuzzer $name: $(tail -1 "build-fuzz/$name.log")"
     else failed=$((failed+1)); failures+=("libfuzzer $name"); tail -30 "build-fuzz/$name.log"; fi

@@ -87,7 +87,8 @@ void tb__db_close(struct tb__db *d)
 int tb__db_fail(struct tb__db *d, const char *what)
 {
     tb_log_error("%s: %s: %s", d->path, what, sqlite3_errmsg(d->db));
-    return TB_E_DB;
+    /* A full disk is worth telling apart: the capture says what it lost. */
+    return (sqlite3_errcode(d->db) & 0xff) == SQLITE_FULL ? TB_E_FULL : TB_E_DB;
 }
 
 int tb__db_stmt(struct tb__db *d, enum tb__stmt_id id, sqlite3_stmt **out)

@@ -38,6 +38,13 @@
  *               closed 'open'|'fin'|'rst'|'idle'|'evicted'|'end', requests, packets,
  *               bytes_c2s, bytes_s2c)                                              [3]
  *   analyses += method_version, n_star_why (enum tb_nstar_why), n_star_reason       [4]
+ *   captures += state 'running'|'complete'|'interrupted'|'partial', requests_seen,
+ *               requests_lost, unanswered, abandoned, memory_evicted; requests is
+ *               the number of request rows stored                                  [5]
+ *   capture_tiers(capture_id, tier_id, seen, stored, unanswered, abandoned)
+ *               WITHOUT ROWID                                                      [5]
+ *   analyses += used_ns (last read or written: the least recently used go first
+ *               beyond TB_STORE_ANALYSES_KEEP per tier and server)                 [5]
  * Raw payloads are never stored: a class is a fingerprint with literals removed. */
 #include "store-int.h"
 
@@ -143,6 +150,32 @@ static const struct migration migrations[] = {
     {4, "ALTER TABLE analyses ADD COLUMN method_version INTEGER NOT NULL DEFAULT 0;\n"
         "ALTER TABLE analyses ADD COLUMN n_star_why INTEGER NOT NULL DEFAULT 0;\n"
         "ALTER TABLE analyses ADD COLUMN n_star_reason TEXT NOT NULL DEFAULT '';\n"},
+    /* Version 5 (issue 13): what a capture is worth. `state` says whether it
+     * is still running, ended with everything stored, was stopped before its
+     * input ended (a signal, a bad file), or lost requests it saw (a full
+     * disk): readers say "partial data" for the last. `requests` becomes the
+     * rows actually stored (it was the engine's count, which a full disk
+     * made a lie); what was seen and lost sits beside it. Requests that got
+     * no answer are counted per tier. Older rows are taken as they were:
+     * complete unless never ended. used_ns lets stored analyses be evicted
+     * least recently used first. */
+    {5, "ALTER TABLE captures ADD COLUMN state TEXT NOT NULL DEFAULT 'complete'\n"
+        "  CHECK (state IN ('running', 'complete', 'interrupted', 'partial'));\n"
+        "UPDATE captures SET state = 'running' WHERE ended_ns IS NULL;\n"
+        "ALTER TABLE captures ADD COLUMN requests_seen INTEGER NOT NULL DEFAULT 0;\n"
+        "UPDATE captures SET requests_seen = requests;\n"
+        "ALTER TABLE captures ADD COLUMN requests_lost INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE captures ADD COLUMN unanswered INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE captures ADD COLUMN abandoned INTEGER NOT NULL DEFAULT 0;\n"
+        "ALTER TABLE captures ADD COLUMN memory_evicted INTEGER NOT NULL DEFAULT 0;\n"
+        "CREATE TABLE capture_tiers (\n"
+        "  capture_id INTEGER NOT NULL, tier_id INTEGER NOT NULL,\n"
+        "  seen INTEGER NOT NULL, stored INTEGER NOT NULL,\n"
+        "  unanswered INTEGER NOT NULL, abandoned INTEGER NOT NULL,\n"
+        "  PRIMARY KEY (capture_id, tier_id)) WITHOUT ROWID;\n"
+        "ALTER TABLE analyses ADD COLUMN used_ns INTEGER NOT NULL DEFAULT 0;\n"
+        "UPDATE analyses SET used_ns = created_ns;\n"
+        "CREATE INDEX analyses_range ON analyses(tier_id, server_id, width_ns, from_ns, to_ns);\n"},
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == TB_STORE_SCHEMA_VERSION,

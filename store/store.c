@@ -226,10 +226,34 @@ int tb_store_put_catalog(struct tb_store *st, struct tb_catalog *cat)
 
 /* ---- capture sessions ------------------------------------------------------------------ */
 
+const char *tb_capture_state_name(enum tb_capture_state s)
+{
+    switch (s) {
+    case TB_CAPTURE_RUNNING: return "running";
+    case TB_CAPTURE_COMPLETE: return "complete";
+    case TB_CAPTURE_INTERRUPTED: return "interrupted";
+    case TB_CAPTURE_PARTIAL: return "partial";
+    }
+    return "running";
+}
+
+static enum tb_capture_state state_parse(const char *s)
+{
+    if (!strcmp(s, "complete"))
+        return TB_CAPTURE_COMPLETE;
+    if (!strcmp(s, "interrupted"))
+        return TB_CAPTURE_INTERRUPTED;
+    if (!strcmp(s, "partial"))
+        return TB_CAPTURE_PARTIAL;
+    return TB_CAPTURE_RUNNING;
+}
+
 int tb_store_capture_begin(struct tb_store *st, const char *source, int64_t *capture_id)
 {
     sqlite3_stmt *s;
-    int rc = tb__db_prep(&st->d, "INSERT INTO captures(source, started_ns) VALUES (?1, ?2)", &s);
+    int rc = tb__db_prep(&st->d,
+                         "INSERT INTO captures(source, started_ns, state) VALUES (?1, ?2, 'running')",
+                         &s);
     if (rc)
         return rc;
     sqlite3_bind_text(s, 1, source ? source : "", -1, SQLITE_STATIC);
@@ -243,20 +267,57 @@ int tb_store_capture_begin(struct tb_store *st, const char *source, int64_t *cap
 int tb_store_capture_end(struct tb_store *st, int64_t capture_id,
                          const struct tb_capture_stats *cs)
 {
+    return tb_store_capture_finish(st, capture_id, cs, NULL);
+}
+
+static int put_capture_tiers(struct tb_store *st, int64_t capture_id,
+                             const struct tb_capture_end *e)
+{
+    sqlite3_stmt *s;
+    int rc;
+    for (size_t i = 0; i < e->ntiers; i++) {
+        const struct tb_capture_tier *t = &e->tiers[i];
+        if ((rc = tb__db_prep(&st->d,
+                              "INSERT OR REPLACE INTO capture_tiers(capture_id, tier_id, seen, "
+                              "stored, unanswered, abandoned) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                              &s)))
+            return rc;
+        sqlite3_bind_int64(s, 1, capture_id);
+        sqlite3_bind_int64(s, 2, t->tier);
+        sqlite3_bind_int64(s, 3, (int64_t)t->seen);
+        sqlite3_bind_int64(s, 4, (int64_t)t->stored);
+        sqlite3_bind_int64(s, 5, (int64_t)t->unanswered);
+        sqlite3_bind_int64(s, 6, (int64_t)t->abandoned);
+        if ((rc = tb__db_step_done(&st->d, s, "recording a capture's tiers")))
+            return rc;
+    }
+    return 0;
+}
+
+int tb_store_capture_finish(struct tb_store *st, int64_t capture_id,
+                            const struct tb_capture_stats *cs, const struct tb_capture_end *e)
+{
     sqlite3_stmt *s;
     int rc;
     if (!cs) {
         /* No statistics: only close the session, keep whatever counters it has. */
-        if ((rc = tb__db_prep(&st->d, "UPDATE captures SET ended_ns = ?2 WHERE id = ?1", &s)))
+        if ((rc = tb__db_prep(&st->d,
+                              "UPDATE captures SET ended_ns = ?2, state = ?3 WHERE id = ?1", &s)))
             return rc;
         sqlite3_bind_int64(s, 1, capture_id);
         sqlite3_bind_int64(s, 2, now_ns());
+        sqlite3_bind_text(s, 3, tb_capture_state_name(e ? e->state : TB_CAPTURE_COMPLETE), -1,
+                          SQLITE_STATIC);
         if ((rc = tb__db_step_done(&st->d, s, "ending a capture")))
             return rc;
         if (sqlite3_changes(st->d.db) != 1)
             return TB_E_NOTFOUND;
         return ensure_index(st, true);
     }
+    uint64_t stored = e ? e->stored : cs->requests;
+    /* One transaction: the row and its tiers agree, or neither is written. */
+    if ((rc = tb__db_begin(&st->d)))
+        return rc;
     rc = tb__db_prep(&st->d,
                          "UPDATE captures SET ended_ns = ?2, link_type = ?3, packets = ?4, "
                          "bytes = ?5, truncated = ?6, non_ip = ?7, non_tcp = ?8, "
@@ -264,16 +325,18 @@ int tb_store_capture_end(struct tb_store *st, int64_t capture_id,
                          "midstream_flows = ?12, evicted_flows = ?13, gaps = ?14, "
                          "gap_bytes = ?15, parse_errors = ?16, encrypted_flows = ?17, "
                          "inflight_dropped = ?18, requests = ?19, kernel_drops = ?20, "
-                         "if_drops = ?21, first_ns = ?22, last_ns = ?23 WHERE id = ?1",
+                         "if_drops = ?21, first_ns = ?22, last_ns = ?23, requests_seen = ?24, "
+                         "requests_lost = ?25, unanswered = ?26, abandoned = ?27, "
+                         "memory_evicted = ?28, state = ?29 WHERE id = ?1",
                          &s);
     if (rc)
-        return rc;
+        goto out;
     const uint64_t v[] = {cs->packets,       cs->bytes,         cs->truncated,
                           cs->non_ip,        cs->non_tcp,       cs->ip_fragments,
                           cs->decode_errors, cs->flows,         cs->midstream_flows,
                           cs->evicted_flows, cs->gaps,          cs->gap_bytes,
                           cs->parse_errors,  cs->encrypted_flows, cs->inflight_dropped,
-                          cs->requests,      cs->kernel_drops,  cs->if_drops};
+                          stored,            cs->kernel_drops,  cs->if_drops};
     sqlite3_bind_int64(s, 1, capture_id);
     sqlite3_bind_int64(s, 2, now_ns());
     sqlite3_bind_int(s, 3, cs->linktype);
@@ -283,11 +346,54 @@ int tb_store_capture_end(struct tb_store *st, int64_t capture_id,
         sqlite3_bind_int64(s, 22, cs->first_ns);
         sqlite3_bind_int64(s, 23, cs->last_ns);
     }
+    sqlite3_bind_int64(s, 24, (int64_t)cs->requests);
+    sqlite3_bind_int64(s, 25, (int64_t)(cs->requests > stored ? cs->requests - stored : 0));
+    sqlite3_bind_int64(s, 26, (int64_t)(e ? e->unanswered : cs->unanswered));
+    sqlite3_bind_int64(s, 27, (int64_t)(e ? e->abandoned : 0));
+    sqlite3_bind_int64(s, 28, (int64_t)(e ? e->memory_evicted : 0));
+    sqlite3_bind_text(s, 29, tb_capture_state_name(e ? e->state : TB_CAPTURE_COMPLETE), -1,
+                      SQLITE_STATIC);
     if ((rc = tb__db_step_done(&st->d, s, "ending a capture")))
+        goto out;
+    if (sqlite3_changes(st->d.db) != 1) {
+        rc = TB_E_NOTFOUND;
+        goto out;
+    }
+    if (e)
+        rc = put_capture_tiers(st, capture_id, e);
+out:
+    rc = tb__db_end(&st->d, rc);
+    if (rc)
         return rc;
-    if (sqlite3_changes(st->d.db) != 1)
-        return TB_E_NOTFOUND;
+    /* A partial capture's disk is full: building the index would fail again
+     * and say nothing new; readers scan, or build it once there is room. */
+    if (e && e->state == TB_CAPTURE_PARTIAL)
+        return 0;
     return ensure_index(st, true);
+}
+
+int tb_store_partial(struct tb_store *st, int64_t from_ns, int64_t to_ns, uint64_t *n,
+                     uint64_t *lost)
+{
+    sqlite3_stmt *s;
+    int rc = tb__db_prep(&st->d,
+                         "SELECT count(*), coalesce(sum(requests_lost), 0) FROM captures "
+                         "WHERE state = 'partial' AND coalesce(last_ns, ?2) >= ?1 "
+                         "AND coalesce(first_ns, ?1) < ?2",
+                         &s);
+    *n = *lost = 0;
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, from_ns);
+    sqlite3_bind_int64(s, 2, to_ns);
+    if (sqlite3_step(s) == SQLITE_ROW) {
+        *n = (uint64_t)sqlite3_column_int64(s, 0);
+        *lost = (uint64_t)sqlite3_column_int64(s, 1);
+    } else {
+        rc = tb__db_fail(&st->d, "reading the captures' states");
+    }
+    sqlite3_reset(s);
+    return rc;
 }
 
 int tb_store_next_conn(struct tb_store *st, uint64_t *conn)
@@ -317,8 +423,9 @@ int tb_store_captures(struct tb_store *st, struct tb_capture_row **out, size_t *
     *n = 0;
     if ((rc = tb__db_prep(&st->d,
                           "SELECT id, source, started_ns, ended_ns, packets, bytes, "
-                          "kernel_drops, if_drops, parse_errors, gaps, evicted_flows, requests "
-                          "FROM captures ORDER BY id",
+                          "kernel_drops, if_drops, parse_errors, gaps, evicted_flows, requests, "
+                          "state, requests_seen, requests_lost, unanswered, abandoned, "
+                          "memory_evicted FROM captures ORDER BY id",
                           &s)))
         return rc;
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
@@ -338,6 +445,12 @@ int tb_store_captures(struct tb_store *st, struct tb_capture_row **out, size_t *
         r->gaps = (uint64_t)sqlite3_column_int64(s, 9);
         r->evicted_flows = (uint64_t)sqlite3_column_int64(s, 10);
         r->requests = (uint64_t)sqlite3_column_int64(s, 11);
+        r->state = state_parse(column_str(s, 12));
+        r->requests_seen = (uint64_t)sqlite3_column_int64(s, 13);
+        r->requests_lost = (uint64_t)sqlite3_column_int64(s, 14);
+        r->unanswered = (uint64_t)sqlite3_column_int64(s, 15);
+        r->abandoned = (uint64_t)sqlite3_column_int64(s, 16);
+        r->memory_evicted = (uint64_t)sqlite3_column_int64(s, 17);
     }
     if (src != SQLITE_DONE)
         rc = tb__db_fail(&st->d, "reading captures");
@@ -788,6 +901,61 @@ static int levels_parse(const char *p, struct tb_analysis *a)
     }
 }
 
+/* Keeps the TB_STORE_ANALYSES_KEEP most recently used analyses of (tier,
+ * server): a client asking for a thousand widths (issue 13: 1000 widths made
+ * 1001 rows, 3 MB of database and 16 MB of WAL) leaves a bounded store. The
+ * windows of a width left with no analysis go too, except while a capture
+ * runs: a live capture stores its own windows, with no analysis until it ends. */
+static int evict_analyses(struct tb__db *d, uint32_t tier, uint32_t server)
+{
+    sqlite3_stmt *s;
+    int rc;
+    if ((rc = tb__db_prep(d,
+                          "CREATE TEMP TABLE IF NOT EXISTS evicted_analyses "
+                          "(id INTEGER PRIMARY KEY, width_ns INTEGER)",
+                          &s)) ||
+        (rc = tb__db_step_done(d, s, "evicting analyses")))
+        return rc;
+    if ((rc = tb__db_prep(d, "DELETE FROM temp.evicted_analyses", &s)) ||
+        (rc = tb__db_step_done(d, s, "evicting analyses")))
+        return rc;
+    if ((rc = tb__db_prep(d,
+                          "INSERT INTO temp.evicted_analyses(id, width_ns) SELECT id, width_ns "
+                          "FROM analyses WHERE tier_id = ?1 AND server_id = ?2 "
+                          "ORDER BY used_ns DESC, id DESC LIMIT -1 OFFSET ?3",
+                          &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, tier);
+    sqlite3_bind_int64(s, 2, server);
+    sqlite3_bind_int64(s, 3, TB_STORE_ANALYSES_KEEP);
+    if ((rc = tb__db_step_done(d, s, "evicting analyses")))
+        return rc;
+    if (sqlite3_changes(d->db) == 0)
+        return 0;
+    if ((rc = tb__db_prep(d,
+                          "DELETE FROM episodes WHERE analysis_id IN "
+                          "(SELECT id FROM temp.evicted_analyses)",
+                          &s)) ||
+        (rc = tb__db_step_done(d, s, "evicting analyses")) ||
+        (rc = tb__db_prep(d,
+                          "DELETE FROM analyses WHERE id IN "
+                          "(SELECT id FROM temp.evicted_analyses)",
+                          &s)) ||
+        (rc = tb__db_step_done(d, s, "evicting analyses")))
+        return rc;
+    if ((rc = tb__db_prep(d,
+                          "DELETE FROM windows WHERE tier_id = ?1 AND server_id = ?2 "
+                          "AND width_ns IN (SELECT width_ns FROM temp.evicted_analyses) "
+                          "AND width_ns NOT IN (SELECT width_ns FROM analyses "
+                          "WHERE tier_id = ?1 AND server_id = ?2) "
+                          "AND NOT EXISTS (SELECT 1 FROM captures WHERE ended_ns IS NULL)",
+                          &s)))
+        return rc;
+    sqlite3_bind_int64(s, 1, tier);
+    sqlite3_bind_int64(s, 2, server);
+    return tb__db_step_done(d, s, "evicting windows");
+}
+
 int tb_store_put_analysis(struct tb_store *st, const struct tb_analysis *a,
                           const struct tb_episode *ep, size_t nep, int64_t *analysis_id)
 {
@@ -798,13 +966,32 @@ int tb_store_put_analysis(struct tb_store *st, const struct tb_analysis *a,
     int rc;
     if ((rc = tb__db_begin(d)))
         return rc;
+    /* The same question asked again replaces its answer (issue 13: an
+     * identical range request used to add a row each time). */
+    static const char *const replace[] = {
+        "DELETE FROM episodes WHERE analysis_id IN (SELECT id FROM analyses "
+        "WHERE tier_id = ?1 AND server_id = ?2 AND width_ns = ?3 AND from_ns = ?4 AND to_ns = ?5)",
+        "DELETE FROM analyses WHERE tier_id = ?1 AND server_id = ?2 "
+        "AND width_ns = ?3 AND from_ns = ?4 AND to_ns = ?5",
+    };
+    for (size_t i = 0; i < TB_ARRAY_SIZE(replace); i++) {
+        if ((rc = tb__db_prep(d, replace[i], &s)))
+            goto out;
+        sqlite3_bind_int64(s, 1, a->tier);
+        sqlite3_bind_int64(s, 2, a->server);
+        sqlite3_bind_int64(s, 3, a->width_ns);
+        sqlite3_bind_int64(s, 4, a->from_ns);
+        sqlite3_bind_int64(s, 5, a->to_ns);
+        if ((rc = tb__db_step_done(d, s, "replacing an analysis")))
+            goto out;
+    }
     if ((rc = tb__db_prep(d,
                           "INSERT INTO analyses(tier_id, server_id, width_ns, from_ns, to_ns, "
                           "requests, n_star, n_star_fit, tp_max, slope, work_unit_ns, "
                           "congested_fraction, episodes_per_min, levels, disagree, created_ns, "
-                          "method_version, n_star_why, n_star_reason) "
+                          "method_version, n_star_why, n_star_reason, used_ns) "
                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, "
-                          "?15, ?16, ?17, ?18, ?19)",
+                          "?15, ?16, ?17, ?18, ?19, ?16)",
                           &s)))
         goto out;
     levels_json(a, levels, sizeof levels);
@@ -847,6 +1034,7 @@ int tb_store_put_analysis(struct tb_store *st, const struct tb_analysis *a,
         if ((rc = tb__db_step_done(d, s, "storing an episode")))
             goto out;
     }
+    rc = evict_analyses(d, a->tier, a->server);
 out:
     rc = tb__db_end(d, rc);
     if (rc == 0 && analysis_id)
@@ -854,8 +1042,32 @@ out:
     return rc;
 }
 
+/* The newest analysis of the key, or with `exact` of the key and range. */
+static int read_analysis(struct tb_store *st, uint32_t tier, uint32_t server, int64_t width_ns,
+                         bool exact, int64_t from_ns, int64_t to_ns, struct tb_analysis *a,
+                         struct tb_episode **ep, size_t *nep);
+
 int tb_store_get_analysis(struct tb_store *st, uint32_t tier, uint32_t server, int64_t width_ns,
                           struct tb_analysis *a, struct tb_episode **ep, size_t *nep)
+{
+    return read_analysis(st, tier, server, width_ns, false, 0, 0, a, ep, nep);
+}
+
+int tb_store_find_analysis(struct tb_store *st, uint32_t tier, uint32_t server, int64_t width_ns,
+                           int64_t from_ns, int64_t to_ns, struct tb_analysis *a,
+                           struct tb_episode **ep, size_t *nep)
+{
+    return read_analysis(st, tier, server, width_ns, true, from_ns, to_ns, a, ep, nep);
+}
+
+#define ANALYSIS_SELECT                                                                    \
+    "SELECT id, from_ns, to_ns, requests, n_star, n_star_fit, tp_max, slope, work_unit_ns, "  \
+    "congested_fraction, episodes_per_min, levels, disagree, method_version, n_star_why, "   \
+    "n_star_reason FROM analyses WHERE tier_id = ?1 AND server_id = ?2 AND width_ns = ?3 "
+
+static int read_analysis(struct tb_store *st, uint32_t tier, uint32_t server, int64_t width_ns,
+                         bool exact, int64_t from_ns, int64_t to_ns, struct tb_analysis *a,
+                         struct tb_episode **ep, size_t *nep)
 {
     struct tb__db *d = &st->d;
     struct tb_episode *e = NULL;
@@ -868,16 +1080,18 @@ int tb_store_get_analysis(struct tb_store *st, uint32_t tier, uint32_t server, i
         *nep = 0;
     }
     if ((rc = tb__db_prep(d,
-                          "SELECT id, from_ns, to_ns, requests, n_star, n_star_fit, tp_max, "
-                          "slope, work_unit_ns, congested_fraction, episodes_per_min, levels, "
-                          "disagree, method_version, n_star_why, n_star_reason FROM analyses "
-                          "WHERE tier_id = ?1 AND server_id = ?2 "
-                          "AND width_ns = ?3 ORDER BY id DESC LIMIT 1",
+                          exact ? ANALYSIS_SELECT "AND from_ns = ?4 AND to_ns = ?5 "
+                                                  "ORDER BY id DESC LIMIT 1"
+                                : ANALYSIS_SELECT "ORDER BY id DESC LIMIT 1",
                           &s)))
         return rc;
     sqlite3_bind_int64(s, 1, tier);
     sqlite3_bind_int64(s, 2, server);
     sqlite3_bind_int64(s, 3, width_ns);
+    if (exact) {
+        sqlite3_bind_int64(s, 4, from_ns);
+        sqlite3_bind_int64(s, 5, to_ns);
+    }
     src = sqlite3_step(s);
     if (src != SQLITE_ROW) {
         sqlite3_reset(s);
@@ -907,6 +1121,15 @@ int tb_store_get_analysis(struct tb_store *st, uint32_t tier, uint32_t server, i
     if (rc) {
         tb_log_error("%s: analysis %lld has unreadable levels", d->path, (long long)id);
         return rc;
+    }
+    /* Least recently used goes first (put_analysis): a read is a use. A
+     * failure to mark it (a busy or full disk) costs nothing but order. */
+    if (exact && !d->readonly &&
+        tb__db_prep(d, "UPDATE analyses SET used_ns = ?2 WHERE id = ?1", &s) == 0) {
+        sqlite3_bind_int64(s, 1, id);
+        sqlite3_bind_int64(s, 2, now_ns());
+        sqlite3_step(s);
+        sqlite3_reset(s);
     }
     if (!ep)
         return 0;

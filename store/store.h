@@ -17,9 +17,10 @@ struct tb_capture_stats; /* capture/capture.h */
 
 /* Version 1: catalog, captures, requests, windows, service times, analyses,
  * episodes. Version 2: health and events. Version 3: connections. Version 4: the
- * analyses' knee verdict and method version.
+ * analyses' knee verdict and method version. Version 5: capture state, stored
+ * vs seen requests, unanswered and abandoned requests per tier, analyses' LRU.
  * (store/schema.c, docs/storage.md) */
-#define TB_STORE_SCHEMA_VERSION 4
+#define TB_STORE_SCHEMA_VERSION 5
 
 enum tb_store_flags {
     TB_STORE_CREATE = 1u << 0,   /* create the file when absent */
@@ -35,7 +36,8 @@ struct tb_store;
  * returns TB_E_NOTFOUND; an older schema opened TB_STORE_READONLY returns
  * TB_E_UNSUPP. errbuf receives one line that starts with the path, e.g.
  * "tbneck.db: written by a newer tbneck (schema 3, this build knows 2)".
- * Other functions log SQLite failures with tb_log_error and return TB_E_DB. */
+ * Other functions log SQLite failures with tb_log_error and return TB_E_DB
+ * (TB_E_FULL when the disk or file system is full). */
 int tb_store_open(struct tb_store **out, const char *path, unsigned flags, char *errbuf,
                   size_t errlen);
 void tb_store_close(struct tb_store *st);
@@ -49,11 +51,52 @@ int tb_store_load_catalog(struct tb_store *st, struct tb_catalog *cat);
 int tb_store_put_catalog(struct tb_store *st, struct tb_catalog *cat);
 
 /* ---- capture sessions ---------------------------------------------------- */
+/* What a capture's row says it is worth (captures.state, schema 5). */
+enum tb_capture_state {
+    TB_CAPTURE_RUNNING = 0,  /* begun, not ended (or its process died) */
+    TB_CAPTURE_COMPLETE,     /* its input ended (or was stopped by the user, live) and every
+                              * request seen is stored */
+    TB_CAPTURE_INTERRUPTED,  /* offline: stopped before its input ended (a signal, a bad
+                              * file); what was read is all stored */
+    TB_CAPTURE_PARTIAL,      /* requests seen were not stored (a full disk): "partial data" */
+};
+/* "running", "complete", "interrupted", "partial". */
+const char *tb_capture_state_name(enum tb_capture_state s);
+
+/* One tier's requests in one capture (capture_tiers): seen by the engine,
+ * stored as rows, left unanswered by protocol (noreply) and abandoned (the
+ * connection ended, timed out or was evicted with the request still waiting
+ * for its first response byte). */
+struct tb_capture_tier {
+    uint32_t tier;
+    uint64_t seen, stored, unanswered, abandoned;
+};
+struct tb_capture_end {
+    enum tb_capture_state state;
+    uint64_t stored;                   /* request rows committed */
+    uint64_t unanswered, abandoned;    /* totals */
+    uint64_t memory_evicted;           /* flows evicted by --max-memory */
+    const struct tb_capture_tier *tiers;
+    size_t ntiers;
+};
+
 int tb_store_capture_begin(struct tb_store *st, const char *source, int64_t *capture_id);
 /* Records the end time and the engine's counters (s may be NULL: end time
- * only), then builds the requests' read index. TB_E_NOTFOUND for an unknown id. */
+ * only), then builds the requests' read index. TB_E_NOTFOUND for an unknown id.
+ * The state is complete and every request counted is taken as stored. */
 int tb_store_capture_end(struct tb_store *st, int64_t capture_id,
                          const struct tb_capture_stats *s);
+/* The same with what was really stored (e may be NULL: as tb_store_capture_end):
+ * captures.requests = e->stored, requests_seen = s->requests, requests_lost the
+ * difference, the state, and one capture_tiers row per tier. Small enough to
+ * fit in the space a failed batch left in the WAL, so a full disk still gets
+ * its row corrected. */
+int tb_store_capture_finish(struct tb_store *st, int64_t capture_id,
+                            const struct tb_capture_stats *s, const struct tb_capture_end *e);
+/* Partial captures whose requests overlap [from_ns, to_ns): how many, and the
+ * requests they lost in all. Readers print "partial data" when *n > 0. */
+int tb_store_partial(struct tb_store *st, int64_t from_ns, int64_t to_ns, uint64_t *n,
+                     uint64_t *lost);
 /* First connection id free for a new capture (conn ids are unique per store). */
 int tb_store_next_conn(struct tb_store *st, uint64_t *conn);
 
@@ -106,6 +149,12 @@ int tb_writer_health(struct tb_writer *w, int64_t ts_ns, uint64_t packets, uint6
 int tb_writer_windows(struct tb_writer *w, const struct tb_window *win, size_t n);
 /* Flush everything, join the thread, free. Returns the first error seen. */
 int tb_writer_finish(struct tb_writer *w);
+/* The same, with the request rows committed in all (*rows) and per tier id
+ * (*per_tier, malloc'd, owned by the caller, *ntier entries; NULL/0 when
+ * none); any out pointer may be NULL. After an error these are the rows that
+ * made it to the file, not those queued. */
+int tb_writer_finish_counts(struct tb_writer *w, uint64_t *rows, uint64_t **per_tier,
+                            size_t *ntier);
 /* Request rows committed so far. */
 uint64_t tb_writer_rows(const struct tb_writer *w);
 /* What the writer has done so far (before tb_writer_finish), for progress
@@ -168,6 +217,17 @@ int tb_store_get_services(struct tb_store *st, uint32_t tier, struct tb_class_se
 /* Stores an analysis and its episodes; *analysis_id receives its row id. */
 int tb_store_put_analysis(struct tb_store *st, const struct tb_analysis *a,
                           const struct tb_episode *ep, size_t nep, int64_t *analysis_id);
+/* Stored analyses kept per (tier, server): beyond it the least recently used
+ * go, with their episodes, and the windows of a width left without any
+ * analysis (unless a capture is running: a live capture writes windows of
+ * its own). An analysis of the same (tier, server, width, from, to) replaces
+ * the stored one instead of adding a row. */
+#define TB_STORE_ANALYSES_KEEP 64
+/* The analysis of exactly (tier, server, width, from, to), newest first;
+ * TB_E_NOTFOUND when none. Marks it used (LRU) unless read-only. */
+int tb_store_find_analysis(struct tb_store *st, uint32_t tier, uint32_t server, int64_t width_ns,
+                           int64_t from_ns, int64_t to_ns, struct tb_analysis *a,
+                           struct tb_episode **ep, size_t *nep);
 /* The newest analysis of (tier, server, width); TB_E_NOTFOUND when none. */
 int tb_store_get_analysis(struct tb_store *st, uint32_t tier, uint32_t server, int64_t width_ns,
                           struct tb_analysis *a, struct tb_episode **ep, size_t *nep);
@@ -178,6 +238,8 @@ struct tb_capture_row {
     char source[256];
     int64_t started_ns, ended_ns;
     uint64_t packets, bytes, kernel_drops, if_drops, parse_errors, gaps, evicted_flows, requests;
+    enum tb_capture_state state;
+    uint64_t requests_seen, requests_lost, unanswered, abandoned, memory_evicted;
 };
 int tb_store_captures(struct tb_store *st, struct tb_capture_row **out, size_t *n);
 

@@ -72,6 +72,10 @@ struct tb_writer {
 
     atomic_int err;          /* first error, 0 while all is well */
     atomic_uint_fast64_t rows;
+    /* Request rows committed per tier id (under mu): what a capture's
+     * capture_tiers rows say was stored, a full disk or not. */
+    uint64_t *tier_rows;
+    size_t ntier_rows;
 
     /* Writer thread only. */
     sqlite3_stmt *ins_multi; /* ROWS_PER_STMT rows per step */
@@ -416,6 +420,21 @@ static int synced_checkpoint(struct tb_writer *w, int mode)
     return w->bulk ? tb__db_exec(&w->d, "PRAGMA synchronous = OFF") : 0;
 }
 
+/* Adds a committed batch's requests to the per-tier counts. Out of memory,
+ * those counts stay short (the rows are stored all the same). */
+static void count_tiers(struct tb_writer *w, const struct batch *b)
+{
+    pthread_mutex_lock(&w->mu);
+    for (size_t i = 0; i < b->nreq; i++) {
+        uint32_t t = b->req[i].tier;
+        if (t >= w->ntier_rows &&
+            tb_grow_zero(&w->tier_rows, &w->ntier_rows, (size_t)t + 1, sizeof *w->tier_rows))
+            break;
+        w->tier_rows[t]++;
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
 static void *writer_main(void *arg)
 {
     struct tb_writer *w = arg;
@@ -440,13 +459,14 @@ static void *writer_main(void *arg)
         int64_t t0 = clock_ns(CLOCK_MONOTONIC);
         if (atomic_load(&w->err) == 0) {
             int rc = write_batch(w, b);
-            if (!rc && w->bulk &&
-                (int64_t)w->wal_frames * w->page_size >= w->bulk_wal)
+            if (!rc) { /* committed: counted, even if the checkpoint below fails */
+                atomic_fetch_add(&w->rows, b->nreq);
+                count_tiers(w, b);
+            }
+            if (!rc && w->bulk && (int64_t)w->wal_frames * w->page_size >= w->bulk_wal)
                 rc = synced_checkpoint(w, SQLITE_CHECKPOINT_PASSIVE);
             if (rc)
                 set_err(w, rc);
-            else
-                atomic_fetch_add(&w->rows, b->nreq);
         }
         int64_t t1 = clock_ns(CLOCK_MONOTONIC), cpu = clock_ns(CLOCK_THREAD_CPUTIME_ID);
 
@@ -483,6 +503,7 @@ static void writer_free(struct tb_writer *w)
         batch_free(b);
     }
     free(w->ep);
+    free(w->tier_rows);
     sqlite3_finalize(w->ins_multi);
     tb__db_close(&w->d);
     pthread_mutex_destroy(&w->mu);
@@ -662,6 +683,18 @@ int tb_writer_flush(struct tb_writer *w)
 
 int tb_writer_finish(struct tb_writer *w)
 {
+    return tb_writer_finish_counts(w, NULL, NULL, NULL);
+}
+
+int tb_writer_finish_counts(struct tb_writer *w, uint64_t *rows, uint64_t **per_tier,
+                            size_t *ntier)
+{
+    if (rows)
+        *rows = 0;
+    if (per_tier) {
+        *per_tier = NULL;
+        *ntier = 0;
+    }
     if (!w)
         return 0;
     int rc = w->cur ? submit(w) : 0;
@@ -674,6 +707,13 @@ int tb_writer_finish(struct tb_writer *w)
     /* The safe end of a bulk load: everything committed goes to disk now. */
     if (!err && w->bulk)
         err = synced_checkpoint(w, SQLITE_CHECKPOINT_PASSIVE);
+    if (rows)
+        *rows = atomic_load(&w->rows);
+    if (per_tier) {
+        *per_tier = w->tier_rows;
+        *ntier = w->ntier_rows;
+        w->tier_rows = NULL;
+    }
     writer_free(w);
     return err ? err : rc;
 }

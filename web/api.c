@@ -481,6 +481,7 @@ static void api_health(struct tb_web *w, struct reply *c)
     }
     struct tb_buf b;
     tb_buf_init(&b);
+    bool partial = false;
     tb_buf_puts(&b, "{\"captures\":[");
     for (size_t i = 0; i < ncap; i++) {
         const struct tb_capture_row *r = &cap[i];
@@ -493,9 +494,14 @@ static void api_health(struct tb_web *w, struct reply *c)
         tb_buf_printf(&b,
                       ",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"kernel_drops\":%" PRIu64
                       ",\"if_drops\":%" PRIu64 ",\"parse_errors\":%" PRIu64 ",\"gaps\":%" PRIu64
-                      ",\"evicted_flows\":%" PRIu64 ",\"requests\":%" PRIu64 "},",
+                      ",\"evicted_flows\":%" PRIu64 ",\"requests\":%" PRIu64
+                      ",\"state\":\"%s\",\"requests_seen\":%" PRIu64
+                      ",\"requests_lost\":%" PRIu64 ",\"unanswered\":%" PRIu64
+                      ",\"abandoned\":%" PRIu64 "},",
                       r->packets, r->bytes, r->kernel_drops, r->if_drops, r->parse_errors,
-                      r->gaps, r->evicted_flows, r->requests);
+                      r->gaps, r->evicted_flows, r->requests, tb_capture_state_name(r->state),
+                      r->requests_seen, r->requests_lost, r->unanswered, r->abandoned);
+        partial = partial || r->state == TB_CAPTURE_PARTIAL;
     }
     tb_buf_trim_comma(&b);
     /* The health rows are cumulative counters per capture; the page wants
@@ -530,7 +536,8 @@ static void api_health(struct tb_web *w, struct reply *c)
         int64_t now = (int64_t)ts.tv_sec * TB_NS_PER_SEC + ts.tv_nsec;
         live = now - h[nh - 1].ts_ns < LIVE_RECENT_NS;
     }
-    tb_buf_printf(&b, "],\"live\":%s}\n", live ? "true" : "false");
+    tb_buf_printf(&b, "],\"live\":%s,\"partial_data\":%s}\n", live ? "true" : "false",
+                  partial ? "true" : "false");
     free(cap);
     free(h);
     reply_buf(c, &b);
@@ -637,12 +644,23 @@ static void job_done(uv_work_t *req, int status)
 
 static void job_start_next(struct tb_web *w)
 {
-    if (w->job_running || !w->jobs_head)
-        return;
-    struct tb__web_job *j = w->jobs_head;
-    w->jobs_head = j->next;
-    if (!w->jobs_head)
-        w->jobs_tail = NULL;
+    struct tb__web_job *j;
+    for (;;) {
+        if (w->job_running || !w->jobs_head)
+            return;
+        j = w->jobs_head;
+        w->jobs_head = j->next;
+        if (!w->jobs_head)
+            w->jobs_tail = NULL;
+        w->njobs--;
+        /* A client that left while its job waited has nobody to answer:
+         * skip the database work (vanishing clients used to cost a full
+         * analysis each). */
+        if (tb_http_conn_alive(j->conn))
+            break;
+        tb_http_release(j->conn);
+        free(j);
+    }
     j->req.data = j;
     w->job_running = true;
     if (uv_queue_work(w->loop, &j->req, job_work, job_done) < 0) {
@@ -661,11 +679,16 @@ void tb__web_jobs_drop(struct tb_web *w)
         free(j);
     }
     w->jobs_tail = NULL;
+    w->njobs = 0;
 }
 
 static void submit(struct tb_web *w, struct tb_http_conn *c, const struct tb_http_req *r,
                    enum endpoint ep)
 {
+    if (w->njobs >= TB_WEB_JOBS_MAX) {
+        tb_http_error(c, 503, "busy: too many database requests waiting; retry");
+        return;
+    }
     struct tb__web_job *j = calloc(1, sizeof *j);
     if (!j) {
         tb_http_error(c, 500, "out of memory");
@@ -685,6 +708,7 @@ static void submit(struct tb_web *w, struct tb_http_conn *c, const struct tb_htt
     else
         w->jobs_head = j;
     w->jobs_tail = j;
+    w->njobs++;
     job_start_next(w);
 }
 

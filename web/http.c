@@ -351,8 +351,10 @@ static int respond(struct tb_http_conn *c, int status, const char *ctype, char *
     c->srv->st.status[TB_MIN(status / 100, 5)]++;
     /* Parse errors set close_after themselves (the rest of the byte stream
      * cannot be trusted); a well-formed request answered 4xx keeps the
-     * connection, as does a 405 whose body has been read. */
-    if (status >= 500 || !c->keep_alive)
+     * connection, as does a 405 whose body has been read, and a 503: the
+     * request was read in full and the server is only busy, so the requests
+     * pipelined behind it are still owed their answers. */
+    if ((status >= 500 && status != 503) || !c->keep_alive)
         c->close_after = true;
     char *head = malloc(768 + (extra ? strlen(extra) : 0));
     char *copy = NULL;

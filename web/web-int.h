@@ -13,6 +13,11 @@
 
 #define TB_WEB_MAX_TIERS 256
 #define TB_WEB_CACHE 8
+/* Database jobs waiting behind the running one. Beyond it a request gets 503
+ * (Retry-After: 1) at once rather than an answer so late that its client has
+ * given up (issue 13's soak: 1000-connection bursts of API requests on a
+ * loaded machine queued answers past 30 s). */
+#define TB_WEB_JOBS_MAX 128
 #define TB_WEB_MAX_HOSTS 32
 
 #include "analyze.h"
@@ -47,6 +52,7 @@ struct tb_web {
     uint64_t cache_clock;
     /* API jobs (api.c): one runs on the thread pool at a time, the rest wait. */
     struct tb__web_job *jobs_head, *jobs_tail;
+    size_t njobs;            /* queued, not yet running (at most TB_WEB_JOBS_MAX) */
     bool job_running;
     bool poll_closed;
     /* /metrics (metrics.c): per tier, the rows last computed from the

@@ -3,6 +3,7 @@
  * polling of the database for the event stream. */
 #include "web-int.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -402,6 +403,14 @@ int tb_web_new(struct tb_web **out, uv_loop_t *loop, const struct tb_web_opts *o
     rc = tb_store_open(&w->st, db, 0, errbuf, errlen);
     if (rc < 0)
         goto fail;
+    /* A database whose capture lost requests is served, and said to be. */
+    uint64_t npartial = 0, lost = 0;
+    if (o->poll_db && tb_store_partial(w->st, INT64_MIN, INT64_MAX, &npartial, &lost) == 0 &&
+        npartial)
+        tb_log_warn("serve: %s: partial data: %" PRIu64 " capture%s stored only part of what "
+                    "%s saw (%" PRIu64 " requests lost, e.g. to a full disk); /api/health says "
+                    "which",
+                    db, npartial, npartial == 1 ? "" : "s", npartial == 1 ? "it" : "they", lost);
     rc = tb_catalog_new(&w->cat);
     if (rc == 0)
         rc = tb__web_reload_catalog(w);

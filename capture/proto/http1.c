@@ -746,6 +746,11 @@ static void h1_init(void *st, bool midstream)
         h->d[0].st = h->d[1].st = H_RESYNC;
 }
 
+static uint32_t h1_waiting(const void *st)
+{
+    return tb__pq_waiting(&((const struct h1 *)st)->pq);
+}
+
 static void h1_fini(void *st)
 {
     struct h1 *h = st;
@@ -819,4 +824,5 @@ const struct tb_proto tb_proto_http1 = {
     .gap = h1_gap,
     .close = h1_close,
     .fini = h1_fini,
+    .waiting = h1_waiting,
 };

@@ -887,6 +887,11 @@ static void mc_init(void *st, bool midstream)
     m->d[0].synced = m->d[1].synced = !midstream;
 }
 
+static uint32_t mc_waiting(const void *st)
+{
+    return tb__pq_waiting(&((const struct mc *)st)->pq);
+}
+
 static void mc_fini(void *st)
 {
     struct mc *m = st;
@@ -963,4 +968,5 @@ const struct tb_proto tb_proto_memcached = {
     .gap = mc_gap,
     .close = mc_close,
     .fini = mc_fini,
+    .waiting = mc_waiting,
 };

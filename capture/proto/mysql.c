@@ -974,6 +974,11 @@ static void my_init(void *st, bool midstream)
     }
 }
 
+static uint32_t my_waiting(const void *st)
+{
+    return tb__pq_waiting(&((const struct my *)st)->pq);
+}
+
 static void my_fini(void *st)
 {
     struct my *m = st;
@@ -1036,4 +1041,5 @@ const struct tb_proto tb_proto_mysql = {
     .gap = my_gap,
     .close = my_close,
     .fini = my_fini,
+    .waiting = my_waiting,
 };

@@ -948,6 +948,11 @@ static void pg_init(void *st, bool midstream)
     }
 }
 
+static uint32_t pg_waiting(const void *st)
+{
+    return tb__pq_waiting(&((const struct pg *)st)->pq);
+}
+
 static void pg_fini(void *st)
 {
     struct pg *g = st;
@@ -998,4 +1003,5 @@ const struct tb_proto tb_proto_postgres = {
     .gap = pg_gap,
     .close = pg_close,
     .fini = pg_fini,
+    .waiting = pg_waiting,
 };

@@ -75,6 +75,8 @@ void tb__pq_pop(struct tb__pq *q);
 /* Forget every queued and untracked request (lost synchronisation). */
 void tb__pq_clear(struct tb__pq *q);
 void tb__pq_free(struct tb__pq *q);
+/* Requests queued with no response byte yet, plus the untracked ones. */
+uint32_t tb__pq_waiting(const struct tb__pq *q);
 
 /* Emits one request as a finished exchange (its own class unless `cls` is
  * given; departure never before arrival). A request marked TB_REQ_GAP with no

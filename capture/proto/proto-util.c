@@ -74,6 +74,15 @@ void tb__pq_free(struct tb__pq *q)
     memset(q, 0, sizeof *q);
 }
 
+uint32_t tb__pq_waiting(const struct tb__pq *q)
+{
+    uint32_t n = q->untracked;
+    for (uint16_t i = 0; i < q->len; i++)
+        if (!q->v[(q->head + i) & (q->cap - 1)].resp_seen)
+            n++;
+    return n;
+}
+
 void tb__pend_emit(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int32_t status,
                    uint32_t extra_flags, const char *cls, size_t cls_len)
 {

@@ -103,6 +103,11 @@ struct tb_proto {
      * request with no response byte at all is not emitted. */
     void (*close)(void *st, const struct tb_proto_ctx *ctx, int fin_dir, int64_t ts_ns);
     void (*fini)(void *st); /* release spill buffers; must be safe after init() only */
+    /* Requests still waiting for their first response byte (NULL: the parser
+     * does not say; counted as 0). The engine asks just before close() and
+     * counts them as abandoned: the connection ended, timed out or was
+     * evicted with them unanswered (close() does not emit them). */
+    uint32_t (*waiting)(const void *st);
     /* Exchanges are emitted in request order, except by a protocol whose
      * requests are answered out of order on one connection (FastCGI request
      * ids): it sets `multiplexed`. */

@@ -893,6 +893,11 @@ static void rs_init(void *st, bool midstream)
     r->c.synced = r->s.synced = !midstream;
 }
 
+static uint32_t rs_waiting(const void *st)
+{
+    return tb__pq_waiting(&((const struct rs *)st)->pq);
+}
+
 static void rs_fini(void *st)
 {
     struct rs *r = st;
@@ -1025,4 +1030,5 @@ const struct tb_proto tb_proto_redis = {
     .gap = rs_gap,
     .close = rs_close,
     .fini = rs_fini,
+    .waiting = rs_waiting,
 };

@@ -50,16 +50,7 @@ ok "serve: every request answered, alive, exit 0 on SIGTERM"
 
 # 2. A live capture on lo serving the dashboard, and capturing the traffic
 #    to it (so the final analysis has a tier to analyse).
-lport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$TBNECK" capture -i lo --db "$work/live.db" --serve "127.0.0.1:$lport" --window 100ms \
-  "tcp port $lport" >"$work/cap.out" 2>"$work/cap.err" &
-cap_pid=$!
-for _ in $(seq 1 100); do
-  grep -q 'dashboard at' "$work/cap.err" 2>/dev/null && break
-  kill -0 "$cap_pid" 2>/dev/null || { cat "$work/cap.err"; fail "live capture exited early"; }
-  sleep 0.1
-done
-grep -q 'dashboard at' "$work/cap.err" || { cat "$work/cap.err"; fail "live capture: no dashboard"; }
+start_live_serve "$work/live.db" "$work"
 for _ in 1 2 3; do
   (exec 3<>"/dev/tcp/127.0.0.1/$lport"
    printf 'GET /app.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\nGET /app.js HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n' >&3
@@ -80,8 +71,7 @@ cap_pid=""
 [ "$rc" -eq 0 ] || { cat "$work/cap.err"; fail "live capture: exit $rc after SIGTERM, want 0"; }
 grep -q '^capture lo: .* requests, .*(interrupted)' "$work/cap.out" ||
   { cat "$work/cap.out" "$work/cap.err"; fail "live capture: no summary"; }
-# The final analysis line: N*, undetermined or no congestion, with its reason.
-grep -qE "^  tier http-$lport +[0-9]+ requests, (N\* |N\* undetermined|undetermined: |no congestion: ).*\(window [0-9]+m?s\)$" "$work/cap.out" ||
+grep -qE "^  tier http-$lport +[0-9]+ requests, (N\* |N\* undetermined|undetermined: |no congestion: )" "$work/cap.out" ||
   { cat "$work/cap.out"; fail "live capture: no final analysis of tier http-$lport"; }
 grep -qi 'sanitizer\|runtime error' "$work/cap.err" && { cat "$work/cap.err"; fail "sanitizer report"; }
 [ ! -e "$work/live.db-wal" ] || fail "live capture left its -wal file"

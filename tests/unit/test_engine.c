@@ -490,6 +490,62 @@ static void test_rst_and_idle(void **state)
     h_fini(&h);
 }
 
+/* Issue 13: requests still waiting for their first response byte when their
+ * connection ends are counted abandoned, per tier, by every way it ends (RST,
+ * idle expiry, the end of the capture); a response cut short is a record,
+ * not abandoned; pipelined requests each count. */
+static void test_abandoned_per_tier(void **state)
+{
+    (void)state;
+    struct h h;
+    struct tb_engine_opts o = {.idle_timeout_ns = 60 * TB_NS_PER_SEC};
+    h_init(&h, TB_DLT_EN10MB, &o, NULL);
+    /* HTTP: two pipelined requests, no answer, then RST: 2 abandoned. */
+    struct conn a = conn4("10.0.0.9:52000", "10.0.0.1:80");
+    handshake(&h, &a, 1000, 5000, T0);
+    xmit(&h, &a, true, "GET /a HTTP/1.1\r\nHost: s\r\n\r\nGET /b HTTP/1.1\r\nHost: s\r\n\r\n",
+         T0 + 10 * MS);
+    tcp(&h, &a, false, a.sn, TB_TCP_RST, NULL, 0, T0 + 20 * MS);
+    /* HTTP: answered, then a request left to idle expiry: 1 abandoned. */
+    struct conn b = conn4("10.0.0.9:52001", "10.0.0.1:80");
+    handshake(&h, &b, 1, 1, T0 + 30 * MS);
+    xmit(&h, &b, true, REQ, T0 + 31 * MS);
+    xmit(&h, &b, false, "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", T0 + 32 * MS);
+    xmit(&h, &b, true, REQ, T0 + 33 * MS);
+    /* HTTP: a response begun and cut: a record with NORESP, not abandoned. */
+    struct conn c = conn4("10.0.0.9:52002", "10.0.0.1:80");
+    handshake(&h, &c, 1, 1, T0 + 40 * MS);
+    xmit(&h, &c, true, REQ, T0 + 41 * MS);
+    xmit(&h, &c, false, "HTTP/1.1 200 OK\r\n", T0 + 42 * MS);
+    /* Redis: three pipelined commands, one answered, open at the end: 2. */
+    struct conn d = conn4("10.0.0.9:52003", "10.0.0.2:6379");
+    handshake(&h, &d, 1, 1, T0 + 50 * MS);
+    xmit(&h, &d, true, "*1\r\n$4\r\nPING\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n"
+                       "*2\r\n$3\r\nGET\r\n$1\r\nj\r\n", T0 + 51 * MS);
+    xmit(&h, &d, false, "+PONG\r\n", T0 + 52 * MS);
+    tb_engine_expire(h.e, T0 + 33 * MS + 60 * TB_NS_PER_SEC);
+    tb_engine_finish(h.e, T0 + 61 * TB_NS_PER_SEC);
+    const struct tb_capture_stats *st = tb_engine_stats(h.e);
+    assert_int_equal(st->abandoned, 5);
+    assert_int_equal(st->requests, 3); /* b's answer, c's cut answer, d's PONG */
+    uint32_t http = 0, redis = 0;
+    for (uint32_t t = 1; t <= tb_catalog_tier_count(h.cat); t++) {
+        if (!strcmp(tier_name(&h, t), "http"))
+            http = t;
+        if (!strcmp(tier_name(&h, t), "redis"))
+            redis = t;
+    }
+    assert_true(http && redis);
+    uint64_t un, ab;
+    tb_engine_tier_counts(h.e, http, &un, &ab);
+    assert_int_equal(un, 0);
+    assert_int_equal(ab, 3);
+    tb_engine_tier_counts(h.e, redis, &un, &ab);
+    assert_int_equal(un, 0);
+    assert_int_equal(ab, 2);
+    h_fini(&h);
+}
+
 static void test_midstream(void **state)
 {
     (void)state;
@@ -967,6 +1023,7 @@ int main(void)
         cmocka_unit_test(test_lost_tail_keeps_departure),
         cmocka_unit_test(test_wraparound),
         cmocka_unit_test(test_rst_and_idle),
+        cmocka_unit_test(test_abandoned_per_tier),
         cmocka_unit_test(test_midstream),
         cmocka_unit_test(test_fragments_and_snaplen),
         cmocka_unit_test(test_eviction_and_syn_flood),

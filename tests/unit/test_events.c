@@ -112,6 +112,13 @@ static void test_unified_bad(void **state)
     assert_int_equal(parse("[2026-11-22T01:02:03.456+0000][12.3", &ev, &why), TB_E_BADFMT);
     assert_non_null(strstr(why, "unterminated"));
     assert_int_equal(parse("hello world", &ev, &why), TB_E_BADFMT);
+    /* Year 5210 overflows int64 ns (fuzz_gclog found it: signed overflow). */
+    assert_int_equal(parse("[5210-11-22T01:02:03.456+0000][12.345s][info][gc] GC(12) Pause Young "
+                           "(Allocation Failure) 30M->10M(48M) 12.345ms", &ev, &why),
+                     TB_E_BADFMT);
+    assert_int_equal(parse("[2262-01-01T00:00:00.000+0000][1s][info][gc] GC(1) Pause Young "
+                           "1M->1M(2M) 1ms", &ev, &why),
+                     TB_E_BADFMT);
     /* Month 13 is not a time. */
     assert_int_equal(parse("2026-13-22T01:02:03.456+0000: 12.345: [GC (Allocation Failure) "
                            "4416K->1680K(15872K), 0.0052345 secs]", &ev, &why),

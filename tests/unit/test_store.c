@@ -273,6 +273,8 @@ static const char v1_sql[] =
     "INSERT INTO classes VALUES (1, 1, 'select ?');"
     "INSERT INTO endpoints VALUES (1, '10.0.0.2');"
     "INSERT INTO captures(id, source, started_ns) VALUES (1, 'old.pcap', 5);"
+    "INSERT INTO captures(id, source, started_ns, ended_ns, requests)"
+    "  VALUES (2, 'done.pcap', 6, 7, 1);"
     "INSERT INTO requests VALUES (1, 1, 1, 1, 40000, 42, 1, 1000, 2000, 10, 20, 0, 0);"
     "PRAGMA user_version = 1;";
 
@@ -345,6 +347,20 @@ static void test_migrate_v1(void **state)
     assert_int_equal(back.n_star_why, TB_NSTAR_RISING);
     assert_int_equal(back.method_version, 7);
     assert_string_equal(back.n_star_reason, "no congestion: why");
+
+    /* Version 5: an old capture never ended is 'running', an ended one
+     * 'complete' with what it counted taken as seen and stored. */
+    struct tb_capture_row *cr;
+    assert_int_equal(tb_store_captures(st, &cr, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(cr[0].state, TB_CAPTURE_RUNNING);
+    assert_int_equal(cr[1].state, TB_CAPTURE_COMPLETE);
+    assert_int_equal(cr[1].requests, 1);
+    assert_int_equal(cr[1].requests_seen, 1);
+    assert_int_equal(cr[1].requests_lost, 0);
+    free(cr);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM capture_tiers"), 0);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM analyses WHERE used_ns = 0"), 0);
     tb_store_close(st);
 
     /* A second open finds nothing to do. */
@@ -820,6 +836,8 @@ static void test_analyses(void **state)
     int64_t id1, id2;
     assert_int_equal(tb_store_get_analysis(st, 1, 0, W, &b, &got, &n), TB_E_NOTFOUND);
     assert_int_equal(tb_store_put_analysis(st, &a, ep, 2, &id1), 0);
+    /* Another range of the same width is a row of its own. */
+    a.from_ns = 2000;
     a.n_star = 5.0;
     a.n_levels = 1;
     a.disagree = false;
@@ -827,12 +845,14 @@ static void test_analyses(void **state)
     assert_int_equal(id2, id1 + 1);
     a.server = 4; /* another key: not the newest of (1, 0, W) */
     assert_int_equal(tb_store_put_analysis(st, &a, NULL, 0, NULL), 0);
+    a.server = 0;
+    a.from_ns = 1000;
 
     assert_int_equal(tb_store_get_analysis(st, 1, 0, W, &b, &got, &n), 0);
     assert_int_equal(b.tier, 1);
     assert_int_equal(b.server, 0);
     assert_int_equal(b.width_ns, W);
-    assert_int_equal(b.from_ns, 1000);
+    assert_int_equal(b.from_ns, 2000);
     assert_int_equal(b.to_ns, 61000);
     assert_int_equal(b.requests, 123456);
     assert_true(b.n_star == 5.0);
@@ -860,9 +880,17 @@ static void test_analyses(void **state)
     assert_int_equal(n, 0);
     assert_null(got);
     assert_int_equal(tb_store_get_analysis(st, 1, 0, 2 * W, &b, &got, &n), TB_E_NOTFOUND);
-    /* The first analysis with its three levels is still stored. */
+    /* The first range's analysis, with its three levels, is still stored and
+     * found by its range, though not the newest of its width. */
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM analyses"), 3);
     assert_int_equal(raw_int(f->path, "SELECT count(*) FROM episodes"), 4);
+    assert_int_equal(tb_store_find_analysis(st, 1, 0, W, 1000, 61000, &b, &got, &n), 0);
+    assert_int_equal(b.from_ns, 1000);
+    assert_int_equal(b.n_levels, 3);
+    assert_int_equal(n, 2);
+    free(got);
+    assert_int_equal(tb_store_find_analysis(st, 1, 0, W, 1000, 60000, &b, NULL, NULL),
+                     TB_E_NOTFOUND);
     sqlite3 *db;
     sqlite3_stmt *s;
     assert_int_equal(sqlite3_open(f->path, &db), SQLITE_OK);
@@ -875,6 +903,55 @@ static void test_analyses(void **state)
                         "[600.25,700,0.10000000000000001]");
     sqlite3_finalize(s);
     sqlite3_close(db);
+    tb_store_close(st);
+}
+
+/* Issue 13, finding 6: the same question stored once; at most
+ * TB_STORE_ANALYSES_KEEP per (tier, server), least recently used out first,
+ * with their episodes and the windows of a width left without analysis. */
+static void test_analyses_bounded(void **state)
+{
+    struct fix *f = *state;
+    struct tb_store *st = open_new(f->path);
+    const int64_t W = 50 * TB_NS_PER_MS;
+    struct tb_analysis a = {.tier = 1, .width_ns = W, .from_ns = 0, .to_ns = 10 * W,
+                            .requests = 10, .n_star = 2.0, .n_star_fit = 2.0, .tp_max = 1.0,
+                            .slope = 1.0, .work_unit_ns = 1000};
+    struct tb_episode ep = {W, 2 * W, 3.0, 2.5, 0.0, TB_EP_FREEZE};
+    int64_t id;
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(tb_store_put_analysis(st, &a, &ep, 1, &id), 0);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM analyses"), 1);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM episodes"), 1);
+    /* A thousand widths, each with a window: the store keeps 64, the first
+     * width (read every 16 puts, so always recently used) among them. */
+    struct tb_window win = {.tier = 1, .server = 0, .load = 1.0};
+    for (int k = 1; k <= 1000; k++) {
+        a.width_ns = W + k;
+        win.width_ns = a.width_ns;
+        win.start_ns = 0;
+        assert_int_equal(tb_store_put_analysis(st, &a, &ep, 1, &id), 0);
+        assert_int_equal(tb_store_put_windows(st, &win, 1), 0);
+        if (k % 16 == 0) {
+            struct tb_analysis b;
+            assert_int_equal(tb_store_find_analysis(st, 1, 0, W, 0, 10 * W, &b, NULL, NULL), 0);
+        }
+    }
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM analyses"), TB_STORE_ANALYSES_KEEP);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM episodes"), TB_STORE_ANALYSES_KEEP);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM analyses WHERE width_ns = 50000000"),
+                     1);
+    assert_int_equal(raw_int(f->path, "SELECT min(width_ns) FROM analyses WHERE width_ns > "
+                                      "50000000"), W + 1000 - (TB_STORE_ANALYSES_KEEP - 2));
+    /* Windows follow their analyses: one per kept width with a window. */
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM windows"), TB_STORE_ANALYSES_KEEP - 1);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM windows w WHERE NOT EXISTS (SELECT 1 "
+                                      "FROM analyses a WHERE a.width_ns = w.width_ns)"), 0);
+    /* Another server's analyses are counted apart. */
+    a.server = 2;
+    assert_int_equal(tb_store_put_analysis(st, &a, NULL, 0, &id), 0);
+    assert_int_equal(raw_int(f->path, "SELECT count(*) FROM analyses"),
+                     TB_STORE_ANALYSES_KEEP + 1);
     tb_store_close(st);
 }
 
@@ -982,6 +1059,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_windows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_services, setup, teardown),
         cmocka_unit_test_setup_teardown(test_analyses, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_analyses_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_health_events, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

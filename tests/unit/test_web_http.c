@@ -828,6 +828,13 @@ static void test_parse_head(void **state)
     memcpy(big, "GET /", 5);
     memset(big + 5, 'u', TB_HTTP_URL_MAX);
     assert_int_equal(tb_http_parse_head(big, 5 + TB_HTTP_URL_MAX, &h), -414);
+    /* The same answer whole or in pieces: a target past the limit ended by a
+     * bare CR is 414 as soon as the target has arrived, and 414 whole (it
+     * was 400 whole: fuzz_http_parse, crash-414-then-bare-cr). */
+    memcpy(big + 5 + TB_HTTP_URL_MAX, " HTTP/1.1\r\r\n\r\n", 15);
+    assert_int_equal(tb_http_parse_head(big, 5 + TB_HTTP_URL_MAX + 15, &h), -414);
+    memcpy(big + 5 + 10, " HTTP/1.1\r\r\n\r\n", 15);
+    assert_int_equal(tb_http_parse_head(big, 5 + 10 + 15, &h), -400);
 
     static const char *const extra[] = {"dash.example.org"};
     assert_true(tb_http_host_allowed("127.0.0.1:8080", 14, NULL, 0));

@@ -512,7 +512,10 @@ function renderHealth() {
   if (!h) return;
   for (const c of h.captures) {
     const tr = document.createElement('tr');
-    for (const t of [c.id, c.source, fmt(c.packets, 0), fmt(c.requests, 0), fmt(c.kernel_drops, 0),
+    // A capture that lost requests (a full disk) says so where it is listed.
+    const src = c.state === 'partial'
+      ? `${c.source} (partial data: ${fmt(c.requests_lost, 0)} requests lost)` : c.source;
+    for (const t of [c.id, src, fmt(c.packets, 0), fmt(c.requests, 0), fmt(c.kernel_drops, 0),
                      fmt(c.if_drops, 0), fmt(c.gaps, 0), fmt(c.parse_errors, 0)]) {
       const td = document.createElement('td');
       td.textContent = String(t);

@@ -52,3 +52,20 @@ start_serve() {
   done
   [ -n "$port" ] || fail "serve did not print its address"
 }
+
+# start_live_serve DB DIR: a live capture on lo serving the dashboard on a free
+# port and capturing the traffic to it (so its final analysis has a tier);
+# sets $lport and $cap_pid, output in DIR/cap.out and DIR/cap.err. Root.
+start_live_serve() {
+  local db=$1 dir=$2
+  lport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$TBNECK" capture -i lo --db "$db" --serve "127.0.0.1:$lport" --window 100ms \
+    "tcp port $lport" >"$dir/cap.out" 2>"$dir/cap.err" &
+  cap_pid=$!
+  for _ in $(seq 1 100); do
+    grep -q 'dashboard at' "$dir/cap.err" 2>/dev/null && break
+    kill -0 "$cap_pid" 2>/dev/null || { cat "$dir/cap.err"; fail "live capture exited early"; }
+    sleep 0.1
+  done
+  grep -q 'dashboard at' "$dir/cap.err" || { cat "$dir/cap.err"; fail "live capture: no dashboard"; }
+}
