@@ -97,6 +97,19 @@ static int pipe_all(struct pipe *p)
 /* Loads the requests and fixes the window grid: from the first window holding
  * --from (or the first arrival) to the one holding --to (or the last
  * departure), aligned to multiples of the width since the epoch. */
+void tb_analyze_query_range(int64_t from_ns, int64_t to_ns, int64_t width_ns, int64_t *qf,
+                            int64_t *qt)
+{
+    int64_t f;
+    *qf = from_ns;
+    *qt = to_ns;
+    if (from_ns != INT64_MIN && tb_win_floor(from_ns, width_ns, &f) == 0)
+        *qf = f;
+    if (to_ns != INT64_MAX && tb_win_floor(to_ns, width_ns, &f) == 0 && f != to_ns &&
+        f <= INT64_MAX - width_ns)
+        *qt = f + width_ns;
+}
+
 static int pipe_load(struct pipe *p)
 {
     const struct tb_analyze_opts *o = p->o;
@@ -113,7 +126,9 @@ static int pipe_load(struct pipe *p)
             if (o->all[i].tier == p->tier)
                 p->rq[p->nrq++] = o->all[i];
     } else {
-        rc = tb_store_requests(p->st, p->tier, o->from_ns, o->to_ns, &p->rq, &p->nrq);
+        int64_t qf, qt;
+        tb_analyze_query_range(o->from_ns, o->to_ns, o->width_ns, &qf, &qt);
+        rc = tb_store_requests(p->st, p->tier, qf, qt, &p->rq, &p->nrq);
     }
     if (rc) {
         seterr(p->err, p->errlen, "reading the requests of tier '%s': %s", p->tier_name,

@@ -122,6 +122,13 @@ struct tb_report {
     struct tb_critpath cp;
 };
 
+/* The span of requests an analysis of [from_ns, to_ns) reads: the whole
+ * windows of width_ns that the range touches, so that a window's load does not
+ * depend on where --from/--to cut it (windows are stored by start and shared
+ * by every analysis of the width). INT64_MIN/INT64_MAX stay unbounded. */
+void tb_analyze_query_range(int64_t from_ns, int64_t to_ns, int64_t width_ns, int64_t *qf,
+                            int64_t *qt);
+
 /* Runs the analysis of the tier (or o->server), of each of its servers, and
  * the cross-tier correlation with the front tier's response time. */
 int tb_report_build(struct tb_store *st, const struct tb_catalog *cat, uint32_t tier,

@@ -231,7 +231,9 @@ static double median(double *v, size_t n)
 static int load_inputs(struct ctx *c)
 {
     const struct tb_diag_opts *o = c->o;
-    int rc = tb_store_requests(c->st, 0, o->from_ns, o->to_ns, &c->rq, &c->nrq);
+    int64_t qf, qt;
+    tb_analyze_query_range(o->from_ns, o->to_ns, o->width_ns, &qf, &qt);
+    int rc = tb_store_requests(c->st, 0, qf, qt, &c->rq, &c->nrq);
     if (!rc)
         rc = tb_store_connections(c->st, o->from_ns, o->to_ns, &c->cn, &c->ncn);
     if (!rc)
