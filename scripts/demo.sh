@@ -80,5 +80,5 @@ done <"$out/frozen-servers.txt"
 echo "  all app servers: $found of $total injected pauses inside an episode, $frozen of kind freeze"
 
 step "done in $(($(date +%s) - t0)) s"
-echo "plots:  $out/app.png  $out/db.png  $out/diagnose.png  $out/diagnose-graph.png"
+echo "plots:  $out/app.png  $out/db.png  $out/diagnose.png  $out/diagnose-graph.png  $out/diagnose-path.png"
 echo "data:   $out/tbneck.db (tbneck report/export --db $out/tbneck.db), truth in $out/sim.*.csv"
