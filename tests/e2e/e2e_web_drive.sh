@@ -72,7 +72,11 @@ shot() {
   [ -s "$png" ] || fail "no screenshot of $url"
   out=$(python3 "$TB_SRCDIR/tests/e2e/lib/png_pixels.py" "$png" 30 37,99,235 124,58,237 22,163,74)
   read -r _ blue violet green <<<"$out"
-  [ "$blue" -gt 800 ] && [ "$violet" -gt 500 ] && [ "$green" -gt 800 ] ||
+  # Green is the throughput timeline, plus the scatter's fitted curve only when
+  # the analysis found a knee (a live capture replayed in 5 s may have none:
+  # 774 green pixels for a fully drawn page in one CI run); an undrawn
+  # timeline leaves next to none of any colour.
+  [ "$blue" -gt 800 ] && [ "$violet" -gt 500 ] && [ "$green" -gt 500 ] ||
     fail "screenshot of $url: the timelines are not drawn ($out pixels blue/violet/green)"
   ok "plain headless screenshot of $url returned in $((t1 - t0)) s, timelines drawn ($out)"
 }
