@@ -69,7 +69,30 @@ def main():
     want = []
     disagree = 0
     unpaired = 0
+    # A stream where tshark's own pairing (http.request_in) disagrees with
+    # the in-order pairing of the frames tshark dissected has lost a message
+    # in tshark's reassembly (seen once under ASan load: a response of
+    # GET /big.bin not dissected, every later pair of the stream shifted by
+    # one). Such a stream is no oracle: it is left out, on both sides, and
+    # said; more than one such stream fails.
+    broken = set()
+    for sid, st in streams.items():
+        for i, (rframe, code, req_in, rtime) in enumerate(st["resp"]):
+            if i < len(st["req"]) and req_in is not None and req_in != st["req"][i][0]:
+                broken.add(sid)
+                break
+    skip_ports = set()
+    for sid in sorted(broken):
+        skip_ports.add(streams[sid]["cport"])
+        print("NOTE: stream %d (client port %s): tshark's pairing disagrees with the in-order "
+              "pairing of its frames (a message lost in its reassembly); left out"
+              % (sid, streams[sid]["cport"]))
+    if len(broken) > 1:
+        print("FAIL: %d streams where tshark's dissection is inconsistent" % len(broken))
+        sys.exit(1)
     for sid, st in sorted(streams.items()):
+        if sid in broken:
+            continue
         for i, (rframe, code, req_in, rtime) in enumerate(st["resp"]):
             if i >= len(st["req"]):
                 break
@@ -91,6 +114,8 @@ def main():
     n_got = 0
     for r in csv.DictReader(open(req_csv)):
         if not r["server"].endswith(":%d" % port):
+            continue
+        if int(r["client"].rsplit(":", 1)[1]) in skip_ports:
             continue
         n_got += 1
         key = (int(r["client"].rsplit(":", 1)[1]), int(r["arrival_ns"]))
