@@ -264,8 +264,11 @@ static int fr_cmp(const void *a, const void *b)
 
 /* Shares of the requests fr[lo..hi) with rt >= the class's quantile q
  * (q 0: all), written to out[ncomp]. */
-static void shares(const struct fr *f, size_t lo, size_t hi, double q, const double *comp,
-                   size_t ncomp, double *out, double *qv)
+/* Shares of each component in the response time of f[lo..hi) (sorted by
+ * response time) at or above its q quantile (q 0: all of them); *qv, when
+ * given, the quantile's response time. Returns the response time summed. */
+static double shares(const struct fr *f, size_t lo, size_t hi, double q, const double *comp,
+                     size_t ncomp, double *out, double *qv)
 {
     size_t m = hi - lo;
     size_t rank = q > 0 ? (size_t)ceil(q * (double)m) : 1;
@@ -273,7 +276,8 @@ static void shares(const struct fr *f, size_t lo, size_t hi, double q, const dou
         rank = 1;
     if (rank > m)
         rank = m;
-    *qv = f[lo + rank - 1].rt;
+    if (qv)
+        *qv = f[lo + rank - 1].rt;
     double tot = 0;
     for (size_t c = 0; c < ncomp; c++)
         out[c] = 0;
@@ -284,6 +288,7 @@ static void shares(const struct fr *f, size_t lo, size_t hi, double q, const dou
     }
     for (size_t c = 0; c < ncomp; c++)
         out[c] = tot > 0 ? out[c] / tot : 0;
+    return tot;
 }
 
 int tb_linked_load(struct tb_store *st, const struct tb_catalog *cat, int64_t from_ns,
@@ -421,11 +426,8 @@ int tb_critpath_build(struct tb_store *st, const struct tb_catalog *cat, int64_t
             rc = TB_E_NOMEM;
             goto out;
         }
-        double dummy, sum = 0;
-        for (size_t j = lo; j < hi; j++)
-            sum += f[j].rt;
-        x->rt_mean_ns = sum / (double)(hi - lo);
-        shares(f, lo, hi, 0, comp, cp->ncomp, x->mean, &dummy);
+        double rt_sum = shares(f, lo, hi, 0, comp, cp->ncomp, x->mean, NULL);
+        x->rt_mean_ns = rt_sum / (double)(hi - lo);
         shares(f, lo, hi, 0.95, comp, cp->ncomp, x->p95, &x->rt_p95_ns);
         shares(f, lo, hi, 0.99, comp, cp->ncomp, x->p99, &x->rt_p99_ns);
         lo = hi;

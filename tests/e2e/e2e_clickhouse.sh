@@ -24,19 +24,9 @@
 #     exit 1, a malformed URL and a cluster the server does not know exit 2.
 set -euo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}"
-for p in clickhouse-server curl python3; do
-    command -v "$p" >/dev/null || { echo "FAIL: $p not installed (scripts/deps.sh)"; exit 1; }
-done
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    if [ -n "${TB_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
 # shellcheck source=lib/clickhouse.sh
 source "$TB_SRCDIR/tests/e2e/lib/clickhouse.sh"
+ch_test_setup
 
 "$TBNECK_SIM" "$TB_SRCDIR/sim/examples/quick.conf" --out "$work/sim" -q
 pcap="$work/sim.pcap"

@@ -17,19 +17,9 @@
 #   - a URL naming fewer shards than system.clusters lists exits 2, one line.
 set -euo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}"
-for p in clickhouse-server curl python3; do
-    command -v "$p" >/dev/null || { echo "FAIL: $p not installed (scripts/deps.sh)"; exit 1; }
-done
-work=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    if [ -n "${TB_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
 # shellcheck source=lib/clickhouse.sh
 source "$TB_SRCDIR/tests/e2e/lib/clickhouse.sh"
+ch_test_setup
 
 for s in a b; do ch_http[$s]=$(ch_freeport); ch_tcp[$s]=$(ch_freeport); done
 cluster="<tb2>"

@@ -5,6 +5,24 @@
 # service; stopped by the caller's EXIT trap through the pids it records in
 # `pids`. Needs: $work and an array `pids`.
 
+# ch_test_setup: what the e2e tests share: the programs checked, $work, `pids`
+# and the EXIT trap that stops the instances (TB_KEEP=1 keeps $work).
+ch_test_setup() {
+    local p
+    for p in clickhouse-server curl python3; do
+        command -v "$p" >/dev/null || { echo "FAIL: $p not installed (scripts/deps.sh)"; exit 1; }
+    done
+    work=$(mktemp -d)
+    pids=()
+    trap ch_test_cleanup EXIT
+}
+ch_test_cleanup() {
+    local p
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    if [ -n "${TB_KEEP:-}" ]; then echo "kept $work"; else rm -rf "$work"; fi
+}
+
 ch_freeport() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'
