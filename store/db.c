@@ -165,6 +165,63 @@ int tb__db_step_done(struct tb__db *d, sqlite3_stmt *s, const char *what)
     return 0;
 }
 
+int tb__db_rows(struct tb__db *d, sqlite3_stmt *s, size_t size, tb__db_fill_fn fill, void *ctx,
+                const char *what, void *out, size_t *n)
+{
+    char *v = NULL;
+    size_t nv = 0, cap = 0;
+    int rc = 0, src;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        if ((rc = tb_grow(&v, &cap, nv + 1, size)))
+            break;
+        char *e = v + nv++ * size;
+        memset(e, 0, size);
+        if ((rc = fill(s, e, ctx)))
+            break;
+    }
+    if (rc == 0 && src != SQLITE_DONE)
+        rc = tb__db_fail(d, what);
+    sqlite3_reset(s);
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    *(void **)out = v;
+    *n = nv;
+    return 0;
+}
+
+int tb__db_put_rows(struct tb__db *d, const struct tb__db_put *p, const void *elems, size_t n,
+                    size_t size, const void *ctx)
+{
+    sqlite3_stmt *s;
+    int rc;
+    for (size_t i = 0; i < n; i++) {
+        if ((rc = p->sql ? tb__db_prep(d, p->sql, &s) : tb__db_stmt(d, p->id, &s)))
+            return rc;
+        p->bind(s, (const char *)elems + i * size, ctx);
+        if (sqlite3_step(s) != SQLITE_DONE) {
+            /* The error is read before the reset (which keeps it). */
+            rc = p->fail ? p->fail(d, p->what) : tb__db_fail(d, p->what);
+            sqlite3_reset(s);
+            return rc;
+        }
+        sqlite3_reset(s);
+    }
+    return 0;
+}
+
+int tb__db_put_all(struct tb__db *d, const struct tb__db_put *p, const void *elems, size_t n,
+                   size_t size, const void *ctx)
+{
+    int rc;
+    if (n == 0)
+        return 0;
+    if ((rc = tb__db_begin(d)))
+        return rc;
+    return tb__db_end(d, tb__db_put_rows(d, p, elems, n, size, ctx));
+}
+
 /* ---- catalog deltas --------------------------------------------------------------------- */
 
 int tb__cat_delta_take(struct tb__cat_delta *dl, struct tb_catalog *cat)
@@ -245,58 +302,88 @@ static int catalog_fail(struct tb__db *d, const char *what)
     return tb__db_fail(d, what);
 }
 
+static void bind_tier(sqlite3_stmt *s, const void *elem, const void *ctx)
+{
+    const struct tb_tier_info *t = elem;
+    (void)ctx;
+    sqlite3_bind_int64(s, 1, t->id);
+    sqlite3_bind_text(s, 2, t->name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, t->proto, -1, SQLITE_STATIC);
+    sqlite3_bind_int(s, 4, t->configured);
+}
+
+static void bind_server(sqlite3_stmt *s, const void *elem, const void *ctx)
+{
+    const struct tb_server_info *sv = elem;
+    char buf[TB_ADDR_STRLEN];
+    (void)ctx;
+    sqlite3_bind_int64(s, 1, sv->id);
+    sqlite3_bind_int64(s, 2, sv->tier);
+    sqlite3_bind_text(s, 3, tb_addr_fmt(&sv->addr, buf, sizeof buf), -1, SQLITE_TRANSIENT);
+}
+
+static void bind_host(sqlite3_stmt *s, const void *elem, const void *ctx)
+{
+    const struct tb__cat_host *h = elem;
+    char buf[TB_ADDR_STRLEN];
+    (void)ctx;
+    sqlite3_bind_int64(s, 1, (int64_t)h->index + 1);
+    sqlite3_bind_int64(s, 2, h->tier);
+    sqlite3_bind_text(s, 3, tb__ip_fmt(&h->addr, buf, sizeof buf), -1, SQLITE_TRANSIENT);
+}
+
+static void bind_class(sqlite3_stmt *s, const void *elem, const void *ctx)
+{
+    const struct tb__cat_class *c = elem;
+    const char *text = ctx;
+    sqlite3_bind_int64(s, 1, c->id);
+    sqlite3_bind_int64(s, 2, c->tier);
+    /* A zero-length text is bound from a non-NULL pointer: SQLite would
+     * store NULL for a NULL pointer, and fingerprint is NOT NULL. */
+    sqlite3_bind_text(s, 3, c->len ? text + c->off : "", (int)c->len, SQLITE_STATIC);
+}
+
 int tb__put_catalog(struct tb__db *d, const struct tb__cat_delta *dl)
 {
-    sqlite3_stmt *s;
-    char buf[TB_ADDR_STRLEN];
+    static const struct tb__db_put tiers = {NULL, TB__SQ_TIER_INS, "storing a tier", bind_tier,
+                                            catalog_fail};
+    static const struct tb__db_put servers = {NULL, TB__SQ_SERVER_INS, "storing a server",
+                                              bind_server, catalog_fail};
+    static const struct tb__db_put hosts = {NULL, TB__SQ_HOST_INS, "storing a host", bind_host,
+                                            catalog_fail};
+    static const struct tb__db_put classes = {NULL, TB__SQ_CLASS_INS, "storing a request class",
+                                              bind_class, catalog_fail};
     int rc;
-    for (size_t i = 0; i < dl->ntiers; i++) {
-        const struct tb_tier_info *t = &dl->tiers[i];
-        if ((rc = tb__db_stmt(d, TB__SQ_TIER_INS, &s)))
-            return rc;
-        sqlite3_bind_int64(s, 1, t->id);
-        sqlite3_bind_text(s, 2, t->name, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 3, t->proto, -1, SQLITE_STATIC);
-        sqlite3_bind_int(s, 4, t->configured);
-        if (sqlite3_step(s) != SQLITE_DONE)
-            return catalog_fail(d, "storing a tier");
-    }
-    for (size_t i = 0; i < dl->nservers; i++) {
-        const struct tb_server_info *sv = &dl->servers[i];
-        if ((rc = tb__db_stmt(d, TB__SQ_SERVER_INS, &s)))
-            return rc;
-        sqlite3_bind_int64(s, 1, sv->id);
-        sqlite3_bind_int64(s, 2, sv->tier);
-        sqlite3_bind_text(s, 3, tb_addr_fmt(&sv->addr, buf, sizeof buf), -1, SQLITE_TRANSIENT);
-        if (sqlite3_step(s) != SQLITE_DONE)
-            return catalog_fail(d, "storing a server");
-    }
-    for (size_t i = 0; i < dl->nhosts; i++) {
-        const struct tb__cat_host *h = &dl->hosts[i];
-        if ((rc = tb__db_stmt(d, TB__SQ_HOST_INS, &s)))
-            return rc;
-        sqlite3_bind_int64(s, 1, (int64_t)h->index + 1);
-        sqlite3_bind_int64(s, 2, h->tier);
-        sqlite3_bind_text(s, 3, tb__ip_fmt(&h->addr, buf, sizeof buf), -1, SQLITE_TRANSIENT);
-        if (sqlite3_step(s) != SQLITE_DONE)
-            return catalog_fail(d, "storing a host");
-    }
-    for (size_t i = 0; i < dl->nclasses; i++) {
-        const struct tb__cat_class *c = &dl->classes[i];
-        if ((rc = tb__db_stmt(d, TB__SQ_CLASS_INS, &s)))
-            return rc;
-        sqlite3_bind_int64(s, 1, c->id);
-        sqlite3_bind_int64(s, 2, c->tier);
-        /* A zero-length text is bound from a non-NULL pointer: SQLite would
-         * store NULL for a NULL pointer, and fingerprint is NOT NULL. */
-        sqlite3_bind_text(s, 3, c->len ? dl->text + c->off : "", (int)c->len, SQLITE_STATIC);
-        if (sqlite3_step(s) != SQLITE_DONE)
-            return catalog_fail(d, "storing a request class");
-    }
-    return 0;
+    if ((rc = tb__db_put_rows(d, &tiers, dl->tiers, dl->ntiers, sizeof *dl->tiers, NULL)) ||
+        (rc = tb__db_put_rows(d, &servers, dl->servers, dl->nservers, sizeof *dl->servers,
+                              NULL)) ||
+        (rc = tb__db_put_rows(d, &hosts, dl->hosts, dl->nhosts, sizeof *dl->hosts, NULL)))
+        return rc;
+    return tb__db_put_rows(d, &classes, dl->classes, dl->nclasses, sizeof *dl->classes,
+                           dl->text);
 }
 
 /* ---- windows and health ----------------------------------------------------------------- */
+
+static void bind_window(sqlite3_stmt *s, const void *elem, const void *ctx)
+{
+    const struct tb_window *w = elem;
+    (void)ctx;
+    sqlite3_bind_int64(s, 1, w->tier);
+    sqlite3_bind_int64(s, 2, w->server);
+    sqlite3_bind_int64(s, 3, w->width_ns);
+    sqlite3_bind_int64(s, 4, w->start_ns);
+    sqlite3_bind_double(s, 5, w->load);
+    sqlite3_bind_int64(s, 6, w->completions);
+    sqlite3_bind_double(s, 7, w->work_units);
+    sqlite3_bind_double(s, 8, w->throughput);
+    sqlite3_bind_double(s, 9, w->norm_throughput);
+    sqlite3_bind_double(s, 10, w->rt_mean_ns);
+    sqlite3_bind_double(s, 11, w->rt_p95_ns);
+}
+
+static const struct tb__db_put put_window = {NULL, TB__SQ_WINDOW_INS, "storing windows",
+                                             bind_window, NULL};
 
 struct win_group {
     uint32_t tier, server;
@@ -341,23 +428,7 @@ int tb__put_windows(struct tb__db *d, const struct tb_window *w, size_t n)
         if ((rc = tb__db_step_done(d, s, "replacing windows")))
             goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        if ((rc = tb__db_stmt(d, TB__SQ_WINDOW_INS, &s)))
-            goto out;
-        sqlite3_bind_int64(s, 1, w[i].tier);
-        sqlite3_bind_int64(s, 2, w[i].server);
-        sqlite3_bind_int64(s, 3, w[i].width_ns);
-        sqlite3_bind_int64(s, 4, w[i].start_ns);
-        sqlite3_bind_double(s, 5, w[i].load);
-        sqlite3_bind_int64(s, 6, w[i].completions);
-        sqlite3_bind_double(s, 7, w[i].work_units);
-        sqlite3_bind_double(s, 8, w[i].throughput);
-        sqlite3_bind_double(s, 9, w[i].norm_throughput);
-        sqlite3_bind_double(s, 10, w[i].rt_mean_ns);
-        sqlite3_bind_double(s, 11, w[i].rt_p95_ns);
-        if ((rc = tb__db_step_done(d, s, "storing windows")))
-            goto out;
-    }
+    rc = tb__db_put_rows(d, &put_window, w, n, sizeof *w, NULL);
 out:
     free(g);
     return rc;
@@ -378,21 +449,20 @@ int tb__put_capture_running(struct tb__db *d, int64_t capture_id, const struct t
     return tb__db_step_done(d, s, "updating the running capture");
 }
 
+static void bind_health(sqlite3_stmt *s, const void *elem, const void *ctx)
+{
+    const struct tb_health_row *h = elem;
+    sqlite3_bind_int64(s, 1, *(const int64_t *)ctx);
+    sqlite3_bind_int64(s, 2, h->ts_ns);
+    sqlite3_bind_int64(s, 3, (int64_t)h->packets);
+    sqlite3_bind_int64(s, 4, (int64_t)h->kernel_drops);
+    sqlite3_bind_int64(s, 5, (int64_t)h->if_drops);
+}
+
 int tb__put_health(struct tb__db *d, int64_t capture_id, const struct tb_health_row *h,
                    size_t n)
 {
-    sqlite3_stmt *s;
-    int rc;
-    for (size_t i = 0; i < n; i++) {
-        if ((rc = tb__db_stmt(d, TB__SQ_HEALTH_INS, &s)))
-            return rc;
-        sqlite3_bind_int64(s, 1, capture_id);
-        sqlite3_bind_int64(s, 2, h[i].ts_ns);
-        sqlite3_bind_int64(s, 3, (int64_t)h[i].packets);
-        sqlite3_bind_int64(s, 4, (int64_t)h[i].kernel_drops);
-        sqlite3_bind_int64(s, 5, (int64_t)h[i].if_drops);
-        if ((rc = tb__db_step_done(d, s, "storing capture health")))
-            return rc;
-    }
-    return 0;
+    static const struct tb__db_put put = {NULL, TB__SQ_HEALTH_INS, "storing capture health",
+                                          bind_health, NULL};
+    return tb__db_put_rows(d, &put, h, n, sizeof *h, &capture_id);
 }

@@ -64,6 +64,33 @@ int tb__db_end(struct tb__db *d, int rc);
 /* Runs a statement that returns no rows to completion. */
 int tb__db_step_done(struct tb__db *d, sqlite3_stmt *s, const char *what);
 
+/* The one read loop: steps a prepared and bound statement to its end, growing
+ * an array of `size`-byte elements by one per row and letting fill() set the
+ * new element (zeroed first) from the row; fill returns 0, or a negative error
+ * that stops the read. Resets s. On success *out (a T ** passed as void *; the
+ * caller frees it, NULL when there are no rows) and *n; on failure neither is
+ * touched and nothing is left allocated. SQLite failures name `what`. */
+typedef int (*tb__db_fill_fn)(sqlite3_stmt *s, void *elem, void *ctx);
+int tb__db_rows(struct tb__db *d, sqlite3_stmt *s, size_t size, tb__db_fill_fn fill, void *ctx,
+                const char *what, void *out, size_t *n);
+
+/* The one write loop: a statement run once per element of an array, each
+ * bound by bind(). It runs inside the caller's transaction (see
+ * tb__db_put_all for one of its own). */
+struct tb__db_put {
+    const char *sql;     /* a string literal, cached by address; NULL: the cached `id` */
+    enum tb__stmt_id id; /* used when sql is NULL */
+    const char *what;    /* for the error message: "storing events" */
+    void (*bind)(sqlite3_stmt *s, const void *elem, const void *ctx);
+    /* A failed step's error; NULL: tb__db_fail. */
+    int (*fail)(struct tb__db *d, const char *what);
+};
+int tb__db_put_rows(struct tb__db *d, const struct tb__db_put *p, const void *elems, size_t n,
+                    size_t size, const void *ctx);
+/* The same in a transaction of its own (none when n == 0). */
+int tb__db_put_all(struct tb__db *d, const struct tb__db_put *p, const void *elems, size_t n,
+                   size_t size, const void *ctx);
+
 /* Creates the file's schema or migrates it to TB_STORE_SCHEMA_VERSION (schema.c). */
 int tb__schema_check(struct tb__db *d, bool create, char *errbuf, size_t errlen);
 

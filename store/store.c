@@ -413,12 +413,35 @@ int tb_store_next_conn(struct tb_store *st, uint64_t *conn)
     return rc;
 }
 
+static int fill_capture(sqlite3_stmt *s, void *elem, void *ctx)
+{
+    struct tb_capture_row *r = elem;
+    (void)ctx;
+    r->id = sqlite3_column_int64(s, 0);
+    copy_str(r->source, sizeof r->source, column_str(s, 1));
+    r->started_ns = sqlite3_column_int64(s, 2);
+    r->ended_ns = sqlite3_column_int64(s, 3); /* NULL (still running) reads as 0 */
+    r->packets = (uint64_t)sqlite3_column_int64(s, 4);
+    r->bytes = (uint64_t)sqlite3_column_int64(s, 5);
+    r->kernel_drops = (uint64_t)sqlite3_column_int64(s, 6);
+    r->if_drops = (uint64_t)sqlite3_column_int64(s, 7);
+    r->parse_errors = (uint64_t)sqlite3_column_int64(s, 8);
+    r->gaps = (uint64_t)sqlite3_column_int64(s, 9);
+    r->evicted_flows = (uint64_t)sqlite3_column_int64(s, 10);
+    r->requests = (uint64_t)sqlite3_column_int64(s, 11);
+    r->state = state_parse(column_str(s, 12));
+    r->requests_seen = (uint64_t)sqlite3_column_int64(s, 13);
+    r->requests_lost = (uint64_t)sqlite3_column_int64(s, 14);
+    r->unanswered = (uint64_t)sqlite3_column_int64(s, 15);
+    r->abandoned = (uint64_t)sqlite3_column_int64(s, 16);
+    r->memory_evicted = (uint64_t)sqlite3_column_int64(s, 17);
+    return 0;
+}
+
 int tb_store_captures(struct tb_store *st, struct tb_capture_row **out, size_t *n)
 {
-    struct tb_capture_row *rows = NULL;
-    size_t nr = 0, cap = 0;
     sqlite3_stmt *s;
-    int rc, src;
+    int rc;
     *out = NULL;
     *n = 0;
     if ((rc = tb__db_prep(&st->d,
@@ -428,41 +451,7 @@ int tb_store_captures(struct tb_store *st, struct tb_capture_row **out, size_t *
                           "memory_evicted FROM captures ORDER BY id",
                           &s)))
         return rc;
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb_grow(&rows, &cap, nr + 1, sizeof *rows)))
-            goto out;
-        struct tb_capture_row *r = &rows[nr++];
-        memset(r, 0, sizeof *r);
-        r->id = sqlite3_column_int64(s, 0);
-        copy_str(r->source, sizeof r->source, column_str(s, 1));
-        r->started_ns = sqlite3_column_int64(s, 2);
-        r->ended_ns = sqlite3_column_int64(s, 3); /* NULL (still running) reads as 0 */
-        r->packets = (uint64_t)sqlite3_column_int64(s, 4);
-        r->bytes = (uint64_t)sqlite3_column_int64(s, 5);
-        r->kernel_drops = (uint64_t)sqlite3_column_int64(s, 6);
-        r->if_drops = (uint64_t)sqlite3_column_int64(s, 7);
-        r->parse_errors = (uint64_t)sqlite3_column_int64(s, 8);
-        r->gaps = (uint64_t)sqlite3_column_int64(s, 9);
-        r->evicted_flows = (uint64_t)sqlite3_column_int64(s, 10);
-        r->requests = (uint64_t)sqlite3_column_int64(s, 11);
-        r->state = state_parse(column_str(s, 12));
-        r->requests_seen = (uint64_t)sqlite3_column_int64(s, 13);
-        r->requests_lost = (uint64_t)sqlite3_column_int64(s, 14);
-        r->unanswered = (uint64_t)sqlite3_column_int64(s, 15);
-        r->abandoned = (uint64_t)sqlite3_column_int64(s, 16);
-        r->memory_evicted = (uint64_t)sqlite3_column_int64(s, 17);
-    }
-    if (src != SQLITE_DONE)
-        rc = tb__db_fail(&st->d, "reading captures");
-out:
-    sqlite3_reset(s);
-    if (rc) {
-        free(rows);
-        return rc;
-    }
-    *out = rows;
-    *n = nr;
-    return 0;
+    return tb__db_rows(&st->d, s, sizeof **out, fill_capture, NULL, "reading captures", out, n);
 }
 
 /* ---- requests ---------------------------------------------------------------------------- */
@@ -506,6 +495,33 @@ static int load_endpoints(struct tb_store *st, struct tb_addr **out, size_t *n)
     return 0;
 }
 
+/* Client addresses by endpoint id, for fill_request. */
+struct endpoints {
+    const struct tb_addr *ep;
+    size_t n;
+};
+
+static int fill_request(sqlite3_stmt *s, void *elem, void *ctx)
+{
+    const struct endpoints *e = ctx;
+    struct tb_request *r = elem;
+    r->tier = (uint32_t)sqlite3_column_int64(s, 0);
+    r->server = (uint32_t)sqlite3_column_int64(s, 1);
+    int64_t cid = sqlite3_column_int64(s, 2);
+    if (cid > 0 && (size_t)cid < e->n)
+        r->client = e->ep[cid];
+    r->client.port = (uint16_t)sqlite3_column_int(s, 3);
+    r->conn = (uint64_t)sqlite3_column_int64(s, 4);
+    r->class_id = (uint32_t)sqlite3_column_int64(s, 5);
+    r->arrival_ns = sqlite3_column_int64(s, 6);
+    r->departure_ns = sqlite3_column_int64(s, 7);
+    r->req_bytes = (uint64_t)sqlite3_column_int64(s, 8);
+    r->resp_bytes = (uint64_t)sqlite3_column_int64(s, 9);
+    r->status = sqlite3_column_int(s, 10);
+    r->flags = (uint32_t)sqlite3_column_int64(s, 11);
+    return 0;
+}
+
 int tb_store_requests(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
                       struct tb_request **out, size_t *n)
 {
@@ -519,53 +535,23 @@ int tb_store_requests(struct tb_store *st, uint32_t tier, int64_t from_ns, int64
         "departure_ns, req_bytes, resp_bytes, status, flags FROM requests "
         "WHERE ?1 = 0 AND arrival_ns < ?3 AND departure_ns >= ?2 "
         "ORDER BY arrival_ns, rowid";
-    struct tb_request *rq = NULL;
     struct tb_addr *ep = NULL;
-    size_t nr = 0, cap = 0, nep = 0;
-    sqlite3_stmt *s = NULL;
-    int rc, src;
+    size_t nep = 0;
+    sqlite3_stmt *s;
+    int rc;
     *out = NULL;
     *n = 0;
     if ((rc = ensure_index(st, false)) || (rc = load_endpoints(st, &ep, &nep)))
-        goto out;
-    if ((rc = tb__db_prep(&st->d, tier ? sql_tier : sql_all, &s)))
-        goto out;
-    sqlite3_bind_int64(s, 1, tier);
-    sqlite3_bind_int64(s, 2, from_ns);
-    sqlite3_bind_int64(s, 3, to_ns);
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb_grow(&rq, &cap, nr + 1, sizeof *rq)))
-            goto out;
-        struct tb_request *r = &rq[nr++];
-        memset(r, 0, sizeof *r);
-        r->tier = (uint32_t)sqlite3_column_int64(s, 0);
-        r->server = (uint32_t)sqlite3_column_int64(s, 1);
-        int64_t cid = sqlite3_column_int64(s, 2);
-        if (cid > 0 && (size_t)cid < nep)
-            r->client = ep[cid];
-        r->client.port = (uint16_t)sqlite3_column_int(s, 3);
-        r->conn = (uint64_t)sqlite3_column_int64(s, 4);
-        r->class_id = (uint32_t)sqlite3_column_int64(s, 5);
-        r->arrival_ns = sqlite3_column_int64(s, 6);
-        r->departure_ns = sqlite3_column_int64(s, 7);
-        r->req_bytes = (uint64_t)sqlite3_column_int64(s, 8);
-        r->resp_bytes = (uint64_t)sqlite3_column_int64(s, 9);
-        r->status = sqlite3_column_int(s, 10);
-        r->flags = (uint32_t)sqlite3_column_int64(s, 11);
-    }
-    if (src != SQLITE_DONE)
-        rc = tb__db_fail(&st->d, "reading requests");
-out:
-    if (s)
-        sqlite3_reset(s);
-    free(ep);
-    if (rc) {
-        free(rq);
         return rc;
+    if ((rc = tb__db_prep(&st->d, tier ? sql_tier : sql_all, &s)) == 0) {
+        sqlite3_bind_int64(s, 1, tier);
+        sqlite3_bind_int64(s, 2, from_ns);
+        sqlite3_bind_int64(s, 3, to_ns);
+        rc = tb__db_rows(&st->d, s, sizeof **out, fill_request, &(struct endpoints){ep, nep},
+                         "reading requests", out, n);
     }
-    *out = rq;
-    *n = nr;
-    return 0;
+    free(ep);
+    return rc;
 }
 
 static uint8_t name_index(const char *name, const char *(*fn)(unsigned), unsigned n)
@@ -576,13 +562,34 @@ static uint8_t name_index(const char *name, const char *(*fn)(unsigned), unsigne
     return 0;
 }
 
+static int fill_conn(sqlite3_stmt *s, void *elem, void *ctx)
+{
+    struct tb_conn *x = elem;
+    x->conn = (uint64_t)sqlite3_column_int64(s, 0);
+    if (tb_addr_parse(column_str(s, 1), &x->client) ||
+        tb_addr_parse(column_str(s, 2), &x->server)) {
+        tb_log_error("%s: unreadable address in table connections (conn %llu)",
+                     (const char *)ctx, (unsigned long long)x->conn);
+        return TB_E_BADFMT;
+    }
+    x->tier = (uint32_t)sqlite3_column_int64(s, 3);
+    x->server_id = (uint32_t)sqlite3_column_int64(s, 4);
+    x->open_ns = sqlite3_column_int64(s, 5);
+    x->close_ns = sqlite3_column_int64(s, 6);
+    x->opened = name_index(column_str(s, 7), tb_conn_open_name, 3);
+    x->closed = name_index(column_str(s, 8), tb_conn_close_name, 6);
+    x->requests = (uint64_t)sqlite3_column_int64(s, 9);
+    x->packets = (uint64_t)sqlite3_column_int64(s, 10);
+    x->bytes_c2s = (uint64_t)sqlite3_column_int64(s, 11);
+    x->bytes_s2c = (uint64_t)sqlite3_column_int64(s, 12);
+    return 0;
+}
+
 int tb_store_connections(struct tb_store *st, int64_t from_ns, int64_t to_ns,
                          struct tb_conn **out, size_t *n)
 {
-    struct tb_conn *c = NULL;
-    size_t nc = 0, cap = 0;
     sqlite3_stmt *s;
-    int rc, src;
+    int rc;
     *out = NULL;
     *n = 0;
     if ((rc = tb__db_prep(&st->d,
@@ -594,41 +601,8 @@ int tb_store_connections(struct tb_store *st, int64_t from_ns, int64_t to_ns,
         return rc;
     sqlite3_bind_int64(s, 1, from_ns);
     sqlite3_bind_int64(s, 2, to_ns);
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb_grow(&c, &cap, nc + 1, sizeof *c)))
-            goto out;
-        struct tb_conn *x = &c[nc++];
-        memset(x, 0, sizeof *x);
-        x->conn = (uint64_t)sqlite3_column_int64(s, 0);
-        if (tb_addr_parse(column_str(s, 1), &x->client) ||
-            tb_addr_parse(column_str(s, 2), &x->server)) {
-            tb_log_error("%s: unreadable address in table connections (conn %llu)", st->d.path,
-                         (unsigned long long)x->conn);
-            rc = TB_E_BADFMT;
-            goto out;
-        }
-        x->tier = (uint32_t)sqlite3_column_int64(s, 3);
-        x->server_id = (uint32_t)sqlite3_column_int64(s, 4);
-        x->open_ns = sqlite3_column_int64(s, 5);
-        x->close_ns = sqlite3_column_int64(s, 6);
-        x->opened = name_index(column_str(s, 7), tb_conn_open_name, 3);
-        x->closed = name_index(column_str(s, 8), tb_conn_close_name, 6);
-        x->requests = (uint64_t)sqlite3_column_int64(s, 9);
-        x->packets = (uint64_t)sqlite3_column_int64(s, 10);
-        x->bytes_c2s = (uint64_t)sqlite3_column_int64(s, 11);
-        x->bytes_s2c = (uint64_t)sqlite3_column_int64(s, 12);
-    }
-    if (src != SQLITE_DONE)
-        rc = tb__db_fail(&st->d, "reading connections");
-out:
-    sqlite3_reset(s);
-    if (rc) {
-        free(c);
-        return rc;
-    }
-    *out = c;
-    *n = nc;
-    return 0;
+    return tb__db_rows(&st->d, s, sizeof **out, fill_conn, st->d.path, "reading connections",
+                       out, n);
 }
 
 int tb_store_request_count(struct tb_store *st, uint32_t tier, uint64_t *n)
@@ -723,13 +697,31 @@ int tb_store_put_windows(struct tb_store *st, const struct tb_window *w, size_t 
     return tb__db_end(&st->d, tb__put_windows(&st->d, w, n));
 }
 
+static int fill_window(sqlite3_stmt *s, void *elem, void *ctx)
+{
+    const struct tb_window *key = ctx;
+    *(struct tb_window *)elem = (struct tb_window){
+        .start_ns = sqlite3_column_int64(s, 0),
+        .width_ns = key->width_ns,
+        .tier = key->tier,
+        .server = key->server,
+        .load = sqlite3_column_double(s, 1),
+        .completions = (uint32_t)sqlite3_column_int64(s, 2),
+        .work_units = sqlite3_column_double(s, 3),
+        .throughput = sqlite3_column_double(s, 4),
+        .norm_throughput = sqlite3_column_double(s, 5),
+        .rt_mean_ns = sqlite3_column_double(s, 6),
+        .rt_p95_ns = sqlite3_column_double(s, 7),
+    };
+    return 0;
+}
+
 int tb_store_get_windows(struct tb_store *st, uint32_t tier, uint32_t server, int64_t width_ns,
                          int64_t from_ns, int64_t to_ns, struct tb_window **out, size_t *n)
 {
-    struct tb_window *w = NULL;
-    size_t nw = 0, cap = 0;
+    struct tb_window key = {.tier = tier, .server = server, .width_ns = width_ns};
     sqlite3_stmt *s;
-    int rc, src;
+    int rc;
     *out = NULL;
     *n = 0;
     if ((rc = tb__db_prep(&st->d,
@@ -744,71 +736,53 @@ int tb_store_get_windows(struct tb_store *st, uint32_t tier, uint32_t server, in
     sqlite3_bind_int64(s, 3, width_ns);
     sqlite3_bind_int64(s, 4, from_ns);
     sqlite3_bind_int64(s, 5, to_ns);
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb_grow(&w, &cap, nw + 1, sizeof *w)))
-            goto out;
-        w[nw++] = (struct tb_window){
-            .start_ns = sqlite3_column_int64(s, 0),
-            .width_ns = width_ns,
-            .tier = tier,
-            .server = server,
-            .load = sqlite3_column_double(s, 1),
-            .completions = (uint32_t)sqlite3_column_int64(s, 2),
-            .work_units = sqlite3_column_double(s, 3),
-            .throughput = sqlite3_column_double(s, 4),
-            .norm_throughput = sqlite3_column_double(s, 5),
-            .rt_mean_ns = sqlite3_column_double(s, 6),
-            .rt_p95_ns = sqlite3_column_double(s, 7),
-        };
-    }
-    if (src != SQLITE_DONE)
-        rc = tb__db_fail(&st->d, "reading windows");
-out:
-    sqlite3_reset(s);
-    if (rc) {
-        free(w);
-        return rc;
-    }
-    *out = w;
-    *n = nw;
-    return 0;
+    return tb__db_rows(&st->d, s, sizeof **out, fill_window, &key, "reading windows", out, n);
+}
+
+static void bind_service(sqlite3_stmt *s, const void *elem, const void *ctx)
+{
+    const struct tb_class_service *sv = elem;
+    (void)ctx;
+    sqlite3_bind_int64(s, 1, sv->tier);
+    sqlite3_bind_int64(s, 2, sv->class_id);
+    sqlite3_bind_int64(s, 3, sv->period_start_ns);
+    sqlite3_bind_int64(s, 4, sv->service_ns);
+    sqlite3_bind_double(s, 5, sv->units);
+    sqlite3_bind_int64(s, 6, sv->samples);
+    sqlite3_bind_int64(s, 7, sv->requests);
+    sqlite3_bind_int(s, 8, (int)sv->method);
 }
 
 int tb_store_put_services(struct tb_store *st, const struct tb_class_service *sv, size_t n)
 {
-    sqlite3_stmt *s;
-    int rc;
-    if (n == 0)
-        return 0;
-    if ((rc = tb__db_begin(&st->d)))
-        return rc;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        if ((rc = tb__db_prep(&st->d,
-                              "INSERT OR REPLACE INTO service_times(tier_id, class_id, "
-                              "period_start_ns, service_ns, units, samples, requests, method) "
-                              "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                              &s)))
-            break;
-        sqlite3_bind_int64(s, 1, sv[i].tier);
-        sqlite3_bind_int64(s, 2, sv[i].class_id);
-        sqlite3_bind_int64(s, 3, sv[i].period_start_ns);
-        sqlite3_bind_int64(s, 4, sv[i].service_ns);
-        sqlite3_bind_double(s, 5, sv[i].units);
-        sqlite3_bind_int64(s, 6, sv[i].samples);
-        sqlite3_bind_int64(s, 7, sv[i].requests);
-        sqlite3_bind_int(s, 8, (int)sv[i].method);
-        rc = tb__db_step_done(&st->d, s, "storing service times");
-    }
-    return tb__db_end(&st->d, rc);
+    static const struct tb__db_put put = {
+        "INSERT OR REPLACE INTO service_times(tier_id, class_id, period_start_ns, service_ns, "
+        "units, samples, requests, method) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        0, "storing service times", bind_service, NULL};
+    return tb__db_put_all(&st->d, &put, sv, n, sizeof *sv, NULL);
+}
+
+static int fill_service(sqlite3_stmt *s, void *elem, void *ctx)
+{
+    (void)ctx;
+    *(struct tb_class_service *)elem = (struct tb_class_service){
+        .tier = (uint32_t)sqlite3_column_int64(s, 0),
+        .class_id = (uint32_t)sqlite3_column_int64(s, 1),
+        .period_start_ns = sqlite3_column_int64(s, 2),
+        .service_ns = sqlite3_column_int64(s, 3),
+        .units = sqlite3_column_double(s, 4),
+        .samples = (uint32_t)sqlite3_column_int64(s, 5),
+        .requests = (uint32_t)sqlite3_column_int64(s, 6),
+        .method = (enum tb_svc_method)sqlite3_column_int(s, 7),
+    };
+    return 0;
 }
 
 int tb_store_get_services(struct tb_store *st, uint32_t tier, struct tb_class_service **out,
                           size_t *n)
 {
-    struct tb_class_service *v = NULL;
-    size_t nv = 0, cap = 0;
     sqlite3_stmt *s;
-    int rc, src;
+    int rc;
     *out = NULL;
     *n = 0;
     if ((rc = tb__db_prep(&st->d,
@@ -819,31 +793,8 @@ int tb_store_get_services(struct tb_store *st, uint32_t tier, struct tb_class_se
                           &s)))
         return rc;
     sqlite3_bind_int64(s, 1, tier);
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb_grow(&v, &cap, nv + 1, sizeof *v)))
-            goto out;
-        v[nv++] = (struct tb_class_service){
-            .tier = (uint32_t)sqlite3_column_int64(s, 0),
-            .class_id = (uint32_t)sqlite3_column_int64(s, 1),
-            .period_start_ns = sqlite3_column_int64(s, 2),
-            .service_ns = sqlite3_column_int64(s, 3),
-            .units = sqlite3_column_double(s, 4),
-            .samples = (uint32_t)sqlite3_column_int64(s, 5),
-            .requests = (uint32_t)sqlite3_column_int64(s, 6),
-            .method = (enum tb_svc_method)sqlite3_column_int(s, 7),
-        };
-    }
-    if (src != SQLITE_DONE)
-        rc = tb__db_fail(&st->d, "reading service times");
-out:
-    sqlite3_reset(s);
-    if (rc) {
-        free(v);
-        return rc;
-    }
-    *out = v;
-    *n = nv;
-    return 0;
+    return tb__db_rows(&st->d, s, sizeof **out, fill_service, NULL, "reading service times", out,
+                       n);
 }
 
 /* ---- analyses and episodes --------------------------------------------------------------- */
@@ -1065,13 +1016,25 @@ int tb_store_find_analysis(struct tb_store *st, uint32_t tier, uint32_t server, 
     "congested_fraction, episodes_per_min, levels, disagree, method_version, n_star_why, "   \
     "n_star_reason FROM analyses WHERE tier_id = ?1 AND server_id = ?2 AND width_ns = ?3 "
 
+static int fill_episode(sqlite3_stmt *s, void *elem, void *ctx)
+{
+    (void)ctx;
+    *(struct tb_episode *)elem = (struct tb_episode){
+        .start_ns = sqlite3_column_int64(s, 0),
+        .end_ns = sqlite3_column_int64(s, 1),
+        .peak_load = column_real(s, 2),
+        .mean_load = column_real(s, 3),
+        .throughput = column_real(s, 4),
+        .kind = strcmp(column_str(s, 5), "freeze") == 0 ? TB_EP_FREEZE : TB_EP_SATURATED,
+    };
+    return 0;
+}
+
 static int read_analysis(struct tb_store *st, uint32_t tier, uint32_t server, int64_t width_ns,
                          bool exact, int64_t from_ns, int64_t to_ns, struct tb_analysis *a,
                          struct tb_episode **ep, size_t *nep)
 {
     struct tb__db *d = &st->d;
-    struct tb_episode *e = NULL;
-    size_t ne = 0, cap = 0;
     sqlite3_stmt *s;
     int64_t id;
     int rc, src;
@@ -1139,40 +1102,28 @@ static int read_analysis(struct tb_store *st, uint32_t tier, uint32_t server, in
                           &s)))
         return rc;
     sqlite3_bind_int64(s, 1, id);
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb_grow(&e, &cap, ne + 1, sizeof *e)))
-            goto out;
-        e[ne++] = (struct tb_episode){
-            .start_ns = sqlite3_column_int64(s, 0),
-            .end_ns = sqlite3_column_int64(s, 1),
-            .peak_load = column_real(s, 2),
-            .mean_load = column_real(s, 3),
-            .throughput = column_real(s, 4),
-            .kind = strcmp(column_str(s, 5), "freeze") == 0 ? TB_EP_FREEZE : TB_EP_SATURATED,
-        };
-    }
-    if (src != SQLITE_DONE)
-        rc = tb__db_fail(d, "reading episodes");
-out:
-    sqlite3_reset(s);
-    if (rc) {
-        free(e);
-        return rc;
-    }
-    *ep = e;
-    *nep = ne;
-    return 0;
+    return tb__db_rows(d, s, sizeof **ep, fill_episode, NULL, "reading episodes", ep, nep);
 }
 
 /* ---- health and events ---------------------------------------------------------------- */
 
+static int fill_health(sqlite3_stmt *s, void *elem, void *ctx)
+{
+    (void)ctx;
+    *(struct tb_health_row *)elem = (struct tb_health_row){
+        .ts_ns = sqlite3_column_int64(s, 0),
+        .packets = (uint64_t)sqlite3_column_int64(s, 1),
+        .kernel_drops = (uint64_t)sqlite3_column_int64(s, 2),
+        .if_drops = (uint64_t)sqlite3_column_int64(s, 3),
+    };
+    return 0;
+}
+
 int tb_store_get_health(struct tb_store *st, int64_t from_ns, int64_t to_ns,
                         struct tb_health_row **out, size_t *n)
 {
-    struct tb_health_row *h = NULL;
-    size_t nh = 0, cap = 0;
     sqlite3_stmt *s;
-    int rc, src;
+    int rc;
     *out = NULL;
     *n = 0;
     if ((rc = tb__db_prep(&st->d,
@@ -1182,64 +1133,48 @@ int tb_store_get_health(struct tb_store *st, int64_t from_ns, int64_t to_ns,
         return rc;
     sqlite3_bind_int64(s, 1, from_ns);
     sqlite3_bind_int64(s, 2, to_ns);
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb_grow(&h, &cap, nh + 1, sizeof *h)))
-            goto out;
-        h[nh++] = (struct tb_health_row){
-            .ts_ns = sqlite3_column_int64(s, 0),
-            .packets = (uint64_t)sqlite3_column_int64(s, 1),
-            .kernel_drops = (uint64_t)sqlite3_column_int64(s, 2),
-            .if_drops = (uint64_t)sqlite3_column_int64(s, 3),
-        };
-    }
-    if (src != SQLITE_DONE)
-        rc = tb__db_fail(&st->d, "reading capture health");
-out:
-    sqlite3_reset(s);
-    if (rc) {
-        free(h);
-        return rc;
-    }
-    *out = h;
-    *n = nh;
-    return 0;
+    return tb__db_rows(&st->d, s, sizeof **out, fill_health, NULL, "reading capture health", out,
+                       n);
+}
+
+static void bind_event(sqlite3_stmt *s, const void *elem, const void *ctx)
+{
+    const struct tb_event *ev = elem;
+    (void)ctx;
+    /* The fixed-size fields need not be NUL-terminated when full. */
+    sqlite3_bind_text(s, 1, ev->kind, (int)strnlen(ev->kind, sizeof ev->kind), SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, ev->host, (int)strnlen(ev->host, sizeof ev->host), SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, ev->start_ns);
+    sqlite3_bind_int64(s, 4, ev->end_ns);
+    sqlite3_bind_text(s, 5, ev->detail, (int)strnlen(ev->detail, sizeof ev->detail),
+                      SQLITE_STATIC);
 }
 
 int tb_store_put_events(struct tb_store *st, const struct tb_event *ev, size_t n)
 {
-    sqlite3_stmt *s;
-    int rc;
-    if (n == 0)
-        return 0;
-    if ((rc = tb__db_begin(&st->d)))
-        return rc;
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        if ((rc = tb__db_prep(&st->d,
-                              "INSERT INTO events(kind, host, start_ns, end_ns, detail) "
-                              "VALUES (?1, ?2, ?3, ?4, ?5)",
-                              &s)))
-            break;
-        /* The fixed-size fields need not be NUL-terminated when full. */
-        sqlite3_bind_text(s, 1, ev[i].kind, (int)strnlen(ev[i].kind, sizeof ev[i].kind),
-                          SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, ev[i].host, (int)strnlen(ev[i].host, sizeof ev[i].host),
-                          SQLITE_STATIC);
-        sqlite3_bind_int64(s, 3, ev[i].start_ns);
-        sqlite3_bind_int64(s, 4, ev[i].end_ns);
-        sqlite3_bind_text(s, 5, ev[i].detail, (int)strnlen(ev[i].detail, sizeof ev[i].detail),
-                          SQLITE_STATIC);
-        rc = tb__db_step_done(&st->d, s, "storing events");
-    }
-    return tb__db_end(&st->d, rc);
+    static const struct tb__db_put put = {"INSERT INTO events(kind, host, start_ns, end_ns, "
+                                          "detail) VALUES (?1, ?2, ?3, ?4, ?5)",
+                                          0, "storing events", bind_event, NULL};
+    return tb__db_put_all(&st->d, &put, ev, n, sizeof *ev, NULL);
+}
+
+static int fill_event(sqlite3_stmt *s, void *elem, void *ctx)
+{
+    struct tb_event *x = elem;
+    (void)ctx;
+    copy_str(x->kind, sizeof x->kind, column_str(s, 0));
+    copy_str(x->host, sizeof x->host, column_str(s, 1));
+    x->start_ns = sqlite3_column_int64(s, 2);
+    x->end_ns = sqlite3_column_int64(s, 3);
+    copy_str(x->detail, sizeof x->detail, column_str(s, 4));
+    return 0;
 }
 
 int tb_store_get_events(struct tb_store *st, const char *kind, int64_t from_ns, int64_t to_ns,
                         struct tb_event **out, size_t *n)
 {
-    struct tb_event *e = NULL;
-    size_t ne = 0, cap = 0;
     sqlite3_stmt *s;
-    int rc, src;
+    int rc;
     *out = NULL;
     *n = 0;
     if ((rc = tb__db_prep(&st->d,
@@ -1255,26 +1190,5 @@ int tb_store_get_events(struct tb_store *st, const char *kind, int64_t from_ns, 
         sqlite3_bind_text(s, 1, kind, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 2, from_ns);
     sqlite3_bind_int64(s, 3, to_ns);
-    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb_grow(&e, &cap, ne + 1, sizeof *e)))
-            goto out;
-        struct tb_event *x = &e[ne++];
-        memset(x, 0, sizeof *x);
-        copy_str(x->kind, sizeof x->kind, column_str(s, 0));
-        copy_str(x->host, sizeof x->host, column_str(s, 1));
-        x->start_ns = sqlite3_column_int64(s, 2);
-        x->end_ns = sqlite3_column_int64(s, 3);
-        copy_str(x->detail, sizeof x->detail, column_str(s, 4));
-    }
-    if (src != SQLITE_DONE)
-        rc = tb__db_fail(&st->d, "reading events");
-out:
-    sqlite3_reset(s);
-    if (rc) {
-        free(e);
-        return rc;
-    }
-    *out = e;
-    *n = ne;
-    return 0;
+    return tb__db_rows(&st->d, s, sizeof **out, fill_event, NULL, "reading events", out, n);
 }
