@@ -10,6 +10,7 @@
 
 #include "buf.h"
 #include "json.h"
+#include "sort.h"
 #include "util.h"
 
 /* Levels of concurrency told apart (and cores tried). */
@@ -23,52 +24,34 @@ struct cevent {
 };
 
 /* Events by server, then time, a departure before an arrival at the same
- * instant: a stable radix sort on (time since the earliest, arrival bit), 11
- * bits a pass, then a stable counting sort on the server. */
-static int cevent_sort(struct cevent *ev, size_t n, uint32_t nsrv)
+ * instant: stable sorts (tb_radix_sort) on the arrival bit, on the time,
+ * then on the server, each keeping the order of the one before among its
+ * equals. */
+static uint64_t cevent_arrival_key(const void *e, const void *ctx)
 {
-    if (n < 2)
-        return 0;
-    int64_t lo = ev[0].t, hi = ev[0].t;
-    for (size_t i = 1; i < n; i++) {
-        lo = TB_MIN(lo, ev[i].t);
-        hi = TB_MAX(hi, ev[i].t);
-    }
-    uint64_t span = ((uint64_t)hi - (uint64_t)lo) << 1 | 1;
-    struct cevent *tmp = malloc(n * sizeof *tmp);
-    size_t *count = calloc((size_t)nsrv + 2 > 2049 ? (size_t)nsrv + 2 : 2049, sizeof *count);
-    if (!tmp || !count) {
-        free(tmp);
-        free(count);
-        return TB_E_NOMEM;
-    }
-    struct cevent *src = ev, *dst = tmp;
-#define CKEY(e) (((uint64_t)(e).t - (uint64_t)lo) << 1 | ((e).delta > 0))
-    for (unsigned shift = 0; shift < 64 && (span >> shift) != 0; shift += 11) {
-        memset(count, 0, 2049 * sizeof *count);
-        for (size_t i = 0; i < n; i++)
-            count[(CKEY(src[i]) >> shift & 2047) + 1]++;
-        for (size_t d = 1; d <= 2048; d++)
-            count[d] += count[d - 1];
-        for (size_t i = 0; i < n; i++)
-            dst[count[CKEY(src[i]) >> shift & 2047]++] = src[i];
-        struct cevent *sw = src;
-        src = dst;
-        dst = sw;
-    }
-#undef CKEY
-    memset(count, 0, ((size_t)nsrv + 2) * sizeof *count);
-    for (size_t i = 0; i < n; i++)
-        count[src[i].server + 1]++;
-    for (size_t d = 1; d <= (size_t)nsrv + 1; d++)
-        count[d] += count[d - 1];
-    for (size_t i = 0; i < n; i++)
-        dst[count[src[i].server]++] = src[i];
-    if (dst != ev)
-        memcpy(ev, dst, n * sizeof *ev);
-    free(tmp);
-    free(count);
-    return 0;
+    (void)ctx;
+    return ((const struct cevent *)e)->delta > 0;
+}
+
+static uint64_t cevent_time_key(const void *e, const void *ctx)
+{
+    (void)ctx;
+    return tb_sort_key_i64(((const struct cevent *)e)->t);
+}
+
+static uint64_t cevent_server_key(const void *e, const void *ctx)
+{
+    (void)ctx;
+    return ((const struct cevent *)e)->server;
+}
+
+static int cevent_sort(struct cevent *ev, size_t n)
+{
+    int rc;
+    if ((rc = tb_radix_sort(ev, n, sizeof *ev, cevent_arrival_key, NULL)) ||
+        (rc = tb_radix_sort(ev, n, sizeof *ev, cevent_time_key, NULL)))
+        return rc;
+    return tb_radix_sort(ev, n, sizeof *ev, cevent_server_key, NULL);
 }
 
 void tb_trees_free(struct tb_trees *t)
@@ -158,7 +141,7 @@ int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, si
             ev[nev++] = (struct cevent){rq[i].departure_ns, ps, +1, 0};
         }
     }
-    if ((rc = cevent_sort(ev, nev, t->nsrv)))
+    if ((rc = cevent_sort(ev, nev)))
         goto out;
     long cur = 0;
     uint32_t srv = UINT32_MAX;

@@ -23,6 +23,7 @@
 #include "analyze.h"
 #include "callers.h"
 #include "json.h"
+#include "util.h"
 
 /* ---- thresholds (docs/diagnose.md "Rules and thresholds") --------------------------- */
 
@@ -911,16 +912,10 @@ static int tally_add(struct tallies *ts, uint32_t server, enum tb_cause cause, d
             ts->v[i].t += t;
             return 0;
         }
-    if (ts->n == ts->cap) {
-        size_t nc = ts->cap ? ts->cap * 2 : 8;
-        struct tally *nv = realloc(ts->v, nc * sizeof *nv);
-        if (!nv)
-            return TB_E_NOMEM;
-        ts->v = nv;
-        ts->cap = nc;
-    }
-    ts->v[ts->n++] = (struct tally){server, cause, t};
-    return 0;
+    int rc = tb_grow(&ts->v, &ts->cap, ts->n + 1, sizeof *ts->v);
+    if (rc == 0)
+        ts->v[ts->n++] = (struct tally){server, cause, t};
+    return rc;
 }
 
 static bool callee_slow(const struct ctx *c, const struct edge *e, size_t k);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sort.h"
 #include "util.h"
 
 /* Timing tolerance in caller CPU time: a piece that comes due within it of
@@ -35,40 +36,18 @@ struct ev {
     uint32_t slot;  /* (local index << 2) | child << 1 | departure */
 };
 
-/* Events by time: a stable LSD radix sort on the time since the earliest,
- * 11 bits a pass, passes whose digit never changes skipped. Events at the
- * same instant keep their order, which the clock does not care about: no
- * time passes between them. */
+/* Events by time, stably (tb_radix_sort). Events at the same instant keep
+ * their order, which the clock does not care about: no time passes between
+ * them. */
+static uint64_t ev_key(const void *e, const void *ctx)
+{
+    (void)ctx;
+    return tb_sort_key_i64(((const struct ev *)e)->t);
+}
+
 static int ev_sort(struct ev *ev, size_t n)
 {
-    if (n < 2)
-        return 0;
-    int64_t lo = ev[0].t, hi = ev[0].t;
-    for (size_t i = 1; i < n; i++) {
-        lo = TB_MIN(lo, ev[i].t);
-        hi = TB_MAX(hi, ev[i].t);
-    }
-    uint64_t span = (uint64_t)hi - (uint64_t)lo;
-    struct ev *tmp = malloc(n * sizeof *tmp);
-    if (!tmp)
-        return TB_E_NOMEM;
-    struct ev *src = ev, *dst = tmp;
-    for (unsigned shift = 0; shift < 64 && (span >> shift) != 0; shift += 11) {
-        size_t count[2049] = {0};
-        for (size_t i = 0; i < n; i++)
-            count[(((uint64_t)src[i].t - (uint64_t)lo) >> shift & 2047) + 1]++;
-        for (size_t d = 1; d <= 2048; d++)
-            count[d] += count[d - 1];
-        for (size_t i = 0; i < n; i++)
-            dst[count[((uint64_t)src[i].t - (uint64_t)lo) >> shift & 2047]++] = src[i];
-        struct ev *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != ev)
-        memcpy(ev, src, n * sizeof *ev);
-    free(tmp);
-    return 0;
+    return tb_radix_sort(ev, n, sizeof *ev, ev_key, NULL);
 }
 
 /* One caller host of one tier: its requests (parents) and the calls it made

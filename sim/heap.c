@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "sim.h"
+#include "sort.h"
 
 static inline bool before(const struct sim_event *a, const struct sim_event *b)
 {
@@ -22,27 +23,15 @@ void sim_heap_free(struct sim_heap *h)
     sim_heap_init(h);
 }
 
+TB_HEAP_DEFINE(event_heap, struct sim_event, before)
+
 int sim_heap_push(struct sim_heap *h, int64_t t, uint32_t kind, void *obj, uint32_t gen)
 {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? h->cap * 2 : 256;
-        struct sim_event *v = realloc(h->v, cap * sizeof *v);
-        if (!v)
-            return TB_E_NOMEM;
-        h->v = v;
-        h->cap = cap;
-    }
-    struct sim_event e = {.t = t, .seq = h->next_seq++, .obj = obj, .kind = kind, .gen = gen};
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!before(&e, &h->v[parent]))
-            break;
-        h->v[i] = h->v[parent];
-        i = parent;
-    }
-    h->v[i] = e;
-    return 0;
+    struct sim_event e = {.t = t, .seq = h->next_seq, .obj = obj, .kind = kind, .gen = gen};
+    int rc = event_heap_push(&h->v, &h->n, &h->cap, &e);
+    if (rc == 0)
+        h->next_seq++;
+    return rc;
 }
 
 const struct sim_event *sim_heap_peek(const struct sim_heap *h)
@@ -54,21 +43,6 @@ bool sim_heap_pop(struct sim_heap *h, struct sim_event *out)
 {
     if (h->n == 0)
         return false;
-    *out = h->v[0];
-    struct sim_event last = h->v[--h->n];
-    size_t i = 0, n = h->n;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= n)
-            break;
-        if (c + 1 < n && before(&h->v[c + 1], &h->v[c]))
-            c++;
-        if (!before(&h->v[c], &last))
-            break;
-        h->v[i] = h->v[c];
-        i = c;
-    }
-    if (n)
-        h->v[i] = last;
+    event_heap_pop(h->v, &h->n, out);
     return true;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "sim.h"
+#include "util.h"
 
 /* Work left below this many nanoseconds counts as done: the completion time is
  * rounded up to a whole nanosecond, so floating error is far smaller. */
@@ -43,14 +44,9 @@ void sim_ps_advance(struct sim_ps *ps, int64_t now)
 int sim_ps_add(struct sim_ps *ps, int64_t now, double work_ns, void *ud)
 {
     sim_ps_advance(ps, now);
-    if (ps->n == ps->cap) {
-        size_t cap = ps->cap ? ps->cap * 2 : 16;
-        struct sim_ps_job *j = realloc(ps->jobs, cap * sizeof *j);
-        if (!j)
-            return TB_E_NOMEM;
-        ps->jobs = j;
-        ps->cap = cap;
-    }
+    int rc = tb_grow(&ps->jobs, &ps->cap, ps->n + 1, sizeof *ps->jobs);
+    if (rc)
+        return rc;
     ps->jobs[ps->n++] = (struct sim_ps_job){.tag = ps->v + (work_ns > 0 ? work_ns : 0), .ud = ud};
     return 0;
 }

@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sort.h"
+
 /* Rows x windows beyond this is a mistake (a 1 ms window over a day), as in
  * tb_winacc. */
 #define LAYER_MAX_CELLS (UINT64_C(20) * 1000 * 1000)
@@ -189,41 +191,18 @@ static void change(struct tb_layer *L, const struct pending *p, int64_t t, int d
 
 /* ---- the departure heap -------------------------------------------------------------- */
 
-static void heap_down(struct pending *h, size_t n, size_t i)
+static bool pending_before(const struct pending *a, const struct pending *b)
 {
-    for (;;) {
-        size_t l = 2 * i + 1, m = i;
-        if (l < n && h[l].t < h[m].t)
-            m = l;
-        if (l + 1 < n && h[l + 1].t < h[m].t)
-            m = l + 1;
-        if (m == i)
-            return;
-        struct pending x = h[i];
-        h[i] = h[m];
-        h[m] = x;
-        i = m;
-    }
+    return a->t < b->t;
 }
+
+TB_HEAP_DEFINE(pending_heap, struct pending, pending_before)
 
 static int heap_push(struct tb_layer *L, const struct pending *p)
 {
-    if (L->nheap == L->cap) {
-        size_t nc = L->cap ? L->cap * 2 : 1024;
-        struct pending *nh = realloc(L->heap, nc * sizeof *nh);
-        if (!nh)
-            return TB_E_NOMEM;
-        L->heap = nh;
-        L->cap = nc;
-    }
-    size_t i = L->nheap++;
-    L->heap[i] = *p;
-    while (i && L->heap[(i - 1) / 2].t > L->heap[i].t) {
-        struct pending x = L->heap[i];
-        L->heap[i] = L->heap[(i - 1) / 2];
-        L->heap[(i - 1) / 2] = x;
-        i = (i - 1) / 2;
-    }
+    int rc = pending_heap_push(&L->heap, &L->nheap, &L->cap, p);
+    if (rc)
+        return rc;
     if (L->nheap > L->max_heap)
         L->max_heap = L->nheap;
     return 0;
@@ -233,9 +212,8 @@ static int heap_push(struct tb_layer *L, const struct pending *p)
 static void depart_until(struct tb_layer *L, int64_t t)
 {
     while (L->nheap && L->heap[0].t <= t) {
-        struct pending p = L->heap[0];
-        L->heap[0] = L->heap[--L->nheap];
-        heap_down(L->heap, L->nheap, 0);
+        struct pending p;
+        pending_heap_pop(L->heap, &L->nheap, &p);
         change(L, &p, p.t, -1);
         size_t k = win_of(L, p.t);
         if (p.completes && k != SIZE_MAX) {

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/* sort.c — the stable radix sort of sort.h. */
+#include "sort.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "tb.h"
+
+/* The sort moves (key, index) pairs, the elements only once at the end, so
+ * that its passes cost the same whatever the element's size. */
+struct kv {
+    uint64_t k;
+    size_t i;
+};
+
+#define BITS 11
+#define RADIX (1u << BITS)
+
+int tb_radix_sort(void *base, size_t n, size_t size, tb_sort_key_fn key, const void *ctx)
+{
+    if (n < 2)
+        return 0;
+    if (n > SIZE_MAX / 2 / sizeof(struct kv) || size > SIZE_MAX / n)
+        return TB_E_NOMEM;
+    struct kv *a = malloc(2 * n * sizeof *a);
+    char *out = malloc(n * size);
+    if (!a || !out) {
+        free(a);
+        free(out);
+        return TB_E_NOMEM;
+    }
+    struct kv *src = a, *dst = a + n;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = key((const char *)base + i * size, ctx);
+        src[i] = (struct kv){k, i};
+        lo = k < lo ? k : lo;
+        hi = k > hi ? k : hi;
+    }
+    uint64_t span = hi - lo;
+    for (unsigned shift = 0; shift < 64 && (span >> shift) != 0; shift += BITS) {
+        size_t count[RADIX + 1] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[((src[i].k - lo) >> shift & (RADIX - 1)) + 1]++;
+        for (size_t d = 1; d <= RADIX; d++)
+            count[d] += count[d - 1];
+        for (size_t i = 0; i < n; i++)
+            dst[count[(src[i].k - lo) >> shift & (RADIX - 1)]++] = src[i];
+        struct kv *t = src;
+        src = dst;
+        dst = t;
+    }
+    for (size_t i = 0; i < n; i++)
+        memcpy(out + i * size, (const char *)base + src[i].i * size, size);
+    memcpy(base, out, n * size);
+    free(a);
+    free(out);
+    return 0;
+}
