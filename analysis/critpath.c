@@ -457,16 +457,15 @@ static void json_shares(struct tb_buf *b, const struct tb_catalog *cat,
         tb_buf_puts(b, first ? "" : ", ");
         first = false;
         tb_buf_json_str(b, name);
-        tb_buf_puts(b, ": ");
-        tb_buf_json_num(b, v[c]);
+        tb_buf_json_knum(b, ": ", v[c]);
     }
     tb_buf_puts(b, "}");
 }
 
 void tb_critpath_json(struct tb_buf *b, const struct tb_catalog *cat, const struct tb_critpath *cp)
 {
-    tb_buf_puts(b, "{\"front_tier\": ");
-    tb_buf_json_str(b, cp->front ? tb_catalog_tier_get(cat, cp->front)->name : "");
+    tb_buf_json_kstr(b, "{\"front_tier\": ",
+                     cp->front ? tb_catalog_tier_get(cat, cp->front)->name : "");
     tb_buf_printf(b, ", \"linked\": %" PRIu64 ", \"downstream\": %" PRIu64 ", \"classes\": [",
                   cp->linked, cp->children);
     for (size_t k = 0; k < cp->ncls; k++) {
@@ -475,10 +474,8 @@ void tb_critpath_json(struct tb_buf *b, const struct tb_catalog *cat, const stru
         tb_buf_json_str(b, x->class_id ? tb_catalog_class_get(cat, x->class_id)->text : "*");
         tb_buf_printf(b, ", \"requests\": %" PRIu64 ", \"rt_mean_ns\": ", x->requests);
         tb_buf_json_num(b, x->rt_mean_ns);
-        tb_buf_puts(b, ", \"rt_p95_ns\": ");
-        tb_buf_json_num(b, x->rt_p95_ns);
-        tb_buf_puts(b, ", \"rt_p99_ns\": ");
-        tb_buf_json_num(b, x->rt_p99_ns);
+        tb_buf_json_knum(b, ", \"rt_p95_ns\": ", x->rt_p95_ns);
+        tb_buf_json_knum(b, ", \"rt_p99_ns\": ", x->rt_p99_ns);
         tb_buf_puts(b, ", \"mean\": ");
         json_shares(b, cat, cp, x->mean);
         tb_buf_puts(b, ", \"p95\": ");

@@ -1761,14 +1761,11 @@ static void json_row(struct tb_buf *b, const struct tb_catalog *cat, const struc
                      bool server)
 {
     char sb[TB_ADDR_STRLEN];
-    tb_buf_puts(b, "{\"tier\": ");
-    tb_buf_json_str(b, jtier(cat, r->tier));
+    tb_buf_json_kstr(b, "{\"tier\": ", jtier(cat, r->tier));
     if (server) {
-        tb_buf_puts(b, ", \"server\": ");
-        tb_buf_json_str(b, jserver(cat, r->server, sb, sizeof sb));
+        tb_buf_json_kstr(b, ", \"server\": ", jserver(cat, r->server, sb, sizeof sb));
     }
-    tb_buf_puts(b, ", \"state\": ");
-    tb_buf_json_str(b, tb_diag_state_name(r->state));
+    tb_buf_json_kstr(b, ", \"state\": ", tb_diag_state_name(r->state));
     tb_buf_printf(b, ", \"requests\": %" PRIu64 ", \"depth\": ", r->requests);
     if (r->depth == UINT32_MAX)
         tb_buf_puts(b, "null");
@@ -1797,20 +1794,13 @@ void tb_diagnosis_json(struct tb_buf *b, const struct tb_catalog *cat,
                   d->width_ns, d->from_ns, d->to_ns, tb_fmt_iso(d->from_ns, ib[0], 40),
                   tb_fmt_iso(d->to_ns, ib[1], 40));
     tb_buf_json_str(b, jtier(cat, d->front));
-    tb_buf_puts(b, ",\n \"verdict\": {\"tier\": ");
-    tb_buf_json_str(b, jtier(cat, v->tier));
-    tb_buf_puts(b, ", \"server\": ");
-    tb_buf_json_str(b, jserver(cat, v->server, sb, sizeof sb));
-    tb_buf_puts(b, ", \"cause\": ");
-    tb_buf_json_str(b, tb_cause_name(v->cause));
-    tb_buf_puts(b, ", \"resource\": ");
-    tb_buf_json_str(b, v->resource);
-    tb_buf_puts(b, ", \"evidence\": ");
-    tb_buf_json_str(b, v->evidence);
-    tb_buf_puts(b, ", \"share\": ");
-    tb_buf_json_num(b, v->share);
-    tb_buf_puts(b, ", \"front_congestion\": ");
-    tb_buf_json_str(b, d->front_by_slowness ? "slow" : "n_star");
+    tb_buf_json_kstr(b, ",\n \"verdict\": {\"tier\": ", jtier(cat, v->tier));
+    tb_buf_json_kstr(b, ", \"server\": ", jserver(cat, v->server, sb, sizeof sb));
+    tb_buf_json_kstr(b, ", \"cause\": ", tb_cause_name(v->cause));
+    tb_buf_json_kstr(b, ", \"resource\": ", v->resource);
+    tb_buf_json_kstr(b, ", \"evidence\": ", v->evidence);
+    tb_buf_json_knum(b, ", \"share\": ", v->share);
+    tb_buf_json_kstr(b, ", \"front_congestion\": ", d->front_by_slowness ? "slow" : "n_star");
     tb_buf_puts(b, ", \"cpu_quota_period_ns\": ");
     if (v->quota_period_ns)
         tb_buf_printf(b, "%" PRId64, v->quota_period_ns);
@@ -1831,17 +1821,14 @@ void tb_diagnosis_json(struct tb_buf *b, const struct tb_catalog *cat,
         const struct tb_diag_pool *p = &d->pools[i];
         tb_buf_puts(b, i ? ",\n   {\"from_tier\": " : "\n   {\"from_tier\": ");
         tb_buf_json_str(b, jtier(cat, p->from_tier));
-        tb_buf_puts(b, ", \"from_server\": ");
-        tb_buf_json_str(b, jserver(cat, p->from_server, sb, sizeof sb));
-        tb_buf_puts(b, ", \"to_tier\": ");
-        tb_buf_json_str(b, jtier(cat, p->to_tier));
+        tb_buf_json_kstr(b, ", \"from_server\": ", jserver(cat, p->from_server, sb, sizeof sb));
+        tb_buf_json_kstr(b, ", \"to_tier\": ", jtier(cat, p->to_tier));
         tb_buf_printf(b, ", \"connections\": %u, \"connections_seen\": %u, \"max_concurrent\": %u, "
                          "\"pooled\": %s, \"calls_mean\": ",
                       p->connections, p->connections_seen, p->max_concurrent,
                       p->pooled ? "true" : "false");
         tb_buf_json_num(b, p->calls_mean);
-        tb_buf_puts(b, ", \"full_fraction\": ");
-        tb_buf_json_num(b, p->full_fraction);
+        tb_buf_json_knum(b, ", \"full_fraction\": ", p->full_fraction);
         tb_buf_printf(b, ", \"recommended\": %u, \"reason\": ", p->recommended);
         tb_buf_json_str(b, p->reason);
         tb_buf_puts(b, "}");
@@ -1854,16 +1841,12 @@ void tb_diagnosis_json(struct tb_buf *b, const struct tb_catalog *cat,
                       i ? ",\n   " : "\n   ", e->start_ns, e->end_ns,
                       tb_fmt_iso(e->start_ns, ib[0], 40), tb_fmt_iso(e->end_ns, ib[1], 40));
         tb_buf_json_str(b, jtier(cat, e->tier));
-        tb_buf_puts(b, ", \"server\": ");
-        tb_buf_json_str(b, jserver(cat, e->server, sb, sizeof sb));
-        tb_buf_puts(b, ", \"kind\": ");
-        tb_buf_json_str(b, e->kind == TB_EP_FREEZE ? "freeze" : "saturated");
-        tb_buf_puts(b, ", \"root_tier\": ");
-        tb_buf_json_str(b, jtier(cat, e->root_tier));
-        tb_buf_puts(b, ", \"root_server\": ");
-        tb_buf_json_str(b, e->root_server ? jserver(cat, e->root_server, sb, sizeof sb) : "");
-        tb_buf_puts(b, ", \"cause\": ");
-        tb_buf_json_str(b, tb_cause_name(e->cause));
+        tb_buf_json_kstr(b, ", \"server\": ", jserver(cat, e->server, sb, sizeof sb));
+        tb_buf_json_kstr(b, ", \"kind\": ", e->kind == TB_EP_FREEZE ? "freeze" : "saturated");
+        tb_buf_json_kstr(b, ", \"root_tier\": ", jtier(cat, e->root_tier));
+        tb_buf_json_kstr(b, ", \"root_server\": ",
+                         e->root_server ? jserver(cat, e->root_server, sb, sizeof sb) : "");
+        tb_buf_json_kstr(b, ", \"cause\": ", tb_cause_name(e->cause));
         tb_buf_puts(b, "}");
     }
     tb_buf_puts(b, "],\n \"critical_path\": ");

@@ -127,6 +127,24 @@ void tb_buf_json_i64(struct tb_buf *b, int64_t v)
     tb_buf_printf(b, "%" PRId64, v);
 }
 
+void tb_buf_json_knum(struct tb_buf *b, const char *key, double v)
+{
+    tb_buf_puts(b, key);
+    tb_buf_json_num(b, v);
+}
+
+void tb_buf_json_ki64(struct tb_buf *b, const char *key, int64_t v)
+{
+    tb_buf_puts(b, key);
+    tb_buf_json_i64(b, v);
+}
+
+void tb_buf_json_kstr(struct tb_buf *b, const char *key, const char *s)
+{
+    tb_buf_puts(b, key);
+    tb_buf_json_str(b, s);
+}
+
 void tb_json_str(FILE *f, const char *s)
 {
     json_str(&(struct out){.f = f}, s);

@@ -21,6 +21,13 @@ void tb_buf_json_str(struct tb_buf *b, const char *s);
 void tb_buf_json_num(struct tb_buf *b, double v);
 void tb_buf_json_i64(struct tb_buf *b, int64_t v);
 
+/* A member: its text as given (a literal holding the separator, the quoted
+ * name and the colon, in the caller's spacing: ",\"load\":"), then the
+ * value as above. */
+void tb_buf_json_knum(struct tb_buf *b, const char *key, double v);
+void tb_buf_json_ki64(struct tb_buf *b, const char *key, int64_t v);
+void tb_buf_json_kstr(struct tb_buf *b, const char *key, const char *s);
+
 /* The same onto a stream (errors show in ferror(f)). */
 void tb_json_str(FILE *f, const char *s);
 void tb_json_num(FILE *f, double v);

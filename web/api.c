@@ -220,10 +220,31 @@ void tb__web_cache_clear(struct tb_web *w)
 
 static void head(struct tb_buf *b, const struct params *p)
 {
-    tb_buf_puts(b, "{\"tier\":");
-    tb_buf_json_str(b, p->tier_name);
+    tb_buf_json_kstr(b, "{\"tier\":", p->tier_name);
     tb_buf_printf(b, ",\"server\":%u,\"width_ns\":", p->server);
     tb_buf_json_i64(b, p->width_ns);
+}
+
+/* The analysis the parameters ask for, and b started with its head; NULL
+ * when it failed (the request is then answered). */
+static const struct tb_analysis_result *analyze_head(struct tb_web *w, struct reply *c,
+                                                     const struct params *p, struct tb_buf *b)
+{
+    const struct tb_analysis_result *r = analyze(w, c, p);
+    if (r) {
+        tb_buf_init(b);
+        head(b, p);
+    }
+    return r;
+}
+
+/* Ends the document with `tail` (the trailing comma of a list written as
+ * element-comma dropped first) and sends it. */
+static void reply_json(struct reply *c, struct tb_buf *b, const char *tail)
+{
+    tb_buf_trim_comma(b);
+    tb_buf_puts(b, tail);
+    reply_buf(c, b);
 }
 
 /* A column of the windows as a JSON array: "name":[v0,v1,...]. */
@@ -258,13 +279,11 @@ static void api_tiers(struct tb_web *w, struct reply *c)
             tb_store_time_span(w->st, t, &first, &last);
         tb_buf_printf(&b, "{\"id\":%u,\"name\":", t);
         tb_buf_json_str(&b, ti->name);
-        tb_buf_puts(&b, ",\"proto\":");
-        tb_buf_json_str(&b, ti->proto);
+        tb_buf_json_kstr(&b, ",\"proto\":", ti->proto);
         tb_buf_printf(&b, ",\"configured\":%s,\"requests\":%" PRIu64 ",\"first_ns\":",
                       ti->configured ? "true" : "false", nreq);
         tb_buf_json_i64(&b, first);
-        tb_buf_puts(&b, ",\"last_ns\":");
-        tb_buf_json_i64(&b, last);
+        tb_buf_json_ki64(&b, ",\"last_ns\":", last);
         tb_buf_puts(&b, ",\"servers\":[");
         for (uint32_t s = 1; s <= ns; s++) {
             const struct tb_server_info *si = tb_catalog_server_get(w->cat, s);
@@ -277,19 +296,15 @@ static void api_tiers(struct tb_web *w, struct reply *c)
         tb_buf_trim_comma(&b);
         tb_buf_puts(&b, "]},");
     }
-    tb_buf_trim_comma(&b);
-    tb_buf_puts(&b, "]}\n");
-    reply_buf(c, &b);
+    reply_json(c, &b, "]}\n");
 }
 
 static void api_windows(struct tb_web *w, struct reply *c, const struct params *p)
 {
-    const struct tb_analysis_result *r = analyze(w, c, p);
+    struct tb_buf b;
+    const struct tb_analysis_result *r = analyze_head(w, c, p, &b);
     if (!r)
         return;
-    struct tb_buf b;
-    tb_buf_init(&b);
-    head(&b, p);
     tb_buf_printf(&b, ",\"count\":%zu", r->nwin);
     COLUMN(&b, "start_ns", r, tb_buf_json_i64(&b, win->start_ns));
     COLUMN(&b, "load", r, tb_buf_json_num(&b, win->load));
@@ -298,30 +313,21 @@ static void api_windows(struct tb_web *w, struct reply *c, const struct params *
     COLUMN(&b, "norm_throughput", r, tb_buf_json_num(&b, win->norm_throughput));
     COLUMN(&b, "rt_mean_ns", r, tb_buf_json_num(&b, win->rt_mean_ns));
     COLUMN(&b, "rt_p95_ns", r, tb_buf_json_num(&b, win->rt_p95_ns));
-    tb_buf_puts(&b, "}\n");
-    reply_buf(c, &b);
+    reply_json(c, &b, "}\n");
 }
 
 static void analysis_fields(struct tb_buf *b, const struct tb_analysis *a)
 {
-    tb_buf_puts(b, ",\"from_ns\":");
-    tb_buf_json_i64(b, a->from_ns);
-    tb_buf_puts(b, ",\"to_ns\":");
-    tb_buf_json_i64(b, a->to_ns);
+    tb_buf_json_ki64(b, ",\"from_ns\":", a->from_ns);
+    tb_buf_json_ki64(b, ",\"to_ns\":", a->to_ns);
     tb_buf_printf(b, ",\"requests\":%" PRIu64 ",\"n_star\":", a->requests);
     tb_buf_json_num(b, a->n_star);
-    tb_buf_puts(b, ",\"n_star_fit\":");
-    tb_buf_json_num(b, a->n_star_fit);
-    tb_buf_puts(b, ",\"tp_max\":");
-    tb_buf_json_num(b, a->tp_max);
-    tb_buf_puts(b, ",\"slope\":");
-    tb_buf_json_num(b, a->slope);
-    tb_buf_puts(b, ",\"work_unit_ns\":");
-    tb_buf_json_i64(b, a->work_unit_ns);
-    tb_buf_puts(b, ",\"congested_fraction\":");
-    tb_buf_json_num(b, a->congested_fraction);
-    tb_buf_puts(b, ",\"episodes_per_min\":");
-    tb_buf_json_num(b, a->episodes_per_min);
+    tb_buf_json_knum(b, ",\"n_star_fit\":", a->n_star_fit);
+    tb_buf_json_knum(b, ",\"tp_max\":", a->tp_max);
+    tb_buf_json_knum(b, ",\"slope\":", a->slope);
+    tb_buf_json_ki64(b, ",\"work_unit_ns\":", a->work_unit_ns);
+    tb_buf_json_knum(b, ",\"congested_fraction\":", a->congested_fraction);
+    tb_buf_json_knum(b, ",\"episodes_per_min\":", a->episodes_per_min);
     tb_buf_puts(b, ",\"levels\":[");
     for (uint32_t i = 0; i < a->n_levels && i < TB_ARRAY_SIZE(a->levels); i++) {
         tb_buf_json_num(b, a->levels[i]);
@@ -336,7 +342,8 @@ static void analysis_fields(struct tb_buf *b, const struct tb_analysis *a)
 
 static void api_scatter(struct tb_web *w, struct reply *c, const struct params *p)
 {
-    const struct tb_analysis_result *r = analyze(w, c, p);
+    struct tb_buf b;
+    const struct tb_analysis_result *r = analyze_head(w, c, p, &b);
     if (!r)
         return;
     const struct tb_analysis *a = &r->a;
@@ -346,23 +353,16 @@ static void api_scatter(struct tb_web *w, struct reply *c, const struct params *
     tb_congestion_from_analysis(&rule, a, r->win, r->nwin);
     uint8_t *st = malloc(r->nwin ? r->nwin : 1);
     if (!st) {
+        tb_buf_free(&b);
         reply_error(c, 500, "out of memory");
         return;
     }
     tb_congestion_states(&rule, r->win, r->nwin, r->ep, r->nep, st);
-    struct tb_buf b;
-    tb_buf_init(&b);
-    head(&b, p);
-    tb_buf_puts(&b, ",\"n_star\":");
-    tb_buf_json_num(&b, a->n_star);
-    tb_buf_puts(&b, ",\"n_star_fit\":");
-    tb_buf_json_num(&b, a->n_star_fit);
-    tb_buf_puts(&b, ",\"tp_max\":");
-    tb_buf_json_num(&b, a->tp_max);
-    tb_buf_puts(&b, ",\"slope\":");
-    tb_buf_json_num(&b, a->slope);
-    tb_buf_puts(&b, ",\"threshold\":");
-    tb_buf_json_num(&b, rule.threshold);
+    tb_buf_json_knum(&b, ",\"n_star\":", a->n_star);
+    tb_buf_json_knum(&b, ",\"n_star_fit\":", a->n_star_fit);
+    tb_buf_json_knum(&b, ",\"tp_max\":", a->tp_max);
+    tb_buf_json_knum(&b, ",\"slope\":", a->slope);
+    tb_buf_json_knum(&b, ",\"threshold\":", rule.threshold);
     tb_buf_printf(&b, ",\"count\":%zu", r->nwin);
     COLUMN(&b, "start_ns", r, tb_buf_json_i64(&b, win->start_ns));
     COLUMN(&b, "load", r, tb_buf_json_num(&b, win->load));
@@ -374,36 +374,29 @@ static void api_scatter(struct tb_web *w, struct reply *c, const struct params *
            tb_buf_puts(&b, tb_congestion_congested(&rule, win->load) ? "1" : "0"));
     COLUMN(&b, "freeze", r, tb_buf_puts(&b, st[i_] == TB_WIN_FROZEN ? "1" : "0"));
     free(st);
-    tb_buf_puts(&b, "}\n");
-    reply_buf(c, &b);
+    reply_json(c, &b, "}\n");
 }
 
 static void api_episodes(struct tb_web *w, struct reply *c, const struct params *p)
 {
-    const struct tb_analysis_result *r = analyze(w, c, p);
+    struct tb_buf b;
+    const struct tb_analysis_result *r = analyze_head(w, c, p, &b);
     if (!r)
         return;
-    struct tb_buf b;
-    tb_buf_init(&b);
-    head(&b, p);
     tb_buf_printf(&b, ",\"count\":%zu,\"episodes\":[", r->nep);
     for (size_t i = 0; i < r->nep; i++) {
         tb__web_json_episode(&b, NULL, &r->ep[i]);
         tb_buf_add(&b, ",", 1);
     }
-    tb_buf_trim_comma(&b);
-    tb_buf_puts(&b, "]}\n");
-    reply_buf(c, &b);
+    reply_json(c, &b, "]}\n");
 }
 
 static void api_analysis(struct tb_web *w, struct reply *c, const struct params *p)
 {
-    const struct tb_analysis_result *r = analyze(w, c, p);
+    struct tb_buf b;
+    const struct tb_analysis_result *r = analyze_head(w, c, p, &b);
     if (!r)
         return;
-    struct tb_buf b;
-    tb_buf_init(&b);
-    head(&b, p);
     analysis_fields(&b, &r->a);
     tb_buf_printf(&b, ",\"windows\":%zu,\"episodes\":%zu,\"classes\":[", r->nwin, r->nep);
     /* The costliest classes first would need a sort; the page shows a few, so
@@ -411,17 +404,12 @@ static void api_analysis(struct tb_web *w, struct reply *c, const struct params 
     for (size_t i = 0; i < r->nsvc && i < 200; i++) {
         const struct tb_class_service *s = &r->svc[i];
         const struct tb_class_info *ci = tb_catalog_class_get(w->cat, s->class_id);
-        tb_buf_puts(&b, "{\"class\":");
-        tb_buf_json_str(&b, ci ? ci->text : "?");
-        tb_buf_puts(&b, ",\"service_ns\":");
-        tb_buf_json_i64(&b, s->service_ns);
-        tb_buf_puts(&b, ",\"units\":");
-        tb_buf_json_num(&b, s->units);
+        tb_buf_json_kstr(&b, "{\"class\":", ci ? ci->text : "?");
+        tb_buf_json_ki64(&b, ",\"service_ns\":", s->service_ns);
+        tb_buf_json_knum(&b, ",\"units\":", s->units);
         tb_buf_printf(&b, ",\"requests\":%u},", s->requests);
     }
-    tb_buf_trim_comma(&b);
-    tb_buf_puts(&b, "]}\n");
-    reply_buf(c, &b);
+    reply_json(c, &b, "]}\n");
 }
 
 /* The root cause over everything stored (or from/to), at the width asked:
@@ -487,10 +475,8 @@ static void api_health(struct tb_web *w, struct reply *c)
         const struct tb_capture_row *r = &cap[i];
         tb_buf_printf(&b, "{\"id\":%" PRId64 ",\"source\":", r->id);
         tb_buf_json_str(&b, r->source);
-        tb_buf_puts(&b, ",\"started_ns\":");
-        tb_buf_json_i64(&b, r->started_ns);
-        tb_buf_puts(&b, ",\"ended_ns\":");
-        tb_buf_json_i64(&b, r->ended_ns);
+        tb_buf_json_ki64(&b, ",\"started_ns\":", r->started_ns);
+        tb_buf_json_ki64(&b, ",\"ended_ns\":", r->ended_ns);
         tb_buf_printf(&b,
                       ",\"packets\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"kernel_drops\":%" PRIu64
                       ",\"if_drops\":%" PRIu64 ",\"parse_errors\":%" PRIu64 ",\"gaps\":%" PRIu64
@@ -512,8 +498,7 @@ static void api_health(struct tb_web *w, struct reply *c)
         const struct tb_health_row *r = &h[i], *pr = i ? &h[i - 1] : NULL;
         bool cont = pr && r->packets >= pr->packets && r->kernel_drops >= pr->kernel_drops &&
                     r->if_drops >= pr->if_drops;
-        tb_buf_puts(&b, "{\"ts_ns\":");
-        tb_buf_json_i64(&b, r->ts_ns);
+        tb_buf_json_ki64(&b, "{\"ts_ns\":", r->ts_ns);
         tb_buf_printf(&b,
                       ",\"packets\":%" PRIu64 ",\"kernel_drops\":%" PRIu64 ",\"if_drops\":%" PRIu64
                       ",\"d_packets\":%" PRIu64 ",\"d_kernel_drops\":%" PRIu64

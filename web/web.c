@@ -56,24 +56,18 @@ static void on_request(void *ud, struct tb_http_conn *c, const struct tb_http_re
 void tb__web_json_window(struct tb_buf *b, const char *tier, const struct tb_window *win,
                          bool congested)
 {
-    tb_buf_puts(b, "{\"tier\":");
-    tb_buf_json_str(b, tier);
+    tb_buf_json_kstr(b, "{\"tier\":", tier);
     tb_buf_printf(b, ",\"server\":%u,\"start_ns\":", win->server);
     tb_buf_json_i64(b, win->start_ns);
-    tb_buf_puts(b, ",\"width_ns\":");
-    tb_buf_json_i64(b, win->width_ns);
-    tb_buf_puts(b, ",\"load\":");
-    tb_buf_json_num(b, win->load);
+    tb_buf_json_ki64(b, ",\"width_ns\":", win->width_ns);
+    tb_buf_json_knum(b, ",\"load\":", win->load);
     tb_buf_printf(b, ",\"completions\":%u,\"throughput\":", win->completions);
     tb_buf_json_num(b, win->throughput);
-    tb_buf_puts(b, ",\"norm_throughput\":");
-    tb_buf_json_num(b, win->norm_throughput);
-    tb_buf_puts(b, ",\"rt_mean_ns\":");
-    tb_buf_json_num(b, win->rt_mean_ns);
+    tb_buf_json_knum(b, ",\"norm_throughput\":", win->norm_throughput);
+    tb_buf_json_knum(b, ",\"rt_mean_ns\":", win->rt_mean_ns);
     /* The freeze rule's input beside load and throughput (0 in windows read
      * back from a database: it is not stored). */
-    tb_buf_puts(b, ",\"calls_busy\":");
-    tb_buf_json_num(b, win->calls_busy);
+    tb_buf_json_knum(b, ",\"calls_busy\":", win->calls_busy);
     tb_buf_printf(b, ",\"congested\":%s}", congested ? "true" : "false");
 }
 
@@ -81,22 +75,15 @@ void tb__web_json_episode(struct tb_buf *b, const char *tier, const struct tb_ep
 {
     tb_buf_puts(b, "{");
     if (tier) {
-        tb_buf_puts(b, "\"tier\":");
-        tb_buf_json_str(b, tier);
+        tb_buf_json_kstr(b, "\"tier\":", tier);
         tb_buf_puts(b, ",");
     }
-    tb_buf_puts(b, "\"start_ns\":");
-    tb_buf_json_i64(b, ep->start_ns);
-    tb_buf_puts(b, ",\"end_ns\":");
-    tb_buf_json_i64(b, ep->end_ns);
-    tb_buf_puts(b, ",\"duration_ns\":");
-    tb_buf_json_i64(b, ep->end_ns - ep->start_ns);
-    tb_buf_puts(b, ",\"peak_load\":");
-    tb_buf_json_num(b, ep->peak_load);
-    tb_buf_puts(b, ",\"mean_load\":");
-    tb_buf_json_num(b, ep->mean_load);
-    tb_buf_puts(b, ",\"throughput\":");
-    tb_buf_json_num(b, ep->throughput);
+    tb_buf_json_ki64(b, "\"start_ns\":", ep->start_ns);
+    tb_buf_json_ki64(b, ",\"end_ns\":", ep->end_ns);
+    tb_buf_json_ki64(b, ",\"duration_ns\":", ep->end_ns - ep->start_ns);
+    tb_buf_json_knum(b, ",\"peak_load\":", ep->peak_load);
+    tb_buf_json_knum(b, ",\"mean_load\":", ep->mean_load);
+    tb_buf_json_knum(b, ",\"throughput\":", ep->throughput);
     tb_buf_printf(b, ",\"kind\":\"%s\"}", ep->kind == TB_EP_FREEZE ? "freeze" : "saturated");
 }
 
@@ -151,28 +138,17 @@ void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb
         return;
     struct tb_buf b;
     tb_buf_init(&b);
-    tb_buf_puts(&b, "{\"tier\":");
-    tb_buf_json_str(&b, tier);
-    tb_buf_puts(&b, ",\"width_ns\":");
-    tb_buf_json_i64(&b, a->width_ns);
-    tb_buf_puts(&b, ",\"from_ns\":");
-    tb_buf_json_i64(&b, a->from_ns);
-    tb_buf_puts(&b, ",\"to_ns\":");
-    tb_buf_json_i64(&b, a->to_ns);
-    tb_buf_puts(&b, ",\"n_star\":");
-    tb_buf_json_num(&b, a->n_star);
-    tb_buf_puts(&b, ",\"n_star_fit\":");
-    tb_buf_json_num(&b, a->n_star_fit);
-    tb_buf_puts(&b, ",\"tp_max\":");
-    tb_buf_json_num(&b, a->tp_max);
-    tb_buf_puts(&b, ",\"slope\":");
-    tb_buf_json_num(&b, a->slope);
-    tb_buf_puts(&b, ",\"threshold\":");
-    tb_buf_json_num(&b, rule->threshold);
-    tb_buf_puts(&b, ",\"freeze_frac\":");
-    tb_buf_json_num(&b, rule->freeze_frac);
-    tb_buf_puts(&b, ",\"units_per_completion\":");
-    tb_buf_json_num(&b, rule->ubar);
+    tb_buf_json_kstr(&b, "{\"tier\":", tier);
+    tb_buf_json_ki64(&b, ",\"width_ns\":", a->width_ns);
+    tb_buf_json_ki64(&b, ",\"from_ns\":", a->from_ns);
+    tb_buf_json_ki64(&b, ",\"to_ns\":", a->to_ns);
+    tb_buf_json_knum(&b, ",\"n_star\":", a->n_star);
+    tb_buf_json_knum(&b, ",\"n_star_fit\":", a->n_star_fit);
+    tb_buf_json_knum(&b, ",\"tp_max\":", a->tp_max);
+    tb_buf_json_knum(&b, ",\"slope\":", a->slope);
+    tb_buf_json_knum(&b, ",\"threshold\":", rule->threshold);
+    tb_buf_json_knum(&b, ",\"freeze_frac\":", rule->freeze_frac);
+    tb_buf_json_knum(&b, ",\"units_per_completion\":", rule->ubar);
     /* The stall rule's constants (correlate.h, "Stalled"), so that a client
      * can check every window as the episodes were cut. */
     tb_buf_printf(&b, ",\"stall\":{\"min_load\":%.17g,\"max_calls_busy\":%.17g,"
@@ -192,8 +168,7 @@ void tb_web_publish_health(struct tb_web *w, int64_t ts_ns, uint64_t packets,
         return;
     struct tb_buf b;
     tb_buf_init(&b);
-    tb_buf_puts(&b, "{\"ts_ns\":");
-    tb_buf_json_i64(&b, ts_ns);
+    tb_buf_json_ki64(&b, "{\"ts_ns\":", ts_ns);
     tb_buf_printf(&b, ",\"packets\":%llu,\"kernel_drops\":%llu,\"if_drops\":%llu}",
                   (unsigned long long)packets, (unsigned long long)kernel_drops,
                   (unsigned long long)if_drops);
