@@ -161,12 +161,8 @@ int tb_cmd_diagnose(int argc, char **argv)
         {"to", &to, NULL},         {"format", &format, NULL}, {"plot", &plot, NULL},
         {"recompute", NULL, &recompute},
     };
-    int rc = tb_cli_parse(argc, argv, 1, opts, TB_ARRAY_SIZE(opts), "diagnose");
-    if (rc < 0) {
-        fputs(diagnose_usage, stdout);
-        return TB_EXIT_OK;
-    }
-    if (rc)
+    int rc;
+    if (tb_cli_args(argc, argv, 1, opts, TB_ARRAY_SIZE(opts), "diagnose", diagnose_usage, &rc))
         return rc;
     if (strcmp(format, "text") && strcmp(format, "json") && strcmp(format, "csv")) {
         tb_log_error("diagnose: --format '%s': expected text, json or csv", format);

@@ -22,26 +22,23 @@
 #include "report_util.h"
 #include "util.h"
 
-static void usage(FILE *f)
-{
-    fputs("usage: tbneck events import --gc FILE --tier NAME [--db FILE]\n"
-          "       tbneck events list [--kind gc] [--tier NAME] [--db FILE]\n"
-          "       tbneck events report --tier NAME [--window " TB_WINDOW_DEFAULT "] [--kind gc]\n"
-          "                    [--min-pause 50ms] [--from T --to T] [--plot FILE.png|svg]\n"
-          "                    [--format text|json] [--db FILE]\n\n"
-          "import  reads a JVM GC log (JDK 9+ -Xlog:gc:FILE:utctime,uptime,level,tags, or\n"
-          "        JDK 8 -XX:+PrintGCDateStamps) and stores every stop-the-world pause as an\n"
-          "        event of kind 'gc' belonging to tier NAME; malformed lines are counted\n"
-          "        and skipped, and a pause imported before is not stored twice.\n"
-          "list    prints the stored events.\n"
-          "report  the GC running ratio (fraction of each window covered by pauses) next to\n"
-          "        the tier's load; how many pauses (all, and those of --min-pause or more)\n"
-          "        overlap one of the tier's congestion episodes; how many of its freeze\n"
-          "        episodes overlap a pause; the correlation of GC ratio with load per\n"
-          "        window. --plot draws both timelines, freeze episodes shaded.\n"
-          TB_CLI_TIME_HELP,
-          f);
-}
+static const char usage_text[] =
+    "usage: tbneck events import --gc FILE --tier NAME [--db FILE]\n"
+    "       tbneck events list [--kind gc] [--tier NAME] [--db FILE]\n"
+    "       tbneck events report --tier NAME [--window " TB_WINDOW_DEFAULT "] [--kind gc]\n"
+    "                    [--min-pause 50ms] [--from T --to T] [--plot FILE.png|svg]\n"
+    "                    [--format text|json] [--db FILE]\n\n"
+    "import  reads a JVM GC log (JDK 9+ -Xlog:gc:FILE:utctime,uptime,level,tags, or\n"
+    "        JDK 8 -XX:+PrintGCDateStamps) and stores every stop-the-world pause as an\n"
+    "        event of kind 'gc' belonging to tier NAME; malformed lines are counted\n"
+    "        and skipped, and a pause imported before is not stored twice.\n"
+    "list    prints the stored events.\n"
+    "report  the GC running ratio (fraction of each window covered by pauses) next to\n"
+    "        the tier's load; how many pauses (all, and those of --min-pause or more)\n"
+    "        overlap one of the tier's congestion episodes; how many of its freeze\n"
+    "        episodes overlap a pause; the correlation of GC ratio with load per\n"
+    "        window. --plot draws both timelines, freeze episodes shaded.\n"
+    TB_CLI_TIME_HELP;
 
 /* "2026-11-22T01:02:03.456Z" */
 static const char *fmt_time(int64_t ns, char *buf, size_t len)
@@ -77,12 +74,8 @@ static int cmd_import(int argc, char **argv)
     const char *gc = NULL, *tier = NULL, *dbpath = TB_DEFAULT_DB;
     const struct tb_cli_opt opts[] = {
         {"gc", &gc, NULL}, {"tier", &tier, NULL}, {"db", &dbpath, NULL}};
-    int rc = tb_cli_parse(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "events import");
-    if (rc < 0) {
-        usage(stdout);
-        return TB_EXIT_OK;
-    }
-    if (rc)
+    int rc;
+    if (tb_cli_args(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "events import", usage_text, &rc))
         return rc;
     if (!gc || !tier) {
         tb_log_error("events import: --gc FILE and --tier NAME are required");
@@ -175,12 +168,8 @@ static int cmd_list(int argc, char **argv)
     const char *dbpath = TB_DEFAULT_DB, *kind = NULL, *tier = NULL;
     const struct tb_cli_opt opts[] = {
         {"db", &dbpath, NULL}, {"kind", &kind, NULL}, {"tier", &tier, NULL}};
-    int rc = tb_cli_parse(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "events list");
-    if (rc < 0) {
-        usage(stdout);
-        return TB_EXIT_OK;
-    }
-    if (rc)
+    int rc;
+    if (tb_cli_args(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "events list", usage_text, &rc))
         return rc;
     struct tb_cli_db db;
     if (tb_cli_db_open(&db, dbpath, true))
@@ -428,12 +417,8 @@ static int cmd_report(int argc, char **argv)
         {"db", &dbpath, NULL},     {"tier", &tier, NULL},   {"window", &window, NULL},
         {"kind", &kind, NULL},     {"min-pause", &minp, NULL}, {"from", &from, NULL},
         {"to", &to, NULL},         {"plot", &plotpath, NULL}, {"format", &format, NULL}};
-    int rc = tb_cli_parse(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "events report");
-    if (rc < 0) {
-        usage(stdout);
-        return TB_EXIT_OK;
-    }
-    if (rc)
+    int rc;
+    if (tb_cli_args(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "events report", usage_text, &rc))
         return rc;
     if (!tier) {
         tb_log_error("events report: --tier NAME is required");
@@ -571,12 +556,12 @@ out:
 int tb_cmd_events(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        fputs(usage_text, stderr);
         return TB_EXIT_USAGE;
     }
     const char *sub = argv[1];
     if (!strcmp(sub, "--help") || !strcmp(sub, "-h") || !strcmp(sub, "help")) {
-        usage(stdout);
+        fputs(usage_text, stdout);
         return TB_EXIT_OK;
     }
     if (!strcmp(sub, "import"))

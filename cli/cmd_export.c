@@ -70,12 +70,8 @@ static int export_requests(int argc, char **argv)
     const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *store = NULL;
     const struct tb_cli_opt opts[] = {
         {"tier", &tier, NULL}, {"db", &dbpath, NULL}, {"store", &store, NULL}};
-    int rc = tb_cli_parse(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "export requests");
-    if (rc < 0) {
-        fputs(export_usage, stdout);
-        return TB_EXIT_OK;
-    }
-    if (rc)
+    int rc;
+    if (tb_cli_args(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "export requests", export_usage, &rc))
         return rc;
     /* A ClickHouse store is read through its merged copy, as report reads it,
      * so that ids and parents come from the one linker. */
@@ -160,12 +156,8 @@ static int export_windows(int argc, char **argv)
         {"server", &server, NULL},   {"from", &from, NULL},   {"to", &to, NULL},
         {"service-times", &svcfile, NULL}, {"recompute", NULL, &recompute},
     };
-    int rc = tb_cli_parse(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "export windows");
-    if (rc < 0) {
-        fputs(export_usage, stdout);
-        return TB_EXIT_OK;
-    }
-    if (rc)
+    int rc;
+    if (tb_cli_args(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "export windows", export_usage, &rc))
         return rc;
     if (!tier) {
         tb_log_error("export windows: --tier NAME is required (see 'tbneck tiers')");
@@ -235,12 +227,8 @@ static int export_connections(int argc, char **argv)
     const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *from = NULL, *to = NULL;
     const struct tb_cli_opt opts[] = {{"tier", &tier, NULL}, {"db", &dbpath, NULL},
                                       {"from", &from, NULL}, {"to", &to, NULL}};
-    int rc = tb_cli_parse(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "export connections");
-    if (rc < 0) {
-        fputs(export_usage, stdout);
-        return TB_EXIT_OK;
-    }
-    if (rc)
+    int rc;
+    if (tb_cli_args(argc, argv, 2, opts, TB_ARRAY_SIZE(opts), "export connections", export_usage, &rc))
         return rc;
     struct tb_cli_db db;
     if ((rc = tb_cli_db_open(&db, dbpath, true)) != 0)

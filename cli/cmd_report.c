@@ -109,12 +109,8 @@ int tb_cmd_report(int argc, char **argv)
         {"calibrate", &calibrate, NULL},
         {"recompute", NULL, &recompute},
     };
-    int rc = tb_cli_parse(argc, argv, 1, opts, TB_ARRAY_SIZE(opts), "report");
-    if (rc < 0) {
-        fputs(report_usage, stdout);
-        return TB_EXIT_OK;
-    }
-    if (rc)
+    int rc;
+    if (tb_cli_args(argc, argv, 1, opts, TB_ARRAY_SIZE(opts), "report", report_usage, &rc))
         return rc;
     if (!tier) {
         tb_log_error("report: --tier NAME is required (see 'tbneck tiers' for the names)");

@@ -9,22 +9,19 @@
 #include "report_util.h"
 #include "web.h"
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: tbneck serve [--db FILE] [--listen 127.0.0.1:8080] [--allow-remote]\n"
-            "                    [--allow-host NAME[,NAME...]] [--static DIR]"
-            " [--window " TB_WINDOW_DEFAULT "]\n\n"
-            "Serves the dashboard and its JSON API (/api/tiers, /api/windows, /api/scatter,\n"
-            "/api/episodes, /api/analysis, /api/health, /api/stream) over the database.\n"
-            "Binds loopback only unless --allow-remote; port 0 picks a free port. Requests\n"
-            "naming another host than an IP address, localhost or an --allow-host name are\n"
-            "refused (403: DNS rebinding). New rows\n"
-            "written by a running capture are pushed to /api/stream every second.\n"
-            "--window is the width of the windows announced on the stream.\n"
-            "Exit status: 0 after SIGINT/SIGTERM, 1 on a runtime failure (missing database,\n"
-            "address in use), 2 on a usage error (bad option, non-loopback address).\n");
-}
+static const char usage_text[] =
+    "usage: tbneck serve [--db FILE] [--listen 127.0.0.1:8080] [--allow-remote]\n"
+    "                    [--allow-host NAME[,NAME...]] [--static DIR]"
+    " [--window " TB_WINDOW_DEFAULT "]\n\n"
+    "Serves the dashboard and its JSON API (/api/tiers, /api/windows, /api/scatter,\n"
+    "/api/episodes, /api/analysis, /api/health, /api/stream) over the database.\n"
+    "Binds loopback only unless --allow-remote; port 0 picks a free port. Requests\n"
+    "naming another host than an IP address, localhost or an --allow-host name are\n"
+    "refused (403: DNS rebinding). New rows\n"
+    "written by a running capture are pushed to /api/stream every second.\n"
+    "--window is the width of the windows announced on the stream.\n"
+    "Exit status: 0 after SIGINT/SIGTERM, 1 on a runtime failure (missing database,\n"
+    "address in use), 2 on a usage error (bad option, non-loopback address).\n";
 
 struct serve_ctx {
     struct tb_web *web;
@@ -53,12 +50,8 @@ int tb_cmd_serve(int argc, char **argv)
         {"allow-remote", NULL, &allow_remote},
         {"allow-host", &allow_host, NULL},
     };
-    int rc = tb_cli_parse(argc, argv, 1, opts, TB_ARRAY_SIZE(opts), "serve");
-    if (rc < 0) {
-        usage(stdout);
-        return TB_EXIT_OK;
-    }
-    if (rc)
+    int rc;
+    if (tb_cli_args(argc, argv, 1, opts, TB_ARRAY_SIZE(opts), "serve", usage_text, &rc))
         return rc;
     int64_t width_ns = TB_WINDOW_DEFAULT_NS;
     if (window && tb_parse_window(window, &width_ns) != 0) {

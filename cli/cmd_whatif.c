@@ -66,12 +66,8 @@ int tb_cmd_whatif(int argc, char **argv)
         {"cores", &cores, NULL},     {"pool", &pool, NULL},     {"format", &format, NULL},
         {"db", &dbpath, NULL},
     };
-    int rc = tb_cli_parse(argc, argv, 1, opts, TB_ARRAY_SIZE(opts), "whatif");
-    if (rc < 0) {
-        fputs(whatif_usage, stdout);
-        return TB_EXIT_OK;
-    }
-    if (rc)
+    int rc;
+    if (tb_cli_args(argc, argv, 1, opts, TB_ARRAY_SIZE(opts), "whatif", whatif_usage, &rc))
         return rc;
     if (!tier) {
         tb_log_error("whatif: --tier NAME is required (see 'tbneck tiers')");

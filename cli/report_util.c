@@ -183,6 +183,18 @@ void tb_csv_field(FILE *f, const char *s)
     fputc('"', f);
 }
 
+bool tb_cli_args(int argc, char **argv, int first, const struct tb_cli_opt *opts, size_t n,
+                 const char *cmd, const char *usage, int *rc)
+{
+    *rc = tb_cli_parse(argc, argv, first, opts, n, cmd);
+    if (*rc < 0) {
+        fputs(usage, stdout);
+        *rc = TB_EXIT_OK;
+        return true;
+    }
+    return *rc != 0;
+}
+
 int tb_cli_parse(int argc, char **argv, int first, const struct tb_cli_opt *opts, size_t n,
                  const char *cmd)
 {

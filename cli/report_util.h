@@ -62,6 +62,11 @@ struct tb_cli_opt {
  * "--help"/"-h" returns -1 so the caller prints its usage. */
 int tb_cli_parse(int argc, char **argv, int first, const struct tb_cli_opt *opts, size_t n,
                  const char *cmd);
+/* tb_cli_parse as every subcommand calls it: false to go on; true when the
+ * command is to end now with status *rc (TB_EXIT_OK once `usage` is printed
+ * to stdout for --help, else the parse error's status). */
+bool tb_cli_args(int argc, char **argv, int first, const struct tb_cli_opt *opts, size_t n,
+                 const char *cmd, const char *usage, int *rc);
 
 /* The critical path as text: per class (the six largest), each component's
  * share of response time (mean, p95, p99), diagnose's and report's section. */
