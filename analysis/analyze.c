@@ -25,16 +25,6 @@
 /* A --service-times file larger than this is not a service-times file. */
 #define SVC_FILE_MAX (16u << 20)
 
-TB_PRINTF(3, 4) static void seterr(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- inputs ---------------------------------------------------------------- */
 
 /* Everything one run works from: the tier's requests in the range and the
@@ -87,7 +77,8 @@ static int pipe_all(struct pipe *p)
     int rc = tb_store_requests(p->st, 0, p->o->from_ns, p->o->to_ns, &p->own_all, &p->nall);
     p->all = p->own_all;
     if (rc) {
-        seterr(p->err, p->errlen, "reading the requests of every tier: %s", tb_strerror(rc));
+        tb_seterr(p->err, p->errlen, "reading the requests of every tier: %s",
+                  tb_strerror(rc));
         return rc;
     }
     p->have_all = true;
@@ -131,8 +122,8 @@ static int pipe_load(struct pipe *p)
         rc = tb_store_requests(p->st, p->tier, qf, qt, &p->rq, &p->nrq);
     }
     if (rc) {
-        seterr(p->err, p->errlen, "reading the requests of tier '%s': %s", p->tier_name,
-               tb_strerror(rc));
+        tb_seterr(p->err, p->errlen, "reading the requests of tier '%s': %s", p->tier_name,
+                  tb_strerror(rc));
         return rc;
     }
     /* Rows: with --server only that server, else every server of the tier. */
@@ -168,8 +159,8 @@ static int pipe_load(struct pipe *p)
         return 0;
     int64_t w1;
     if (tb_win_floor(lo, o->width_ns, &p->w0) || tb_win_floor(hi, o->width_ns, &w1)) {
-        seterr(p->err, p->errlen, "time range outside what windows of %lld ns can cover",
-               (long long)o->width_ns);
+        tb_seterr(p->err, p->errlen, "time range outside what windows of %lld ns can cover",
+                  (long long)o->width_ns);
         return TB_E_INVAL;
     }
     /* [w0, w1 + width) covers hi itself: a departure exactly at a boundary
@@ -179,10 +170,10 @@ static int pipe_load(struct pipe *p)
         nw--; /* --to is exclusive */
     if (nw > MAX_WINDOWS) {
         char b[32];
-        seterr(p->err, p->errlen,
-               "%llu windows of %s: too many; use a longer --window or a shorter --from/--to "
-               "range",
-               (unsigned long long)nw, tb_fmt_duration(o->width_ns, b, sizeof b));
+        tb_seterr(p->err, p->errlen,
+                  "%llu windows of %s: too many; use a longer --window or a shorter --from/--to "
+                  "range",
+                  (unsigned long long)nw, tb_fmt_duration(o->width_ns, b, sizeof b));
         return TB_E_FULL;
     }
     p->nwin = (size_t)nw;
@@ -207,7 +198,7 @@ static int read_file(const char *path, char **text, size_t *len, char *err, size
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        seterr(err, errlen, "%s: %s", path, strerror(errno));
+        tb_seterr(err, errlen, "%s: %s", path, strerror(errno));
         return TB_E_IO;
     }
     size_t cap = 0, n = 0;
@@ -216,13 +207,13 @@ static int read_file(const char *path, char **text, size_t *len, char *err, size
     for (;;) {
         if (n == cap) {
             if (cap >= SVC_FILE_MAX) {
-                seterr(err, errlen, "%s: larger than %u MiB, not a service-times file", path,
-                       SVC_FILE_MAX >> 20);
+                tb_seterr(err, errlen, "%s: larger than %u MiB, not a service-times file", path,
+                          SVC_FILE_MAX >> 20);
                 rc = TB_E_FULL;
                 break;
             }
             if (tb_grow(&buf, &cap, n + 4096, 1)) {
-                seterr(err, errlen, "%s: out of memory", path);
+                tb_seterr(err, errlen, "%s: out of memory", path);
                 rc = TB_E_NOMEM;
                 break;
             }
@@ -231,7 +222,7 @@ static int read_file(const char *path, char **text, size_t *len, char *err, size
         n += got;
         if (got == 0) {
             if (ferror(f)) {
-                seterr(err, errlen, "%s: read error", path);
+                tb_seterr(err, errlen, "%s: read error", path);
                 rc = TB_E_IO;
             }
             break;
@@ -262,7 +253,8 @@ static int overrides_from_file(const struct pipe *p, struct tb_svc_override **ou
     rc = tb_service_file_parse(text, len, &lines, &nl, perr, sizeof perr);
     free(text);
     if (rc) {
-        seterr(p->err, p->errlen, "%s: %s", p->o->service_file, perr[0] ? perr : tb_strerror(rc));
+        tb_seterr(p->err, p->errlen, "%s: %s", p->o->service_file,
+                  perr[0] ? perr : tb_strerror(rc));
         return rc;
     }
     struct tb_svc_override *ov = calloc(nl ? nl : 1, sizeof *ov);
@@ -273,8 +265,8 @@ static int overrides_from_file(const struct pipe *p, struct tb_svc_override **ou
     for (size_t i = 0; i < nl; i++) {
         uint32_t cid = class_by_text(p->cat, p->tier, lines[i].class_text);
         if (!cid) {
-            seterr(p->err, p->errlen, "%s: line %u: tier '%s' has no class '%s'",
-                   p->o->service_file, lines[i].line, p->tier_name, lines[i].class_text);
+            tb_seterr(p->err, p->errlen, "%s: line %u: tier '%s' has no class '%s'",
+                      p->o->service_file, lines[i].line, p->tier_name, lines[i].class_text);
             tb_service_file_free(lines, nl);
             free(ov);
             return TB_E_BADFMT;
@@ -374,13 +366,13 @@ static int overrides_from_capture(const struct pipe *p, struct tb_svc_override *
     if (!rc)
         rc = tb_tiers_register(&tiers, cc);
     if (rc) {
-        seterr(p->err, p->errlen, "--calibrate %s: %s", path, tb_strerror(rc));
+        tb_seterr(p->err, p->errlen, "--calibrate %s: %s", path, tb_strerror(rc));
         goto out;
     }
     struct tb_engine_opts eo = {0};
     rc = tb_engine_new(&e, cc, &tiers, &eo, calib_cb, &cal);
     if (rc) {
-        seterr(p->err, p->errlen, "--calibrate %s: %s", path, tb_strerror(rc));
+        tb_seterr(p->err, p->errlen, "--calibrate %s: %s", path, tb_strerror(rc));
         goto out;
     }
     const char *files[1] = {path};
@@ -388,19 +380,19 @@ static int overrides_from_capture(const struct pipe *p, struct tb_svc_override *
     char perr[256] = "";
     rc = tb_offline_run(e, &oo, perr, sizeof perr);
     if (rc) {
-        seterr(p->err, p->errlen, "--calibrate %s: %s", path, perr[0] ? perr : tb_strerror(rc));
+        tb_seterr(p->err, p->errlen, "--calibrate %s: %s", path, perr[0] ? perr : tb_strerror(rc));
         goto out;
     }
     tb_engine_finish(e, tb_engine_stats(e)->last_ns);
     if (cal.err) {
         rc = cal.err;
-        seterr(p->err, p->errlen, "--calibrate %s: %s", path, tb_strerror(rc));
+        tb_seterr(p->err, p->errlen, "--calibrate %s: %s", path, tb_strerror(rc));
         goto out;
     }
     if (tb_catalog_tier_find(cc, p->tier_name, &ctier) != 0) {
         rc = TB_E_NOTFOUND;
-        seterr(p->err, p->errlen, "--calibrate %s: no traffic of tier '%s' in it", path,
-               p->tier_name);
+        tb_seterr(p->err, p->errlen, "--calibrate %s: no traffic of tier '%s' in it", path,
+                  p->tier_name);
         goto out;
     }
     size_t k = 0;
@@ -425,8 +417,8 @@ static int overrides_from_capture(const struct pipe *p, struct tb_svc_override *
     }
     free(mine);
     if (rc) {
-        seterr(p->err, p->errlen, "--calibrate %s: estimating service times: %s", path,
-               tb_strerror(rc));
+        tb_seterr(p->err, p->errlen, "--calibrate %s: estimating service times: %s", path,
+                  tb_strerror(rc));
         goto out;
     }
     /* Map the calibration's classes onto the stored ones by fingerprint; a
@@ -457,8 +449,8 @@ static int overrides_from_capture(const struct pipe *p, struct tb_svc_override *
     if (!nov) {
         free(ov);
         rc = TB_E_NOTFOUND;
-        seterr(p->err, p->errlen, "--calibrate %s: none of its request classes of tier '%s' "
-               "occurs in the stored traffic", path, p->tier_name);
+        tb_seterr(p->err, p->errlen, "--calibrate %s: none of its request classes of tier '%s' "
+                  "occurs in the stored traffic", path, p->tier_name);
         goto out;
     }
     *out = ov;
@@ -614,8 +606,8 @@ static int estimate_services(struct pipe *p, struct tb_class_service **svc, size
     rc = tb_service_estimate(p->rq, p->nrq, down, ndown, hosts, nhosts, ov, nov, &so, svc, nsvc,
                              wu);
     if (rc)
-        seterr(p->err, p->errlen, "estimating the service times of tier '%s': %s", p->tier_name,
-               tb_strerror(rc));
+        tb_seterr(p->err, p->errlen, "estimating the service times of tier '%s': %s", p->tier_name,
+                  tb_strerror(rc));
 out:
     free(p->down);
     p->down = down; /* kept for the calls in flight */
@@ -781,23 +773,23 @@ static int run(struct pipe *p, struct tb_analysis_result *total,
         if (u)
             tb_units_free(u);
         if (rc) {
-            seterr(p->err, p->errlen, "computing the windows of tier '%s': %s", p->tier_name,
-                   tb_strerror(rc));
+            tb_seterr(p->err, p->errlen, "computing the windows of tier '%s': %s", p->tier_name,
+                      tb_strerror(rc));
             goto fail;
         }
         if (p->nwin && nw != (1 + p->nservers) * p->nwin) {
             free(w);
             rc = TB_E_INVAL;
-            seterr(p->err, p->errlen, "window computation returned %zu rows, expected %zu", nw,
-                   (1 + p->nservers) * p->nwin);
+            tb_seterr(p->err, p->errlen, "window computation returned %zu rows, expected %zu", nw,
+                      (1 + p->nservers) * p->nwin);
             goto fail;
         }
         if (p->nwin &&
             (rc = tb_analysis_fill_calls(p->cat, p->down, p->ndown, p->servers, p->nservers, w,
                                          p->nwin)) != 0) {
             free(w);
-            seterr(p->err, p->errlen, "computing the calls in flight of tier '%s': %s",
-                   p->tier_name, tb_strerror(rc));
+            tb_seterr(p->err, p->errlen, "computing the calls in flight of tier '%s': %s",
+                      p->tier_name, tb_strerror(rc));
             goto fail;
         }
         for (size_t r = 0; r < nrows && !rc; r++) {
@@ -821,8 +813,8 @@ static int run(struct pipe *p, struct tb_analysis_result *total,
             }
             rc = analyze_row(res, wu, p->calls);
             if (rc)
-                seterr(p->err, p->errlen, "analysing tier '%s': %s", p->tier_name,
-                       tb_strerror(rc));
+                tb_seterr(p->err, p->errlen, "analysing tier '%s': %s", p->tier_name,
+                          tb_strerror(rc));
             else
                 store_result(p, res);
         }
@@ -881,18 +873,19 @@ static int pipe_init(struct pipe *p, struct tb_store *st, const struct tb_catalo
     p->errlen = errlen;
     const struct tb_tier_info *ti = tb_catalog_tier_get(cat, tier);
     if (!ti) {
-        seterr(errbuf, errlen, "unknown tier id %u", tier);
+        tb_seterr(errbuf, errlen, "unknown tier id %u", tier);
         return TB_E_NOTFOUND;
     }
     p->tier_name = ti->name;
     if (o->width_ns <= 0) {
-        seterr(errbuf, errlen, "the window width must be positive");
+        tb_seterr(errbuf, errlen, "the window width must be positive");
         return TB_E_INVAL;
     }
     if (o->server) {
         const struct tb_server_info *s = tb_catalog_server_get(cat, o->server);
         if (!s || s->tier != tier) {
-            seterr(errbuf, errlen, "server %u is not a server of tier '%s'", o->server, ti->name);
+            tb_seterr(errbuf, errlen, "server %u is not a server of tier '%s'", o->server,
+                      ti->name);
             return TB_E_NOTFOUND;
         }
     }
@@ -923,7 +916,7 @@ int tb_analyze_tier_servers(struct tb_store *st, const struct tb_catalog *cat, u
     struct pipe p;
     int rc = pipe_init(&p, st, cat, tier, o, errbuf, errlen);
     if (!rc && o->server) {
-        seterr(errbuf, errlen, "every server of a tier is analysed, not one");
+        tb_seterr(errbuf, errlen, "every server of a tier is analysed, not one");
         rc = TB_E_INVAL;
     }
     if (!rc)
@@ -1124,7 +1117,7 @@ static int build_corr(struct pipe *p, struct tb_report *rep)
         rc = tb_windows_compute(all, nall, NULL, t, NULL, 0, rep->width_ns, from, to, &tw[t],
                                 &ntw[t]);
         if (rc) {
-            seterr(errbuf, errlen, "computing the windows of tier %u: %s", t, tb_strerror(rc));
+            tb_seterr(errbuf, errlen, "computing the windows of tier %u: %s", t, tb_strerror(rc));
             goto out;
         }
     }
@@ -1137,7 +1130,7 @@ static int build_corr(struct pipe *p, struct tb_report *rep)
         rc = tb_correlate_load_rt(tw[t], ntw[t], tw[rep->front_tier], ntw[rep->front_tier],
                                   &c->r);
         if (rc) {
-            seterr(errbuf, errlen, "correlating tier %u: %s", t, tb_strerror(rc));
+            tb_seterr(errbuf, errlen, "correlating tier %u: %s", t, tb_strerror(rc));
             goto out;
         }
     }
@@ -1173,7 +1166,7 @@ int tb_report_build(struct tb_store *st, const struct tb_catalog *cat, uint32_t 
     if (!rc && (rc = tb_class_profile(p.rq, p.nrq, o->server, o->from_ns, o->to_ns,
                                       &rep->profile, &rep->nprofile,
                                       &rep->profile_total_ns)) != 0)
-        seterr(errbuf, errlen, "the class profile: %s", tb_strerror(rc));
+        tb_seterr(errbuf, errlen, "the class profile: %s", tb_strerror(rc));
     pipe_free(&p);
     if (rc)
         tb_report_free(rep);

@@ -83,16 +83,6 @@ const char *tb_diag_state_name(enum tb_diag_state s)
     return (unsigned)s < TB_ARRAY_SIZE(names) ? names[s] : "ok";
 }
 
-TB_PRINTF(3, 4) static void seterr(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || !len)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 /* ---- working state ---------------------------------------------------------------- */
 
 struct tier {
@@ -240,7 +230,7 @@ static int load_inputs(struct ctx *c)
     if (!rc)
         rc = tb_callers_new(&c->callers, c->cat);
     if (rc) {
-        seterr(c->err, c->errlen, "reading requests and connections: %s", tb_strerror(rc));
+        tb_seterr(c->err, c->errlen, "reading requests and connections: %s", tb_strerror(rc));
         return rc;
     }
     c->ntiers_cat = tb_catalog_tier_count(c->cat);
@@ -284,7 +274,7 @@ static int load_inputs(struct ctx *c)
         return 0;
     int64_t w0, w1;
     if (tb_win_floor(lo, o->width_ns, &w0) || tb_win_floor(hi, o->width_ns, &w1)) {
-        seterr(c->err, c->errlen, "time range outside what windows can cover");
+        tb_seterr(c->err, c->errlen, "time range outside what windows can cover");
         return TB_E_INVAL;
     }
     uint64_t nw = (uint64_t)(w1 - w0) / (uint64_t)o->width_ns + 1;
@@ -354,8 +344,8 @@ static int sweep(struct ctx *c)
     int rc = tb_layer_new(&c->layer, c->d->width_ns, c->d->from_ns, c->d->to_ns,
                           c->nservers_cat + 1, c->ntiers_cat + 1);
     if (rc) {
-        seterr(c->err, c->errlen, "layered load over %zu windows: %s", c->d->nwin,
-               tb_strerror(rc));
+        tb_seterr(c->err, c->errlen, "layered load over %zu windows: %s", c->d->nwin,
+                  tb_strerror(rc));
         return rc;
     }
     for (size_t i = 0; i < c->nrq; i++) {
@@ -379,7 +369,7 @@ static int sweep(struct ctx *c)
         double units = T->units ? tb_units_get(T->units, r->class_id, r->arrival_ns) : 1.0;
         if ((rc = tb_layer_add(c->layer, r, r->server, cs == r->server ? 0 : cs, r->tier,
                                units)) != 0) {
-            seterr(c->err, c->errlen, "layered load: %s", tb_strerror(rc));
+            tb_seterr(c->err, c->errlen, "layered load: %s", tb_strerror(rc));
             return rc;
         }
     }
@@ -1719,7 +1709,7 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
     }
     if (rc) {
         if (err && errlen && !err[0])
-            seterr(err, errlen, "%s", tb_strerror(rc));
+            tb_seterr(err, errlen, "%s", tb_strerror(rc));
         tb_diagnosis_free(d);
     }
     return rc;

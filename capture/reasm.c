@@ -169,6 +169,22 @@ static int buffer(struct tb_reasm *r, const struct tb_reasm_env *env, uint32_t s
     return rc;
 }
 
+/* A segment that starts `old` bytes before the next expected byte (0: at
+ * it): those bytes were delivered already and count as retransmitted; the
+ * rest is delivered, then whatever was buffered behind it. */
+static int deliver_late(struct tb_reasm *r, const struct tb_reasm_env *env, const uint8_t *p,
+                        uint32_t len, uint32_t miss, uint32_t old, int64_t ts)
+{
+    if (old >= len + miss) {
+        env->ctr->retransmitted_bytes += len + miss;
+        return 0;
+    }
+    env->ctr->retransmitted_bytes += old;
+    deliver(r, env, p, len, miss, old, ts);
+    drain(r, env);
+    return 0;
+}
+
 void tb__reasm_drain(struct tb_reasm *r, const struct tb_reasm_env *env)
 {
     drain(r, env);
@@ -187,22 +203,8 @@ int tb__reasm_segment(struct tb_reasm *r, const struct tb_reasm_env *env, uint32
     if (total == 0)
         return 0;
     int32_t off = tb_seq_diff(seq, r->next);
-    if (off < 0) {
-        uint32_t old = (uint32_t)-(int64_t)off;
-        if (old >= total) {
-            env->ctr->retransmitted_bytes += total;
-            return 0;
-        }
-        env->ctr->retransmitted_bytes += old;
-        deliver(r, env, p, len, miss, old, ts_ns);
-        drain(r, env);
-        return 0;
-    }
-    if (off == 0) {
-        deliver(r, env, p, len, miss, 0, ts_ns);
-        drain(r, env);
-        return 0;
-    }
+    if (off <= 0)
+        return deliver_late(r, env, p, len, miss, (uint32_t)-(int64_t)off, ts_ns);
     if ((uint32_t)off >= TB_REASM_MAX_AHEAD) {
         env->ctr->ooo_dropped_bytes += total;
         return 0;
@@ -220,15 +222,7 @@ int tb__reasm_segment(struct tb_reasm *r, const struct tb_reasm_env *env, uint32
             r->next = seq;
             off = 0;
         }
-        uint32_t old = (uint32_t)-(int64_t)off;
-        if (old >= total) {
-            env->ctr->retransmitted_bytes += total;
-            return 0;
-        }
-        env->ctr->retransmitted_bytes += old;
-        deliver(r, env, p, len, miss, old, ts_ns);
-        drain(r, env);
-        return 0;
+        return deliver_late(r, env, p, len, miss, (uint32_t)-(int64_t)off, ts_ns);
     }
     return buffer(r, env, seq, p, len, miss, ts_ns);
 }

@@ -168,21 +168,6 @@ int tb_cli_range(struct tb_store *st, uint32_t tier, const char *from, const cha
     return 0;
 }
 
-void tb_csv_field(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 bool tb_cli_args(int argc, char **argv, int first, const struct tb_cli_opt *opts, size_t n,
                  const char *cmd, const char *usage, int *rc)
 {

@@ -11,6 +11,7 @@
 #include "store.h"
 #include "analyze.h"
 #include "json.h"
+#include "util.h"
 
 struct tb_cli_db {
     struct tb_store *st;
@@ -72,8 +73,5 @@ bool tb_cli_args(int argc, char **argv, int first, const struct tb_cli_opt *opts
  * share of response time (mean, p95, p99), diagnose's and report's section. */
 struct tb_critpath;
 void tb_cli_print_critpath(FILE *f, const struct tb_catalog *cat, const struct tb_critpath *cp);
-
-/* Writes `s` as one CSV field, quoted per RFC 4180 when it needs to be. */
-void tb_csv_field(FILE *f, const char *s);
 
 #endif

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* util.c — growing arrays, comparators, quantiles, correlation (util.h). */
+/* util.c — growing arrays, comparators, quantiles, correlation, CSV fields, error
+ * text (util.h). */
 #include "util.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,4 +96,35 @@ double tb_pearson(const double *x, const double *y, size_t n)
     if (sxx <= 0 || syy <= 0)
         return NAN;
     return sxy / sqrt(sxx * syy);
+}
+
+void tb_seterr(char *buf, size_t len, const char *fmt, ...)
+{
+    if (!buf || !len)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+}
+
+void tb_csv_field_n(FILE *f, const char *s, size_t len)
+{
+    if (!memchr(s, ',', len) && !memchr(s, '"', len) && !memchr(s, '\n', len) &&
+        !memchr(s, '\r', len)) {
+        fwrite(s, 1, len, f);
+        return;
+    }
+    putc('"', f);
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '"')
+            putc('"', f);
+        putc(s[i], f);
+    }
+    putc('"', f);
+}
+
+void tb_csv_field(FILE *f, const char *s)
+{
+    tb_csv_field_n(f, s, strlen(s));
 }

@@ -6,6 +6,8 @@
 #ifndef TB_UTIL_H
 #define TB_UTIL_H
 
+#include <stdio.h>
+
 #include "tb.h"
 
 /* Makes room for `need` elements of `elem` bytes in the malloc'd array *pp
@@ -33,5 +35,15 @@ double tb_quantile(const double *sorted, size_t n, double q);
  * sums) so that large, nearly constant values keep their accuracy. NAN with
  * fewer than 3 pairs or a constant series. */
 double tb_pearson(const double *x, const double *y, size_t n);
+
+/* Writes `len` bytes at s as one CSV field, quoted per RFC 4180 when they
+ * hold a comma, a quote or a line break (quotes then doubled). */
+void tb_csv_field_n(FILE *f, const char *s, size_t len);
+/* The same for a string. */
+void tb_csv_field(FILE *f, const char *s);
+
+/* Formats a message into the caller's error buffer (cut to fit); does
+ * nothing when buf is NULL or len is 0. */
+TB_PRINTF(3, 4) void tb_seterr(char *buf, size_t len, const char *fmt, ...);
 
 #endif

@@ -84,6 +84,8 @@ struct tb_nstar_opts {
                            * as found, before v0.3; for comparisons). Default false. */
 };
 void tb_nstar_opts_default(struct tb_nstar_opts *o);
+/* *opts, or the defaults when opts is NULL. */
+struct tb_nstar_opts tb_nstar_opts_or_default(const struct tb_nstar_opts *opts);
 
 /* ---- the knee test ---------------------------------------------------------------
  * A knee is shown, not assumed. Each candidate K (n_star, n_star_fit) stands

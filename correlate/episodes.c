@@ -339,11 +339,7 @@ int tb_correlate_analyze(const struct tb_window *w, size_t n, int64_t work_unit_
 {
     if ((n && !w) || !a || !ep || !nep)
         return TB_E_INVAL;
-    struct tb_nstar_opts o;
-    if (opts)
-        o = *opts;
-    else
-        tb_nstar_opts_default(&o);
+    struct tb_nstar_opts o = tb_nstar_opts_or_default(opts);
     /* The work unit's slope, 1/u, is the linear part of a tier that waits
      * on nothing; one that waits on its calls completes the same units over
      * a longer life (slope (1/u)·D/R): with the hint, app tiers came out at

@@ -81,6 +81,15 @@ void tb_nstar_opts_default(struct tb_nstar_opts *o)
     o->assume_knee = false;
 }
 
+struct tb_nstar_opts tb_nstar_opts_or_default(const struct tb_nstar_opts *opts)
+{
+    struct tb_nstar_opts o;
+    if (opts)
+        return *opts;
+    tb_nstar_opts_default(&o);
+    return o;
+}
+
 /* t(0.95, df): the one-sided 95% quantile, i.e. the two-sided 90% interval. */
 static double t95(size_t df)
 {
@@ -1013,11 +1022,7 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
 {
     if ((n && (!load || !tp)) || !res)
         return TB_E_INVAL;
-    struct tb_nstar_opts o;
-    if (opts)
-        o = *opts;
-    else
-        tb_nstar_opts_default(&o);
+    struct tb_nstar_opts o = tb_nstar_opts_or_default(opts);
     if (o.bins < 3 || !(o.tol_frac >= 0) || !(o.freeze_frac >= 0) || !(o.disagree_frac >= 0))
         return TB_E_INVAL;
     memset(res, 0, sizeof *res);

@@ -142,21 +142,6 @@ int sim_out_packet(struct sim_out *o, int64_t ts, const uint8_t *frame, size_t l
     return 0;
 }
 
-void sim_csv_field(FILE *f, const char *s)
-{
-    if (!strpbrk(s, ",\"\r\n")) {
-        fputs(s, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"')
-            fputc('"', f);
-        fputc(*s, f);
-    }
-    fputc('"', f);
-}
-
 int sim_out_close(struct sim_out *o)
 {
     int rc = 0;

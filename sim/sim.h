@@ -268,8 +268,6 @@ int sim_out_close(struct sim_out *o);
 /* A host's endpoint as tbneck prints it: "10.0.T.N:port", or with ipv6
  * "[fd00::T:N]:port" (the same host numbering). */
 void sim_fmt_addr(char *buf, size_t n, const uint8_t ip4[4], uint16_t port, bool ipv6);
-/* RFC 4180 field: quoted when it holds a comma, quote or line break. */
-void sim_csv_field(FILE *f, const char *s);
 
 struct sim_stats {
     uint64_t packets, packets_written, dropped, reordered, duplicated;

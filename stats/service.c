@@ -629,15 +629,20 @@ static int add_direct(struct tb_svcest *e, struct srv *s, const struct tb_reques
     return 0;
 }
 
+/* Brings the estimator up to an arrival at t: advance, then drain. */
+static int catch_up(struct tb_svcest *e, int64_t t)
+{
+    int rc = advance(e, t);
+    return rc ? rc : drain(e, t);
+}
+
 int tb_svcest_add(struct tb_svcest *e, const struct tb_request *r)
 {
     if (!e || !r)
         return TB_E_INVAL;
     if (r->departure_ns < r->arrival_ns || r->class_id == 0)
         return 0;
-    int rc = advance(e, r->arrival_ns);
-    if (!rc)
-        rc = drain(e, r->arrival_ns);
+    int rc = catch_up(e, r->arrival_ns);
     if (rc)
         return rc;
     struct srv *s;
@@ -703,9 +708,7 @@ int tb_svcest_add_down(struct tb_svcest *e, const struct tb_request *r)
         return TB_E_INVAL;
     if (r->departure_ns < r->arrival_ns)
         return 0;
-    int rc = advance(e, r->arrival_ns);
-    if (!rc)
-        rc = drain(e, r->arrival_ns);
+    int rc = catch_up(e, r->arrival_ns);
     if (rc)
         return rc;
     for (size_t h = 0; h < e->nhosts; h++) {

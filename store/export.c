@@ -7,22 +7,6 @@
 
 /* A field is quoted when it holds a comma, a quote or a line break; inner
  * quotes are doubled (RFC 4180, section 2). */
-void tb__csv_field(FILE *out, const char *s, size_t len)
-{
-    if (!memchr(s, ',', len) && !memchr(s, '"', len) && !memchr(s, '\n', len) &&
-        !memchr(s, '\r', len)) {
-        fwrite(s, 1, len, out);
-        return;
-    }
-    putc('"', out);
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] == '"')
-            putc('"', out);
-        putc(s[i], out);
-    }
-    putc('"', out);
-}
-
 /* Decimal digits without printf: the export formats millions of numbers. */
 char *tb__put_u64(char *p, uint64_t v)
 {
@@ -118,9 +102,9 @@ static int export_tier(struct tb__db *d, int64_t tier_id, const struct client_te
         const char *cls = (const char *)sqlite3_column_text(s, 5);
         int64_t cid = sqlite3_column_int64(s, 2);
         int port = sqlite3_column_int(s, 3);
-        tb__csv_field(out, tier ? tier : "", (size_t)sqlite3_column_bytes(s, 0));
+        tb_csv_field_n(out, tier ? tier : "", (size_t)sqlite3_column_bytes(s, 0));
         putc(',', out);
-        tb__csv_field(out, server ? server : "", (size_t)sqlite3_column_bytes(s, 1));
+        tb_csv_field_n(out, server ? server : "", (size_t)sqlite3_column_bytes(s, 1));
         putc(',', out);
         if (cid > 0 && (size_t)cid < nct) {
             if (port) {
@@ -138,7 +122,7 @@ static int export_tier(struct tb__db *d, int64_t tier_id, const struct client_te
         p = tb__put_u64(p, (uint64_t)sqlite3_column_int64(s, 4));
         *p++ = ',';
         fwrite(num, 1, (size_t)(p - num), out);
-        tb__csv_field(out, cls ? cls : "", (size_t)sqlite3_column_bytes(s, 5));
+        tb_csv_field_n(out, cls ? cls : "", (size_t)sqlite3_column_bytes(s, 5));
         /* Six numbers, each at most 20 digits and a sign, plus separators. */
         char num_tail[6 * 22 + 2];
         p = num_tail;

@@ -133,8 +133,6 @@ int tb__put_health(struct tb__db *d, int64_t capture_id, const struct tb_health_
                    size_t n);
 
 /* The CSV export of tb_store_export_requests (export.c). */
-/* One CSV field, quoted when it holds a comma, a quote or a line break. */
-void tb__csv_field(FILE *out, const char *s, size_t len);
 /* Decimal digits at p, without printf; returns the end. */
 char *tb__put_u64(char *p, uint64_t v);
 char *tb__put_i64(char *p, int64_t v);

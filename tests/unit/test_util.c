@@ -2,7 +2,8 @@
 /* test_util.c — common/util.c: growing arrays (doubling, zeroed growth,
  * overflow refused with the array untouched), comparators, the nearest-rank
  * quantile against the definition counted out by hand, and Pearson's r
- * against textbook values and a one-pass long-double computation. */
+ * against textbook values and a one-pass long-double computation; CSV
+ * fields against RFC 4180 written out by hand; the error-buffer formatter. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,6 +11,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,12 +118,54 @@ static void test_pearson(void **state)
     assert_true(fabs(tb_pearson(bx, by, 200) - want) < 1e-12);
 }
 
+/* What tb_csv_field_n / tb_csv_field write, read back from a memory stream. */
+static void test_csv_field(void **state)
+{
+    (void)state;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    tb_csv_field(f, "plain");
+    putc('|', f);
+    tb_csv_field(f, "");
+    putc('|', f);
+    tb_csv_field(f, "GET /a,b");
+    putc('|', f);
+    tb_csv_field(f, "say \"hi\"");
+    putc('|', f);
+    tb_csv_field(f, "two\r\nlines");
+    putc('|', f);
+    tb_csv_field_n(f, "ab\0\"c", 5); /* a NUL inside is kept, the quote doubled */
+    putc('|', f);
+    tb_csv_field_n(f, "x,yz", 3);     /* only len bytes: "x,y" */
+    assert_int_equal(fclose(f), 0);
+    static const char want[] = "plain||\"GET /a,b\"|\"say \"\"hi\"\"\"|\"two\r\nlines\"|"
+                               "\"ab\0\"\"c\"|\"x,y\"";
+    assert_int_equal(len, sizeof want - 1);
+    assert_memory_equal(buf, want, len);
+    free(buf);
+}
+
+static void test_seterr(void **state)
+{
+    (void)state;
+    char e[8] = "xxxxxxx";
+    tb_seterr(NULL, 10, "%d", 1); /* no buffer: nothing, no crash */
+    tb_seterr(e, 0, "%d", 1);     /* no room: untouched */
+    assert_string_equal(e, "xxxxxxx");
+    tb_seterr(e, sizeof e, "tier '%s' %d", "db", 42);
+    assert_string_equal(e, "tier 'd"); /* cut to fit, NUL-terminated */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grow),
         cmocka_unit_test(test_cmp_quantile),
         cmocka_unit_test(test_pearson),
+        cmocka_unit_test(test_csv_field),
+        cmocka_unit_test(test_seterr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
