@@ -12,6 +12,7 @@
 
 #include <curl/curl.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -735,6 +736,21 @@ struct scan_cb {
     void *ud;
 };
 
+/* scan() of a query formatted from fmt (the database's name in it), each row
+ * handed to row() with the caller's callback and argument. */
+TB_PRINTF(5, 6)
+static int scan_sql(struct tb_ch *ch, int (*row)(struct rd *d, void *arg), void (*cb)(void),
+                    void *ud, const char *fmt, ...)
+{
+    char sql[512];
+    struct scan_cb sc = {cb, ud};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
+    return scan(ch, sql, row, &sc);
+}
+
 static int request_row(struct rd *d, void *arg)
 {
     const struct scan_cb *sc = arg;
@@ -756,13 +772,10 @@ static int request_row(struct rd *d, void *arg)
 
 int tb_ch_scan(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_row *r), void *ud)
 {
-    char sql[512];
-    struct scan_cb sc = {(void (*)(void))cb, ud};
-    snprintf(sql, sizeof sql,
-             "SELECT sensor, tier, proto, server, client, class, conn, arrival_ns, departure_ns, "
-             "req_bytes, resp_bytes, status, flags FROM %s.requests ORDER BY sensor, seq "
-             "FORMAT RowBinary", ch->db);
-    return scan(ch, sql, request_row, &sc);
+    return scan_sql(ch, request_row, (void (*)(void))cb, ud,
+                    "SELECT sensor, tier, proto, server, client, class, conn, arrival_ns, "
+                    "departure_ns, req_bytes, resp_bytes, status, flags FROM %s.requests ORDER "
+                    "BY sensor, seq FORMAT RowBinary", ch->db);
 }
 
 static int conn_row(struct rd *d, void *arg)
@@ -790,13 +803,10 @@ static int conn_row(struct rd *d, void *arg)
 int tb_ch_scan_conns(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_conn_row *r),
                      void *ud)
 {
-    char sql[512];
-    struct scan_cb sc = {(void (*)(void))cb, ud};
-    snprintf(sql, sizeof sql,
-             "SELECT sensor, conn, client, server, tier, proto, server_addr, open_ns, close_ns, "
-             "opened, closed, requests, packets, bytes_c2s, bytes_s2c FROM %s.connections "
-             "ORDER BY open_ns, sensor, conn FORMAT RowBinary", ch->db);
-    return scan(ch, sql, conn_row, &sc);
+    return scan_sql(ch, conn_row, (void (*)(void))cb, ud,
+                    "SELECT sensor, conn, client, server, tier, proto, server_addr, open_ns, "
+                    "close_ns, opened, closed, requests, packets, bytes_c2s, bytes_s2c FROM "
+                    "%s.connections ORDER BY open_ns, sensor, conn FORMAT RowBinary", ch->db);
 }
 
 static int sensor_row(struct rd *d, void *arg)
@@ -814,13 +824,10 @@ static int sensor_row(struct rd *d, void *arg)
 int tb_ch_scan_sensors(struct tb_ch *ch, int (*cb)(void *ud, struct tb_ch_text sensor,
                                                    uint64_t max_conn), void *ud)
 {
-    char sql[512];
-    struct scan_cb sc = {(void (*)(void))cb, ud};
-    snprintf(sql, sizeof sql,
-             "SELECT sensor, max(conn) FROM (SELECT sensor, conn FROM %s.requests UNION ALL "
-             "SELECT sensor, conn FROM %s.connections) GROUP BY sensor ORDER BY sensor "
-             "FORMAT RowBinary", ch->db, ch->db);
-    return scan(ch, sql, sensor_row, &sc);
+    return scan_sql(ch, sensor_row, (void (*)(void))cb, ud,
+                    "SELECT sensor, max(conn) FROM (SELECT sensor, conn FROM %s.requests UNION "
+                    "ALL SELECT sensor, conn FROM %s.connections) GROUP BY sensor ORDER BY "
+                    "sensor FORMAT RowBinary", ch->db, ch->db);
 }
 
 /* Rows of two texts (hosts) or three (servers): the callback takes them in order. */
@@ -850,12 +857,9 @@ int tb_ch_scan_hosts(struct tb_ch *ch,
                      int (*cb)(void *ud, struct tb_ch_text tier, struct tb_ch_text addr),
                      void *ud)
 {
-    char sql[256];
-    struct scan_cb sc = {(void (*)(void))cb, ud};
-    snprintf(sql, sizeof sql,
-             "SELECT DISTINCT tier, addr FROM %s.hosts ORDER BY tier, addr FORMAT RowBinary",
-             ch->db);
-    return scan(ch, sql, texts2_row, &sc);
+    return scan_sql(ch, texts2_row, (void (*)(void))cb, ud,
+                    "SELECT DISTINCT tier, addr FROM %s.hosts ORDER BY tier, addr FORMAT "
+                    "RowBinary", ch->db);
 }
 
 int tb_ch_scan_servers(struct tb_ch *ch,
@@ -863,10 +867,7 @@ int tb_ch_scan_servers(struct tb_ch *ch,
                                  struct tb_ch_text server),
                        void *ud)
 {
-    char sql[512];
-    struct scan_cb sc = {(void (*)(void))cb, ud};
-    snprintf(sql, sizeof sql,
-             "SELECT tier, proto, server FROM %s.requests GROUP BY tier, proto, server "
-             "ORDER BY min(arrival_ns), tier, server FORMAT RowBinary", ch->db);
-    return scan(ch, sql, texts3_row, &sc);
+    return scan_sql(ch, texts3_row, (void (*)(void))cb, ud,
+                    "SELECT tier, proto, server FROM %s.requests GROUP BY tier, proto, server "
+                    "ORDER BY min(arrival_ns), tier, server FORMAT RowBinary", ch->db);
 }

@@ -191,6 +191,20 @@ int tb__db_rows(struct tb__db *d, sqlite3_stmt *s, size_t size, tb__db_fill_fn f
     return 0;
 }
 
+int tb__db_select(struct tb__db *d, const char *sql, const int64_t *args, int nargs, size_t size,
+                  tb__db_fill_fn fill, void *ctx, const char *what, void *out, size_t *n)
+{
+    sqlite3_stmt *s;
+    *(void **)out = NULL;
+    *n = 0;
+    int rc = tb__db_prep(d, sql, &s);
+    if (rc)
+        return rc;
+    for (int i = 0; i < nargs; i++)
+        sqlite3_bind_int64(s, i + 1, args[i]);
+    return tb__db_rows(d, s, size, fill, ctx, what, out, n);
+}
+
 int tb__db_put_rows(struct tb__db *d, const struct tb__db_put *p, const void *elems, size_t n,
                     size_t size, const void *ctx)
 {

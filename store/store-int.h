@@ -73,6 +73,10 @@ int tb__db_step_done(struct tb__db *d, sqlite3_stmt *s, const char *what);
 typedef int (*tb__db_fill_fn)(sqlite3_stmt *s, void *elem, void *ctx);
 int tb__db_rows(struct tb__db *d, sqlite3_stmt *s, size_t size, tb__db_fill_fn fill, void *ctx,
                 const char *what, void *out, size_t *n);
+/* The same from the start: empties *out and *n, prepares `sql` (a literal,
+ * tb__db_prep), binds ?1..?nargs to args, and reads its rows. */
+int tb__db_select(struct tb__db *d, const char *sql, const int64_t *args, int nargs, size_t size,
+                  tb__db_fill_fn fill, void *ctx, const char *what, void *out, size_t *n);
 
 /* The one write loop: a statement run once per element of an array, each
  * bound by bind(). It runs inside the caller's transaction (see

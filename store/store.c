@@ -440,18 +440,12 @@ static int fill_capture(sqlite3_stmt *s, void *elem, void *ctx)
 
 int tb_store_captures(struct tb_store *st, struct tb_capture_row **out, size_t *n)
 {
-    sqlite3_stmt *s;
-    int rc;
-    *out = NULL;
-    *n = 0;
-    if ((rc = tb__db_prep(&st->d,
-                          "SELECT id, source, started_ns, ended_ns, packets, bytes, "
-                          "kernel_drops, if_drops, parse_errors, gaps, evicted_flows, requests, "
-                          "state, requests_seen, requests_lost, unanswered, abandoned, "
-                          "memory_evicted FROM captures ORDER BY id",
-                          &s)))
-        return rc;
-    return tb__db_rows(&st->d, s, sizeof **out, fill_capture, NULL, "reading captures", out, n);
+    return tb__db_select(&st->d,
+                         "SELECT id, source, started_ns, ended_ns, packets, bytes, "
+                         "kernel_drops, if_drops, parse_errors, gaps, evicted_flows, requests, "
+                         "state, requests_seen, requests_lost, unanswered, abandoned, "
+                         "memory_evicted FROM captures ORDER BY id",
+                         NULL, 0, sizeof **out, fill_capture, NULL, "reading captures", out, n);
 }
 
 /* ---- requests ---------------------------------------------------------------------------- */
@@ -537,19 +531,14 @@ int tb_store_requests(struct tb_store *st, uint32_t tier, int64_t from_ns, int64
         "ORDER BY arrival_ns, rowid";
     struct tb_addr *ep = NULL;
     size_t nep = 0;
-    sqlite3_stmt *s;
     int rc;
     *out = NULL;
     *n = 0;
     if ((rc = ensure_index(st, false)) || (rc = load_endpoints(st, &ep, &nep)))
         return rc;
-    if ((rc = tb__db_prep(&st->d, tier ? sql_tier : sql_all, &s)) == 0) {
-        sqlite3_bind_int64(s, 1, tier);
-        sqlite3_bind_int64(s, 2, from_ns);
-        sqlite3_bind_int64(s, 3, to_ns);
-        rc = tb__db_rows(&st->d, s, sizeof **out, fill_request, &(struct endpoints){ep, nep},
-                         "reading requests", out, n);
-    }
+    rc = tb__db_select(&st->d, tier ? sql_tier : sql_all,
+                       (const int64_t[]){tier, from_ns, to_ns}, 3, sizeof **out, fill_request,
+                       &(struct endpoints){ep, nep}, "reading requests", out, n);
     free(ep);
     return rc;
 }
@@ -588,21 +577,13 @@ static int fill_conn(sqlite3_stmt *s, void *elem, void *ctx)
 int tb_store_connections(struct tb_store *st, int64_t from_ns, int64_t to_ns,
                          struct tb_conn **out, size_t *n)
 {
-    sqlite3_stmt *s;
-    int rc;
-    *out = NULL;
-    *n = 0;
-    if ((rc = tb__db_prep(&st->d,
-                          "SELECT conn, client, server, tier_id, server_id, open_ns, close_ns, "
-                          "opened, closed, requests, packets, bytes_c2s, bytes_s2c "
-                          "FROM connections WHERE close_ns >= ?1 AND open_ns < ?2 "
-                          "ORDER BY open_ns, conn",
-                          &s)))
-        return rc;
-    sqlite3_bind_int64(s, 1, from_ns);
-    sqlite3_bind_int64(s, 2, to_ns);
-    return tb__db_rows(&st->d, s, sizeof **out, fill_conn, st->d.path, "reading connections",
-                       out, n);
+    return tb__db_select(&st->d,
+                         "SELECT conn, client, server, tier_id, server_id, open_ns, close_ns, "
+                         "opened, closed, requests, packets, bytes_c2s, bytes_s2c "
+                         "FROM connections WHERE close_ns >= ?1 AND open_ns < ?2 "
+                         "ORDER BY open_ns, conn",
+                         (const int64_t[]){from_ns, to_ns}, 2, sizeof **out, fill_conn,
+                         st->d.path, "reading connections", out, n);
 }
 
 int tb_store_request_count(struct tb_store *st, uint32_t tier, uint64_t *n)
@@ -720,23 +701,13 @@ int tb_store_get_windows(struct tb_store *st, uint32_t tier, uint32_t server, in
                          int64_t from_ns, int64_t to_ns, struct tb_window **out, size_t *n)
 {
     struct tb_window key = {.tier = tier, .server = server, .width_ns = width_ns};
-    sqlite3_stmt *s;
-    int rc;
-    *out = NULL;
-    *n = 0;
-    if ((rc = tb__db_prep(&st->d,
-                          "SELECT start_ns, load, completions, work_units, throughput, "
-                          "norm_throughput, rt_mean_ns, rt_p95_ns FROM windows "
-                          "WHERE tier_id = ?1 AND server_id = ?2 AND width_ns = ?3 "
-                          "AND start_ns >= ?4 AND start_ns < ?5 ORDER BY start_ns",
-                          &s)))
-        return rc;
-    sqlite3_bind_int64(s, 1, tier);
-    sqlite3_bind_int64(s, 2, server);
-    sqlite3_bind_int64(s, 3, width_ns);
-    sqlite3_bind_int64(s, 4, from_ns);
-    sqlite3_bind_int64(s, 5, to_ns);
-    return tb__db_rows(&st->d, s, sizeof **out, fill_window, &key, "reading windows", out, n);
+    return tb__db_select(&st->d,
+                         "SELECT start_ns, load, completions, work_units, throughput, "
+                         "norm_throughput, rt_mean_ns, rt_p95_ns FROM windows "
+                         "WHERE tier_id = ?1 AND server_id = ?2 AND width_ns = ?3 "
+                         "AND start_ns >= ?4 AND start_ns < ?5 ORDER BY start_ns",
+                         (const int64_t[]){tier, server, width_ns, from_ns, to_ns}, 5,
+                         sizeof **out, fill_window, &key, "reading windows", out, n);
 }
 
 static void bind_service(sqlite3_stmt *s, const void *elem, const void *ctx)
@@ -781,20 +752,13 @@ static int fill_service(sqlite3_stmt *s, void *elem, void *ctx)
 int tb_store_get_services(struct tb_store *st, uint32_t tier, struct tb_class_service **out,
                           size_t *n)
 {
-    sqlite3_stmt *s;
-    int rc;
-    *out = NULL;
-    *n = 0;
-    if ((rc = tb__db_prep(&st->d,
-                          "SELECT tier_id, class_id, period_start_ns, service_ns, units, "
-                          "samples, requests, method FROM service_times "
-                          "WHERE ?1 = 0 OR tier_id = ?1 "
-                          "ORDER BY tier_id, class_id, period_start_ns",
-                          &s)))
-        return rc;
-    sqlite3_bind_int64(s, 1, tier);
-    return tb__db_rows(&st->d, s, sizeof **out, fill_service, NULL, "reading service times", out,
-                       n);
+    return tb__db_select(&st->d,
+                         "SELECT tier_id, class_id, period_start_ns, service_ns, units, "
+                         "samples, requests, method FROM service_times "
+                         "WHERE ?1 = 0 OR tier_id = ?1 "
+                         "ORDER BY tier_id, class_id, period_start_ns",
+                         (const int64_t[]){tier}, 1, sizeof **out, fill_service, NULL,
+                         "reading service times", out, n);
 }
 
 /* ---- analyses and episodes --------------------------------------------------------------- */
@@ -1096,13 +1060,11 @@ static int read_analysis(struct tb_store *st, uint32_t tier, uint32_t server, in
     }
     if (!ep)
         return 0;
-    if ((rc = tb__db_prep(d,
-                          "SELECT start_ns, end_ns, peak_load, mean_load, throughput, kind "
-                          "FROM episodes WHERE analysis_id = ?1 ORDER BY start_ns, id",
-                          &s)))
-        return rc;
-    sqlite3_bind_int64(s, 1, id);
-    return tb__db_rows(d, s, sizeof **ep, fill_episode, NULL, "reading episodes", ep, nep);
+    return tb__db_select(d,
+                         "SELECT start_ns, end_ns, peak_load, mean_load, throughput, kind "
+                         "FROM episodes WHERE analysis_id = ?1 ORDER BY start_ns, id",
+                         (const int64_t[]){id}, 1, sizeof **ep, fill_episode, NULL,
+                         "reading episodes", ep, nep);
 }
 
 /* ---- health and events ---------------------------------------------------------------- */
@@ -1122,19 +1084,11 @@ static int fill_health(sqlite3_stmt *s, void *elem, void *ctx)
 int tb_store_get_health(struct tb_store *st, int64_t from_ns, int64_t to_ns,
                         struct tb_health_row **out, size_t *n)
 {
-    sqlite3_stmt *s;
-    int rc;
-    *out = NULL;
-    *n = 0;
-    if ((rc = tb__db_prep(&st->d,
-                          "SELECT ts_ns, packets, kernel_drops, if_drops FROM health "
-                          "WHERE ts_ns >= ?1 AND ts_ns < ?2 ORDER BY ts_ns, capture_id",
-                          &s)))
-        return rc;
-    sqlite3_bind_int64(s, 1, from_ns);
-    sqlite3_bind_int64(s, 2, to_ns);
-    return tb__db_rows(&st->d, s, sizeof **out, fill_health, NULL, "reading capture health", out,
-                       n);
+    return tb__db_select(&st->d,
+                         "SELECT ts_ns, packets, kernel_drops, if_drops FROM health "
+                         "WHERE ts_ns >= ?1 AND ts_ns < ?2 ORDER BY ts_ns, capture_id",
+                         (const int64_t[]){from_ns, to_ns}, 2, sizeof **out, fill_health, NULL,
+                         "reading capture health", out, n);
 }
 
 static void bind_event(sqlite3_stmt *s, const void *elem, const void *ctx)
