@@ -740,30 +740,43 @@ static int64_t class_overall(const struct tb_class_service *rows, size_t n, int6
  * isolated sample) or the next request arrives at its server (censored at
  * that cut G: from then on it may share the server). Kaplan-Meier's
  * product-limit estimate of the survival of the life, S(t), over the deaths
- * (exact times) and the cuts (4 bins per octave, each at the mean of its
- * cut times), gives the mean as Σ jump·sample. It needs no model of the
+ * (exact times, equal times together) and the cuts (4 bins per octave, each
+ * at the mean of its cut times), gives the mean as Σ jump·sample. It needs no model of the
  * arrivals (bursts, pauses, a client that waits for the answer before it
  * sends again); the assumption left is that, while a request is in flight,
  * when the next one arrives does not depend on how long this one will still
  * take.
  *
- * On a busy server few alone requests survive long: at 95% busy on two
+ * On a busy server few alone requests stay alone long: at 95% busy on two
  * workers the next arrival comes within 1 ms (the mean demand) for 85% of
- * them, and the part of the mean that lies beyond the last well-measured
- * time is large (for an exponential demand, S(t)·(t + mean)). The
- * product-limit estimate therefore stops where fewer than SVC_KM_STOP
- * requests are still at risk, at t*, and the mass S(t*) left is given the
- * mean life t* + 1/h, with h the constant hazard of dying measured (deaths
- * / time at risk, the censored times included) over the tail where fewer
- * than SVC_KM_TAIL were at risk — or over everything when fewer were alone
- * to begin with. That is exact for an exponential demand, and a constant
- * demand dies at once, before any tail (S = 0), so it stays exact. The
- * earlier estimator (v0.3: the isolated samples weighted by the inverse of
- * their chance of isolation, that weight capped at e^3) left the tail beyond
- * the cap out and read 15-25% low at 90-95% busy (845 µs for 1 ms on the
- * steady sweep, seed 103). A request whose calls downstream are subtracted
- * from its life carries its own sample v ≤ D; the tail's value is t* + 1/h
- * less the mean downstream time of the tail's deaths. */
+ * them, so the product-limit estimate is noisy late in the life, and the
+ * part of the mean that lies there is large (for an exponential demand,
+ * S(t)·(t + mean)). The estimate therefore stops at t*, where F, the
+ * product-limit share of the alone requests not yet cut, falls below
+ * SVC_KM_FSTOP (a weight of 5 in the inverse-probability form) or fewer
+ * than SVC_KM_STOP are still at risk, and gives the mass S(t*) left the
+ * mean life t* + 1/h, h the constant hazard of dying (deaths / time at
+ * risk, the cut requests' time included: the maximum-likelihood estimate
+ * under censoring) measured from where F fell below SVC_KM_FTAIL or fewer
+ * than SVC_KM_TAIL were at risk. That is exact for an exponential demand.
+ * A server seldom cut (light load) never reaches t*: the estimate is the
+ * plain product-limit one to its last death. When the tail's deaths are
+ * (nearly) equal (coefficient of variation below SVC_KM_CV: a constant
+ * demand past t*, as on a busy M/D/c server) an exponential tail would
+ * be far off (2.7x on M/D/2 at 95% busy), so the mass left takes their
+ * mean instead: a constant demand stays exact at any load.
+ *
+ * The earlier estimator (v0.3: the isolated samples weighted by the inverse
+ * of their chance of isolation, measured per server, that weight capped at
+ * e^3) left the tail beyond the cap out and read low at 90-95% busy: 845 µs
+ * for 1 ms on the steady sweep, seed 103; 763 µs on py4 seed 101; 25-32% on
+ * M/M/2 and 52-60% on M/M/4 (test_service, test_mmc_busy).
+ * Censoring is measured per class now (a class that is never cut is not
+ * reweighted by another class's cuts). A request whose downstream calls
+ * are subtracted carries its own sample v ≤ D but is censored on its life
+ * D; the tail's value is t* + 1/h less the mean downstream time of the
+ * tail's deaths. (Censoring on v instead, the cut measured in own time,
+ * read gc.conf's app servers 12-43% high against 5-19% on D.) */
 #define SVC_KM_STOP 20.0
 #define SVC_KM_TAIL 100.0
 #define SVC_KM_CV 0.5
@@ -781,7 +794,8 @@ static void km_cell(struct cell *c)
     c->km_alone = risk;
     double f = 1; /* product-limit survival of not being cut */
     /* Where the tail's hazard is measured from: the first death and cut
-     * bin after the time t_h at which fewer than SVC_KM_TAIL were at risk. */
+     * bin after the time t_h at which F fell below SVC_KM_FTAIL or fewer
+     * than SVC_KM_TAIL were at risk. */
     uint32_t ih = 0;
     int k = 0, kh = 0;
     double th = 0;
