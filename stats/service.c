@@ -91,6 +91,12 @@ struct kp {
     int64_t period;
 };
 
+struct cutbin {
+    int64_t sum;
+    uint32_t n;
+    uint32_t bin;
+};
+
 struct cell {
     struct kp k;       /* class id, period */
     uint32_t tier;
@@ -98,11 +104,12 @@ struct cell {
     struct reservoir iso, all;
     /* Its requests alone at arrival and cut short by the next arrival at
      * their server before they departed: how many, and per bin of the time
-     * from arrival to that cut (SVC_NB bins) how many and the sum of those
-     * times (allocated at the first cut). */
+     * from arrival to that cut how many and the sum of those times (only
+     * the bins used, in bin order: a class seldom cut costs a few bytes). */
     uint64_t cuts;
-    uint32_t *cut_n;
-    int64_t *cut_sum;
+    struct cutbin *cb;
+    uint32_t ncb;
+    size_t cap_cb;
     /* Set by km_cell: the estimate and the number of requests alone at
      * arrival it stands on (the weight of this period when pooled). */
     double km_mean, km_alone;
@@ -489,16 +496,25 @@ static int cut_observe(struct tb_svcest *e, struct srv *s, int64_t next)
     if (rc)
         return rc;
     struct cell *c = v;
-    if (!c->cut_n) {
-        c->cut_n = calloc(SVC_NB, sizeof *c->cut_n);
-        c->cut_sum = calloc(SVC_NB, sizeof *c->cut_sum);
-        if (!c->cut_n || !c->cut_sum)
-            return TB_E_NOMEM;
-    }
     int64_t g = next - s->prev_a;
     int k = svc_bin(g);
-    c->cut_n[k]++;
-    c->cut_sum[k] += g;
+    uint32_t lo = 0, hi = c->ncb;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (c->cb[mid].bin < (uint32_t)k)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == c->ncb || c->cb[lo].bin != (uint32_t)k) {
+        if (tb_grow(&c->cb, &c->cap_cb, (size_t)c->ncb + 1, sizeof *c->cb))
+            return TB_E_NOMEM;
+        memmove(&c->cb[lo + 1], &c->cb[lo], (c->ncb - lo) * sizeof *c->cb);
+        c->cb[lo] = (struct cutbin){.bin = (uint32_t)k};
+        c->ncb++;
+    }
+    c->cb[lo].n++;
+    c->cb[lo].sum += g;
     c->cuts++;
     return 0;
 }
@@ -670,8 +686,7 @@ void tb_svcest_free(struct tb_svcest *e)
     for (size_t i = 0; i < e->cells.cap; i++) {
         free(cell_at(e, i)->iso.v);
         free(cell_at(e, i)->all.v);
-        free(cell_at(e, i)->cut_n);
-        free(cell_at(e, i)->cut_sum);
+        free(cell_at(e, i)->cb);
     }
     for (size_t g = 0; g < e->niv; g++) {
         free(e->iv[g].s);
@@ -799,16 +814,14 @@ static void km_cell(struct cell *c)
      * bin after the time t_h at which F fell below SVC_KM_FTAIL or fewer
      * than SVC_KM_TAIL were at risk. */
     uint32_t ih = 0;
-    int k = 0, kh = 0;
+    uint32_t k = 0, kh = 0;
     double th = 0;
     bool tail_set = risk < SVC_KM_TAIL;
     for (;;) {
-        while (c->cut_n && k < SVC_NB && !c->cut_n[k])
-            k++;
-        bool hd = i < nd, hc = c->cut_n && k < SVC_NB;
+        bool hd = i < nd, hc = k < c->ncb;
         if ((!hd && !hc) || risk < SVC_KM_STOP || f < SVC_KM_FSTOP)
             break;
-        double tc = hc ? (double)c->cut_sum[k] / c->cut_n[k] : INFINITY;
+        double tc = hc ? (double)c->cb[k].sum / c->cb[k].n : INFINITY;
         if (hd && (double)v[i].d <= tc) {
             /* Deaths before cuts at the same time, as usual; deaths at the
              * same time together (a constant demand dies at once). */
@@ -823,8 +836,8 @@ static void km_cell(struct cell *c)
             t = (double)v[i].d;
             i = j;
         } else {
-            f *= 1 - c->cut_n[k] / risk;
-            risk -= c->cut_n[k];
+            f *= 1 - c->cb[k].n / risk;
+            risk -= c->cb[k].n;
             t = tc;
             k++;
         }
@@ -845,9 +858,8 @@ static void km_cell(struct cell *c)
             x1 += x;
             x2 += x * x;
         }
-        for (int b = kh; c->cut_n && b < SVC_NB; b++)
-            if (c->cut_n[b])
-                expo += (double)c->cut_sum[b] - th * c->cut_n[b];
+        for (uint32_t b = kh; b < c->ncb; b++)
+            expo += (double)c->cb[b].sum - th * c->cb[b].n;
         uint32_t nt = nd - ih;
         double mx = nt ? x1 / nt : 0, var = nt > 1 ? (x2 - nt * mx * mx) / (nt - 1) : 0;
         double tail = t; /* no death in the tail: t* is a lower bound */

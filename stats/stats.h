@@ -219,8 +219,8 @@ int tb_service_estimate(const struct tb_request *req, size_t nreq, const struct 
 /* Streaming form of the same, for inputs too large to hold: feed the tier's
  * requests (tb_svcest_add) and the downstream calls (tb_svcest_add_down)
  * merged in non-decreasing arrival order; memory is bounded by the
- * reservoirs (and under 1.5 KB per (class, period) with a request cut
- * short by the next arrival). Results are identical to tb_service_estimate
+ * reservoirs (and 16 bytes per (class, period) and bin of the times at
+ * which a request alone at arrival was cut short, at most 113 bins). Results are identical to tb_service_estimate
  * while no (class, period) exceeds the reservoir size. */
 struct tb_svcest;
 int tb_svcest_new(struct tb_svcest **out, const struct tb_svc_host *hosts, size_t nhosts,
