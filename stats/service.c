@@ -756,11 +756,11 @@ static int64_t class_overall(const struct tb_class_service *rows, size_t n, int6
  * that cut G: from then on it may share the server). Kaplan-Meier's
  * product-limit estimate of the survival of the life, S(t), over the deaths
  * (exact times, equal times together) and the cuts (4 bins per octave, each
- * at the mean of its cut times), gives the mean as Σ jump·sample. It needs no model of the
- * arrivals (bursts, pauses, a client that waits for the answer before it
- * sends again); the assumption left is that, while a request is in flight,
- * when the next one arrives does not depend on how long this one will still
- * take.
+ * at the mean of its cut times), gives the mean as Σ jump·sample. It needs
+ * no model of the arrivals (bursts, pauses, a client that waits for the
+ * answer before it sends again); the assumption left is that, while a
+ * request is in flight, when the next one arrives does not depend on how
+ * long this one will still take.
  *
  * On a busy server few alone requests stay alone long: at 95% busy on two
  * workers the next arrival comes within 1 ms (the mean demand) for 85% of
@@ -791,8 +791,9 @@ static int64_t class_overall(const struct tb_class_service *rows, size_t n, int6
  * are subtracted carries its own sample v ≤ D but is censored on its life
  * D; the tail's value is t* + 1/h less the mean downstream time of the
  * deaths past t* (of the tail's when fewer than SVC_KM_DOWN: calls grow
- * with the life; gc.conf's app servers +4/+18/+6% against +6/+19/+5%). (Censoring on v instead, the cut measured in own time,
- * read gc.conf's app servers 12-43% high against 5-19% on D.) */
+ * with the life; gc.conf's app servers +4/+18/+6% against +6/+19/+5%).
+ * (Censoring on v instead, the cut measured in own time, read gc.conf's
+ * app servers 12-43% high.) */
 #define SVC_KM_STOP 20.0
 #define SVC_KM_TAIL 100.0
 #define SVC_KM_CV 0.5

@@ -220,8 +220,9 @@ int tb_service_estimate(const struct tb_request *req, size_t nreq, const struct 
  * requests (tb_svcest_add) and the downstream calls (tb_svcest_add_down)
  * merged in non-decreasing arrival order; memory is bounded by the
  * reservoirs (and 16 bytes per (class, period) and bin of the times at
- * which a request alone at arrival was cut short, at most 113 bins). Results are identical to tb_service_estimate
- * while no (class, period) exceeds the reservoir size. */
+ * which a request alone at arrival was cut short, at most 113 bins).
+ * Results are identical to tb_service_estimate while no (class, period)
+ * exceeds the reservoir size. */
 struct tb_svcest;
 int tb_svcest_new(struct tb_svcest **out, const struct tb_svc_host *hosts, size_t nhosts,
                   const struct tb_svc_opts *o);
