@@ -194,12 +194,14 @@ void tb_svc_opts_default(struct tb_svc_opts *o);
  * other request in flight during its whole life (DESIGN.md "Service time");
  * its sample is its duration minus the time during which calls from its
  * server's machine (hosts with that server, or server 0) were in flight
- * (union of the calls, clipped to its life). Per (class, period): the mean
- * of the isolated samples, each weighted by the inverse of its life's chance
- * of staying alone on its server (measured per server and period, capped at
- * 20; stats/service.c "weighted isolated samples"), when there are at least
- * min_isolated; otherwise that weighted mean of the class's isolated samples
- * over all periods when those are enough (a period of sustained overload has
+ * (union of the calls, clipped to its life). Per (class, period), when
+ * there are at least min_isolated isolated samples: the mean given by a
+ * product-limit (Kaplan-Meier) estimate over the class's requests that
+ * arrived at an idle server, each either dying alone (an isolated sample)
+ * or censored by the next arrival at its server, with an exponential tail
+ * where most are censored (stats/service.c "service times of the requests
+ * alone at arrival"); otherwise that estimate over all the class's periods
+ * when those are enough (a period of sustained overload has
  * no request alone, and its low quantile would be queueing); otherwise the
  * fallback_q quantile of all its samples (non-isolated ones minus their
  * calls' time likewise). An override replaces all of these in every period.
@@ -217,9 +219,10 @@ int tb_service_estimate(const struct tb_request *req, size_t nreq, const struct 
 /* Streaming form of the same, for inputs too large to hold: feed the tier's
  * requests (tb_svcest_add) and the downstream calls (tb_svcest_add_down)
  * merged in non-decreasing arrival order; memory is bounded by the
- * reservoirs (and under 1 KB per server and period for the chances of
- * isolation). Results are identical to tb_service_estimate while no
- * (class, period) exceeds the reservoir size. */
+ * reservoirs (and 16 bytes per (class, period) and bin of the times at
+ * which a request alone at arrival was cut short, at most 113 bins).
+ * Results are identical to tb_service_estimate while no (class, period)
+ * exceeds the reservoir size. */
 struct tb_svcest;
 int tb_svcest_new(struct tb_svcest **out, const struct tb_svc_host *hosts, size_t nhosts,
                   const struct tb_svc_opts *o);
