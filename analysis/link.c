@@ -480,6 +480,9 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
         out->score[i] = g->score[c];
         out->pool_wait_ns[i] = (int64_t)llround(g->wait_v[c]);
         out->linked++;
+        out->kind[i] = g->kind[c] == 1   ? TB_LINK_EXACT
+                       : g->kind[c] == 2 ? TB_LINK_AMBIGUOUS
+                                         : TB_LINK_SCORED;
         out->exact += g->kind[c] == 1;
         out->ambiguous += g->kind[c] == 2;
     }
@@ -545,6 +548,7 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     out->parent = calloc(n + 1, sizeof *out->parent);
     out->score = calloc(n + 1, sizeof *out->score);
     out->pool_wait_ns = calloc(n + 1, sizeof *out->pool_wait_ns);
+    out->kind = calloc(n + 1, sizeof *out->kind);
     size_t mask = 1023;
     while (mask < 2 * n + 1)
         mask = mask * 2 + 1;
@@ -563,7 +567,7 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     size_t *np = NULL, *nk = NULL, *pos = NULL;
     struct by_time *bt = NULL;
     int rc = 0;
-    if (!out->parent || !out->score || !out->pool_wait_ns || !order || !prev_dep || !pg || !cg ||
+    if (!out->parent || !out->score || !out->pool_wait_ns || !out->kind || !order || !prev_dep || !pg || !cg ||
         !idx || !ctab || !gtab || !gnum || n > UINT32_MAX / 4) {
         rc = TB_E_NOMEM;
         goto out;
@@ -611,6 +615,7 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
         if (!ct)
             continue;
         out->children++;
+        out->kind[i] = TB_LINK_UNLINKED;
         size_t sl = gslot(gtab, mask, rq[i].client.ip, ct, &fresh);
         if (fresh)
             gnum[sl] = ngroups++;
@@ -681,6 +686,7 @@ void tb_links_free(struct tb_links *l)
     free(l->parent);
     free(l->score);
     free(l->pool_wait_ns);
+    free(l->kind);
     memset(l, 0, sizeof *l);
 }
 

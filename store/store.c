@@ -1278,3 +1278,15 @@ out:
     *n = ne;
     return 0;
 }
+
+/* ---- for the other files of store/ (store-int.h) ------------------------------------------ */
+
+struct tb__db *tb__store_db(struct tb_store *st)
+{
+    return &st->d;
+}
+
+int tb__store_endpoints(struct tb_store *st, struct tb_addr **out, size_t *n)
+{
+    return load_endpoints(st, out, n);
+}
