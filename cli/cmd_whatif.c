@@ -131,9 +131,6 @@ int tb_cmd_whatif(int argc, char **argv)
         stats_json(stdout, &r.baseline);
         fputs(", \"forecast\": ", stdout);
         stats_json(stdout, &r.forecast);
-        printf(", \"links\": {\"downstream\": %" PRIu64 ", \"linked\": %" PRIu64
-               ", \"exact\": %" PRIu64 ", \"ambiguous\": %" PRIu64 "}",
-               r.children, r.linked, r.exact, r.ambiguous);
         fputs("}\n", stdout);
     } else {
         printf("what if: %s%s%s %s %s (front tier %s)\n", tier, server ? " " : "",
