@@ -248,8 +248,13 @@ static size_t link_pass(struct group *g, size_t limit)
                 continue;
             }
             k++;
+            /* A request that ends before the child does cannot have issued
+             * it: never a candidate, not even the last resort (on the real
+             * stack such picks put 1-3% of queries outside their parent). */
+            if (g->pdep[p] < cd)
+                continue;
             double w, cst = IMPOSSIBLE;
-            if (g->pdep[p] >= cd && g->busy_until[p] <= ca)
+            if (g->busy_until[p] <= ca)
                 cst = cost_of(g, p, c, &w);
             else
                 w = 0;
@@ -271,7 +276,8 @@ static size_t link_pass(struct group *g, size_t limit)
         if (bp == SIZE_MAX || best >= 2 * IMPOSSIBLE)
             continue; /* no request of the caller contains it */
         /* Impossible choices (the parent busy with another call) are kept as
-         * a last resort only: containment still holds. */
+         * a last resort only: containment still holds (a parent that ends
+         * first was never a candidate). */
         g->choice[c] = (uint32_t)bp + 1;
         if (best <= 2 * TOL_NS)
             ontime++;

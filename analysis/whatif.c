@@ -78,7 +78,7 @@ static double pool_wait(double m, double h, double lambda)
 #define INPUTS_NAME "whatif"
 /* Bump when the linker, the trees or the inputs below change meaning: stored
  * inputs of another version are recomputed. */
-#define INPUTS_VERSION 1
+#define INPUTS_VERSION 2
 #define POOL_BIT 0x80000000u
 
 struct wi_station {
