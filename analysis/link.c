@@ -227,8 +227,13 @@ static size_t link_pass(struct group *g, size_t limit)
                 continue;
             }
             k++;
+            /* A request that ends before the child does cannot have issued
+             * it: never a candidate, not even the last resort (on the real
+             * stack such picks put 1-3% of queries outside their parent). */
+            if (g->pdep[p] < cd)
+                continue;
             double w, cst = IMPOSSIBLE;
-            if (g->pdep[p] >= cd && g->busy_until[p] <= ca)
+            if (g->busy_until[p] <= ca)
                 cst = cost_of(g, p, c, &w);
             else
                 w = 0;
@@ -250,7 +255,8 @@ static size_t link_pass(struct group *g, size_t limit)
         if (bp == SIZE_MAX || best >= 2 * IMPOSSIBLE)
             continue; /* no request of the caller contains it */
         /* Impossible choices (the parent busy with another call) are kept as
-         * a last resort only: containment still holds. */
+         * a last resort only: containment still holds (a parent that ends
+         * first was never a candidate). */
         g->choice[c] = (uint32_t)bp + 1;
         if (best <= 2 * TOL_NS)
             ontime++;
@@ -459,6 +465,9 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
         out->score[i] = g->score[c];
         out->pool_wait_ns[i] = (int64_t)llround(g->wait_v[c]);
         out->linked++;
+        out->kind[i] = g->kind[c] == 1   ? TB_LINK_EXACT
+                       : g->kind[c] == 2 ? TB_LINK_AMBIGUOUS
+                                         : TB_LINK_SCORED;
         out->exact += g->kind[c] == 1;
         out->ambiguous += g->kind[c] == 2;
     }
@@ -524,6 +533,7 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     out->parent = calloc(n + 1, sizeof *out->parent);
     out->score = calloc(n + 1, sizeof *out->score);
     out->pool_wait_ns = calloc(n + 1, sizeof *out->pool_wait_ns);
+    out->kind = calloc(n + 1, sizeof *out->kind);
     size_t mask = 1023;
     while (mask < 2 * n + 1)
         mask = mask * 2 + 1;
@@ -542,7 +552,7 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     size_t *np = NULL, *nk = NULL, *pos = NULL;
     struct by_time *bt = NULL;
     int rc = 0;
-    if (!out->parent || !out->score || !out->pool_wait_ns || !order || !prev_dep || !pg || !cg ||
+    if (!out->parent || !out->score || !out->pool_wait_ns || !out->kind || !order || !prev_dep || !pg || !cg ||
         !idx || !ctab || !gtab || !gnum || n > UINT32_MAX / 4) {
         rc = TB_E_NOMEM;
         goto out;
@@ -590,6 +600,7 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
         if (!ct)
             continue;
         out->children++;
+        out->kind[i] = TB_LINK_UNLINKED;
         size_t sl = gslot(gtab, mask, rq[i].client.ip, ct, &fresh);
         if (fresh)
             gnum[sl] = ngroups++;
@@ -660,6 +671,7 @@ void tb_links_free(struct tb_links *l)
     free(l->parent);
     free(l->score);
     free(l->pool_wait_ns);
+    free(l->kind);
     memset(l, 0, sizeof *l);
 }
 

@@ -27,11 +27,20 @@
  * candidate was possible or timing told them apart without doubt, lower the
  * closer the runner-up came; 0 for no parent. pool_wait_ns[i]: for a child,
  * the time it waited for a pool connection on its caller (0 when it did not). */
+enum tb_link_kind {
+    TB_LINK_NONE = 0,      /* not a downstream request (no caller tier) */
+    TB_LINK_EXACT = 1,     /* one candidate only */
+    TB_LINK_AMBIGUOUS = 2, /* the runner-up's timing within the tolerance */
+    TB_LINK_SCORED = 3,    /* told apart by timing, score says how clearly */
+    TB_LINK_UNLINKED = 4,  /* downstream, no request of the caller contains it */
+};
+
 struct tb_links {
     size_t n;
     uint64_t *parent;
     float *score;
     int64_t *pool_wait_ns;
+    uint8_t *kind;      /* enum tb_link_kind per request (the table links stores it) */
     uint64_t children;  /* requests with a caller tier */
     uint64_t linked;    /* of those, given a parent */
     uint64_t exact;     /* linked with one candidate only */

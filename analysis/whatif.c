@@ -3,14 +3,17 @@
  * and its measured error). Every server is a station: service time per
  * request s, c cores, visits per front request; each caller server's pool
  * to a tier a station of m connections held for a call's duration. Per
- * period (1 s) the workload is what was measured there: a closed population
+ * period (100 ms) the workload is what was measured there: a closed population
  * (Little's law: N = X (R + Z)) or an open arrival rate. The model is solved
  * for the measured system and for the changed one; each front request's
  * time in every station is scaled by that station's ratio, which gives the
  * forecast distribution (mean and percentiles), so the model only has to get
- * ratios right, not absolute times. */
+ * ratios right, not absolute times. What the model takes from the linked
+ * trees is computed once and kept in the store (docs/whatif.md "Stored
+ * inputs"), so that a run on 10 M requests reads aggregates. */
 #include "whatif.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +22,7 @@
 #include "callers.h"
 #include "critpath.h"
 #include "link.h"
+#include "linkstore.h"
 #include "util.h"
 
 #define PERIOD_NS (100 * TB_NS_PER_MS)
@@ -64,99 +68,230 @@ static double pool_wait(double m, double h, double lambda)
     return erlang_c(m, a) * h / (m - a);
 }
 
-struct station {
+/* ---- the model's inputs ------------------------------------------------------------------
+ *
+ * Everything the forecast takes from the requests, whatever the change:
+ * computed once from the linked trees (prepare), kept in the store under
+ * INPUTS_NAME while the requests are unchanged (serialize/parse), and solved
+ * for one change (solve). */
+
+#define INPUTS_NAME "whatif"
+/* Bump when the linker, the trees or the inputs below change meaning: stored
+ * inputs of another version are recomputed. */
+#define INPUTS_VERSION 2
+#define POOL_BIT 0x80000000u
+
+struct wi_station {
     uint32_t server, tier;
-    double s, c;          /* service per visit (ns), cores */
-    double s_new, c_new;
-    double visits;        /* per front request */
-    double *own;          /* per period: own time summed */
-    uint64_t *cnt;        /* per period: requests (by their front request's period) */
-    uint64_t n;           /* requests in front requests' trees */
-    double pool_wait, own_total; /* their waits for a pool connection, own time */
-    bool pool_bound;      /* waits on its pool for more than 5% of its own time */
-    double *ratio;        /* per period: forecast / baseline residence */
+    double s, c, svc_alone; /* service per visit (ns), cores (MAX_CORES: no limit seen) */
+    double pool_wait, own_total;
+    uint64_t n;             /* requests in front requests' trees */
 };
 
-struct pool {
-    struct tb_addr host;  /* the caller's machine */
+struct wi_pool {
     uint32_t caller_server, caller_tier, callee_tier;
-    double m, m_new;
-    double h;             /* mean call duration (ns) */
-    double *wait;         /* per period: waits summed */
-    uint64_t *calls;      /* per period */
-    double *ratio;
-    double *add;          /* per period: wait added per call when the baseline model has none */
+    double m; /* connections (0: a connection per call, no pool) */
+    double h; /* mean call duration (ns) */
 };
 
-struct pc {
-    uint32_t caller, callee;
-    uint64_t conn;
+struct wi_inputs {
+    uint32_t front, ntiers;
+    uint64_t nfront, nper, nst, npl, nent;
+    int64_t t0, t1;
+    struct tb_whatif_stats baseline;
+    double think_ns;
+    uint64_t nthink;
+    uint64_t children, linked, exact, ambiguous;
+    uint8_t *called;          /* per tier id: some other tier calls it */
+    struct wi_station *st;
+    struct wi_pool *pl;
+    uint64_t *nf_p;           /* per period: front requests */
+    double *sum_rt_p;         /* per period: their response times summed */
+    double *st_own;           /* [k * nper + p]: station k's own time in period p */
+    uint64_t *st_cnt;         /* [k * nper + p]: its requests */
+    uint64_t *pl_calls;       /* [k * nper + p]: pool k's calls */
+    /* Per front request (by arrival): its period, response time and its
+     * tree's sums per station and pool, entries fr_off[f] .. fr_off[f + 1]:
+     * ent_ix = station k (a = own time, b = its work part, min(own, work)
+     * per request) or POOL_BIT | pool k (a = waits for a connection, b =
+     * calls). */
+    uint32_t *fr_period;
+    double *fr_rt;
+    uint64_t *fr_off;
+    uint32_t *ent_ix;
+    float *ent_a, *ent_b;
 };
 
-static int pc_cmp(const void *a, const void *b)
+static void wi_free(struct wi_inputs *w)
 {
-    const struct pc *x = a, *y = b;
-    if (x->caller != y->caller)
-        return x->caller < y->caller ? -1 : 1;
-    if (x->callee != y->callee)
-        return x->callee < y->callee ? -1 : 1;
-    return x->conn < y->conn ? -1 : x->conn > y->conn;
+    free(w->called);
+    free(w->st);
+    free(w->pl);
+    free(w->nf_p);
+    free(w->sum_rt_p);
+    free(w->st_own);
+    free(w->st_cnt);
+    free(w->pl_calls);
+    free(w->fr_period);
+    free(w->fr_rt);
+    free(w->fr_off);
+    free(w->ent_ix);
+    free(w->ent_a);
+    free(w->ent_b);
+    memset(w, 0, sizeof *w);
 }
 
-/* The pool a caller server holds (the first with connections reused). */
-static const struct pool *pool_of(const struct pool *pl, size_t n, uint32_t server)
+/* Non-negative doubles sorted as their bit patterns (the same order): a
+ * stable LSD radix sort, 11 bits a pass, constant digits skipped. */
+static int sort_nonneg(double *v, size_t n)
 {
-    for (size_t k = 0; k < n; k++)
-        if (pl[k].caller_server == server && pl[k].m > 0)
-            return &pl[k];
-    return NULL;
-}
-
-int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb_whatif_opts *o,
-              struct tb_whatif_result *r, char *err, size_t errlen)
-{
-    memset(r, 0, sizeof *r);
-    struct tb_linked L;
-    memset(&L, 0, sizeof L);
-    const int64_t *root = NULL;
-    const double *own = NULL;
-    int64_t *period = NULL;
-    double *rt = NULL, *delta = NULL;
-    struct station *sts = NULL;
-    struct pool *pls = NULL;
-    size_t nst = 0, npl = 0, nper = 0;
-    uint64_t *nf_p = NULL;
-    double *sum_rt_p = NULL, *xb = NULL, *xn = NULL;
-    int rc = tb_linked_load(st, cat, INT64_MIN, INT64_MAX, &L);
-    if (rc) {
-        if (rc == TB_E_NOTFOUND)
-            snprintf(err, errlen, "whatif: no requests stored, or no front tier among them");
-        return rc;
+    uint64_t *a = malloc((n + 1) * sizeof *a), *b = malloc((n + 1) * sizeof *b);
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return TB_E_NOMEM;
     }
-    const struct tb_request *rq = L.rq;
-    size_t n = L.n;
-    uint32_t ntiers = tb_catalog_tier_count(cat);
-    uint32_t front = L.g.front;
-    r->front_tier = front;
-    const char *tname = tb_catalog_tier_get(cat, o->tier)->name;
-    bool called = false;
+    uint64_t all_or = 0, all_and = ~0ull;
+    for (size_t i = 0; i < n; i++) {
+        double x = v[i] > 0 ? v[i] : 0.0;
+        memcpy(&a[i], &x, sizeof x);
+        all_or |= a[i];
+        all_and &= a[i];
+    }
+    for (unsigned shift = 0; shift < 64; shift += 11) {
+        if (((all_or ^ all_and) >> shift & 2047) == 0)
+            continue;
+        size_t count[2049] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[(a[i] >> shift & 2047) + 1]++;
+        for (size_t d = 1; d <= 2048; d++)
+            count[d] += count[d - 1];
+        for (size_t i = 0; i < n; i++)
+            b[count[a[i] >> shift & 2047]++] = a[i];
+        uint64_t *sw = a;
+        a = b;
+        b = sw;
+    }
+    for (size_t i = 0; i < n; i++)
+        memcpy(&v[i], &a[i], sizeof v[i]);
+    free(a);
+    free(b);
+    return 0;
+}
+
+/* Small open-addressing map from a 64-bit key to an index. */
+struct u64map {
+    uint64_t *key;
+    uint32_t *val;
+    size_t mask;
+};
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+static int u64map_init(struct u64map *m, size_t cap)
+{
+    m->mask = 63;
+    while (m->mask < 2 * cap + 1)
+        m->mask = m->mask * 2 + 1;
+    m->key = malloc((m->mask + 1) * sizeof *m->key);
+    m->val = malloc((m->mask + 1) * sizeof *m->val);
+    if (!m->key || !m->val)
+        return TB_E_NOMEM;
+    memset(m->val, 0xff, (m->mask + 1) * sizeof *m->val);
+    return 0;
+}
+
+/* The slot of key: its value is UINT32_MAX when new. */
+static size_t u64map_slot(struct u64map *m, uint64_t key)
+{
+    size_t i = (size_t)mix(key) & m->mask;
+    while (m->val[i] != UINT32_MAX && m->key[i] != key)
+        i = (i + 1) & m->mask;
+    m->key[i] = key;
+    return i;
+}
+
+static void u64map_free(struct u64map *m)
+{
+    free(m->key);
+    free(m->val);
+}
+
+/* Closed or open: users on keep-alive connections think between a response
+ * and their next request on the same connection. The front requests' gaps,
+ * by connection in arrival order (rq is in arrival order). */
+static int think_gaps(const struct tb_request *rq, size_t n, uint32_t front, size_t nfront,
+                      double *sum, uint64_t *count)
+{
+    struct u64map m;
+    int64_t *last = malloc((nfront + 1) * sizeof *last);
+    int rc = u64map_init(&m, nfront);
+    if (rc || !last) {
+        u64map_free(&m);
+        free(last);
+        return TB_E_NOMEM;
+    }
+    uint32_t nc = 0;
+    *sum = 0;
+    *count = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rq[i].tier != front)
+            continue;
+        size_t sl = u64map_slot(&m, rq[i].conn);
+        if (m.val[sl] == UINT32_MAX) {
+            m.val[sl] = nc++;
+        } else {
+            int64_t gap = rq[i].arrival_ns - last[m.val[sl]];
+            if (gap > 0 && gap < THINK_MAX_NS) {
+                *sum += (double)gap;
+                ++*count;
+            }
+        }
+        last[m.val[sl]] = rq[i].departure_ns;
+    }
+    u64map_free(&m);
+    free(last);
+    return 0;
+}
+
+/* The inputs from linked requests L (rq in arrival order). */
+static int wi_prepare(const struct tb_catalog *cat, const struct tb_linked *L,
+                      struct wi_inputs *w, char *err, size_t errlen)
+{
+    memset(w, 0, sizeof *w);
+    const struct tb_request *rq = L->rq;
+    size_t n = L->n;
+    const struct tb_links *lk = &L->lk;
+    const struct tb_trees *tr = &L->t;
+    const int64_t *root = tr->root;
+    uint32_t ntiers = tb_catalog_tier_count(cat), nsrv = tb_catalog_server_count(cat);
+    uint32_t front = L->g.front;
+    size_t *sidx = NULL;
+    int64_t *fidx = NULL;
+    uint32_t *period = NULL, *pair = NULL;
+    struct u64map pm = {0}, cm = {0};
+    uint64_t *pconns = NULL;
+    int rc = 0;
+    w->front = front;
+    w->ntiers = ntiers;
+    w->children = lk->children;
+    w->linked = lk->linked;
+    w->exact = lk->exact;
+    w->ambiguous = lk->ambiguous;
+    w->called = calloc(ntiers + 1, 1);
+    if (!w->called)
+        return TB_E_NOMEM;
     for (uint32_t a = 1; a <= ntiers; a++)
-        called |= L.g.calls[a * (ntiers + 1) + o->tier] > 0;
-    if (!called) {
-        snprintf(err, errlen,
-                 "whatif: tier '%s' has no callers: no other tier calls it%s; whatif changes a "
-                 "tier that the front tier's requests reach through calls",
-                 tname, o->tier == front ? " (it is the front tier, called by users)" : "");
-        rc = TB_E_INVAL;
-        goto out;
-    }
-    /* Links; roots (front requests), own time, pool waits, service times. */
-    if ((rc = tb_linked_link(cat, &L)))
-        goto out;
-    const struct tb_links lk = L.lk;
-    const struct tb_trees tr = L.t;
-    root = tr.root;
-    own = tr.own;
+        for (uint32_t b = 1; b <= ntiers; b++)
+            if (L->g.calls[a * (ntiers + 1) + b] > 0)
+                w->called[b] = 1;
 
     /* Front requests: the baseline, and periods. */
     int64_t t0 = INT64_MAX, t1 = INT64_MIN;
@@ -173,276 +308,497 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
         rc = TB_E_NOTFOUND;
         goto out;
     }
-    nper = (size_t)((t1 - t0) / PERIOD_NS) + 1;
-    period = malloc(n * sizeof *period);
-    rt = malloc(nfront * sizeof *rt);
-    delta = calloc(n, sizeof *delta);
-    nf_p = calloc(nper, sizeof *nf_p);
-    sum_rt_p = calloc(nper, sizeof *sum_rt_p);
-    xb = calloc(nper, sizeof *xb);
-    xn = calloc(nper, sizeof *xn);
-    if (!period || !rt || !delta || !nf_p || !sum_rt_p || !xb || !xn) {
+    size_t nper = (size_t)((t1 - t0) / PERIOD_NS) + 1;
+    w->nfront = nfront;
+    w->nper = nper;
+    w->t0 = t0;
+    w->t1 = t1;
+    fidx = malloc((n + 1) * sizeof *fidx);
+    period = malloc((n + 1) * sizeof *period);
+    w->fr_period = malloc((nfront + 1) * sizeof *w->fr_period);
+    w->fr_rt = malloc((nfront + 1) * sizeof *w->fr_rt);
+    w->fr_off = calloc(nfront + 2, sizeof *w->fr_off);
+    w->nf_p = calloc(nper, sizeof *w->nf_p);
+    w->sum_rt_p = calloc(nper, sizeof *w->sum_rt_p);
+    if (!fidx || !period || !w->fr_period || !w->fr_rt || !w->fr_off || !w->nf_p ||
+        !w->sum_rt_p) {
         rc = TB_E_NOMEM;
         goto out;
     }
-    for (size_t i = 0; i < n; i++)
-        period[i] = root[i] >= 0 ? (rq[root[i]].arrival_ns - t0) / PERIOD_NS : -1;
     {
-        size_t k = 0;
+        size_t f = 0;
         for (size_t i = 0; i < n; i++) {
+            fidx[i] = -1;
             if (rq[i].tier != front)
                 continue;
-            rt[k++] = (double)(rq[i].departure_ns - rq[i].arrival_ns);
-            nf_p[period[i]]++;
-            sum_rt_p[period[i]] += (double)(rq[i].departure_ns - rq[i].arrival_ns);
+            fidx[i] = (int64_t)f;
+            uint32_t p = (uint32_t)((rq[i].arrival_ns - t0) / PERIOD_NS);
+            double rt = (double)(rq[i].departure_ns - rq[i].arrival_ns);
+            w->fr_period[f] = p;
+            w->fr_rt[f] = rt;
+            w->nf_p[p]++;
+            w->sum_rt_p[p] += rt;
+            f++;
         }
+        for (size_t i = 0; i < n; i++)
+            period[i] = root[i] >= 0 ? w->fr_period[fidx[root[i]]] : UINT32_MAX;
     }
-    double span_s = (double)(t1 - t0) / 1e9;
     {
-        double *srt = malloc(nfront * sizeof *srt);
+        double *srt = malloc(nfront * sizeof *srt), sum = 0;
         if (!srt) {
             rc = TB_E_NOMEM;
             goto out;
         }
-        memcpy(srt, rt, nfront * sizeof *srt);
-        qsort(srt, nfront, sizeof *srt, tb_cmp_double);
-        double sum = 0;
+        memcpy(srt, w->fr_rt, nfront * sizeof *srt);
+        if ((rc = sort_nonneg(srt, nfront))) {
+            free(srt);
+            goto out;
+        }
         for (size_t i = 0; i < nfront; i++)
             sum += srt[i];
-        r->baseline.rt_mean_ns = sum / (double)nfront;
-        r->baseline.rt_p50_ns = tb_quantile(srt, nfront, 0.50);
-        r->baseline.rt_p95_ns = tb_quantile(srt, nfront, 0.95);
-        r->baseline.rt_p99_ns = tb_quantile(srt, nfront, 0.99);
-        r->baseline.throughput = (double)nfront / span_s;
+        w->baseline.rt_mean_ns = sum / (double)nfront;
+        w->baseline.rt_p50_ns = tb_quantile(srt, nfront, 0.50);
+        w->baseline.rt_p95_ns = tb_quantile(srt, nfront, 0.95);
+        w->baseline.rt_p99_ns = tb_quantile(srt, nfront, 0.99);
+        w->baseline.throughput = (double)nfront / ((double)(t1 - t0) / 1e9);
         free(srt);
     }
-
-    /* Closed or open: users on keep-alive connections think between a
-     * response and their next request on the same connection. */
-    double think_sum = 0;
-    size_t nthink = 0;
-    {
-        const struct tb_request **fr = malloc(nfront * sizeof *fr);
-        if (!fr) {
-            rc = TB_E_NOMEM;
-            goto out;
-        }
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++)
-            if (rq[i].tier == front)
-                fr[k++] = &rq[i];
-        struct ct {
-            uint64_t conn;
-            int64_t a, d;
-        } *cts = malloc((k + 1) * sizeof *cts);
-        if (!cts) {
-            free(fr);
-            rc = TB_E_NOMEM;
-            goto out;
-        }
-        for (size_t i = 0; i < k; i++)
-            cts[i] = (struct ct){fr[i]->conn, fr[i]->arrival_ns, fr[i]->departure_ns};
-        free(fr);
-        /* By connection, keeping arrival order within one (a stable merge sort). */
-        size_t m = k;
-        for (size_t step = 1; step < m; step *= 2) { /* bottom-up merge sort: stable */
-            struct ct *tmp = malloc(m * sizeof *tmp);
-            if (!tmp) {
-                free(cts);
-                rc = TB_E_NOMEM;
-                goto out;
-            }
-            for (size_t lo = 0; lo < m; lo += 2 * step) {
-                size_t mid = TB_MIN(lo + step, m), hi = TB_MIN(lo + 2 * step, m);
-                size_t a = lo, b = mid, w = lo;
-                while (a < mid && b < hi)
-                    tmp[w++] = (cts[b].conn < cts[a].conn) ? cts[b++] : cts[a++];
-                while (a < mid)
-                    tmp[w++] = cts[a++];
-                while (b < hi)
-                    tmp[w++] = cts[b++];
-            }
-            memcpy(cts, tmp, m * sizeof *tmp);
-            free(tmp);
-        }
-        for (size_t i = 1; i < m; i++) {
-            if (cts[i].conn != cts[i - 1].conn)
-                continue;
-            int64_t gap = cts[i].a - cts[i - 1].d;
-            if (gap > 0 && gap < THINK_MAX_NS) {
-                think_sum += (double)gap;
-                nthink++;
-            }
-        }
-        free(cts);
-    }
-    r->closed = nthink >= nfront / 10 && nthink >= 20;
-    r->think_ns = nthink ? think_sum / (double)nthink : 0;
-    if (r->closed)
-        snprintf(r->why, sizeof r->why,
-                 "closed: %zu idle gaps between a response and the next request on the front "
-                 "tier's keep-alive connections (users thinking, mean %.3g ms)",
-                 nthink, r->think_ns / 1e6);
-    else
-        snprintf(r->why, sizeof r->why,
-                 "open: the front tier's connections show %zu idle gaps for %zu requests (no "
-                 "users waiting on their own responses)",
-                 nthink, nfront);
+    double think_sum;
+    if ((rc = think_gaps(rq, n, front, nfront, &think_sum, &w->nthink)))
+        goto out;
+    w->think_ns = w->nthink ? think_sum / (double)w->nthink : 0;
 
     /* Stations: every server with requests in the front requests' trees. */
-    uint32_t nsrv = tb_catalog_server_count(cat);
-    size_t *sidx = malloc((nsrv + 1) * sizeof *sidx);
+    sidx = malloc((nsrv + 1) * sizeof *sidx);
     if (!sidx) {
         rc = TB_E_NOMEM;
         goto out;
     }
     for (uint32_t s = 0; s <= nsrv; s++)
         sidx[s] = SIZE_MAX;
-    for (size_t i = 0; i < n; i++) {
-        if (root[i] < 0 || rq[i].server == 0 || rq[i].server > nsrv || sidx[rq[i].server] != SIZE_MAX)
-            continue;
-        sidx[rq[i].server] = nst++;
-    }
-    sts = calloc(nst + 1, sizeof *sts);
-    if (!sts) {
-        free(sidx);
+    for (size_t i = 0; i < n; i++)
+        if (root[i] >= 0 && rq[i].server && rq[i].server <= nsrv &&
+            sidx[rq[i].server] == SIZE_MAX)
+            sidx[rq[i].server] = w->nst++;
+    w->st = calloc(w->nst + 1, sizeof *w->st);
+    w->st_own = calloc(w->nst * nper + 1, sizeof *w->st_own);
+    w->st_cnt = calloc(w->nst * nper + 1, sizeof *w->st_cnt);
+    if (!w->st || !w->st_own || !w->st_cnt) {
         rc = TB_E_NOMEM;
         goto out;
     }
     for (uint32_t s = 1; s <= nsrv; s++) {
         if (sidx[s] == SIZE_MAX)
             continue;
-        struct station *x = &sts[sidx[s]];
+        struct wi_station *x = &w->st[sidx[s]];
         x->server = s;
         x->tier = tb_catalog_server_get(cat, s)->tier;
-        x->own = calloc(nper, sizeof *x->own);
-        x->cnt = calloc(nper, sizeof *x->cnt);
-        x->ratio = malloc(nper * sizeof *x->ratio);
-        if (!x->own || !x->cnt || !x->ratio) {
-            free(sidx);
-            rc = TB_E_NOMEM;
-            goto out;
+        x->s = tr->svc[s];
+        /* Cores by work conservation (critpath.c, tb_trees). */
+        x->c = tr->cores[s] > 0 ? tr->cores[s] : MAX_CORES;
+        x->svc_alone = tr->svc_alone[s];
+    }
+    /* Pools: a caller server's calls to a tier over reused connections;
+     * pair[i] = the pool of child i's call. */
+    pair = malloc((n + 1) * sizeof *pair);
+    if (!pair || u64map_init(&pm, 1024) || u64map_init(&cm, lk->linked + 1)) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    size_t cap_pl = 0, cap_pc = 0;
+    for (size_t i = 0; i < n; i++) {
+        pair[i] = UINT32_MAX;
+        if (!lk->parent[i] || root[i] < 0)
+            continue;
+        uint32_t caller = rq[lk->parent[i] - 1].server;
+        size_t sl = u64map_slot(&pm, (uint64_t)caller << 32 | rq[i].tier);
+        if (pm.val[sl] == UINT32_MAX) {
+            if ((size_t)w->npl + 1 > pm.mask / 2 ||
+                tb_grow(&w->pl, &cap_pl, w->npl + 1, sizeof *w->pl) ||
+                tb_grow_zero(&pconns, &cap_pc, w->npl + 1, sizeof *pconns)) {
+                rc = TB_E_NOMEM;
+                goto out;
+            }
+            struct wi_pool *x = &w->pl[w->npl];
+            memset(x, 0, sizeof *x);
+            x->caller_server = caller;
+            x->caller_tier = tb_catalog_server_get(cat, caller)->tier;
+            x->callee_tier = rq[i].tier;
+            pm.val[sl] = (uint32_t)w->npl++;
+        }
+        pair[i] = pm.val[sl];
+        /* Connections per pool: (pool, conn) pairs seen. */
+        size_t cs = u64map_slot(&cm, mix(rq[i].conn) ^ pair[i]);
+        if (cm.val[cs] == UINT32_MAX) {
+            cm.val[cs] = pair[i];
+            pconns[pair[i]]++;
         }
     }
+    w->pl_calls = calloc(w->npl * nper + 1, sizeof *w->pl_calls);
+    uint64_t *calls = calloc(w->npl + 1, sizeof *calls);
+    if (!w->pl_calls || !calls) {
+        free(calls);
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    /* Per period sums; per front request, the entries (counted first). */
     for (size_t i = 0; i < n; i++) {
-        if (root[i] < 0 || sidx[rq[i].server] == SIZE_MAX)
+        if (root[i] < 0)
             continue;
-        struct station *x = &sts[sidx[rq[i].server]];
-        x->own[period[i]] += own[i];
-        x->cnt[period[i]]++;
-        x->n++;
-        x->pool_wait += tr.pool[i];
-        x->own_total += own[i];
+        size_t p = period[i], f = (size_t)fidx[root[i]];
+        if (rq[i].server <= nsrv && sidx[rq[i].server] != SIZE_MAX) {
+            struct wi_station *x = &w->st[sidx[rq[i].server]];
+            w->st_own[sidx[rq[i].server] * nper + p] += tr->own[i];
+            w->st_cnt[sidx[rq[i].server] * nper + p]++;
+            x->n++;
+            x->pool_wait += tr->pool[i];
+            x->own_total += tr->own[i];
+            w->fr_off[f + 1]++;
+        }
+        if (pair[i] != UINT32_MAX) {
+            w->pl_calls[pair[i] * nper + p]++;
+            calls[pair[i]]++;
+            w->pl[pair[i]].h += (double)(rq[i].departure_ns - rq[i].arrival_ns);
+            w->fr_off[f + 1]++;
+        }
+    }
+    for (size_t k = 0; k < w->npl; k++) {
+        struct wi_pool *x = &w->pl[k];
+        x->h = calls[k] ? x->h / (double)calls[k] : 0;
+        /* Reused connections (more calls than connections) make a pool. */
+        x->m = calls[k] >= 2 * pconns[k] ? (double)pconns[k] : 0;
+    }
+    free(calls);
+    for (size_t f = 0; f < nfront; f++)
+        w->fr_off[f + 1] += w->fr_off[f];
+    size_t raw = w->fr_off[nfront];
+    w->ent_ix = malloc((raw + 1) * sizeof *w->ent_ix);
+    w->ent_a = malloc((raw + 1) * sizeof *w->ent_a);
+    w->ent_b = malloc((raw + 1) * sizeof *w->ent_b);
+    uint64_t *fill = malloc((nfront + 1) * sizeof *fill);
+    if (!w->ent_ix || !w->ent_a || !w->ent_b || !fill) {
+        free(fill);
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    memcpy(fill, w->fr_off, nfront * sizeof *fill);
+    for (size_t i = 0; i < n; i++) {
+        if (root[i] < 0)
+            continue;
+        size_t f = (size_t)fidx[root[i]];
+        if (rq[i].server <= nsrv && sidx[rq[i].server] != SIZE_MAX) {
+            size_t e = fill[f]++;
+            w->ent_ix[e] = (uint32_t)sidx[rq[i].server];
+            w->ent_a[e] = (float)tr->own[i];
+            w->ent_b[e] = (float)fmin(tr->own[i], tr->work[i]);
+        }
+        if (pair[i] != UINT32_MAX) {
+            size_t e = fill[f]++;
+            w->ent_ix[e] = POOL_BIT | pair[i];
+            w->ent_a[e] = (float)lk->pool_wait_ns[i];
+            w->ent_b[e] = 1;
+        }
+    }
+    free(fill);
+    /* One entry per station and pool of a tree: merged in place (a tree has
+     * a few requests). */
+    size_t out_e = 0;
+    for (size_t f = 0; f < nfront; f++) {
+        size_t lo = w->fr_off[f], hi = w->fr_off[f + 1], first = out_e;
+        for (size_t e = lo; e < hi; e++) {
+            size_t k = first;
+            while (k < out_e && w->ent_ix[k] != w->ent_ix[e])
+                k++;
+            if (k == out_e) {
+                w->ent_ix[out_e] = w->ent_ix[e];
+                w->ent_a[out_e] = w->ent_a[e];
+                w->ent_b[out_e] = w->ent_b[e];
+                out_e++;
+            } else {
+                w->ent_a[k] += w->ent_a[e];
+                w->ent_b[k] += w->ent_b[e];
+            }
+        }
+        w->fr_off[f] = first;
+    }
+    w->fr_off[nfront] = out_e;
+    w->nent = out_e;
+out:
+    free(sidx);
+    free(fidx);
+    free(period);
+    free(pair);
+    free(pconns);
+    u64map_free(&pm);
+    u64map_free(&cm);
+    if (rc)
+        wi_free(w);
+    return rc;
+}
+
+/* ---- stored form: a header, then the arrays, native byte order (the header
+ * says which; a file moved to another byte order is recomputed) ---------------------- */
+
+#define WI_MAGIC 0x49574254u /* "TBWI" */
+
+struct wbuf {
+    uint8_t *p;
+    size_t len, cap;
+    bool fail;
+};
+
+static void put(struct wbuf *b, const void *v, size_t len)
+{
+    if (b->fail || !len)
+        return;
+    if (tb_grow(&b->p, &b->cap, b->len + len, 1)) {
+        b->fail = true;
+        return;
+    }
+    memcpy(b->p + b->len, v, len);
+    b->len += len;
+}
+
+struct rbuf {
+    const uint8_t *p;
+    size_t len, at;
+    bool fail;
+};
+
+/* Copies the next `len` bytes into a fresh allocation (or into `to`). */
+static void *take(struct rbuf *r, void *to, size_t len)
+{
+    if (r->fail || len > r->len - r->at) {
+        r->fail = true;
+        return NULL;
+    }
+    void *d = to ? to : malloc(len + 1);
+    if (!d) {
+        r->fail = true;
+        return NULL;
+    }
+    memcpy(d, r->p + r->at, len);
+    r->at += len;
+    return d;
+}
+
+#define SCALARS(X)                                                                           \
+    X(front) X(ntiers) X(nfront) X(nper) X(nst) X(npl) X(nent) X(t0) X(t1) X(baseline)        \
+    X(think_ns) X(nthink) X(children) X(linked) X(exact) X(ambiguous)
+
+static int wi_serialize(const struct wi_inputs *w, uint8_t **out, size_t *len)
+{
+    struct wbuf b = {0};
+    uint32_t hdr[4] = {WI_MAGIC, INPUTS_VERSION, (uint32_t)sizeof(struct wi_station),
+                       (uint32_t)sizeof(struct wi_pool)};
+    put(&b, hdr, sizeof hdr);
+#define PUT_SCALAR(f) put(&b, &w->f, sizeof w->f);
+    SCALARS(PUT_SCALAR)
+#undef PUT_SCALAR
+    put(&b, w->called, w->ntiers + 1);
+    put(&b, w->st, w->nst * sizeof *w->st);
+    put(&b, w->pl, w->npl * sizeof *w->pl);
+    put(&b, w->nf_p, w->nper * sizeof *w->nf_p);
+    put(&b, w->sum_rt_p, w->nper * sizeof *w->sum_rt_p);
+    put(&b, w->st_own, w->nst * w->nper * sizeof *w->st_own);
+    put(&b, w->st_cnt, w->nst * w->nper * sizeof *w->st_cnt);
+    put(&b, w->pl_calls, w->npl * w->nper * sizeof *w->pl_calls);
+    put(&b, w->fr_period, w->nfront * sizeof *w->fr_period);
+    put(&b, w->fr_rt, w->nfront * sizeof *w->fr_rt);
+    put(&b, w->fr_off, (w->nfront + 1) * sizeof *w->fr_off);
+    put(&b, w->ent_ix, w->nent * sizeof *w->ent_ix);
+    put(&b, w->ent_a, w->nent * sizeof *w->ent_a);
+    put(&b, w->ent_b, w->nent * sizeof *w->ent_b);
+    if (b.fail) {
+        free(b.p);
+        return TB_E_NOMEM;
+    }
+    *out = b.p;
+    *len = b.len;
+    return 0;
+}
+
+/* TB_E_BADFMT for anything that does not hold together: the caller
+ * recomputes. */
+static int wi_parse(const uint8_t *p, size_t len, uint32_t ntiers, uint32_t nsrv,
+                    struct wi_inputs *w)
+{
+    struct rbuf r = {p, len, 0, false};
+    uint32_t hdr[4];
+    memset(w, 0, sizeof *w);
+    take(&r, hdr, sizeof hdr);
+    if (r.fail || hdr[0] != WI_MAGIC || hdr[1] != INPUTS_VERSION ||
+        hdr[2] != sizeof(struct wi_station) || hdr[3] != sizeof(struct wi_pool))
+        return TB_E_BADFMT;
+#define TAKE_SCALAR(f) take(&r, &w->f, sizeof w->f);
+    SCALARS(TAKE_SCALAR)
+#undef TAKE_SCALAR
+    /* Sizes bounded by what is left before anything is allocated. */
+    size_t left = len - TB_MIN(r.at, len);
+    if (r.fail || w->ntiers != ntiers || w->front == 0 || w->front > ntiers ||
+        w->nfront == 0 || w->nper == 0 || w->nst > left || w->npl > left ||
+        w->nfront > left || w->nent > left || w->nper > left ||
+        (w->nst + w->npl) > left / w->nper) {
+        memset(w, 0, sizeof *w);
+        return TB_E_BADFMT;
+    }
+    w->called = take(&r, NULL, w->ntiers + 1);
+    w->st = take(&r, NULL, w->nst * sizeof *w->st);
+    w->pl = take(&r, NULL, w->npl * sizeof *w->pl);
+    w->nf_p = take(&r, NULL, w->nper * sizeof *w->nf_p);
+    w->sum_rt_p = take(&r, NULL, w->nper * sizeof *w->sum_rt_p);
+    w->st_own = take(&r, NULL, w->nst * w->nper * sizeof *w->st_own);
+    w->st_cnt = take(&r, NULL, w->nst * w->nper * sizeof *w->st_cnt);
+    w->pl_calls = take(&r, NULL, w->npl * w->nper * sizeof *w->pl_calls);
+    w->fr_period = take(&r, NULL, w->nfront * sizeof *w->fr_period);
+    w->fr_rt = take(&r, NULL, w->nfront * sizeof *w->fr_rt);
+    w->fr_off = take(&r, NULL, (w->nfront + 1) * sizeof *w->fr_off);
+    w->ent_ix = take(&r, NULL, w->nent * sizeof *w->ent_ix);
+    w->ent_a = take(&r, NULL, w->nent * sizeof *w->ent_a);
+    w->ent_b = take(&r, NULL, w->nent * sizeof *w->ent_b);
+    bool ok = !r.fail && r.at == len && w->fr_off[0] == 0 && w->fr_off[w->nfront] == w->nent;
+    for (size_t f = 0; ok && f < w->nfront; f++)
+        ok = w->fr_off[f] <= w->fr_off[f + 1] && w->fr_period[f] < w->nper;
+    for (size_t e = 0; ok && e < w->nent; e++)
+        ok = (w->ent_ix[e] & POOL_BIT) ? (w->ent_ix[e] & ~POOL_BIT) < w->npl
+                                       : w->ent_ix[e] < w->nst;
+    for (size_t k = 0; ok && k < w->nst; k++)
+        ok = w->st[k].server >= 1 && w->st[k].server <= nsrv;
+    for (size_t k = 0; ok && k < w->npl; k++)
+        ok = w->pl[k].caller_server >= 1 && w->pl[k].caller_server <= nsrv;
+    if (!ok) {
+        wi_free(w);
+        return TB_E_BADFMT;
+    }
+    return 0;
+}
+
+/* ---- the forecast for one change ----------------------------------------------------- */
+
+/* The pool a caller server holds (the one to the lowest callee tier id). */
+static size_t pool_of(const struct wi_inputs *w, uint32_t server)
+{
+    size_t best = SIZE_MAX;
+    for (size_t k = 0; k < w->npl; k++)
+        if (w->pl[k].caller_server == server && w->pl[k].m > 0 &&
+            (best == SIZE_MAX || w->pl[k].callee_tier < w->pl[best].callee_tier))
+            best = k;
+    return best;
+}
+
+/* Whether station k waits on its pool for more than 5% of its own time by
+ * the model (M/M/m at the measured rate, per period), for waits the linker
+ * does not see: a real JVM hands a returned connection to a waiting thread
+ * in 50-500 µs, beyond the linker's hand-off window. A period the model
+ * finds saturated counts its calls at the call time. */
+static bool model_pool_bound(const struct wi_inputs *w, size_t k)
+{
+    size_t pb = pool_of(w, w->st[k].server);
+    if (pb == SIZE_MAX)
+        return false;
+    const struct wi_pool *y = &w->pl[pb];
+    double waits = 0;
+    for (size_t p = 0; p < w->nper; p++) {
+        uint64_t calls = w->pl_calls[pb * w->nper + p];
+        if (!calls)
+            continue;
+        double b = pool_wait(y->m, y->h, (double)calls / (double)PERIOD_NS);
+        waits += (double)calls * (isfinite(b) ? fmin(b, y->h) : y->h);
+    }
+    return waits > 0.05 * w->st[k].own_total;
+}
+
+static int wi_solve(const struct tb_catalog *cat, const struct wi_inputs *w,
+                    const struct tb_whatif_opts *o, struct tb_whatif_result *r, char *err,
+                    size_t errlen)
+{
+    size_t nst = w->nst, npl = w->npl, nper = w->nper, nfront = w->nfront;
+    const char *tname = tb_catalog_tier_get(cat, o->tier)->name;
+    r->front_tier = w->front;
+    r->baseline = w->baseline;
+    r->think_ns = w->think_ns;
+    r->children = w->children;
+    r->linked = w->linked;
+    r->exact = w->exact;
+    r->ambiguous = w->ambiguous;
+    if (o->tier > w->ntiers || !w->called[o->tier]) {
+        snprintf(err, errlen,
+                 "whatif: tier '%s' has no callers: no other tier calls it%s; whatif changes a "
+                 "tier that the front tier's requests reach through calls",
+                 tname, o->tier == w->front ? " (it is the front tier, called by users)" : "");
+        return TB_E_INVAL;
+    }
+    r->closed = w->nthink >= nfront / 10 && w->nthink >= 20;
+    if (r->closed)
+        snprintf(r->why, sizeof r->why,
+                 "closed: %" PRIu64 " idle gaps between a response and the next request on the "
+                 "front tier's keep-alive connections (users thinking, mean %.3g ms)",
+                 w->nthink, r->think_ns / 1e6);
+    else
+        snprintf(r->why, sizeof r->why,
+                 "open: the front tier's connections show %" PRIu64 " idle gaps for %" PRIu64
+                 " requests (no users waiting on their own responses)",
+                 w->nthink, w->nfront);
+    struct st_x {
+        double s, c, s_new, c_new, visits;
+        bool pool_bound;
+        size_t pb; /* its pool, when pool-bound */
+    } *sx = calloc(nst + 1, sizeof *sx);
+    struct pl_x {
+        double m_new;
+    } *px = calloc(npl + 1, sizeof *px);
+    /* Per period, per station and pool: the forecast's ratio (and a pool's
+     * wait added per call where the baseline model has none). */
+    double *sratio = malloc((nst * nper + 1) * sizeof *sratio);
+    double *pratio = malloc((npl * nper + 1) * sizeof *pratio);
+    double *padd = calloc(npl * nper + 1, sizeof *padd);
+    double *xb = calloc(nper, sizeof *xb), *xn = calloc(nper, sizeof *xn);
+    double *f = malloc((nfront + 1) * sizeof *f);
+    int rc = 0;
+    if (!sx || !px || !sratio || !pratio || !padd || !xb || !xn || !f) {
+        rc = TB_E_NOMEM;
+        goto out;
     }
     for (size_t k = 0; k < nst; k++) {
-        struct station *x = &sts[k];
-        x->s = tr.svc[x->server];
-        x->visits = (double)x->n / (double)nfront;
-        /* Cores by work conservation (critpath.c, tb_trees). */
-        x->c = tr.cores[x->server] > 0 ? tr.cores[x->server] : MAX_CORES;
+        const struct wi_station *x = &w->st[k];
+        struct st_x *y = &sx[k];
+        y->s = x->s;
+        y->c = x->c;
+        y->visits = (double)x->n / (double)nfront;
+        y->pb = SIZE_MAX;
         /* Requests that wait for a pool connection look at work to the
          * clock when the linker missed their wait: a caller that waits on
          * its pool shows a CPU limit that may be the pool's. It is given
          * none, and the time of its requests alone. */
-        if (x->pool_wait > 0.05 * x->own_total) {
-            x->pool_bound = true;
-            x->c = MAX_CORES;
-            x->s = tr.svc_alone[x->server];
+        if (x->pool_wait > 0.05 * x->own_total || model_pool_bound(w, k)) {
+            y->pool_bound = true;
+            y->c = MAX_CORES;
+            y->s = x->svc_alone;
+            y->pb = pool_of(w, x->server);
         }
-        x->s_new = x->s;
-        x->c_new = x->c;
+        y->s_new = y->s;
+        y->c_new = y->c;
         bool hit = x->tier == o->tier && (!o->server || o->server == x->server);
         if (hit && o->change == TB_WHATIF_SPEEDUP)
-            x->s_new = x->s / o->value;
+            y->s_new = y->s / o->value;
         if (hit && o->change == TB_WHATIF_CORES)
-            x->c_new = o->value;
+            y->c_new = o->value;
         if (hit) {
-            r->service_ns = x->s;
-            r->cores = x->c;
-            r->visits += x->visits;
-        }
-    }
-
-    /* Pools: a caller server's calls to a tier over reused connections. */
-    {
-        /* (caller server, callee tier) -> pool; connections counted per pair. */
-        struct pc *pcs = malloc((n + 1) * sizeof *pcs);
-        if (!pcs) {
-            free(sidx);
-            rc = TB_E_NOMEM;
-            goto out;
-        }
-        size_t m = 0;
-        for (size_t i = 0; i < n; i++)
-            if (lk.parent[i] && root[i] >= 0)
-                pcs[m++] = (struct pc){rq[lk.parent[i] - 1].server, rq[i].tier, rq[i].conn};
-        /* distinct pairs, and distinct connections per pair: small sets; a
-         * quadratic scan over pairs is fine, connections by sort. */
-        qsort(pcs, m, sizeof *pcs, pc_cmp);
-        for (size_t i = 0; i < m;) {
-            size_t j = i;
-            uint64_t conns = 0;
-            while (j < m && pcs[j].caller == pcs[i].caller && pcs[j].callee == pcs[i].callee) {
-                if (j == i || pcs[j].conn != pcs[j - 1].conn)
-                    conns++;
-                j++;
-            }
-            struct pool *np = realloc(pls, (npl + 1) * sizeof *pls);
-            if (!np) {
-                free(pcs);
-                free(sidx);
-                rc = TB_E_NOMEM;
-                goto out;
-            }
-            pls = np;
-            struct pool *x = &pls[npl++];
-            memset(x, 0, sizeof *x);
-            x->caller_server = pcs[i].caller;
-            x->caller_tier = tb_catalog_server_get(cat, pcs[i].caller)->tier;
-            x->callee_tier = pcs[i].callee;
-            /* Reused connections (more calls than connections) make a pool. */
-            x->m = (j - i) >= 2 * conns ? (double)conns : 0;
-            x->m_new = x->m;
-            x->wait = calloc(nper, sizeof *x->wait);
-            x->calls = calloc(nper, sizeof *x->calls);
-            x->ratio = malloc(nper * sizeof *x->ratio);
-            x->add = calloc(nper, sizeof *x->add);
-            if (!x->wait || !x->calls || !x->ratio || !x->add) {
-                free(pcs);
-                free(sidx);
-                rc = TB_E_NOMEM;
-                goto out;
-            }
-            i = j;
-        }
-        free(pcs);
-    }
-    free(sidx);
-    for (size_t i = 0; i < n; i++) {
-        if (!lk.parent[i] || root[i] < 0)
-            continue;
-        uint32_t caller = rq[lk.parent[i] - 1].server;
-        for (size_t k = 0; k < npl; k++) {
-            if (pls[k].caller_server != caller || pls[k].callee_tier != rq[i].tier)
-                continue;
-            pls[k].wait[period[i]] += (double)lk.pool_wait_ns[i];
-            pls[k].calls[period[i]]++;
-            pls[k].h += (double)(rq[i].departure_ns - rq[i].arrival_ns);
-            break;
+            r->service_ns = y->s;
+            r->cores = y->c;
+            r->visits += y->visits;
         }
     }
     bool any_pool = false;
     for (size_t k = 0; k < npl; k++) {
-        uint64_t c = 0;
-        for (size_t p = 0; p < nper; p++)
-            c += pls[k].calls[p];
-        pls[k].h = c ? pls[k].h / (double)c : 0;
-        bool hit = pls[k].caller_tier == o->tier &&
-                   (!o->server || o->server == pls[k].caller_server) && pls[k].m > 0;
+        const struct wi_pool *x = &w->pl[k];
+        px[k].m_new = x->m;
+        bool hit = x->caller_tier == o->tier && (!o->server || o->server == x->caller_server) &&
+                   x->m > 0;
         if (hit && o->change == TB_WHATIF_POOL) {
-            pls[k].m_new = o->value;
+            px[k].m_new = o->value;
             any_pool = true;
-            r->cores = pls[k].m;
+            r->cores = x->m;
         }
     }
     if (o->change == TB_WHATIF_POOL && !any_pool) {
@@ -456,32 +812,40 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
 
     /* Per period: solve the model for the measured and the changed system. */
     for (size_t p = 0; p < nper; p++) {
-        if (!nf_p[p])
+        for (size_t k = 0; k < nst; k++)
+            sratio[k * nper + p] = 1;
+        for (size_t k = 0; k < npl; k++)
+            pratio[k * nper + p] = 1;
+        if (!w->nf_p[p])
             continue;
-        double len = (double)PERIOD_NS;
-        double xm = (double)nf_p[p] / len;           /* front requests per ns */
-        double rmeas = sum_rt_p[p] / (double)nf_p[p];
-        double users = xm * (rmeas + r->think_ns);
-        /* Station model times at throughput x. */
+        double nf = (double)w->nf_p[p];
+        double xm = nf / (double)PERIOD_NS; /* front requests per ns */
+        double users = xm * (w->sum_rt_p[p] / nf + r->think_ns);
         double xs[2];
         for (int v = 0; v < 2; v++) {
             bool nw = v == 1;
             double x = xm;
             if (r->closed) {
-                /* N = x (Z + R(x)): R grows with x, so bisection. */
+                /* N = x (Z + R(x)): R grows with x, so bisection, to a
+                 * relative 1e-9 of the bracket. */
                 double lo = 0, hi = users / TB_MAX(r->think_ns, 1.0);
-                for (int it = 0; it < 100; it++) {
+                for (int it = 0; it < 100 && hi - lo > 1e-9 * hi; it++) {
                     double mid = (lo + hi) / 2, rr = 0;
-                    for (size_t k = 0; k < nst; k++) {
-                        double s = nw ? sts[k].s_new : sts[k].s, c = nw ? sts[k].c_new : sts[k].c;
-                        double v1 = (double)sts[k].cnt[p] / (double)nf_p[p];
-                        rr += v1 * station_rt(s, c, mid * v1);
-                    }
-                    for (size_t k = 0; k < npl; k++) {
-                        if (pls[k].m <= 0)
+                    for (size_t k = 0; k < nst && isfinite(rr); k++) {
+                        uint64_t c1 = w->st_cnt[k * nper + p];
+                        if (!c1)
                             continue;
-                        double v1 = (double)pls[k].calls[p] / (double)nf_p[p];
-                        rr += v1 * pool_wait(nw ? pls[k].m_new : pls[k].m, pls[k].h, mid * v1);
+                        double v1 = (double)c1 / nf;
+                        rr += v1 * station_rt(nw ? sx[k].s_new : sx[k].s,
+                                              nw ? sx[k].c_new : sx[k].c, mid * v1);
+                    }
+                    for (size_t k = 0; k < npl && isfinite(rr); k++) {
+                        uint64_t c1 = w->pl_calls[k * nper + p];
+                        if (w->pl[k].m <= 0 || !c1)
+                            continue;
+                        double v1 = (double)c1 / nf;
+                        rr += v1 * pool_wait(nw ? px[k].m_new : w->pl[k].m, w->pl[k].h,
+                                             mid * v1);
                     }
                     if (!isfinite(rr) || mid * (r->think_ns + rr) > users)
                         hi = mid;
@@ -495,139 +859,175 @@ int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb
         xb[p] = xs[0];
         xn[p] = xs[1];
         for (size_t k = 0; k < nst; k++) {
-            struct station *y = &sts[k];
-            double v1 = (double)y->cnt[p] / (double)nf_p[p];
-            double f = station_rt(y->s_new, y->c_new, xs[1] * v1);
+            const struct st_x *y = &sx[k];
+            uint64_t c1 = w->st_cnt[k * nper + p];
             /* A changed station is forecast in absolute terms (the model's
              * time against the time measured there): its baseline may sit in
-             * a transient the steady-state model overstates; the others by
-             * the model's own ratio. */
+             * a transient the steady-state model overstates. The others keep
+             * their measured times: the model's feedback through throughput
+             * is small when users think far longer than they wait, and a
+             * ratio of two near-saturated model times is unstable (one
+             * server's pool changed, the other's near full). */
             bool changed = y->s_new != y->s || y->c_new != y->c;
-            double meas = y->cnt[p] ? y->own[p] / (double)y->cnt[p] : 0;
-            /* The others keep their measured times: the model's feedback
-             * through throughput is small when users think far longer than
-             * they wait, and a ratio of two near-saturated model times is
-             * unstable (one server's pool changed, the other's near full). */
-            if (changed && meas > 0 && isfinite(f))
-                y->ratio[p] = f / meas;
-            else
-                y->ratio[p] = 1.0;
+            if (!changed || !c1)
+                continue;
+            double v1 = (double)c1 / nf;
+            double fc = station_rt(y->s_new, y->c_new, xs[1] * v1);
+            double meas = w->st_own[k * nper + p] / (double)c1;
+            if (meas > 0 && isfinite(fc))
+                sratio[k * nper + p] = fc / meas;
         }
         for (size_t k = 0; k < npl; k++) {
-            struct pool *y = &pls[k];
-            if (y->m <= 0) {
-                y->ratio[p] = 1;
+            const struct wi_pool *y = &w->pl[k];
+            if (y->m <= 0 || px[k].m_new == y->m)
                 continue;
-            }
-            double v1 = (double)y->calls[p] / (double)nf_p[p];
-            double b = pool_wait(y->m, y->h, xs[0] * v1), f = pool_wait(y->m_new, y->h, xs[1] * v1);
-            if (!isfinite(f))
-                f = b;
-            if (y->m_new == y->m) {
-                y->ratio[p] = 1;
-            } else if (b > 1 && isfinite(b)) {
-                y->ratio[p] = f / b;
-            } else {
-                y->ratio[p] = 1;
-                y->add[p] = f - (isfinite(b) ? b : 0);
-            }
+            double v1 = (double)w->pl_calls[k * nper + p] / nf;
+            double b = pool_wait(y->m, y->h, xs[0] * v1), fc = pool_wait(px[k].m_new, y->h, xs[1] * v1);
+            if (!isfinite(fc))
+                fc = b;
+            if (b > 1 && isfinite(b))
+                pratio[k * nper + p] = fc / b;
+            else
+                padd[k * nper + p] = fc - (isfinite(b) ? b : 0);
         }
     }
-    /* Each front request's time in each station, scaled. */
-    for (size_t i = 0; i < n; i++) {
-        if (root[i] < 0)
-            continue;
-        size_t p = (size_t)period[i];
-        for (size_t k = 0; k < nst; k++) {
-            if (sts[k].server != rq[i].server)
+    /* Each front request's time in each station and pool, scaled. */
+    double sum = 0;
+    for (size_t fi = 0; fi < nfront; fi++) {
+        size_t p = w->fr_period[fi];
+        double delta = 0;
+        for (size_t e = w->fr_off[fi]; e < w->fr_off[fi + 1]; e++) {
+            uint32_t ix = w->ent_ix[e];
+            double a = w->ent_a[e], b = w->ent_b[e];
+            if (ix & POOL_BIT) {
+                size_t k = ix & ~POOL_BIT;
+                delta += a * (pratio[k * nper + p] - 1) + b * padd[k * nper + p];
                 continue;
-            const struct pool *pb = sts[k].pool_bound ? pool_of(pls, npl, rq[i].server) : NULL;
-            if (pb) {
+            }
+            const struct st_x *y = &sx[ix];
+            if (y->pool_bound && y->pb != SIZE_MAX) {
                 /* A pool-bound caller: its time beyond its work is taken
                  * for waits the linker did not attribute, and scales as
                  * the pool's. */
-                double work = fmin(own[i], tr.work[i]);
-                delta[root[i]] += work * (sts[k].ratio[p] - 1) +
-                                  (own[i] - work) * (pb->ratio[p] - 1);
+                delta += b * (sratio[ix * nper + p] - 1) + (a - b) * (pratio[y->pb * nper + p] - 1);
             } else {
-                delta[root[i]] += own[i] * (sts[k].ratio[p] - 1);
+                delta += a * (sratio[ix * nper + p] - 1);
             }
-            break;
         }
-        if (lk.parent[i]) {
-            uint32_t caller = rq[lk.parent[i] - 1].server;
-            for (size_t k = 0; k < npl; k++)
-                if (pls[k].caller_server == caller && pls[k].callee_tier == rq[i].tier) {
-                    delta[root[i]] += (double)lk.pool_wait_ns[i] * (pls[k].ratio[p] - 1) +
-                                      pls[k].add[p];
-                    break;
-                }
-        }
+        double v = w->fr_rt[fi] + delta;
+        f[fi] = v > 0 ? v : 0;
+        sum += f[fi];
     }
-    {
-        double *f = malloc(nfront * sizeof *f), sum = 0;
-        if (!f) {
-            rc = TB_E_NOMEM;
-            goto out;
-        }
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (rq[i].tier != front)
-                continue;
-            double v = (double)(rq[i].departure_ns - rq[i].arrival_ns) + delta[i];
-            f[k++] = v > 0 ? v : 0;
-            sum += f[k - 1];
-        }
-        qsort(f, nfront, sizeof *f, tb_cmp_double);
-        r->forecast.rt_mean_ns = sum / (double)nfront;
-        r->forecast.rt_p50_ns = tb_quantile(f, nfront, 0.50);
-        r->forecast.rt_p95_ns = tb_quantile(f, nfront, 0.95);
-        r->forecast.rt_p99_ns = tb_quantile(f, nfront, 0.99);
-        free(f);
-    }
+    if ((rc = sort_nonneg(f, nfront)))
+        goto out;
+    r->forecast.rt_mean_ns = sum / (double)nfront;
+    r->forecast.rt_p50_ns = tb_quantile(f, nfront, 0.50);
+    r->forecast.rt_p95_ns = tb_quantile(f, nfront, 0.95);
+    r->forecast.rt_p99_ns = tb_quantile(f, nfront, 0.99);
     r->forecast.throughput = r->baseline.throughput;
     {
         double users_total = 0;
         for (size_t p = 0; p < nper; p++)
-            if (nf_p[p])
-                users_total += (double)nf_p[p] / (double)PERIOD_NS *
-                               (sum_rt_p[p] / (double)nf_p[p] + r->think_ns);
+            if (w->nf_p[p])
+                users_total += (double)w->nf_p[p] / (double)PERIOD_NS *
+                               (w->sum_rt_p[p] / (double)w->nf_p[p] + r->think_ns);
         r->users = users_total / (double)nper;
     }
     /* The forecast throughput: the baseline's, scaled by the model's ratio
      * of throughputs per period (closed); the same (open). */
     if (r->closed) {
-        double b = 0, f = 0;
+        double b = 0, fs = 0;
         for (size_t p = 0; p < nper; p++) {
             b += xb[p];
-            f += xn[p];
+            fs += xn[p];
         }
-        r->forecast.throughput = b > 0 ? r->baseline.throughput * f / b : r->baseline.throughput;
+        r->forecast.throughput = b > 0 ? r->baseline.throughput * fs / b : r->baseline.throughput;
     }
 out:
-    if (sts)
-        for (size_t k = 0; k < nst; k++) {
-            free(sts[k].own);
-            free(sts[k].cnt);
-            free(sts[k].ratio);
-        }
-    if (pls)
-        for (size_t k = 0; k < npl; k++) {
-            free(pls[k].wait);
-            free(pls[k].calls);
-            free(pls[k].ratio);
-            free(pls[k].add);
-        }
-    free(sts);
-    free(pls);
-    free(period);
-    free(rt);
-    free(delta);
-    free(nf_p);
-    free(sum_rt_p);
+    free(sx);
+    free(px);
+    free(sratio);
+    free(pratio);
+    free(padd);
     free(xb);
     free(xn);
+    free(f);
+    return rc;
+}
+
+/* ---- the command's work: stored inputs when they are current, else link and keep ------- */
+
+/* TBNECK_WHATIF_STORED=0 neither reads nor writes stored inputs (the
+ * benchmark's baseline, and tests of the computing path). */
+static bool use_stored(void)
+{
+    const char *e = getenv("TBNECK_WHATIF_STORED");
+    return !(e && !strcmp(e, "0"));
+}
+
+static int wi_compute(struct tb_store *st, const struct tb_catalog *cat, bool keep,
+                      const char *stamp, struct wi_inputs *w, char *err, size_t errlen)
+{
+    struct tb_linked L;
+    int64_t *rowid = NULL;
+    memset(&L, 0, sizeof L);
+    int rc = tb_store_link_rows(st, &L.rq, &rowid, &L.n);
+    if (!rc)
+        rc = tb_callers_new(&L.cl, cat);
+    if (!rc)
+        rc = tb_callgraph_build(&L.g, L.cl, tb_catalog_tier_count(cat), L.rq, L.n, NULL, 0);
+    if (!rc && (!L.n || !L.g.front)) {
+        snprintf(err, errlen, "whatif: no requests stored, or no front tier among them");
+        rc = TB_E_NOTFOUND;
+    }
+    if (!rc)
+        rc = tb_linked_link(cat, &L);
+    if (!rc)
+        rc = wi_prepare(cat, &L, w, err, errlen);
+    if (!rc && keep) {
+        /* Kept for the next run; a read-only file or a full disk only costs
+         * the next run the time of this one. */
+        uint8_t *blob = NULL;
+        size_t len = 0;
+        int src = tb_store_links_put(st, rowid, L.lk.parent, L.lk.score, L.lk.kind, L.n);
+        if (!src && !(src = wi_serialize(w, &blob, &len)))
+            src = tb_store_model_put(st, INPUTS_NAME, INPUTS_VERSION, stamp, blob, len);
+        free(blob);
+        if (src)
+            tb_log_warn("whatif: the links and the model's inputs were not stored (%s); the "
+                        "next run computes them again",
+                        tb_strerror(src));
+    }
+    free(rowid);
     tb_linked_free(&L);
     return rc;
 }
 
+int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb_whatif_opts *o,
+              struct tb_whatif_result *r, char *err, size_t errlen)
+{
+    memset(r, 0, sizeof *r);
+    struct wi_inputs w;
+    memset(&w, 0, sizeof w);
+    char stamp[96] = "";
+    bool stable = false, have = false, stored = use_stored();
+    int rc = 0;
+    if (stored && (rc = tb_store_stamp(st, stamp, sizeof stamp, &stable)))
+        return rc;
+    if (stored) {
+        void *blob = NULL;
+        size_t len = 0;
+        rc = tb_store_model_get(st, INPUTS_NAME, INPUTS_VERSION, stamp, &blob, &len);
+        if (rc && rc != TB_E_NOTFOUND)
+            return rc;
+        have = !rc && wi_parse(blob, len, tb_catalog_tier_count(cat),
+                               tb_catalog_server_count(cat), &w) == 0;
+        free(blob);
+    }
+    r->stored_inputs = have;
+    if (!have && (rc = wi_compute(st, cat, stored && stable, stamp, &w, err, errlen)))
+        return rc;
+    rc = wi_solve(cat, &w, o, r, err, errlen);
+    wi_free(&w);
+    return rc;
+}

@@ -35,9 +35,18 @@ struct tb_whatif_result {
     double service_ns;     /* the changed servers' service time per request (estimate) */
     double cores;          /* their cores (estimate), or the pool's connections */
     double visits;         /* requests at the changed tier per front request */
+    /* Linking (link.h): downstream requests, linked, exact, ambiguous. */
+    uint64_t children, linked, exact, ambiguous;
+    bool stored_inputs;    /* the model's inputs were read from the store */
 };
 
-/* TB_E_INVAL with one line in err for a request the data cannot answer (a
+/* The inputs the model takes from the requests (linked trees, per-period
+ * sums, per front request its time per station) are read from the store when
+ * stored for the requests as they are now; else they are computed (every
+ * request read and linked) and stored, with each downstream request's link
+ * in table links, unless a capture is running or the file is read-only.
+ * TBNECK_WHATIF_STORED=0 in the environment neither reads nor stores them.
+ * TB_E_INVAL with one line in err for a request the data cannot answer (a
  * tier no other tier calls — the front tier too —, a pool on a tier that
  * holds none); TB_E_NOTFOUND when there are no requests. */
 int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb_whatif_opts *o,

@@ -2,6 +2,7 @@
 /* cmd_whatif.c — `tbneck whatif`: the front tier's response time and
  * throughput forecast for one change (analysis/whatif.c computes; this file
  * parses and prints, docs/whatif.md). */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +94,8 @@ int tb_cmd_whatif(int argc, char **argv)
         return TB_EXIT_USAGE;
     }
     struct tb_cli_db db;
-    if ((rc = tb_cli_db_open(&db, dbpath, true)) != 0)
+    /* Read-write: the first run keeps the links and the model's inputs. */
+    if ((rc = tb_cli_db_open(&db, dbpath, false)) != 0)
         return rc;
     if ((rc = tb_cli_tier(db.cat, tier, &o.tier)) != 0)
         goto out;
@@ -141,6 +143,12 @@ int tb_cmd_whatif(int argc, char **argv)
         printf("  changed tier: %.3f ms of work per request, %s, %.2f requests per front "
                "request\n",
                r.service_ns / 1e6, lim, r.visits);
+        printf("  links: %" PRIu64 " of %" PRIu64 " downstream requests linked (%.1f%%): %" PRIu64
+               " exact, %" PRIu64 " ambiguous (%.2f%% of links); inputs %s\n",
+               r.linked, r.children, r.children ? 100.0 * (double)r.linked / (double)r.children : 0,
+               r.exact, r.ambiguous,
+               r.linked ? 100.0 * (double)r.ambiguous / (double)r.linked : 0,
+               r.stored_inputs ? "read from the store" : "computed (and stored)");
         printf("%-12s %12s %12s %8s\n", "", "measured", "forecast", "change");
         const struct {
             const char *name;

@@ -45,6 +45,11 @@
  *               WITHOUT ROWID                                                      [5]
  *   analyses += used_ns (last read or written: the least recently used go first
  *               beyond TB_STORE_ANALYSES_KEEP per tier and server)                 [5]
+ *   links(request = requests.rowid, parent = requests.rowid or NULL, score, kind
+ *         1 exact|2 ambiguous|3 scored|4 no parent)  one row per downstream request  [6]
+ *   models(name, version, stamp, created_ns, bytes, parts)  WITHOUT ROWID;
+ *   model_parts(name, part, data BLOB): precomputed inputs (whatif's), valid while
+ *         stamp (the requests' largest row id and the captures) is unchanged         [6]
  * Raw payloads are never stored: a class is a fingerprint with literals removed. */
 #include "store-int.h"
 
@@ -176,6 +181,18 @@ static const struct migration migrations[] = {
         "ALTER TABLE analyses ADD COLUMN used_ns INTEGER NOT NULL DEFAULT 0;\n"
         "UPDATE analyses SET used_ns = created_ns;\n"
         "CREATE INDEX analyses_range ON analyses(tier_id, server_id, width_ns, from_ns, to_ns);\n"},
+    /* Version 6 (issue 14): links computed once are kept — each downstream
+     * request's parent and how sure the linker was — and so are the inputs
+     * whatif's model takes from the linked trees, so that a what-if on 10 M
+     * requests reads a few aggregates instead of relinking every request.
+     * Both are derived: dropping them loses nothing but time. */
+    {6, "CREATE TABLE links (request INTEGER PRIMARY KEY, parent INTEGER,\n"
+        "  score REAL NOT NULL, kind INTEGER NOT NULL);\n"
+        "CREATE TABLE models (name TEXT PRIMARY KEY, version INTEGER NOT NULL,\n"
+        "  stamp TEXT NOT NULL, created_ns INTEGER NOT NULL, bytes INTEGER NOT NULL,\n"
+        "  parts INTEGER NOT NULL) WITHOUT ROWID;\n"
+        "CREATE TABLE model_parts (name TEXT NOT NULL, part INTEGER NOT NULL,\n"
+        "  data BLOB NOT NULL, UNIQUE (name, part));\n"},
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == TB_STORE_SCHEMA_VERSION,

@@ -150,4 +150,9 @@ int tb__store_export(struct tb__db *d, const char *tier_name, FILE *out,
  * endpoints.addr and hosts.addr ("10.0.0.1", "2001:db8::1"). */
 const char *tb__ip_fmt(const struct tb_addr *a, char *buf, size_t len);
 
+/* The store's connection and its client addresses by endpoint id (store.c), for
+ * linkstore.c. */
+struct tb__db *tb__store_db(struct tb_store *st);
+int tb__store_endpoints(struct tb_store *st, struct tb_addr **out, size_t *n);
+
 #endif

@@ -1146,3 +1146,15 @@ int tb_store_get_events(struct tb_store *st, const char *kind, int64_t from_ns, 
     sqlite3_bind_int64(s, 3, to_ns);
     return tb__db_rows(&st->d, s, sizeof **out, fill_event, NULL, "reading events", out, n);
 }
+
+/* ---- for the other files of store/ (store-int.h) ------------------------------------------ */
+
+struct tb__db *tb__store_db(struct tb_store *st)
+{
+    return &st->d;
+}
+
+int tb__store_endpoints(struct tb_store *st, struct tb_addr **out, size_t *n)
+{
+    return load_endpoints(st, out, n);
+}

@@ -20,7 +20,7 @@ struct tb_capture_stats; /* capture/capture.h */
  * analyses' knee verdict and method version. Version 5: capture state, stored
  * vs seen requests, unanswered and abandoned requests per tier, analyses' LRU.
  * (store/schema.c, docs/storage.md) */
-#define TB_STORE_SCHEMA_VERSION 5
+#define TB_STORE_SCHEMA_VERSION 6
 
 enum tb_store_flags {
     TB_STORE_CREATE = 1u << 0,   /* create the file when absent */

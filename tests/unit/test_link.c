@@ -3,7 +3,8 @@
  * whose parents are known: two application requests overlapping on one host,
  * each making two sequential queries with equal pieces of its own work
  * between them (the worked timeline below); a user's request (no caller);
- * a query no request of its caller contains (no parent); and the export
+ * queries no request of its caller contains (no parent: one outside both,
+ * one that outlives both); the kinds stored per request; and the export
  * order (tier name, arrival, connection, stable). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -66,18 +67,28 @@ static void test_two_parents(void **state)
         req(db, sdb, "10.0.3.1:50002", 11, 520, 920),          /* 4: P2 */
         req(db, sdb, "10.0.3.1:50001", 10, 700, 1000),         /* 5: P1 */
         req(db, sdb, "10.0.3.1:50003", 12, 2000, 2100),        /* 6: no parent contains it */
+        /* 7: arrives while both are in progress, ends after both: neither
+         * issued it (a real stack's pool validation query, say). */
+        req(db, sdb, "10.0.3.1:50004", 13, 1050, 1150),
     };
     size_t n = sizeof rq / sizeof rq[0];
     struct tb_callers *cl;
     assert_int_equal(tb_callers_new(&cl, cat), 0);
     struct tb_links lk;
     assert_int_equal(tb_link_requests(cat, cl, rq, n, &lk), 0);
-    const uint64_t want[] = {0, 0, 1, 2, 2, 1, 0};
+    const uint64_t want[] = {0, 0, 1, 2, 2, 1, 0, 0};
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(lk.parent[i], want[i]);
         assert_true(lk.score[i] >= 0 && lk.score[i] <= 1);
+        /* Users' requests are not downstream; unlinked ones say so. */
+        if (i < 2)
+            assert_int_equal(lk.kind[i], TB_LINK_NONE);
+        else if (!want[i])
+            assert_int_equal(lk.kind[i], TB_LINK_UNLINKED);
+        else
+            assert_true(lk.kind[i] >= TB_LINK_EXACT && lk.kind[i] <= TB_LINK_SCORED);
     }
-    assert_int_equal(lk.children, 5);
+    assert_int_equal(lk.children, 6);
     assert_int_equal(lk.linked, 4);
     /* 200 and 520: the other parent was busy, one candidate each. */
     assert_true(lk.exact >= 2);
