@@ -690,9 +690,11 @@ int tb_fanout_open(struct tb_fanout **out, uv_loop_t *loop, const struct tb_live
             fo->linktype = pcap_datalink(w->pcap);
         /* The first socket asks the kernel for a group id no other process
          * uses; the others join it with the same mode. */
-        int val = i == 0 ? (PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG |
-                            PACKET_FANOUT_FLAG_UNIQUEID) << 16
-                         : group | ((PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG) << 16);
+        unsigned mode = PACKET_FANOUT_HASH | PACKET_FANOUT_FLAG_DEFRAG;
+        if (i == 0)
+            mode |= PACKET_FANOUT_FLAG_UNIQUEID;
+        /* The mode in the upper 16 bits, the group id in the lower. */
+        int val = (int)((mode << 16) | (unsigned)group);
         if (setsockopt(pcap_fileno(w->pcap), SOL_PACKET, PACKET_FANOUT, &val, sizeof val) < 0) {
             snprintf(errbuf, errlen, "interface '%s': --workers: PACKET_FANOUT: %s", o->iface,
                      strerror(errno));

@@ -73,7 +73,7 @@ pids+=($!)
 ip netns exec "$ns" tcpdump -i fob -s 0 -B 65536 --time-stamp-precision=nano -w "$work/dump.pcap" \
   2>"$work/td.err" &
 pids+=($!)
-for _ in $(seq 1 100); do
+for _ in $(seq 1 300); do
   grep -qs 'capturing on fob' "$work/w2.err" && grep -qs 'capturing on fob' "$work/w1.err" &&
     grep -qs listening "$work/td.err" && break
   sleep 0.1
