@@ -6,16 +6,18 @@
 # replayed with `tcpreplay --topspeed --preload-pcap` (looped up to about
 # TB_BENCH_PACKETS packets, default 2 000 000) once for each reader, one
 # reader at a time:
+#   none                                no reader: the sender's own ceiling
 #   tcpdump -w /dev/null                the baseline: libpcap's bare read
 #   tbneck --workers 1 --no-store       one engine on the loop's thread
 #   tbneck --workers 2 --no-store       two fan-out workers and the merge
 #   tbneck --workers 1 / 2 --db FILE    the same, storing (the writer thread)
 # Prints per reader: the rate tcpreplay achieved, packets captured, kernel
 # drops (pcap_stats), the reader's CPU seconds (utime + stime of all its
-# threads, read from /proc before it is stopped), packets per CPU-second (the
+# threads, read from /proc once it listens and again before it is stopped:
+# opening, which zeroes the rings, is left out), packets per CPU-second (the
 # rate one core sustains) and ns of CPU per packet; for the workers, each
 # worker thread's packets and CPU. Needs root. TB_BENCH_READERS="tcpdump w1
-# w2 w1db w2db" chooses the readers.
+# w2 w1db w2db" chooses the readers (default: none first, then all five).
 set -uo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}" "${TB_BUILDDIR:?}"
 [ "$(id -u)" -eq 0 ] || { echo "bench_fanout: needs root" >&2; exit 1; }
@@ -24,7 +26,7 @@ for p in tcpreplay tcpdump; do
 done
 
 want=${TB_BENCH_PACKETS:-2000000}
-readers=(${TB_BENCH_READERS:-tcpdump w1 w2 w1db w2db})
+readers=(${TB_BENCH_READERS:-none tcpdump w1 w2 w1db w2db})
 ns="fobench$$"
 work=$(mktemp -d "$TB_BUILDDIR/bench-fanout.XXXXXX")
 rpid=""
@@ -56,6 +58,7 @@ cpu_of() { # utime + stime of a process and all its threads, in seconds
 
 for r in "${readers[@]}"; do
   case $r in
+  none) cmd=(sleep 600) ;;
   tcpdump) cmd=(tcpdump -i fobb -s 262144 -B 65536 -w /dev/null) ;;
   w1) cmd=("$TBNECK" capture -i fobb --no-store) ;;
   w2) cmd=("$TBNECK" capture -i fobb --no-store --workers 2) ;;
@@ -66,17 +69,28 @@ for r in "${readers[@]}"; do
   rm -f "$work"/*.db*
   ip netns exec "$ns" "${cmd[@]}" >"$work/out" 2>"$work/err" &
   rpid=$!
-  for _ in $(seq 1 100); do grep -qs 'capturing on\|listening on' "$work/err" && break; sleep 0.1; done
+  for _ in $(seq 1 100); do
+    [ "$r" = none ] || grep -qs 'capturing on\|listening on' "$work/err" && break
+    sleep 0.1
+  done
   sleep 0.3
+  # Opening costs CPU of its own (the kernel zeroes each socket's 64 MiB
+  # ring): what is counted is the CPU used from here to the end of the
+  # replay.
+  cpu0=$(cpu_of "$rpid")
   ip netns exec "$ns" timeout 300 tcpreplay -i foba --topspeed --preload-pcap --loop "$loops" \
     "$work/sim.pcap" >"$work/replay" 2>&1
   sleep 1
-  cpu=$(cpu_of "$rpid")
-  kill -INT "$rpid"
+  cpu=$(awk -v a="$cpu0" -v b="$(cpu_of "$rpid")" 'BEGIN {print b - a}')
+  # (a background job ignores SIGINT unless it sets its own handler, as the
+  # readers do; the stand-in for no reader gets SIGTERM)
+  if [ "$r" = none ]; then kill "$rpid"; else kill -INT "$rpid"; fi
   wait "$rpid"
   rpid=""
   sent=$(sed -n 's/.*Rated: [0-9.]* Bps, [0-9.]* Mbps, \([0-9.]*\) pps.*/\1/p' "$work/replay" | head -1)
-  if [ "$r" = tcpdump ]; then
+  if [ "$r" = none ]; then
+    got=0 drops=-
+  elif [ "$r" = tcpdump ]; then
     got=$(sed -n 's/^\([0-9]*\) packets captured.*/\1/p' "$work/err")
     drops=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$work/err")
   else
