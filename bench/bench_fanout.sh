@@ -17,7 +17,9 @@
 # opening, which zeroes the rings, is left out), packets per CPU-second (the
 # rate one core sustains) and ns of CPU per packet; for the workers, each
 # worker thread's packets and CPU. Needs root. TB_BENCH_READERS="tcpdump w1
-# w2 w1db w2db" chooses the readers (default: none first, then all five).
+# w2 w1db w2db" chooses the readers (default: none first, then all five);
+# TB_BENCH_SENDER=blast sends with bench/blast.c (sendmmsg, 256 frames a
+# call) instead of tcpreplay.
 set -uo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}" "${TB_BUILDDIR:?}"
 [ "$(id -u)" -eq 0 ] || { echo "bench_fanout: needs root" >&2; exit 1; }
@@ -27,6 +29,7 @@ done
 
 want=${TB_BENCH_PACKETS:-2000000}
 readers=(${TB_BENCH_READERS:-none tcpdump w1 w2 w1db w2db})
+sender=${TB_BENCH_SENDER:-tcpreplay}
 ns="fobench$$"
 work=$(mktemp -d "$TB_BUILDDIR/bench-fanout.XXXXXX")
 rpid=""
@@ -47,7 +50,7 @@ ip -n "$ns" link set fobb mtu 65535
 total=$(tcpdump -nr "$work/sim.pcap" 2>/dev/null | wc -l)
 loops=$(( (want + total - 1) / total ))
 tck=$(getconf CLK_TCK)
-echo "bench_fanout: $(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg);" \
+echo "bench_fanout: sender $sender, $(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg);" \
   "$total packets x $loops loops = $(( total * loops )) packets per run"
 printf '%-22s %10s %10s %8s %8s %12s %9s\n' reader "sent/s" captured k-drops "CPU s" \
   "pkt/CPU-s" "ns/pkt"
@@ -78,8 +81,13 @@ for r in "${readers[@]}"; do
   # ring): what is counted is the CPU used from here to the end of the
   # replay.
   cpu0=$(cpu_of "$rpid")
-  ip netns exec "$ns" timeout 300 tcpreplay -i foba --topspeed --preload-pcap --loop "$loops" \
-    "$work/sim.pcap" >"$work/replay" 2>&1
+  if [ "$sender" = blast ]; then
+    ip netns exec "$ns" timeout 300 "$TB_BUILDDIR/bench/blast" foba "$work/sim.pcap" "$loops" \
+      >"$work/replay" 2>&1
+  else
+    ip netns exec "$ns" timeout 300 tcpreplay -i foba --topspeed --preload-pcap --loop "$loops" \
+      "$work/sim.pcap" >"$work/replay" 2>&1
+  fi
   sleep 1
   cpu=$(awk -v a="$cpu0" -v b="$(cpu_of "$rpid")" 'BEGIN {print b - a}')
   # (a background job ignores SIGINT unless it sets its own handler, as the
@@ -87,7 +95,8 @@ for r in "${readers[@]}"; do
   if [ "$r" = none ]; then kill "$rpid"; else kill -INT "$rpid"; fi
   wait "$rpid"
   rpid=""
-  sent=$(sed -n 's/.*Rated: [0-9.]* Bps, [0-9.]* Mbps, \([0-9.]*\) pps.*/\1/p' "$work/replay" | head -1)
+  sent=$(sed -n 's/.*Rated: [0-9.]* Bps, [0-9.]* Mbps, \([0-9.]*\) pps.*/\1/p; s/^blast: .*, \([0-9]*\) pps$/\1/p' \
+    "$work/replay" | head -1)
   if [ "$r" = none ]; then
     got=0 drops=-
   elif [ "$r" = tcpdump ]; then
