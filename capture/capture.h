@@ -102,6 +102,12 @@ void tb_engine_tier_counts(const struct tb_engine *e, uint32_t tier, uint64_t *u
                            uint64_t *abandoned);
 /* The flow cap in force (max_flows, or what max_memory leaves room for). */
 size_t tb_engine_max_flows(const struct tb_engine *e);
+/* Adds src's counters (packets, flows, requests, the reassembler's and the
+ * parsers' counters) and its per-tier counts into dst: the live capture's
+ * workers (fanout.h) are summed into the engine the capture reports. Tier
+ * ids are src's, translated by tier_map (NULL: the same ids). */
+void tb_engine_absorb(struct tb_engine *dst, const struct tb_engine *src,
+                      uint32_t (*tier_map)(void *ud, uint32_t tier), void *ud);
 /* Live sources report the kernel's and the interface's drop counters. */
 void tb_engine_set_drops(struct tb_engine *e, uint64_t kernel_drops, uint64_t if_drops);
 

@@ -867,6 +867,40 @@ void tb_engine_tier_counts(const struct tb_engine *e, uint32_t tier, uint64_t *u
     *abandoned = tier < e->ntc ? e->tc[tier].abandoned : 0;
 }
 
+void tb_engine_absorb(struct tb_engine *dst, const struct tb_engine *src,
+                      uint32_t (*tier_map)(void *ud, uint32_t tier), void *ud)
+{
+    const struct tb_capture_stats *s = &src->st;
+    struct tb_capture_stats *d = &dst->st;
+    if (!dst->have_linktype && src->have_linktype) {
+        dst->have_linktype = true;
+        d->linktype = s->linktype;
+    }
+    if (s->packets && (d->packets == 0 || s->first_ns < d->first_ns))
+        d->first_ns = s->first_ns;
+    if (s->packets && (d->packets == 0 || s->last_ns > d->last_ns))
+        d->last_ns = s->last_ns;
+#define ADD(f) d->f += s->f
+    ADD(packets); ADD(bytes); ADD(truncated); ADD(non_ip); ADD(non_tcp); ADD(ip_fragments);
+    ADD(decode_errors); ADD(flows); ADD(evicted_flows); ADD(idle_closed); ADD(midstream_flows);
+    ADD(requests); ADD(hdr_truncated); ADD(unknown_link); ADD(tcp_packets); ADD(abandoned);
+    /* An upper bound: the workers' peaks need not coincide. */
+    ADD(flows_active_max);
+#undef ADD
+#define ADD(f) dst->rctr.f += src->rctr.f
+    ADD(retransmitted_bytes); ADD(overlap_bytes); ADD(ooo_buffered_bytes); ADD(ooo_dropped_bytes);
+    ADD(gaps); ADD(gap_bytes);
+#undef ADD
+#define ADD(f) dst->pctr.f += src->pctr.f
+    ADD(parse_errors); ADD(resyncs); ADD(encrypted_flows); ADD(compressed_flows);
+    ADD(inflight_dropped); ADD(streams); ADD(unanswered); ADD(probes);
+#undef ADD
+    for (uint32_t t = 1; t < src->ntc; t++)
+        if (src->tc[t].unanswered || src->tc[t].abandoned)
+            tier_count(dst, tier_map ? tier_map(ud, t) : t, src->tc[t].unanswered,
+                       src->tc[t].abandoned);
+}
+
 size_t tb_engine_max_flows(const struct tb_engine *e)
 {
     return e->max_flows;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* live.c — libpcap live capture driven by a libuv poll handle. */
 #include "live.h"
+#include "live-int.h"
 
 #include <pcap/pcap.h>
 #include <stdio.h>
@@ -76,35 +77,28 @@ static int map_activate_error(int rc)
     }
 }
 
-int tb_live_open(struct tb_live **out, uv_loop_t *loop, const struct tb_live_opts *o,
-                 tb_live_packet_cb cb, void *ud, char *errbuf, size_t errlen)
+int tb__live_pcap_open(pcap_t **out, const struct tb_live_opts *o, char *errbuf, size_t errlen)
 {
     char perr[PCAP_ERRBUF_SIZE] = "";
     int ret = TB_E_PCAP;
-    struct tb_live *l = calloc(1, sizeof *l);
-    if (!l) {
-        snprintf(errbuf, errlen, "interface '%s': out of memory", o->iface);
-        return TB_E_NOMEM;
-    }
-    l->cb = cb;
-    l->ud = ud;
-    l->pcap = pcap_create(o->iface, perr);
-    if (!l->pcap) {
+    pcap_t *p = pcap_create(o->iface, perr);
+    *out = NULL;
+    if (!p) {
         snprintf(errbuf, errlen, "interface '%s': %s", o->iface, perr);
-        goto fail;
+        return TB_E_PCAP;
     }
-    pcap_set_snaplen(l->pcap, o->snaplen > 0 ? o->snaplen : 262144);
-    pcap_set_promisc(l->pcap, o->promisc ? 1 : 0);
-    pcap_set_timeout(l->pcap, BLOCK_TIMEOUT_MS);
-    pcap_set_buffer_size(l->pcap, (o->bufsize_mib > 0 ? o->bufsize_mib : 64) << 20);
+    pcap_set_snaplen(p, o->snaplen > 0 ? o->snaplen : 262144);
+    pcap_set_promisc(p, o->promisc ? 1 : 0);
+    pcap_set_timeout(p, BLOCK_TIMEOUT_MS);
+    pcap_set_buffer_size(p, (o->bufsize_mib > 0 ? o->bufsize_mib : 64) << 20);
     if (o->immediate)
-        pcap_set_immediate_mode(l->pcap, 1);
+        pcap_set_immediate_mode(p, 1);
     /* Nanosecond stamps where the kernel has them; microseconds scaled up
      * otherwise (set_tstamp_precision fails and stamps stay in us). */
-    bool nano = pcap_set_tstamp_precision(l->pcap, PCAP_TSTAMP_PRECISION_NANO) == 0;
-    int rc = pcap_activate(l->pcap);
+    bool nano = pcap_set_tstamp_precision(p, PCAP_TSTAMP_PRECISION_NANO) == 0;
+    int rc = pcap_activate(p);
     if (rc < 0) {
-        const char *why = pcap_geterr(l->pcap);
+        const char *why = pcap_geterr(p);
         if (rc == PCAP_ERROR_NO_SUCH_DEVICE)
             snprintf(errbuf, errlen, "interface '%s': no such device", o->iface);
         else if (rc == PCAP_ERROR_PERM_DENIED)
@@ -118,32 +112,53 @@ int tb_live_open(struct tb_live **out, uv_loop_t *loop, const struct tb_live_opt
         goto fail;
     }
     if (rc > 0)
-        fprintf(stderr, "tbneck: warning: interface '%s': %s\n", o->iface, pcap_geterr(l->pcap));
-    if (!nano || pcap_get_tstamp_precision(l->pcap) != PCAP_TSTAMP_PRECISION_NANO) {
+        fprintf(stderr, "tbneck: warning: interface '%s': %s\n", o->iface, pcap_geterr(p));
+    if (!nano || pcap_get_tstamp_precision(p) != PCAP_TSTAMP_PRECISION_NANO) {
         /* Cannot happen on Linux; refuse rather than mis-scale time by 1000. */
         snprintf(errbuf, errlen, "interface '%s': no nanosecond timestamps", o->iface);
         goto fail;
     }
-    l->linktype = pcap_datalink(l->pcap);
     if (o->bpf && *o->bpf) {
         struct bpf_program prog;
-        if (pcap_compile(l->pcap, &prog, o->bpf, 1, PCAP_NETMASK_UNKNOWN) < 0) {
+        if (pcap_compile(p, &prog, o->bpf, 1, PCAP_NETMASK_UNKNOWN) < 0) {
             snprintf(errbuf, errlen, "interface '%s': filter '%s': %s", o->iface, o->bpf,
-                     pcap_geterr(l->pcap));
+                     pcap_geterr(p));
             ret = TB_E_INVAL;
             goto fail;
         }
-        rc = pcap_setfilter(l->pcap, &prog);
+        rc = pcap_setfilter(p, &prog);
         pcap_freecode(&prog);
         if (rc < 0) {
-            snprintf(errbuf, errlen, "interface '%s': filter: %s", o->iface, pcap_geterr(l->pcap));
+            snprintf(errbuf, errlen, "interface '%s': filter: %s", o->iface, pcap_geterr(p));
             goto fail;
         }
     }
-    if (pcap_setnonblock(l->pcap, 1, perr) < 0) {
+    if (pcap_setnonblock(p, 1, perr) < 0) {
         snprintf(errbuf, errlen, "interface '%s': %s", o->iface, perr);
         goto fail;
     }
+    *out = p;
+    return 0;
+fail:
+    pcap_close(p);
+    return ret;
+}
+
+int tb_live_open(struct tb_live **out, uv_loop_t *loop, const struct tb_live_opts *o,
+                 tb_live_packet_cb cb, void *ud, char *errbuf, size_t errlen)
+{
+    struct tb_live *l = calloc(1, sizeof *l);
+    if (!l) {
+        snprintf(errbuf, errlen, "interface '%s': out of memory", o->iface);
+        return TB_E_NOMEM;
+    }
+    l->cb = cb;
+    l->ud = ud;
+    int ret = tb__live_pcap_open(&l->pcap, o, errbuf, errlen);
+    if (ret < 0)
+        goto fail;
+    ret = TB_E_PCAP;
+    l->linktype = pcap_datalink(l->pcap);
     int fd = pcap_get_selectable_fd(l->pcap);
     if (fd < 0) {
         snprintf(errbuf, errlen, "interface '%s': no selectable descriptor", o->iface);

@@ -29,6 +29,7 @@
 #include "capture.h"
 #include "cli.h"
 #include "dump.h"
+#include "fanout.h"
 #include "jsonl.h"
 #include "live.h"
 #include "store.h"
@@ -48,6 +49,7 @@ struct live {
     uv_timer_t tick, stop_timer;
     uv_signal_t sigint, sigterm;
     struct tb_live *src;
+    struct tb_fanout *fo;  /* --workers N > 1: the source instead of src */
     struct tb_engine *eng;
     struct tb_catalog *cat;
     struct tb_tiers *tiers;
@@ -213,7 +215,10 @@ static void on_analysis(void *ud, uint32_t tier, const struct tb_analysis *a,
 
 static void health(struct live *L, int64_t now)
 {
-    tb_live_stats(L->src, &L->ls);
+    if (L->fo)
+        tb_fanout_stats(L->fo, &L->ls);
+    else
+        tb_live_stats(L->src, &L->ls);
     tb_engine_set_drops(L->eng, L->ls.kernel_drops, L->ls.if_drops);
     if (L->wr) {
         int rc = tb_writer_health(L->wr, now, L->ls.received, L->ls.kernel_drops, L->ls.if_drops);
@@ -229,6 +234,16 @@ static void on_tick(uv_timer_t *h)
 {
     struct live *L = h->data;
     int64_t now = wall_ns();
+    if (L->fo) {
+        /* The workers expire their own flows; here their output is merged,
+         * and the capture clock is what the merge released. */
+        int frc = tb_fanout_poll(L->fo);
+        if (frc < 0) {
+            fail(L, frc);
+            return;
+        }
+        L->last_pkt_ns = TB_MAX(L->last_pkt_ns, tb_fanout_clock(L->fo));
+    }
     L->clock_ns = TB_MAX(L->last_pkt_ns, now - CLOCK_LAG_NS);
     tb_engine_expire(L->eng, L->clock_ns);
     health(L, now);
@@ -252,11 +267,18 @@ static void stop(struct live *L, bool drain)
     L->stopping = true;
     /* What the kernel already holds belongs to the capture (but a failure
      * inside the packet callback must not re-enter pcap_dispatch). */
-    if (drain)
-        tb_live_drain(L->src);
-    tb_live_stats(L->src, &L->ls);
-    tb_live_close(L->src);
-    L->src = NULL;
+    if (L->fo) {
+        /* The workers drain their rings; what they emitted is merged once
+         * the loop is over (tb_fanout_finish). */
+        tb_fanout_stop(L->fo);
+        tb_fanout_stats(L->fo, &L->ls);
+    } else {
+        if (drain)
+            tb_live_drain(L->src);
+        tb_live_stats(L->src, &L->ls);
+        tb_live_close(L->src);
+        L->src = NULL;
+    }
     uv_timer_stop(&L->tick);
     uv_close((uv_handle_t *)&L->tick, NULL);
     uv_close((uv_handle_t *)&L->stop_timer, NULL);
@@ -446,10 +468,13 @@ int tb_capture_live(const struct tb_capture_args *a)
         .immediate = a->immediate,
         .promisc = true,
     };
-    rc = tb_live_open(&L->src, &L->loop, &lo, on_packet, L, err, sizeof err);
+    if (a->workers > 1)
+        rc = tb_fanout_open(&L->fo, &L->loop, &lo, (unsigned)a->workers, err, sizeof err);
+    else
+        rc = tb_live_open(&L->src, &L->loop, &lo, on_packet, L, err, sizeof err);
     if (rc < 0) {
         tb_log_error("capture: %s", err);
-        exit_code = rc == TB_E_INVAL ? TB_EXIT_USAGE : TB_EXIT_FAIL;
+        exit_code = rc == TB_E_INVAL || rc == TB_E_UNSUPP ? TB_EXIT_USAGE : TB_EXIT_FAIL;
         goto out;
     }
     if (!a->no_store) {
@@ -494,6 +519,11 @@ int tb_capture_live(const struct tb_capture_args *a)
         goto out;
     }
     tb_engine_set_conn_cb(L->eng, on_conn, L);
+    /* With workers, L->eng sees no packet: it sums theirs at the end. */
+    if (L->fo && (rc = tb_fanout_start(L->fo, L->cat, L->tiers, &eo, on_request, on_conn, L)) < 0) {
+        tb_log_error("capture: cannot start the capture workers: %s", tb_strerror(rc));
+        goto out;
+    }
     if (L->st && (rc = tb_writer_start(&L->wr, L->st, L->capture_id)) == 0)
         rc = tb_writer_catalog(L->wr, L->cat);
     if (L->st && rc < 0) {
@@ -553,17 +583,21 @@ int tb_capture_live(const struct tb_capture_args *a)
         uv_timer_start(&L->stop_timer, on_stop_timer, (uint64_t)(a->duration_ns / TB_NS_PER_MS),
                        0);
     L->started_ns = wall_ns();
-    if ((rc = tb_live_start(L->src)) < 0) {
+    if (L->src && (rc = tb_live_start(L->src)) < 0) {
         tb_log_error("capture: interface '%s': cannot watch it", a->iface);
         fail(L, rc);
     }
     if (!a->quiet)
-        fprintf(stderr, "tbneck: capturing on %s (window %" PRId64 " ms)%s\n", a->iface,
-                L->width_ns / TB_NS_PER_MS, a->duration_ns > 0 ? "" : "; Ctrl-C stops");
+        fprintf(stderr, "tbneck: capturing on %s (window %" PRId64 " ms%s)%s\n", a->iface,
+                L->width_ns / TB_NS_PER_MS, L->fo ? ", fan-out workers" : "",
+                a->duration_ns > 0 ? "" : "; Ctrl-C stops");
     uv_run(&L->loop, UV_RUN_DEFAULT);
 
     /* The loop is over: complete what can be completed, then store it all. */
     double secs = (double)(wall_ns() - L->started_ns) / 1e9;
+    if (L->fo && (rc = tb_fanout_finish(L->fo, TB_MAX(L->last_pkt_ns, L->clock_ns), L->eng)) < 0 &&
+        !L->err)
+        L->err = rc;
     tb_engine_finish(L->eng, TB_MAX(L->last_pkt_ns, L->clock_ns));
     tb_engine_set_drops(L->eng, L->ls.kernel_drops, L->ls.if_drops);
     uint64_t stored = 0, *stored_tier = NULL;
@@ -630,6 +664,8 @@ int tb_capture_live(const struct tb_capture_args *a)
         fflush(L->jsonl);
     if (out)
         summary(L, out, cpu_seconds(), secs);
+    if (out && L->fo)
+        tb_fanout_report(L->fo, out);
     if (L->st && !L->err)
         final_analysis(L, out);
     if (L->err) {
@@ -648,6 +684,7 @@ out:
         tb_web_close(L->web);
     if (L->src)
         tb_live_close(L->src);
+    tb_fanout_close(L->fo);
     if (loop_ok) {
         /* Runs the close callbacks of whatever was opened on the loop. */
         uv_run(&L->loop, UV_RUN_DEFAULT);

@@ -56,6 +56,7 @@ struct tb_capture_args {
     int dump_prec;
     bool jsonl;          /* --format jsonl: live events as JSON lines on stdout */
     size_t max_memory;   /* --max-memory: bytes of flow and parser state; 0 = no cap */
+    int workers;         /* --workers N: live capture threads (PACKET_FANOUT); 1 = one engine */
 };
 /* The end of a capture as the store records it (captures.state, capture_tiers)
  * and as the summary says it: seen per tier from the requests handed to the

@@ -72,6 +72,8 @@ static void usage(FILE *f)
             "  -s SNAPLEN       live: bytes kept per packet (default %d)\n"
             "  -B MIB           live: kernel buffer size in MiB (default 64)\n"
             "  --immediate      live: deliver packets without buffering delay\n"
+            "  --workers N      live: N capture threads, packets spread by connection\n"
+            "                   (Linux PACKET_FANOUT; default 1, at most 64)\n"
             "  --no-store       decode and count only, store nothing (benchmarks)\n"
             "  --max-memory SIZE  cap flow and parser state at SIZE bytes (k, m, g: KiB, MiB,\n"
             "                   GiB; at least 1m): the least recently active flows are\n"
@@ -102,7 +104,7 @@ static int usage_error(const char *fmt, ...)
 enum {
     OPT_TIERS = 256, OPT_DB, OPT_SERVE, OPT_ALLOW_REMOTE, OPT_PROTO, OPT_DURATION, OPT_WINDOW,
     OPT_IMMEDIATE, OPT_NO_STORE, OPT_ALLOW_HOST, OPT_TSPREC, OPT_NANO, OPT_MICRO, OPT_FORMAT,
-    OPT_STORE, OPT_SENSOR, OPT_STORE_RETRY, OPT_MAX_MEMORY,
+    OPT_STORE, OPT_SENSOR, OPT_STORE_RETRY, OPT_MAX_MEMORY, OPT_WORKERS,
 };
 
 static const struct option long_opts[] = {
@@ -124,6 +126,7 @@ static const struct option long_opts[] = {
     {"micro", no_argument, NULL, OPT_MICRO},
     {"format", required_argument, NULL, OPT_FORMAT},
     {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
+    {"workers", required_argument, NULL, OPT_WORKERS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -156,6 +159,7 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
     a->snaplen = MAX_SNAPLEN;
     a->bufsize_mib = 64;
     a->dump_prec = -1;
+    a->workers = 1;
     *bpf_owned = NULL;
     bool list = false;
     a->files = calloc((size_t)argc + 1, sizeof *a->files);
@@ -292,6 +296,10 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
         case OPT_IMMEDIATE:
             a->immediate = true;
             break;
+        case OPT_WORKERS:
+            if (!parse_int(optarg, 1, 64, &a->workers))
+                return usage_error("bad --workers '%s' (1 to 64 threads)", optarg);
+            break;
         case OPT_MAX_MEMORY:
             if (tb_parse_mem_size(optarg, &a->max_memory) || a->max_memory < (1u << 20))
                 return usage_error("bad --max-memory '%s' (bytes, or with k, m, g; at least 1m)",
@@ -383,6 +391,12 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
     if (a->sensor && !a->store_url)
         return usage_error("--sensor names a sensor's rows in ClickHouse; give --store "
                            "clickhouse://...");
+    if (a->nfiles && a->workers > 1)
+        return usage_error("--workers spreads a live capture (-i) over threads; an offline "
+                           "capture reads one file in order");
+    if (a->workers > 1 && (a->write || a->max_packets))
+        return usage_error("--workers cannot go with -w or -c (packets arrive on several "
+                           "threads, in no one order)");
     if (a->nfiles && a->serve)
         return usage_error("--serve works with -i; after an offline capture use "
                            "'tbneck serve'");
