@@ -106,8 +106,8 @@ struct tb_ch_row {
     uint32_t flags;
 };
 /* Every stored request, sensor by sensor in name order, each sensor's in the
- * order it stored them (seq); a callback's nonzero return stops the scan and
- * is returned. */
+ * order it stored them (seq), a (sensor, seq) stored twice handed over once;
+ * a callback's nonzero return stops the scan and is returned. */
 int tb_ch_scan(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_row *r), void *ud);
 /* Per sensor in name order, the largest conn id it stored (requests and
  * connections). */

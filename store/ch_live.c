@@ -18,12 +18,17 @@
  *
  * Never twice: only a refused connection proves the server did not get a
  * batch. After any other failure (a timeout against a stopped server, a
- * reset) the sender first waits until the server no longer runs the
- * INSERT's query id, then counts the batch's seq range: all there, it is
- * done; none, it is sent again; some (a cluster whose shards took their
- * parts apart), the rest is counted dropped. Connections carry no seq; a
- * connection row sent twice is one connection to every reader (the
- * SQLite copy replaces by (sensor, conn)), so they are just sent again. */
+ * reset) the sender waits until the server answers again, SETTLE_NS more
+ * (an insert it received before it stalled may still sit in its accept
+ * queue), and until it no longer runs the INSERT's query id; then it
+ * counts the batch's seq range: all there, it is done; none, it is sent
+ * again; some (a cluster whose shards took their parts apart), the rest is
+ * counted dropped. That wait cannot be proven long enough — a server
+ * frozen long enough may start the old insert after the count — so readers
+ * also skip a (sensor, seq) they have seen (tb_ch_scan): a batch stored
+ * twice is read once. Connections carry no seq; a connection row sent
+ * twice is one connection to every reader (the SQLite copy replaces by
+ * (sensor, conn)), so they are just sent again. */
 #include "ch-int.h"
 
 #include <dirent.h>
@@ -49,6 +54,7 @@
 #define MEM_BATCHES 4
 #define SPOOL_MAGIC "tbneck-spool 1"
 #define BUSY 1 /* ship(): the interrupted insert still runs on the server; ask later */
+#define SETTLE_NS (2 * TB_NS_PER_SEC)
 
 struct batch {
     struct batch *next;
@@ -59,6 +65,7 @@ struct batch {
     bool on_disk;
     uint64_t disk_bytes;
     bool maybe_sent;     /* an earlier attempt may have reached the server */
+    int64_t settle_ns;   /* maybe_sent: count its rows from then on */
 };
 
 struct tb_ch_live {
@@ -297,7 +304,12 @@ static int ship(struct tb_ch_live *cl, struct batch *b, const struct tb_buf *bod
                  qid);
         if ((rc = tb__ch_count(cl->send, sql, &n)))
             return rc;
-        if (n)
+        /* The server answers again. An insert it received before it went
+         * away may still be waiting in its accept queue, not yet among its
+         * processes: give it SETTLE_NS to start before counting. */
+        if (!b->settle_ns)
+            b->settle_ns = now_ns() + SETTLE_NS;
+        if (n || now_ns() < b->settle_ns)
             return BUSY;
         snprintf(sql, sizeof sql,
                  "SELECT count() FROM %s.requests WHERE sensor = '%s' AND seq >= %" PRIu64
@@ -310,13 +322,16 @@ static int ship(struct tb_ch_live *cl, struct batch *b, const struct tb_buf *bod
             return 0;
         }
         b->maybe_sent = false;
+        b->settle_ns = 0;
     }
     bool maybe = false;
     rc = tb__ch_insert(cl->send, b->t, body->p, body->len, qid, &maybe);
     if (!rc)
         *stored = b->rows;
-    else if (maybe)
+    else if (maybe) {
         b->maybe_sent = true;
+        b->settle_ns = 0;
+    }
     return rc;
 }
 

@@ -15,10 +15,14 @@
 #      `store` events showed the outage (up false, spool files > 0) and the
 #      spool is empty at the end.
 #   2. The server is killed (SIGKILL: refused connections) for 10 s and
-#      restarted, with --spool-max 150k (about one second of this traffic):
+#      restarted (the replay at 1.5 times its pace), with --spool-max 150k (about one second of this traffic):
 #      batches that did not fit are dropped and counted exactly — the
 #      summary's dropped count plus the rows stored is the offline count, the
 #      rows stored are a subset of the offline ones, and /metrics said so.
+#   3. A capture ends (SIGINT, --store-retry 1s) while the server is killed:
+#      its batches stay in the spool, and the next capture with that spool
+#      sends them before anything else; the store then holds exactly the
+#      offline requests.
 # Root only (packet sockets, namespaces): exit 77 otherwise.
 set -uo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}"
@@ -60,12 +64,13 @@ ch_start a || fail "clickhouse-server did not start"
 url="clickhouse://127.0.0.1:${ch_http[a]}"
 ok "$total requests offline; clickhouse on port ${ch_http[a]}"
 
-# live NAME OUTAGE [capture options...]: captures the replay into database
-# NAME with an outage 3 s in (OUTAGE: stop = SIGSTOP/SIGCONT, kill = stop
-# and restart); leaves $work/NAME.{out,err,jsonl}.
+# live NAME OUTAGE SPEED [capture options...]: captures the replay (at
+# SPEED times its pace) into database NAME with a 10 s outage 3/SPEED s in
+# (OUTAGE: stop = SIGSTOP/SIGCONT, kill = SIGKILL and a restart); leaves
+# $work/NAME.{err,jsonl,metrics}.
 live() {
-    local name=$1 outage=$2
-    shift 2
+    local name=$1 outage=$2 speed=$3
+    shift 3
     "$TBNECK" capture -i "$vb" --store "$url/$name" --sensor "$name" --spool "$work/$name.spool" \
         --format jsonl --duration 90s "$@" >"$work/$name.jsonl" 2>"$work/$name.err" &
     cap_pid=$!
@@ -76,7 +81,7 @@ live() {
     done
     grep -q "capturing on $vb" "$work/$name.err" || fail "$name: the capture did not start"
     (
-        sleep 3
+        sleep "$(python3 -c "print(3 / $speed)")"
         if [ "$outage" = stop ]; then
             kill -STOP "${pids[0]}"; sleep 10; kill -CONT "${pids[0]}"
         else
@@ -91,7 +96,7 @@ live() {
         fi
     ) &
     local outage_pid=$!
-    timeout 80 chrt -f 10 ip netns exec "$ns" tcpreplay -q -T nano -i "$va" "$work/sim.pcap" \
+    timeout 80 chrt -f 10 ip netns exec "$ns" tcpreplay -q -T nano -x "$speed" -i "$va" "$work/sim.pcap" \
         >"$work/$name.replay" 2>&1 || { cat "$work/$name.replay"; fail "$name: tcpreplay"; }
     wait "$outage_pid"
     if [ "$outage" = kill ]; then
@@ -138,11 +143,13 @@ PY
 }
 
 # 1. A frozen server: nothing lost, nothing twice.
-live stop stop
+live stop stop 1
 n=$(stored stop)
 cat "$work/stop.err" | grep -v '^{' | tail -4
 grep -q "clickhouse $url/stop: $total requests and [0-9]* connections stored, 0 requests and 0 connections dropped" \
     "$work/stop.err" || fail "stop: the summary does not say $total stored and 0 dropped"
+raw=$(ch_query a "SELECT count() FROM stop.requests")
+echo "stop: $n requests read back, $raw rows in the table (a batch the server ran after it was found missing and sent again is stored twice, read once)"
 [ "$n" -eq "$total" ] || fail "stop: clickhouse holds $n requests, offline $total"
 compare stop 1 || fail "stop: the stored requests differ from the offline ones"
 python3 - "$work/stop.jsonl" <<'PY' || fail "stop: the live store events did not show the outage"
@@ -159,7 +166,7 @@ ok "frozen server (10 s): all $n requests stored once, in ClickHouse as offline 
 
 # 2. A stopped server and a spool too small: drops counted exactly.
 # The dashboard (which needs --db beside ClickHouse) shows the store's counters.
-live kill kill --spool-max 150k --serve 127.0.0.1:0 --db "$work/kill.db"
+live kill kill 1.5 --spool-max 150k --serve 127.0.0.1:0 --db "$work/kill.db"
 n=$(stored kill)
 grep -v '^{' "$work/kill.err" | tail -4
 line=$(grep "clickhouse $url/kill: " "$work/kill.err")
@@ -174,4 +181,38 @@ compare kill 0 || fail "kill: requests stored that the offline capture does not 
 grep -q '^tbneck_store_up 0$' "$work/kill.metrics" && grep -q '^tbneck_store_dropped_total{table="requests"} [1-9]' "$work/kill.metrics" ||
     { cat "$work/kill.metrics" | grep store; fail "kill: /metrics did not show the outage and the drops"; }
 ok "stopped server (10 s), --spool-max 150k: $n stored + $dreq dropped = $total, said in the summary and /metrics"
+
+# 3. A capture that ends while the server is away leaves its rows in the
+# spool; the next capture with that spool sends them first, before its own.
+"$TBNECK" capture -i "$vb" --store "$url/left" --sensor left --spool "$work/left.spool" \
+    --store-retry 1s --duration 60s >"$work/left.out" 2>"$work/left.err" &
+cap_pid=$!
+for _ in $(seq 100); do grep -qs "capturing on $vb" "$work/left.err" && break; sleep 0.1; done
+( sleep 2; kill -KILL "${pids[0]}" ) &
+kpid=$!
+timeout 60 chrt -f 10 ip netns exec "$ns" tcpreplay -q -T nano -x 3 -i "$va" "$work/sim.pcap" \
+    >"$work/left.replay" 2>&1 || { cat "$work/left.replay"; fail "left: tcpreplay"; }
+wait "$kpid"
+sleep 1
+kill -INT "$cap_pid"
+wait "$cap_pid" || { cat "$work/left.err"; fail "left: capture exit status"; }
+cap_pid=""
+grep -v '^  tier' "$work/left.err" | tail -3
+grep -q "^capture $vb: .* $total requests, 0 kernel drops" "$work/left.out" ||
+    { cat "$work/left.out"; fail "left: the capture did not see all $total requests"; }
+grep -q "capture: [1-9][0-9]* requests and [0-9]* connections wait in the spool" "$work/left.err" ||
+    fail "left: no word of what waits in the spool"
+nfiles=$(find "$work/left.spool" -type f -name '*.spool' | wc -l)
+[ "$nfiles" -gt 0 ] || fail "left: no batch left in the spool"
+ch_start a >/dev/null || fail "clickhouse-server did not restart"
+pids=("${pids[-1]}")
+"$TBNECK" capture -i "$vb" --store "$url/left" --sensor left --spool "$work/left.spool" \
+    --duration 1s >"$work/left2.out" 2>"$work/left2.err" ||
+    { cat "$work/left2.err"; fail "left: the second capture failed"; }
+grep -q "sending $nfiles batches" "$work/left2.err" || { cat "$work/left2.err"; fail "left: no word of the replay"; }
+n=$(stored left)
+[ "$n" -eq "$total" ] || fail "left: clickhouse holds $n requests, offline $total"
+compare left 1 || fail "left: the stored requests differ from the offline ones"
+find "$work/left.spool" -type f -name '*.spool' | grep -q . && fail "left: batches still in the spool"
+ok "a capture ended with the server away: $nfiles batches left in the spool, sent by the next capture: $n requests, once"
 echo PASS
