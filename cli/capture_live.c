@@ -485,16 +485,11 @@ static int finish_clickhouse(struct live *L, FILE *out)
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", spool);
     /* The loop's signal watchers are gone: a second Ctrl-C ends the wait. */
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_store_abort;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    struct sigaction old_sig[2];
+    tb_cli_catch_stop(on_store_abort, old_sig);
     int rc = tb_ch_live_finish(L->chl, a->store_retry_ns, &g_store_abort, &s);
     L->chl = NULL;
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    tb_cli_restore_stop(old_sig);
     int hrc = s.pending_requests + s.pending_conns ? 0 : tb_ch_put_hosts(L->ch, L->cat);
     if (hrc)
         tb_log_warn("capture: the tier hosts were not stored: %s", tb_ch_error(L->ch));

@@ -4,6 +4,8 @@
 #ifndef TB_CLI_H
 #define TB_CLI_H
 
+#include <signal.h>
+
 #include "tb.h"
 
 int tb_cmd_capture(int argc, char **argv);
@@ -76,6 +78,10 @@ int tb_capture_end_make(const struct tb_engine *e, const struct tb_catalog *cat,
                         size_t nstored, struct tb_capture_tier **tiers, size_t *ntiers);
 /* --sensor, else the host name made a valid sensor name (in buf). */
 const char *tb_capture_sensor(const struct tb_capture_args *a, char *buf, size_t len);
+/* SIGINT and SIGTERM to handler (the previous dispositions in old[0], old[1]),
+ * and back. */
+void tb_cli_catch_stop(void (*handler)(int), struct sigaction old[2]);
+void tb_cli_restore_stop(const struct sigaction old[2]);
 /* Parses --max-memory's SIZE: bytes, or with k, m, g (KiB, MiB, GiB). */
 int tb_parse_mem_size(const char *s, size_t *out);
 int tb_capture_live(const struct tb_capture_args *a);

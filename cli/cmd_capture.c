@@ -491,6 +491,22 @@ static long peak_rss_kib(void)
     return kib;
 }
 
+void tb_cli_catch_stop(void (*handler)(int), struct sigaction old[2])
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old[0]);
+    sigaction(SIGTERM, &sa, &old[1]);
+}
+
+void tb_cli_restore_stop(const struct sigaction old[2])
+{
+    sigaction(SIGINT, &old[0], NULL);
+    sigaction(SIGTERM, &old[1], NULL);
+}
+
 const char *tb_capture_sensor(const struct tb_capture_args *a, char *buf, size_t len)
 {
     if (a->sensor)
@@ -655,12 +671,8 @@ static int run_offline(const struct tb_capture_args *a)
     };
 
     /* From here on an interrupt stops the run cleanly, whatever phase it is in. */
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    struct sigaction old_sig[2];
+    tb_cli_catch_stop(on_signal, old_sig);
 
     /* Inputs are checked before the database is created or touched. */
     if (a->tiers_file && tb_tiers_load(a->tiers_file, &tiers, err, sizeof err)) {
@@ -810,8 +822,7 @@ out:
      * summary and left -wal and -shm behind). A signal now only sets g_stop,
      * which nothing reads any more: the exit status is the run's. */
     tb_store_close(st);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    tb_cli_restore_stop(old_sig);
     tb_catalog_free(cat);
     tb_tiers_free(tiers);
     free(run.per_tier);

@@ -133,6 +133,15 @@ static double row_value(const struct mrow *r, enum field f)
     return NAN;
 }
 
+/* A counter of a live sensor's ClickHouse rows, by table. */
+static void by_table(struct tb_buf *b, const char *name, const char *help, uint64_t requests,
+                     uint64_t conns)
+{
+    family(b, name, "counter", help);
+    tb_buf_printf(b, "%s{table=\"requests\"} %" PRIu64 "\n", name, requests);
+    tb_buf_printf(b, "%s{table=\"connections\"} %" PRIu64 "\n", name, conns);
+}
+
 static void render(struct tb_buf *b, const struct mrow *rows, size_t n, int64_t width_ns,
                    const struct mhealth *h)
 {
@@ -226,23 +235,17 @@ static void render(struct tb_buf *b, const struct mrow *rows, size_t n, int64_t 
         family(b, "tbneck_store_up", "gauge",
                "1 when the last write to the ClickHouse store succeeded, 0 while it fails.");
         tb_buf_printf(b, "tbneck_store_up %d\n", st->up ? 1 : 0);
-        family(b, "tbneck_store_rows_total", "counter",
-               "Rows the ClickHouse store holds from this capture, by table.");
-        tb_buf_printf(b, "tbneck_store_rows_total{table=\"requests\"} %" PRIu64 "\n",
-                      st->stored_requests);
-        tb_buf_printf(b, "tbneck_store_rows_total{table=\"connections\"} %" PRIu64 "\n",
-                      st->stored_conns);
+        by_table(b, "tbneck_store_rows_total",
+                 "Rows the ClickHouse store holds from this capture, by table.",
+                 st->stored_requests, st->stored_conns);
         family(b, "tbneck_store_pending_requests", "gauge",
                "Requests waiting for the ClickHouse store, in memory or in the spool.");
         tb_buf_printf(b, "tbneck_store_pending_requests %" PRIu64 "\n", st->pending_requests);
         family(b, "tbneck_store_spool_bytes", "gauge", "Bytes in the spool directory.");
         tb_buf_printf(b, "tbneck_store_spool_bytes %" PRIu64 "\n", st->spool_bytes);
-        family(b, "tbneck_store_dropped_total", "counter",
-               "Rows dropped because the spool was full, by table.");
-        tb_buf_printf(b, "tbneck_store_dropped_total{table=\"requests\"} %" PRIu64 "\n",
-                      st->dropped_requests);
-        tb_buf_printf(b, "tbneck_store_dropped_total{table=\"connections\"} %" PRIu64 "\n",
-                      st->dropped_conns);
+        by_table(b, "tbneck_store_dropped_total",
+                 "Rows dropped because the spool was full, by table.", st->dropped_requests,
+                 st->dropped_conns);
     }
 }
 
