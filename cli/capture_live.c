@@ -490,9 +490,14 @@ static int finish_clickhouse(struct live *L, FILE *out)
     int rc = tb_ch_live_finish(L->chl, a->store_retry_ns, &g_store_abort, &s);
     L->chl = NULL;
     tb_cli_restore_stop(old_sig);
-    int hrc = s.pending_requests + s.pending_conns ? 0 : tb_ch_put_hosts(L->ch, L->cat);
+    /* The tier hosts go last, straight (they are few and not spooled): with
+     * the server still away they are not stored, and diagnose of this
+     * sensor's rows tells callers from users by address alone. */
+    int hrc = s.pending_requests + s.pending_conns ? TB_E_IO : tb_ch_put_hosts(L->ch, L->cat);
     if (hrc)
-        tb_log_warn("capture: the tier hosts were not stored: %s", tb_ch_error(L->ch));
+        tb_log_warn("capture: the tier hosts were not stored (%s)",
+                    s.pending_requests + s.pending_conns ? "the server is away"
+                                                         : tb_ch_error(L->ch));
     if (out) {
         fprintf(out, "  clickhouse %s: %" PRIu64 " requests and %" PRIu64 " connections stored, "
                 "%" PRIu64 " requests and %" PRIu64 " connections dropped (spool full)",
