@@ -64,6 +64,25 @@ ch_start a || fail "clickhouse-server did not start"
 url="clickhouse://127.0.0.1:${ch_http[a]}"
 ok "$total requests offline; clickhouse on port ${ch_http[a]}"
 
+# Usage errors, one line and exit 2: a spool without a live ClickHouse
+# capture, and a spool another capture holds (flock on DIR/lock).
+expect2() { # TEXT COMMAND...
+    local text=$1 rc=0
+    shift
+    "$@" >/dev/null 2>"$work/usage.err" || rc=$?
+    [ "$rc" -eq 2 ] && [ "$(wc -l <"$work/usage.err")" -eq 1 ] && grep -q "$text" "$work/usage.err" ||
+        { cat "$work/usage.err"; fail "$* exited $rc, want 2 and one line with '$text'"; }
+}
+expect2 "give -i and --store" "$TBNECK" capture -r "$work/sim.pcap" --spool "$work/x.spool" --db "$work/x.db"
+expect2 "bad --spool-max" "$TBNECK" capture -i "$vb" --store "$url/x" --spool-max lots
+mkdir -p "$work/busy.spool"
+flock "$work/busy.spool/lock" sleep 20 &
+flock_pid=$!
+sleep 0.3
+expect2 "in use by another capture" "$TBNECK" capture -i "$vb" --store "$url/x" --spool "$work/busy.spool" --duration 1s
+kill "$flock_pid" 2>/dev/null; wait "$flock_pid" 2>/dev/null
+ok "usage errors: one line, exit 2"
+
 # live NAME OUTAGE SPEED [capture options...]: captures the replay (at
 # SPEED times its pace) into database NAME with a 10 s outage 3/SPEED s in
 # (OUTAGE: stop = SIGSTOP/SIGCONT, kill = SIGKILL and a restart); leaves
