@@ -65,7 +65,6 @@ struct batch {
     bool on_disk;
     uint64_t disk_bytes;
     bool maybe_sent;     /* an earlier attempt may have reached the server */
-    int64_t settle_ns;   /* maybe_sent: count its rows from then on */
 };
 
 struct tb_ch_live {
@@ -85,6 +84,7 @@ struct tb_ch_live {
     pthread_cond_t cv;      /* a batch, stop or abort */
     struct batch *head, *tail;
     size_t in_memory; /* queued batches held in memory */
+    int64_t answering_ns; /* sender: since when the server answers (0: it failed last) */
     uint64_t next_no;
     bool stop, gave_up;
     int64_t deadline_ns;
@@ -306,10 +306,11 @@ static int ship(struct tb_ch_live *cl, struct batch *b, const struct tb_buf *bod
             return rc;
         /* The server answers again. An insert it received before it went
          * away may still be waiting in its accept queue, not yet among its
-         * processes: give it SETTLE_NS to start before counting. */
-        if (!b->settle_ns)
-            b->settle_ns = now_ns() + SETTLE_NS;
-        if (n || now_ns() < b->settle_ns)
+         * processes: give it SETTLE_NS to start before counting (once per
+         * return, not per batch). */
+        if (!cl->answering_ns)
+            cl->answering_ns = now_ns();
+        if (n || now_ns() < cl->answering_ns + SETTLE_NS)
             return BUSY;
         snprintf(sql, sizeof sql,
                  "SELECT count() FROM %s.requests WHERE sensor = '%s' AND seq >= %" PRIu64
@@ -322,16 +323,13 @@ static int ship(struct tb_ch_live *cl, struct batch *b, const struct tb_buf *bod
             return 0;
         }
         b->maybe_sent = false;
-        b->settle_ns = 0;
     }
     bool maybe = false;
     rc = tb__ch_insert(cl->send, b->t, body->p, body->len, qid, &maybe);
     if (!rc)
         *stored = b->rows;
-    else if (maybe) {
+    else if (maybe)
         b->maybe_sent = true;
-        b->settle_ns = 0;
-    }
     return rc;
 }
 
@@ -405,6 +403,8 @@ static void *sender(void *arg)
             continue;
         }
         /* Not now: the server is away (or busy settling an insert). */
+        if (rc != BUSY)
+            cl->answering_ns = 0;
         snprintf(cl->last_err, sizeof cl->last_err, "%s",
                  rc == BUSY ? "an interrupted insert is still running"
                  : tb_ch_error(cl->send)[0] ? tb_ch_error(cl->send) : tb_strerror(rc));

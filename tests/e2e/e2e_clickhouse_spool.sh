@@ -142,11 +142,15 @@ stored() {
 }
 
 # compare LIVE.csv EXACT: LIVE's rows against the offline ones (all but the
-# times): equal multisets when EXACT is 1, else a sub-multiset.
+# times): equal multisets when EXACT is 1, else a sub-multiset (without conn).
 compare() {
     python3 - "$work/$1.csv" "$work/off.csv" "$2" <<'PY'
 import collections, csv, sys
 K = ("tier", "server", "client", "conn", "class", "req_bytes", "resp_bytes", "status", "flags")
+if sys.argv[3] != "1":
+    # With connection rows dropped too, the read-back copy numbers the
+    # requests' connections anew (docs/clickhouse.md): conn is not compared.
+    K = tuple(k for k in K if k != "conn")
 def rows(p):
     return collections.Counter(tuple(r[k] for k in K) for r in csv.DictReader(open(p, newline="")))
 live, off = rows(sys.argv[1]), rows(sys.argv[2])
@@ -228,9 +232,11 @@ nfiles=$(find "$work/left.spool" -type f -name '*.spool' | wc -l)
 [ "$nfiles" -gt 0 ] || fail "left: no batch left in the spool"
 ch_start a >/dev/null || fail "clickhouse-server did not restart"
 pids=("${pids[-1]}")
+t0=$(date +%s.%N)
 "$TBNECK" capture -i "$vb" --store "$url/left" --sensor left --spool "$work/left.spool" \
     --duration 1s >"$work/left2.out" 2>"$work/left2.err" ||
     { cat "$work/left2.err"; fail "left: the second capture failed"; }
+echo "left: the second capture (its start sending $nfiles batches, then 1 s) took $(python3 -c "import time; print('%.1f s' % (time.time() - $t0))")"
 grep -q "sending $nfiles batches" "$work/left2.err" || { cat "$work/left2.err"; fail "left: no word of the replay"; }
 n=$(stored left)
 [ "$n" -eq "$total" ] || fail "left: clickhouse holds $n requests, offline $total"
