@@ -27,6 +27,7 @@
 
 #include "analyze.h"
 #include "capture.h"
+#include "ch.h"
 #include "cli.h"
 #include "dump.h"
 #include "fanout.h"
@@ -70,7 +71,20 @@ struct live {
     bool *has_rule;     /* per tier id: a re-estimate has given a congestion rule */
     size_t nhas_rule;
     struct tb_live_stats ls;
+    /* --store clickhouse:// (docs/clickhouse.md, "Live sensors"): the
+     * capture thread's handle and the batching sender with its spool. */
+    struct tb_ch *ch;
+    struct tb_ch_live *chl;
 };
+
+/* A second SIGINT/SIGTERM while the end waits for ClickHouse: stop waiting
+ * (what waits goes to the spool). */
+static volatile sig_atomic_t g_store_abort;
+static void on_store_abort(int sig)
+{
+    (void)sig;
+    g_store_abort = 1;
+}
 
 static int64_t wall_ns(void)
 {
@@ -94,6 +108,12 @@ static void on_conn(void *ud, const struct tb_conn *c)
         if (rc < 0)
             fail(L, rc);
     }
+    /* ClickHouse keeps only a connection's final record, as offline. */
+    if (L->chl && c->closed != TB_CONN_OPEN) {
+        int rc = tb_ch_live_conn(L->chl, L->cat, c);
+        if (rc < 0)
+            fail(L, rc);
+    }
 }
 
 static void on_request(void *ud, const struct tb_request *r)
@@ -105,6 +125,11 @@ static void on_request(void *ud, const struct tb_request *r)
         L->seen[r->tier]++;
     if (L->wr) {
         int rc = tb_writer_request(L->wr, r);
+        if (rc < 0)
+            fail(L, rc);
+    }
+    if (L->chl) {
+        int rc = tb_ch_live_request(L->chl, L->cat, r);
         if (rc < 0)
             fail(L, rc);
     }
@@ -228,6 +253,19 @@ static void health(struct live *L, int64_t now)
     tb_web_publish_health(L->web, now, L->ls.received, L->ls.kernel_drops, L->ls.if_drops);
     if (L->jsonl)
         tb_jsonl_health(L->jsonl, now, L->ls.received, L->ls.kernel_drops, L->ls.if_drops);
+    if (L->chl) {
+        struct tb_ch_live_stats cs;
+        int rc = tb_ch_live_tick(L->chl);
+        if (rc < 0)
+            fail(L, rc);
+        tb_ch_live_stats(L->chl, &cs);
+        if (L->jsonl)
+            tb_jsonl_store(L->jsonl, now, &cs);
+        tb_web_publish_store(L->web, &(struct tb_web_store){
+            .stored_requests = cs.stored_requests, .stored_conns = cs.stored_conns,
+            .pending_requests = cs.pending_requests, .dropped_requests = cs.dropped_requests,
+            .dropped_conns = cs.dropped_conns, .spool_bytes = cs.spool_bytes, .up = !cs.down});
+    }
 }
 
 static void on_tick(uv_timer_t *h)
@@ -315,7 +353,8 @@ static void on_signal(uv_signal_t *s, int signum)
  * opened as root; they are handed to USER so that SQLite can go on writing
  * them and remove the WAL at the end (which also needs the folder writable
  * by USER — otherwise the WAL file stays behind, harmless). */
-static int drop_privileges(const char *user, const char *db, const char *dump)
+static int drop_privileges(const char *user, const char *db, const char *dump,
+                           const char *spool)
 {
     struct passwd *pw = getpwnam(user);
     if (!pw) {
@@ -338,6 +377,15 @@ static int drop_privileges(const char *user, const char *db, const char *dump)
     if (dump && strcmp(dump, "-") != 0 && chown(dump, pw->pw_uid, pw->pw_gid) < 0) {
         tb_log_error("capture: -Z %s: cannot hand '%s' over: %s", user, dump, strerror(errno));
         return TB_E_PERM;
+    }
+    /* The spool folder and its lock; batch files are USER's from now on. */
+    for (int i = 0; spool && i < 2; i++) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s%s", spool, i ? "/lock" : "");
+        if (chown(p, pw->pw_uid, pw->pw_gid) < 0) {
+            tb_log_error("capture: -Z %s: cannot hand '%s' over: %s", user, p, strerror(errno));
+            return TB_E_PERM;
+        }
     }
     if (initgroups(pw->pw_name, pw->pw_gid) < 0 || setgid(pw->pw_gid) < 0 ||
         setuid(pw->pw_uid) < 0) {
@@ -413,6 +461,86 @@ static double cpu_seconds(void)
            ((double)ru.ru_utime.tv_usec + (double)ru.ru_stime.tv_usec) / 1e6;
 }
 
+/* ---- ClickHouse ------------------------------------------------------------------ */
+
+/* Opens the store twice (the capture thread encodes, the sender sends), sends
+ * what an earlier capture left in the spool, and raises *first_conn above
+ * what this sensor stored. Returns 0 or an exit status. */
+static int open_clickhouse(struct live *L, uint64_t *first_conn)
+{
+    const struct tb_capture_args *a = L->args;
+    struct tb_store_url u;
+    struct tb_ch *send = NULL;
+    char host[256], err[600] = "";
+    const char *sensor = tb_capture_sensor(a, host, sizeof host);
+    uint64_t next = 1;
+    int rc;
+    tb_store_url_parse(a->store_url, &u, err, sizeof err);
+    if ((rc = tb_ch_open(&L->ch, &u, sensor, true, a->store_retry_ns, err, sizeof err)) == 0)
+        rc = tb_ch_open(&send, &u, sensor, false, 0, err, sizeof err);
+    if (rc == 0) {
+        const struct tb_ch_live_opts o = {
+            .spool_dir = a->spool_dir ? a->spool_dir : TB_DEFAULT_SPOOL,
+            .spool_max = a->spool_max,
+            .retry_ns = a->store_retry_ns,
+        };
+        rc = tb_ch_live_start(&L->chl, L->ch, send, &o, err, sizeof err);
+    }
+    if (rc == 0 && (rc = tb_ch_next_conn(L->ch, &next)) != 0)
+        snprintf(err, sizeof err, "%s", tb_ch_error(L->ch));
+    if (rc) {
+        tb_log_error("capture: %s", err);
+        return rc == TB_E_INVAL || rc == TB_E_UNSUPP ? TB_EXIT_USAGE : TB_EXIT_FAIL;
+    }
+    *first_conn = TB_MAX(*first_conn, next);
+    return 0;
+}
+
+/* The end of the ClickHouse side: what waits is sent (for up to
+ * --store-retry while the server fails), the rest kept in the spool, the
+ * tier hosts written, and the counts said. Returns 0 or an error. */
+static int finish_clickhouse(struct live *L, FILE *out)
+{
+    const struct tb_capture_args *a = L->args;
+    struct tb_ch_live_stats s;
+    const char *spool = tb_ch_live_spool(L->chl);
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", spool);
+    /* The loop's signal watchers are gone: a second Ctrl-C ends the wait. */
+    struct sigaction old_sig[2];
+    tb_cli_catch_stop(on_store_abort, old_sig);
+    int rc = tb_ch_live_finish(L->chl, a->store_retry_ns, &g_store_abort, &s);
+    L->chl = NULL;
+    tb_cli_restore_stop(old_sig);
+    /* The tier hosts go last, straight (they are few and not spooled): with
+     * the server still away they are not stored, and diagnose of this
+     * sensor's rows tells callers from users by address alone. */
+    int hrc = s.pending_requests + s.pending_conns ? TB_E_IO : tb_ch_put_hosts(L->ch, L->cat);
+    if (hrc)
+        tb_log_warn("capture: the tier hosts were not stored (%s)",
+                    s.pending_requests + s.pending_conns ? "the server is away"
+                                                         : tb_ch_error(L->ch));
+    if (out) {
+        fprintf(out, "  clickhouse %s: %" PRIu64 " requests and %" PRIu64 " connections stored, "
+                "%" PRIu64 " requests and %" PRIu64 " connections dropped (spool full)",
+                a->store_url, s.stored_requests, s.stored_conns, s.dropped_requests,
+                s.dropped_conns);
+        if (s.spooled_batches || s.outages)
+            fprintf(out, "; %" PRIu64 " outage%s, %" PRIu64 " batches through the spool %s",
+                    s.outages, s.outages == 1 ? "" : "s", s.spooled_batches, dir);
+        fputc('\n', out);
+    }
+    if (s.dropped_requests || s.dropped_conns)
+        tb_log_warn("capture: %" PRIu64 " requests and %" PRIu64 " connections were dropped: the "
+                    "store was away and the spool %s reached --spool-max %" PRIu64 " bytes",
+                    s.dropped_requests, s.dropped_conns, dir, a->spool_max);
+    if (s.pending_requests || s.pending_conns)
+        tb_log_warn("capture: %" PRIu64 " requests and %" PRIu64 " connections wait in the spool "
+                    "%s (%" PRIu64 " bytes): the next capture with --spool %s sends them first",
+                    s.pending_requests, s.pending_conns, dir, s.spool_bytes, dir);
+    return rc;
+}
+
 /* ---- entry --------------------------------------------------------------------- */
 
 int tb_capture_live(const struct tb_capture_args *a)
@@ -477,7 +605,8 @@ int tb_capture_live(const struct tb_capture_args *a)
         exit_code = rc == TB_E_INVAL || rc == TB_E_UNSUPP ? TB_EXIT_USAGE : TB_EXIT_FAIL;
         goto out;
     }
-    if (!a->no_store) {
+    /* With ClickHouse the local database is written only for the dashboard. */
+    if (!a->no_store && (!a->store_url || a->serve)) {
         rc = tb_store_open(&L->st, db, TB_STORE_CREATE, err, sizeof err);
         if (rc < 0) {
             tb_log_error("capture: %s", err);
@@ -511,6 +640,10 @@ int tb_capture_live(const struct tb_capture_args *a)
             tb_log_error("capture: database '%s': %s", db, tb_strerror(rc));
             goto out;
         }
+    }
+    if (a->store_url && !a->no_store && (rc = open_clickhouse(L, &first_conn)) != 0) {
+        exit_code = rc;
+        goto out;
     }
     struct tb_engine_opts eo = {.force_proto = a->force_proto, .first_conn = first_conn,
                                 .max_memory = a->max_memory};
@@ -568,7 +701,8 @@ int tb_capture_live(const struct tb_capture_args *a)
         }
     }
     if (a->user && (rc = drop_privileges(a->user, L->st ? db : NULL,
-                                         L->dump ? tb_dump_current(L->dump) : NULL)) < 0)
+                                         L->dump ? tb_dump_current(L->dump) : NULL,
+                                         L->chl ? tb_ch_live_spool(L->chl) : NULL)) < 0)
         goto out;
 
     uv_timer_init(&L->loop, &L->tick);
@@ -666,6 +800,8 @@ int tb_capture_live(const struct tb_capture_args *a)
         summary(L, out, cpu_seconds(), secs);
     if (out && L->fo)
         tb_fanout_report(L->fo, out);
+    if (L->chl && (rc = finish_clickhouse(L, out)) < 0 && !L->err)
+        L->err = rc;
     if (L->st && !L->err)
         final_analysis(L, out);
     if (L->err) {
@@ -694,6 +830,9 @@ out:
         tb_engine_free(L->eng);
     if (L->st)
         tb_store_close(L->st);
+    if (L->chl)
+        tb_ch_live_finish(L->chl, 0, NULL, NULL);
+    tb_ch_close(L->ch);
     if (L->tiers)
         tb_tiers_free(L->tiers);
     tb_stream_free(L->stream);

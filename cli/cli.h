@@ -4,6 +4,8 @@
 #ifndef TB_CLI_H
 #define TB_CLI_H
 
+#include <signal.h>
+
 #include "tb.h"
 
 int tb_cmd_capture(int argc, char **argv);
@@ -17,6 +19,8 @@ int tb_cmd_whatif(int argc, char **argv);
 
 /* Default database path when --db is not given. */
 #define TB_DEFAULT_DB "tbneck.db"
+/* A live ClickHouse sensor's spool when --spool is not given, next to the default database. */
+#define TB_DEFAULT_SPOOL "tbneck.spool"
 /* What every --from/--to takes (tb_parse_time_ref), for the --help texts. */
 #define TB_CLI_TIME_HELP                                                                        \
     "T: a UTC time as the report prints it (2023-11-14 22:13:25.350, or 22:13:27 on the\n"     \
@@ -33,6 +37,9 @@ struct tb_capture_args {
     const char *store_url; /* --store clickhouse://...: requests go there instead of --db */
     const char *sensor;    /* --sensor NAME (default: the host name) */
     int64_t store_retry_ns; /* --store-retry D (default 30 s) */
+    const char *spool_dir;  /* --spool DIR (live ClickHouse; NULL: TB_DEFAULT_SPOOL) */
+    uint64_t spool_max;     /* --spool-max SIZE (default 1 GiB) */
+    bool spool_max_set;
     const char *tiers_file;
     const char *bpf;    /* -f EXPR, or trailing arguments as in tcpdump */
     const char *user;   /* -Z USER */
@@ -70,6 +77,12 @@ struct tb_capture_tier;
 int tb_capture_end_make(const struct tb_engine *e, const struct tb_catalog *cat,
                         const uint64_t *seen, size_t nseen, const uint64_t *stored,
                         size_t nstored, struct tb_capture_tier **tiers, size_t *ntiers);
+/* --sensor, else the host name made a valid sensor name (in buf). */
+const char *tb_capture_sensor(const struct tb_capture_args *a, char *buf, size_t len);
+/* SIGINT and SIGTERM to handler (the previous dispositions in old[0], old[1]),
+ * and back. */
+void tb_cli_catch_stop(void (*handler)(int), struct sigaction old[2]);
+void tb_cli_restore_stop(const struct sigaction old[2]);
 /* Parses --max-memory's SIZE: bytes, or with k, m, g (KiB, MiB, GiB). */
 int tb_parse_mem_size(const char *s, size_t *out);
 int tb_capture_live(const struct tb_capture_args *a);

@@ -53,11 +53,16 @@ static void usage(FILE *f)
             "  --db FILE        database (default " TB_DEFAULT_DB ")\n"
             "  --store URL      sqlite:FILE (= --db FILE) or clickhouse://HOST:PORT/DATABASE\n"
             "                   (ClickHouse's HTTP port; a cluster: HOST:PORT,HOST:PORT/DB\n"
-            "                   ?cluster=NAME; offline captures only: docs/clickhouse.md)\n"
+            "                   ?cluster=NAME; docs/clickhouse.md)\n"
             "  --sensor NAME    the name this capture's rows carry in ClickHouse (default:\n"
             "                   the host name)\n"
             "  --store-retry D  while ClickHouse refuses connections, try again every second\n"
-            "                   for up to D (default 30s; 0: fail at once)\n"
+            "                   for up to D (default 30s; 0: fail at once); live: how long\n"
+            "                   the end waits for it before leaving rows in the spool\n"
+            "  --spool DIR      live, ClickHouse: where batches wait while the server is away,\n"
+            "                   replayed in order (default " TB_DEFAULT_SPOOL ")\n"
+            "  --spool-max SIZE live: the spool's cap (k, m, g; default 1g; 0: no spool);\n"
+            "                   beyond it batches are dropped and counted\n"
             "  -f EXPR          BPF filter (or give it after the options, as in tcpdump)\n"
             "  --proto NAME     parse every connection as NAME (%s)\n"
             "  --duration D     stop after D of capture time (e.g. 60s)\n"
@@ -104,7 +109,8 @@ static int usage_error(const char *fmt, ...)
 enum {
     OPT_TIERS = 256, OPT_DB, OPT_SERVE, OPT_ALLOW_REMOTE, OPT_PROTO, OPT_DURATION, OPT_WINDOW,
     OPT_IMMEDIATE, OPT_NO_STORE, OPT_ALLOW_HOST, OPT_TSPREC, OPT_NANO, OPT_MICRO, OPT_FORMAT,
-    OPT_STORE, OPT_SENSOR, OPT_STORE_RETRY, OPT_MAX_MEMORY, OPT_WORKERS,
+    OPT_STORE, OPT_SENSOR, OPT_STORE_RETRY, OPT_MAX_MEMORY, OPT_WORKERS, OPT_SPOOL,
+    OPT_SPOOL_MAX,
 };
 
 static const struct option long_opts[] = {
@@ -113,6 +119,8 @@ static const struct option long_opts[] = {
     {"store", required_argument, NULL, OPT_STORE},
     {"sensor", required_argument, NULL, OPT_SENSOR},
     {"store-retry", required_argument, NULL, OPT_STORE_RETRY},
+    {"spool", required_argument, NULL, OPT_SPOOL},
+    {"spool-max", required_argument, NULL, OPT_SPOOL_MAX},
     {"serve", required_argument, NULL, OPT_SERVE},
     {"allow-remote", no_argument, NULL, OPT_ALLOW_REMOTE},
     {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
@@ -155,6 +163,7 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
     memset(a, 0, sizeof *a);
     a->db = TB_DEFAULT_DB;
     a->store_retry_ns = 30 * TB_NS_PER_SEC;
+    a->spool_max = (uint64_t)1 << 30;
     a->window_ns = TB_WINDOW_DEFAULT_NS;
     a->snaplen = MAX_SNAPLEN;
     a->bufsize_mib = 64;
@@ -267,6 +276,20 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
                      a->store_retry_ns < 0)
                 return usage_error("bad duration '%s' (e.g. 30s, 0)", optarg);
             break;
+        case OPT_SPOOL:
+            if (!*optarg)
+                return usage_error("--spool needs a directory");
+            a->spool_dir = optarg;
+            break;
+        case OPT_SPOOL_MAX: {
+            size_t v;
+            if (tb_parse_mem_size(optarg, &v))
+                return usage_error("bad --spool-max '%s' (bytes, or with k, m, g; 0: no spool)",
+                                   optarg);
+            a->spool_max = v;
+            a->spool_max_set = true;
+            break;
+        }
         case OPT_SERVE:
             a->serve = optarg;
             break;
@@ -385,9 +408,9 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
                            "capture use 'tbneck report --format jsonl'");
     if (a->jsonl && a->write && !strcmp(a->write, "-"))
         return usage_error("-w - and --format jsonl would both write to standard output");
-    if (a->store_url && a->iface)
-        return usage_error("--store clickhouse:// takes offline captures (-r) for now; a live "
-                           "capture stores in SQLite");
+    if ((a->spool_dir || a->spool_max_set) && !(a->store_url && a->iface))
+        return usage_error("--spool and --spool-max hold a live capture's rows for ClickHouse; "
+                           "give -i and --store clickhouse://...");
     if (a->sensor && !a->store_url)
         return usage_error("--sensor names a sensor's rows in ClickHouse; give --store "
                            "clickhouse://...");
@@ -481,6 +504,38 @@ static long peak_rss_kib(void)
             break;
     fclose(f);
     return kib;
+}
+
+void tb_cli_catch_stop(void (*handler)(int), struct sigaction old[2])
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old[0]);
+    sigaction(SIGTERM, &sa, &old[1]);
+}
+
+void tb_cli_restore_stop(const struct sigaction old[2])
+{
+    sigaction(SIGINT, &old[0], NULL);
+    sigaction(SIGTERM, &old[1], NULL);
+}
+
+const char *tb_capture_sensor(const struct tb_capture_args *a, char *buf, size_t len)
+{
+    if (a->sensor)
+        return a->sensor;
+    /* The host name, with what a sensor name may not hold made '_'. */
+    if (len < 65 || gethostname(buf, len) != 0 || !buf[0]) {
+        snprintf(buf, len, "sensor");
+        return buf;
+    }
+    buf[64] = '\0';
+    for (char *c = buf; *c; c++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-", *c))
+            *c = '_';
+    return buf;
 }
 
 int tb_parse_mem_size(const char *s, size_t *out)
@@ -631,12 +686,8 @@ static int run_offline(const struct tb_capture_args *a)
     };
 
     /* From here on an interrupt stops the run cleanly, whatever phase it is in. */
-    struct sigaction sa, old_int, old_term;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
+    struct sigaction old_sig[2];
+    tb_cli_catch_stop(on_signal, old_sig);
 
     /* Inputs are checked before the database is created or touched. */
     if (a->tiers_file && tb_tiers_load(a->tiers_file, &tiers, err, sizeof err)) {
@@ -654,19 +705,8 @@ static int run_offline(const struct tb_capture_args *a)
     }
     if (a->store_url && !a->no_store) {
         struct tb_store_url u;
-        char host[256] = "sensor";
-        const char *sensor = a->sensor;
-        if (!sensor) {
-            /* The host name, with what a sensor name may not hold made '_'. */
-            if (gethostname(host, sizeof host) != 0 || !host[0])
-                snprintf(host, sizeof host, "sensor");
-            host[64] = '\0';
-            for (char *c = host; *c; c++)
-                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.:-",
-                            *c))
-                    *c = '_';
-            sensor = host;
-        }
+        char host[256];
+        const char *sensor = tb_capture_sensor(a, host, sizeof host);
         tb_store_url_parse(a->store_url, &u, err, sizeof err);
         if ((rc = tb_ch_open(&run.ch, &u, sensor, true, a->store_retry_ns, err, sizeof err)) ||
             (rc = tb_ch_next_conn(run.ch, &first_conn))) {
@@ -797,8 +837,7 @@ out:
      * summary and left -wal and -shm behind). A signal now only sets g_stop,
      * which nothing reads any more: the exit status is the run's. */
     tb_store_close(st);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
+    tb_cli_restore_stop(old_sig);
     tb_catalog_free(cat);
     tb_tiers_free(tiers);
     free(run.per_tier);

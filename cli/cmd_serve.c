@@ -10,7 +10,8 @@
 #include "web.h"
 
 static const char usage_text[] =
-    "usage: tbneck serve [--db FILE] [--listen 127.0.0.1:8080] [--allow-remote]\n"
+    "usage: tbneck serve [--db FILE | --store URL] [--listen 127.0.0.1:8080]\n"
+    "                    [--allow-remote]\n"
     "                    [--allow-host NAME[,NAME...]] [--static DIR]"
     " [--window " TB_WINDOW_DEFAULT "]\n\n"
     "Serves the dashboard and its JSON API (/api/tiers, /api/windows, /api/scatter,\n"
@@ -20,6 +21,9 @@ static const char usage_text[] =
     "refused (403: DNS rebinding). New rows\n"
     "written by a running capture are pushed to /api/stream every second.\n"
     "--window is the width of the windows announced on the stream.\n"
+    "--store sqlite:FILE is --db FILE; --store clickhouse://HOST:PORT/DATABASE serves\n"
+    "what every sensor stored there when serve started (a copy in $TMPDIR, removed\n"
+    "at the end; restart serve to see newer rows): docs/clickhouse.md.\n"
     "Exit status: 0 after SIGINT/SIGTERM, 1 on a runtime failure (missing database,\n"
     "address in use), 2 on a usage error (bad option, non-loopback address).\n";
 
@@ -37,13 +41,17 @@ static void on_signal(uv_signal_t *s, int signum)
     uv_close((uv_handle_t *)&ctx->sigterm, NULL);
 }
 
+static int serve(const char *db, const char *store, const char *listen, const char *static_dir,
+                 bool allow_remote, const char *allow_host, int64_t width_ns);
+
 int tb_cmd_serve(int argc, char **argv)
 {
     const char *db = TB_DEFAULT_DB, *listen = "127.0.0.1:8080", *static_dir = NULL;
-    const char *window = NULL, *allow_host = NULL;
+    const char *window = NULL, *allow_host = NULL, *store = NULL;
     bool allow_remote = false;
     const struct tb_cli_opt opts[] = {
         {"db", &db, NULL},
+        {"store", &store, NULL},
         {"listen", &listen, NULL},
         {"static", &static_dir, NULL},
         {"window", &window, NULL},
@@ -60,6 +68,25 @@ int tb_cmd_serve(int argc, char **argv)
         return TB_EXIT_USAGE;
     }
 
+    /* A ClickHouse store is served from its merged copy (cli/store_url.c). */
+    struct tb_cli_db copy = {0};
+    if (store) {
+        if ((rc = tb_cli_db_open_store(&copy, db, store, true)) != 0)
+            return rc;
+        if (copy.tmp)
+            db = copy.tmp;
+        else
+            db = store + strlen("sqlite:");
+    }
+    int exit_code = serve(db, store, listen, static_dir, allow_remote, allow_host, width_ns);
+    tb_cli_db_close(&copy);
+    return exit_code;
+}
+
+static int serve(const char *db, const char *store, const char *listen, const char *static_dir,
+                 bool allow_remote, const char *allow_host, int64_t width_ns)
+{
+    int rc;
     uv_loop_t loop;
     if (uv_loop_init(&loop) < 0) {
         tb_log_error("serve: cannot create the event loop");
@@ -89,7 +116,7 @@ int tb_cmd_serve(int argc, char **argv)
     uv_signal_start(&ctx.sigint, on_signal, SIGINT);
     uv_signal_start(&ctx.sigterm, on_signal, SIGTERM);
     /* Scripts read the bound address (port 0 picks one) from this line. */
-    printf("serving http://%s/ (database %s)\n", tb_web_bound(ctx.web), db);
+    printf("serving http://%s/ (database %s)\n", tb_web_bound(ctx.web), store ? store : db);
     fflush(stdout);
     uv_run(&loop, UV_RUN_DEFAULT);
     rc = uv_loop_close(&loop);

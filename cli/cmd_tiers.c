@@ -10,14 +10,17 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "report_util.h"
 #include "store.h"
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: tbneck tiers [--db FILE]\n\n"
+    fprintf(f, "usage: tbneck tiers [--db FILE | --store URL]\n\n"
                "Lists the tiers of a database (configured by --tiers or discovered), their\n"
                "servers and the number of requests recorded at each.\n\n"
-               "  --db FILE   database (default " TB_DEFAULT_DB ")\n\n"
+               "  --db FILE   database (default " TB_DEFAULT_DB ")\n"
+               "  --store URL sqlite:FILE (= --db FILE) or clickhouse://HOST:PORT/DATABASE:\n"
+               "              every sensor's rows merged (docs/clickhouse.md)\n\n"
                "Exit status: 0 success, 1 the database cannot be read, 2 usage error.\n");
 }
 
@@ -64,10 +67,11 @@ int tb_cmd_tiers(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"db", required_argument, NULL, 'd'},
+        {"store", required_argument, NULL, 's'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    const char *db = TB_DEFAULT_DB;
+    const char *db = TB_DEFAULT_DB, *store = NULL;
     struct tb_store *st = NULL;
     struct tb_catalog *cat = NULL;
     char err[512] = "";
@@ -78,6 +82,9 @@ int tb_cmd_tiers(int argc, char **argv)
         switch (c) {
         case 'd':
             db = optarg;
+            break;
+        case 's':
+            store = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -94,6 +101,16 @@ int tb_cmd_tiers(int argc, char **argv)
     if (optind < argc) {
         tb_log_error("tiers: unexpected argument '%s' (try 'tbneck tiers --help')", argv[optind]);
         return TB_EXIT_USAGE;
+    }
+    if (store) {
+        struct tb_cli_db sdb = {0};
+        if ((rc = tb_cli_db_open_store(&sdb, db, store, true)) != 0)
+            return rc;
+        rc = list(sdb.st, sdb.cat, store);
+        if (rc)
+            tb_log_error("tiers: %s: %s", store, tb_strerror(rc));
+        tb_cli_db_close(&sdb);
+        return rc ? TB_EXIT_FAIL : TB_EXIT_OK;
     }
     struct stat sb;
     if (stat(db, &sb) != 0) {

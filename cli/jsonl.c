@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "ch.h"
 #include "json.h"
 
 const char *tb_jsonl_iso(int64_t ns, char *buf, size_t len)
@@ -91,6 +92,19 @@ void tb_jsonl_health(FILE *f, int64_t ts_ns, uint64_t packets, uint64_t kernel_d
     time_pair(f, "time", ts_ns);
     fprintf(f, ",\"packets\":%" PRIu64 ",\"kernel_drops\":%" PRIu64 ",\"if_drops\":%" PRIu64 "}\n",
             packets, kernel_drops, if_drops);
+}
+
+void tb_jsonl_store(FILE *f, int64_t ts_ns, const struct tb_ch_live_stats *s)
+{
+    fputs("{\"event\":\"store\"", f);
+    time_pair(f, "time", ts_ns);
+    fprintf(f,
+            ",\"up\":%s,\"stored_requests\":%" PRIu64 ",\"stored_connections\":%" PRIu64
+            ",\"pending_requests\":%" PRIu64 ",\"spool_bytes\":%" PRIu64
+            ",\"spool_files\":%" PRIu64 ",\"dropped_requests\":%" PRIu64
+            ",\"dropped_connections\":%" PRIu64 "}\n",
+            s->down ? "false" : "true", s->stored_requests, s->stored_conns, s->pending_requests,
+            s->spool_bytes, s->spool_files, s->dropped_requests, s->dropped_conns);
 }
 
 int tb_jsonl_result(FILE *f, const char *tier, const char *server,

@@ -29,6 +29,10 @@ void tb_jsonl_analysis(FILE *f, const char *tier, const char *server, const stru
                        double threshold);
 void tb_jsonl_health(FILE *f, int64_t ts_ns, uint64_t packets, uint64_t kernel_drops,
                      uint64_t if_drops);
+/* A live sensor's ClickHouse sender, each second (capture -i --store
+ * clickhouse://): rows stored, waiting, spooled, dropped (docs/clickhouse.md). */
+struct tb_ch_live_stats;
+void tb_jsonl_store(FILE *f, int64_t ts_ns, const struct tb_ch_live_stats *s);
 
 /* A whole analysis: its analysis line, then its windows (congested by the
  * rule its episodes were cut with) with each episode after the window that

@@ -8,6 +8,7 @@
  * (Debian's) and current releases both accept: MergeTree() with ORDER BY,
  * String/Int/UInt columns, FORMAT RowBinary. */
 #include "ch.h"
+#include "ch-int.h"
 #include "store-int.h"
 
 #include <curl/curl.h>
@@ -33,6 +34,7 @@ struct tb_ch {
     char db[64];
     char cluster[64]; /* "" = one server */
     int64_t retry_ns;  /* tb_ch_set_retry */
+    int last_cc;       /* the last request's CURLcode */
     bool told;         /* the "retrying" line was logged */
     char sensor[65];
     struct tb_buf body; /* queued rows, RowBinary */
@@ -146,22 +148,28 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 
 /* One request: the SQL in the URL when a body of data goes with it, else the
  * SQL is the body. The response (or ClickHouse's error text) lands in resp. */
-static int http(struct tb_ch *ch, const char *sql, const void *data, size_t len,
-                struct tb_buf *resp)
+static int http_id(struct tb_ch *ch, const char *sql, const void *data, size_t len,
+                   const char *query_id, struct tb_buf *resp)
 {
     char *url = NULL;
     int rc = 0;
     resp->len = 0;
     if (data) {
         char *q = curl_easy_escape(ch->curl, sql, 0);
-        if (!q)
+        char *id = query_id ? curl_easy_escape(ch->curl, query_id, 0) : NULL;
+        if (!q || (query_id && !id)) {
+            curl_free(q);
+            curl_free(id);
             return TB_E_NOMEM;
-        size_t n = strlen(ch->base) + strlen(q) + 48;
+        }
+        size_t n = strlen(ch->base) + strlen(q) + (id ? strlen(id) : 0) + 64;
         url = malloc(n);
         if (url)
-            snprintf(url, n, "%s?query=%s%s", ch->base, q,
-                 ch->cluster[0] ? "&insert_distributed_sync=1" : "");
+            snprintf(url, n, "%s?query=%s%s%s%s", ch->base, q,
+                     ch->cluster[0] ? "&insert_distributed_sync=1" : "", id ? "&query_id=" : "",
+                     id ? id : "");
         curl_free(q);
+        curl_free(id);
         if (!url)
             return TB_E_NOMEM;
     } else {
@@ -191,6 +199,7 @@ static int http(struct tb_ch *ch, const char *sql, const void *data, size_t len,
         cc = curl_easy_perform(ch->curl);
     }
     long code = 0;
+    ch->last_cc = (int)cc;
     curl_easy_getinfo(ch->curl, CURLINFO_RESPONSE_CODE, &code);
     if (cc != CURLE_OK) {
         snprintf(ch->err, sizeof ch->err, "clickhouse at %s: %s", ch->where,
@@ -210,6 +219,12 @@ static int http(struct tb_ch *ch, const char *sql, const void *data, size_t len,
     }
     free(url);
     return rc;
+}
+
+static int http(struct tb_ch *ch, const char *sql, const void *data, size_t len,
+                struct tb_buf *resp)
+{
+    return http_id(ch, sql, data, len, NULL, resp);
 }
 
 static int exec_sql(struct tb_ch *ch, const char *sql)
@@ -536,7 +551,8 @@ static int slot_set(struct text_slot *s, const char *text, size_t len, uint64_t 
     return 0;
 }
 
-int tb_ch_request(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_request *r)
+int tb__ch_put_request(struct tb_ch *ch, const struct tb_catalog *cat,
+                       const struct tb_request *r, struct tb_buf *b, uint64_t *seq)
 {
     struct text_slot *t = slot(&ch->tiers, &ch->ntiers, r->tier);
     struct text_slot *sv = slot(&ch->servers, &ch->nservers, r->server);
@@ -574,7 +590,6 @@ int tb_ch_request(struct tb_ch *ch, const struct tb_catalog *cat, const struct t
     }
     char client[TB_ADDR_STRLEN];
     tb_addr_fmt(&r->client, client, sizeof client);
-    struct tb_buf *b = &ch->body;
     put_str(b, ch->sensor, strlen(ch->sensor));
     put_str(b, t->text, t->len);
     put_str(b, ti->proto, strlen(ti->proto));
@@ -590,39 +605,103 @@ int tb_ch_request(struct tb_ch *ch, const struct tb_catalog *cat, const struct t
     put_le(b, r->resp_bytes, 8);
     put_le(b, (uint32_t)r->status, 4);
     put_le(b, r->flags, 4);
+    if (seq)
+        *seq = ch->seq;
     put_le(b, ch->seq++, 8);
-    if (!tb_buf_ok(b))
-        return TB_E_NOMEM;
+    return tb_buf_ok(b) ? 0 : TB_E_NOMEM;
+}
+
+int tb_ch_request(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_request *r)
+{
+    int rc = tb__ch_put_request(ch, cat, r, &ch->body, NULL);
+    if (rc)
+        return rc;
     if (++ch->queued >= TB_CH_BATCH)
         return tb_ch_flush(ch);
     return 0;
 }
 
-int tb_ch_flush(struct tb_ch *ch)
+static void insert_sql(const struct tb_ch *ch, enum tb__ch_table t, char *sql, size_t n)
 {
-    char sql[512];
-    struct tb_buf r;
-    if (ch->conns.len) {
-        snprintf(sql, sizeof sql,
+    if (t == TB__CH_CONNECTIONS)
+        snprintf(sql, n,
                  "INSERT INTO %s.connections (sensor, conn, client, server, tier, proto, "
                  "server_addr, open_ns, close_ns, opened, closed, requests, packets, bytes_c2s, "
                  "bytes_s2c) FORMAT RowBinary", ch->db);
-        tb_buf_init(&r);
-        int rc = http(ch, sql, ch->conns.p, ch->conns.len, &r);
-        tb_buf_free(&r);
+    else
+        snprintf(sql, n,
+                 "INSERT INTO %s.requests (sensor, tier, proto, tier_hash, server, client, conn, "
+                 "class, class_hash, arrival_ns, departure_ns, req_bytes, resp_bytes, status, "
+                 "flags, seq) FORMAT RowBinary", ch->db);
+}
+
+int tb__ch_insert(struct tb_ch *ch, enum tb__ch_table t, const void *p, size_t len,
+                  const char *query_id, bool *maybe_sent)
+{
+    char sql[512];
+    struct tb_buf r;
+    insert_sql(ch, t, sql, sizeof sql);
+    tb_buf_init(&r);
+    int rc = http_id(ch, sql, p, len, query_id, &r);
+    tb_buf_free(&r);
+    /* Refused or unresolved: nothing reached the server. An answer, even an
+     * error, settles it (an INSERT of one block is all or nothing). Anything
+     * else (a timeout, a reset) may have come after the server read it all. */
+    *maybe_sent = rc == TB_E_IO && ch->last_cc != CURLE_COULDNT_CONNECT &&
+                  ch->last_cc != CURLE_COULDNT_RESOLVE_HOST;
+    return rc;
+}
+
+int tb__ch_count(struct tb_ch *ch, const char *sql, uint64_t *n)
+{
+    struct tb_buf r;
+    tb_buf_init(&r);
+    int rc = http(ch, sql, NULL, 0, &r);
+    if (!rc) {
+        struct rd d = {(const uint8_t *)r.p, (const uint8_t *)r.p + r.len};
+        if (!get_le(&d, 8, n)) {
+            snprintf(ch->err, sizeof ch->err, "clickhouse at %s: short answer to a count",
+                     ch->where);
+            rc = TB_E_BADFMT;
+        }
+    }
+    tb_buf_free(&r);
+    return rc;
+}
+
+void tb__ch_set_timeout(struct tb_ch *ch, long ms)
+{
+    curl_easy_setopt(ch->curl, CURLOPT_CONNECTTIMEOUT_MS, TB_MIN(ms, 10000L));
+    curl_easy_setopt(ch->curl, CURLOPT_TIMEOUT_MS, ms);
+}
+
+const char *tb__ch_sensor(const struct tb_ch *ch)
+{
+    return ch->sensor;
+}
+
+const char *tb__ch_db(const struct tb_ch *ch)
+{
+    return ch->db;
+}
+
+const char *tb__ch_where(const struct tb_ch *ch)
+{
+    return ch->where;
+}
+
+int tb_ch_flush(struct tb_ch *ch)
+{
+    bool maybe;
+    if (ch->conns.len) {
+        int rc = tb__ch_insert(ch, TB__CH_CONNECTIONS, ch->conns.p, ch->conns.len, NULL, &maybe);
         if (rc)
             return rc;
         ch->conns.len = 0;
     }
     if (!ch->queued)
         return 0;
-    snprintf(sql, sizeof sql,
-             "INSERT INTO %s.requests (sensor, tier, proto, tier_hash, server, client, conn, "
-             "class, class_hash, arrival_ns, departure_ns, req_bytes, resp_bytes, status, flags, "
-             "seq) FORMAT RowBinary", ch->db);
-    tb_buf_init(&r);
-    int rc = http(ch, sql, ch->body.p, ch->body.len, &r);
-    tb_buf_free(&r);
+    int rc = tb__ch_insert(ch, TB__CH_REQUESTS, ch->body.p, ch->body.len, NULL, &maybe);
     if (rc == 0) {
         ch->rows += ch->queued;
         ch->queued = 0;
@@ -671,13 +750,13 @@ static bool get_text(struct rd *d, struct tb_ch_text *t)
 
 
 
-int tb_ch_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_conn *c)
+int tb__ch_put_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_conn *c,
+                    struct tb_buf *b)
 {
     char cb[TB_ADDR_STRLEN], sb[TB_ADDR_STRLEN], ab[TB_ADDR_STRLEN] = "";
     const struct tb_tier_info *ti = c->tier ? tb_catalog_tier_get(cat, c->tier) : NULL;
     const struct tb_server_info *si = c->server_id ? tb_catalog_server_get(cat, c->server_id)
                                                    : NULL;
-    struct tb_buf *b = &ch->conns;
     tb_addr_fmt(&c->client, cb, sizeof cb);
     tb_addr_fmt(&c->server, sb, sizeof sb);
     if (si)
@@ -697,8 +776,15 @@ int tb_ch_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_c
     put_le(b, c->packets, 8);
     put_le(b, c->bytes_c2s, 8);
     put_le(b, c->bytes_s2c, 8);
-    if (!tb_buf_ok(b))
-        return TB_E_NOMEM;
+    return tb_buf_ok(b) ? 0 : TB_E_NOMEM;
+}
+
+int tb_ch_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_conn *c)
+{
+    struct tb_buf *b = &ch->conns;
+    int rc = tb__ch_put_conn(ch, cat, c, b);
+    if (rc)
+        return rc;
     /* Connections are few next to requests; bound them all the same. */
     if (b->len >= 16u << 20)
         return tb_ch_flush(ch);
@@ -751,18 +837,37 @@ static int scan_sql(struct tb_ch *ch, int (*row)(struct rd *d, void *arg), void 
     return scan(ch, sql, row, &sc);
 }
 
+/* tb_ch_scan's state: the caller's callback and the last row's (sensor, seq). */
+struct request_scan {
+    struct scan_cb sc;
+    struct tb_ch_text sensor;
+    uint64_t seq;
+    bool any;
+};
+
 static int request_row(struct rd *d, void *arg)
 {
-    const struct scan_cb *sc = arg;
+    struct request_scan *rs = arg;
+    const struct scan_cb *sc = &rs->sc;
     int (*cb)(void *, const struct tb_ch_row *) = (int (*)(void *, const struct tb_ch_row *))sc->cb;
     struct tb_ch_row r;
-    uint64_t arr, dep, st, fl;
+    uint64_t arr, dep, st, fl, seq;
     if (!get_text(d, &r.sensor) || !get_text(d, &r.tier) || !get_text(d, &r.proto) ||
         !get_text(d, &r.server) || !get_text(d, &r.client) || !get_text(d, &r.cls) ||
         !get_le(d, 8, &r.conn) || !get_le(d, 8, &arr) || !get_le(d, 8, &dep) ||
         !get_le(d, 8, &r.req_bytes) || !get_le(d, 8, &r.resp_bytes) || !get_le(d, 4, &st) ||
-        !get_le(d, 4, &fl))
+        !get_le(d, 4, &fl) || !get_le(d, 8, &seq))
         return SHORT_ROW;
+    /* A live sensor's batch stored twice (an insert the server ran after
+     * the sender had already found it missing and sent it again,
+     * ch_live.c): the same (sensor, seq) is the same request. */
+    bool again = rs->any && seq == rs->seq && r.sensor.n == rs->sensor.n &&
+                 !memcmp(r.sensor.p, rs->sensor.p, r.sensor.n);
+    rs->any = true;
+    rs->seq = seq;
+    rs->sensor = r.sensor;
+    if (again)
+        return 0;
     r.arrival_ns = (int64_t)arr;
     r.departure_ns = (int64_t)dep;
     r.status = (int32_t)(uint32_t)st;
@@ -772,10 +877,13 @@ static int request_row(struct rd *d, void *arg)
 
 int tb_ch_scan(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_row *r), void *ud)
 {
-    return scan_sql(ch, request_row, (void (*)(void))cb, ud,
-                    "SELECT sensor, tier, proto, server, client, class, conn, arrival_ns, "
-                    "departure_ns, req_bytes, resp_bytes, status, flags FROM %s.requests ORDER "
-                    "BY sensor, seq FORMAT RowBinary", ch->db);
+    char sql[512];
+    struct request_scan rs = {.sc = {(void (*)(void))cb, ud}};
+    snprintf(sql, sizeof sql,
+             "SELECT sensor, tier, proto, server, client, class, conn, arrival_ns, departure_ns, "
+             "req_bytes, resp_bytes, status, flags, seq FROM %s.requests ORDER BY sensor, seq "
+             "FORMAT RowBinary", ch->db);
+    return scan(ch, sql, request_row, &rs);
 }
 
 static int conn_row(struct rd *d, void *arg)

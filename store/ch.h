@@ -17,6 +17,7 @@
 #ifndef TB_CH_H
 #define TB_CH_H
 
+#include <signal.h>
 #include <stdio.h>
 
 #include "tb.h"
@@ -105,8 +106,8 @@ struct tb_ch_row {
     uint32_t flags;
 };
 /* Every stored request, sensor by sensor in name order, each sensor's in the
- * order it stored them (seq); a callback's nonzero return stops the scan and
- * is returned. */
+ * order it stored them (seq), a (sensor, seq) stored twice handed over once;
+ * a callback's nonzero return stops the scan and is returned. */
 int tb_ch_scan(struct tb_ch *ch, int (*cb)(void *ud, const struct tb_ch_row *r), void *ud);
 /* Per sensor in name order, the largest conn id it stored (requests and
  * connections). */
@@ -132,6 +133,57 @@ int tb_ch_scan_servers(struct tb_ch *ch,
 int tb_ch_scan_hosts(struct tb_ch *ch,
                      int (*cb)(void *ud, struct tb_ch_text tier, struct tb_ch_text addr),
                      void *ud);
+
+/* ---- live sensors (ch_live.c) -------------------------------------------------------------
+ * Rows batched on the capture thread and sent by a thread of its own, which
+ * the capture never waits for: a batch is sealed every tb_ch_live_tick (once
+ * a second) or at TB_CH_BATCH rows and waits for the sender in memory (up
+ * to 4 batches), else in a file of the spool directory, else — the spool at
+ * its cap — it is dropped and its rows counted. Batches are sent strictly in the
+ * order they were sealed; a batch that may have reached the server before a
+ * failure is counted there (its query id finished, its seq range) before it
+ * is sent again, so no request is stored twice. */
+struct tb_ch_live_opts {
+    const char *spool_dir; /* created when missing; locked (flock) while in use */
+    uint64_t spool_max;    /* bytes of spool files at most; 0: no spool */
+    /* At the start, what an earlier capture left in the spool is sent first
+     * (so conn and seq continue above it): for at most this long while the
+     * server fails. */
+    int64_t retry_ns;
+};
+struct tb_ch_live_stats {
+    uint64_t stored_requests, stored_conns;   /* the server has them (this run) */
+    uint64_t pending_requests, pending_conns; /* sealed, not stored yet: memory or spool */
+    uint64_t spool_bytes, spool_files;        /* on disk now */
+    uint64_t spooled_batches;                 /* written to the spool since the start */
+    uint64_t replayed_batches;                /* sent from the spool */
+    uint64_t dropped_requests, dropped_conns; /* the spool was full (or unwritable) */
+    uint64_t leftover_requests;               /* an earlier capture's, sent at the start */
+    uint64_t outages;                         /* times the server went away */
+    bool down;                                /* the last attempt failed */
+};
+struct tb_ch_live;
+/* enc: the capture thread's handle (encodes rows; tb_ch_next_conn must be
+ * called on it after this returns); send: a second handle on the same store,
+ * which the live sender takes over (and closes). On failure (a spool in use,
+ * an earlier capture's spool that could not be sent) err holds one line;
+ * TB_E_INVAL is a usage error. */
+int tb_ch_live_start(struct tb_ch_live **out, struct tb_ch *enc, struct tb_ch *send,
+                     const struct tb_ch_live_opts *o, char *err, size_t errlen);
+/* Capture thread only. */
+int tb_ch_live_request(struct tb_ch_live *cl, const struct tb_catalog *cat,
+                       const struct tb_request *r);
+int tb_ch_live_conn(struct tb_ch_live *cl, const struct tb_catalog *cat, const struct tb_conn *c);
+/* Seals what was filled since the last tick. */
+int tb_ch_live_tick(struct tb_ch_live *cl);
+void tb_ch_live_stats(struct tb_ch_live *cl, struct tb_ch_live_stats *s);
+const char *tb_ch_live_spool(const struct tb_ch_live *cl);
+/* Seals the rest, sends what waits — while the server fails, for at most
+ * wait_ns, or until *abort (a signal handler's flag) is set — and writes
+ * what is still in memory to the spool, where the next capture with this
+ * spool finds it. Fills *s (final counts) and frees cl. */
+int tb_ch_live_finish(struct tb_ch_live *cl, int64_t wait_ns, volatile sig_atomic_t *abort,
+                      struct tb_ch_live_stats *s);
 
 /* The last error's text (ClickHouse's message or curl's), for the caller's line. */
 const char *tb_ch_error(const struct tb_ch *ch);

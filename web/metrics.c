@@ -43,6 +43,8 @@ struct mrow {
 struct mhealth {
     bool have;
     uint64_t packets, kernel_drops, if_drops;
+    bool have_store; /* a live sensor writing to ClickHouse */
+    struct tb_web_store store;
 };
 
 /* ---- the text format ------------------------------------------------------------ */
@@ -129,6 +131,15 @@ static double row_value(const struct mrow *r, enum field f)
     case F_CONG: return r->congested ? 1 : 0;
     }
     return NAN;
+}
+
+/* A counter of a live sensor's ClickHouse rows, by table. */
+static void by_table(struct tb_buf *b, const char *name, const char *help, uint64_t requests,
+                     uint64_t conns)
+{
+    family(b, name, "counter", help);
+    tb_buf_printf(b, "%s{table=\"requests\"} %" PRIu64 "\n", name, requests);
+    tb_buf_printf(b, "%s{table=\"connections\"} %" PRIu64 "\n", name, conns);
 }
 
 static void render(struct tb_buf *b, const struct mrow *rows, size_t n, int64_t width_ns,
@@ -218,6 +229,23 @@ static void render(struct tb_buf *b, const struct mrow *rows, size_t n, int64_t 
                "Packets dropped before tbneck saw them: kernel (ring full) or interface.");
         tb_buf_printf(b, "tbneck_drops_total{kind=\"kernel\"} %" PRIu64 "\n", h->kernel_drops);
         tb_buf_printf(b, "tbneck_drops_total{kind=\"interface\"} %" PRIu64 "\n", h->if_drops);
+    }
+    if (h->have_store) {
+        const struct tb_web_store *st = &h->store;
+        family(b, "tbneck_store_up", "gauge",
+               "1 when the last write to the ClickHouse store succeeded, 0 while it fails.");
+        tb_buf_printf(b, "tbneck_store_up %d\n", st->up ? 1 : 0);
+        by_table(b, "tbneck_store_rows_total",
+                 "Rows the ClickHouse store holds from this capture, by table.",
+                 st->stored_requests, st->stored_conns);
+        family(b, "tbneck_store_pending_requests", "gauge",
+               "Requests waiting for the ClickHouse store, in memory or in the spool.");
+        tb_buf_printf(b, "tbneck_store_pending_requests %" PRIu64 "\n", st->pending_requests);
+        family(b, "tbneck_store_spool_bytes", "gauge", "Bytes in the spool directory.");
+        tb_buf_printf(b, "tbneck_store_spool_bytes %" PRIu64 "\n", st->spool_bytes);
+        by_table(b, "tbneck_store_dropped_total",
+                 "Rows dropped because the spool was full, by table.", st->dropped_requests,
+                 st->dropped_conns);
     }
 }
 
@@ -502,7 +530,19 @@ void tb__web_live_health(struct tb_web *w, uint64_t packets, uint64_t kernel_dro
 {
     if (!w || !w->live)
         return;
-    w->live->health = (struct mhealth){true, packets, kernel_drops, if_drops};
+    struct mhealth *h = &w->live->health;
+    h->have = true;
+    h->packets = packets;
+    h->kernel_drops = kernel_drops;
+    h->if_drops = if_drops;
+}
+
+void tb__web_live_store(struct tb_web *w, const struct tb_web_store *s)
+{
+    if (!w || !w->live)
+        return;
+    w->live->health.have_store = true;
+    w->live->health.store = *s;
 }
 
 /* The live rows in catalog order: each tier, then its servers. */

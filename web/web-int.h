@@ -88,6 +88,7 @@ void tb__web_live_window(struct tb_web *w, const struct tb_window *win, int cong
 void tb__web_live_episode(struct tb_web *w, const char *tier, const struct tb_episode *ep);
 void tb__web_live_analysis(struct tb_web *w, const struct tb_analysis *a,
                            const struct tb_congestion *rule);
+void tb__web_live_store(struct tb_web *w, const struct tb_web_store *s);
 void tb__web_live_health(struct tb_web *w, uint64_t packets, uint64_t kernel_drops,
                          uint64_t if_drops);
 

@@ -159,6 +159,12 @@ void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb
     publish(w, "analysis", &b);
 }
 
+void tb_web_publish_store(struct tb_web *w, const struct tb_web_store *s)
+{
+    if (w && !w->closing)
+        tb__web_live_store(w, s);
+}
+
 void tb_web_publish_health(struct tb_web *w, int64_t ts_ns, uint64_t packets,
                            uint64_t kernel_drops, uint64_t if_drops)
 {

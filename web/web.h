@@ -67,4 +67,15 @@ void tb_web_publish_request(struct tb_web *w, const struct tb_request *r);
 void tb_web_publish_health(struct tb_web *w, int64_t ts_ns, uint64_t packets,
                            uint64_t kernel_drops, uint64_t if_drops);
 
+/* A live sensor's ClickHouse sender (capture --store clickhouse://): /metrics
+ * shows the latest as tbneck_store_* (docs/clickhouse.md, "Live sensors"). */
+struct tb_web_store {
+    uint64_t stored_requests, stored_conns;   /* the server has them */
+    uint64_t pending_requests;                /* waiting: memory or spool */
+    uint64_t dropped_requests, dropped_conns; /* the spool was full */
+    uint64_t spool_bytes;
+    bool up;                                  /* the last attempt succeeded */
+};
+void tb_web_publish_store(struct tb_web *w, const struct tb_web_store *s);
+
 #endif

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+/* ch-int.h — private to store/: the ClickHouse store's row encoders and single INSERTs, which
+ * the live sender (ch_live.c) batches, spools and settles itself. */
+#ifndef TB_CH_INT_H
+#define TB_CH_INT_H
+
+#include "buf.h"
+#include "ch.h"
+
+enum tb__ch_table { TB__CH_REQUESTS, TB__CH_CONNECTIONS };
+
+/* Appends one request row (RowBinary, the columns of tb_ch_request) to b and
+ * numbers it with the sensor's next seq (*seq, when not NULL). Texts are
+ * cached in ch: call from one thread. */
+int tb__ch_put_request(struct tb_ch *ch, const struct tb_catalog *cat,
+                       const struct tb_request *r, struct tb_buf *b, uint64_t *seq);
+/* Appends one connection row to b. */
+int tb__ch_put_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_conn *c,
+                    struct tb_buf *b);
+/* One INSERT of len bytes of rows into table t, under query_id when not
+ * NULL (ClickHouse refuses a second query under an id still running). On
+ * failure *maybe_sent says whether the server may have read it all (a
+ * timeout or a reset after connecting): the caller must then ask before
+ * sending it again. No retry here (tb_ch_set_retry is not consulted beyond
+ * what http() does: give ch a retry of 0). */
+int tb__ch_insert(struct tb_ch *ch, enum tb__ch_table t, const void *p, size_t len,
+                  const char *query_id, bool *maybe_sent);
+/* Runs sql (one UInt64 column, FORMAT RowBinary) and returns its first value. */
+int tb__ch_count(struct tb_ch *ch, const char *sql, uint64_t *n);
+/* Bounds each request to ms (connecting to at most 10 s of it); default none. */
+void tb__ch_set_timeout(struct tb_ch *ch, long ms);
+const char *tb__ch_sensor(const struct tb_ch *ch);
+const char *tb__ch_db(const struct tb_ch *ch);
+const char *tb__ch_where(const struct tb_ch *ch);
+
+#endif
