@@ -493,11 +493,17 @@ static void on_exchange(void *ud, const struct tb_exchange *ex)
     tb_flow_addr(f, 1 - f->server_side, &r.client);
     r.tier = f->tier;
     r.server = f->server;
-    const char *txt = ex->class_text && ex->class_len ? ex->class_text : unknown;
-    size_t tlen = ex->class_text && ex->class_len ? ex->class_len : sizeof unknown - 1;
-    if (tb_catalog_class(e->cat, f->tier, txt, tlen, &r.class_id)) {
-        e->nomem = 1;
-        return;
+    if (ex->class_id && *ex->class_id) {
+        r.class_id = *ex->class_id; /* the parser's memory of this text's id (proto.h) */
+    } else {
+        const char *txt = ex->class_text && ex->class_len ? ex->class_text : unknown;
+        size_t tlen = ex->class_text && ex->class_len ? ex->class_len : sizeof unknown - 1;
+        if (tb_catalog_class(e->cat, f->tier, txt, tlen, &r.class_id)) {
+            e->nomem = 1;
+            return;
+        }
+        if (ex->class_id)
+            *ex->class_id = r.class_id;
     }
     r.status = ex->status;
     r.flags = ex->flags;

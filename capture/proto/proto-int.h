@@ -5,6 +5,7 @@
 #define TB_PROTO_INT_H
 
 #include "proto.h"
+#include <stddef.h>
 #include <string.h>
 
 #include "catalog.h"
@@ -48,8 +49,22 @@ struct tb__pq {
 };
 
 /* Returns the new tail entry (zeroed but for seq/arrival), or NULL when the
- * request cannot be tracked (counted in ctr->inflight_dropped). */
-struct tb__pend *tb__pq_push(struct tb__pq *q, struct tb_proto_counters *ctr, int64_t ts);
+ * request cannot be tracked (counted in ctr->inflight_dropped). The common
+ * case (room in the ring, nothing untracked) inline: a pipeline of small
+ * commands pushes one entry per few dozen bytes; the rest out of line. */
+struct tb__pend *tb__pq_push_slow(struct tb__pq *q, struct tb_proto_counters *ctr, int64_t ts);
+static inline struct tb__pend *tb__pq_push(struct tb__pq *q, struct tb_proto_counters *ctr,
+                                           int64_t ts)
+{
+    if (q->len == q->cap || q->untracked > 0)
+        return tb__pq_push_slow(q, ctr, ts);
+    struct tb__pend *e = &q->v[(q->head + q->len) & (q->cap - 1)];
+    q->len++;
+    memset(e, 0, offsetof(struct tb__pend, cls));
+    e->seq = q->next_seq++;
+    e->arrival_ns = ts;
+    return e;
+}
 static inline struct tb__pend *tb__pq_head(struct tb__pq *q)
 {
     return q->len ? &q->v[q->head] : NULL;
@@ -83,6 +98,9 @@ uint32_t tb__pq_waiting(const struct tb__pq *q);
  * captured response byte is not emitted: a hole took its whole answer. */
 void tb__pend_emit(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int32_t status,
                    uint32_t extra_flags, const char *cls, size_t cls_len);
+/* The same with the class's id memory (tb_exchange.class_id; may be NULL). */
+void tb__pend_emit_id(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int32_t status,
+                      uint32_t extra_flags, const char *cls, size_t cls_len, uint32_t *class_id);
 /* Emits the head entry as a finished exchange and pops it. */
 void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t status,
                       uint32_t extra_flags, const char *cls, size_t cls_len);

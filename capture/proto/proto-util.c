@@ -8,7 +8,7 @@
 
 _Static_assert((TB__PQ_MAX & (TB__PQ_MAX - 1)) == 0, "the ring's capacity wraps by masking");
 
-struct tb__pend *tb__pq_push(struct tb__pq *q, struct tb_proto_counters *ctr, int64_t ts)
+struct tb__pend *tb__pq_push_slow(struct tb__pq *q, struct tb_proto_counters *ctr, int64_t ts)
 {
     uint32_t seq = q->next_seq++;
     if (q->untracked > 0 || q->len == TB__PQ_MAX)
@@ -86,6 +86,12 @@ uint32_t tb__pq_waiting(const struct tb__pq *q)
 void tb__pend_emit(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int32_t status,
                    uint32_t extra_flags, const char *cls, size_t cls_len)
 {
+    tb__pend_emit_id(e, ctx, status, extra_flags, cls, cls_len, NULL);
+}
+
+void tb__pend_emit_id(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int32_t status,
+                      uint32_t extra_flags, const char *cls, size_t cls_len, uint32_t *class_id)
+{
     if (((e->flags | extra_flags) & TB_REQ_GAP) && !e->resp_seen)
         return; /* a hole swallowed its whole response: no departure to report, none invented */
     struct tb_exchange ex = {
@@ -97,6 +103,7 @@ void tb__pend_emit(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int
         .class_len = cls ? cls_len : e->class_len,
         .status = status,
         .flags = e->flags | extra_flags,
+        .class_id = class_id,
     };
     if (ctx && ctx->emit)
         ctx->emit(ctx->ud, &ex);
