@@ -51,16 +51,6 @@ struct tb__pend *tb__pq_find_any(struct tb__pq *q, uint32_t seq)
     return NULL;
 }
 
-void tb__pq_pop(struct tb__pq *q)
-{
-    if (q->len) {
-        q->head = (uint16_t)((q->head + 1) & (q->cap - 1));
-        q->len--;
-    } else if (q->untracked) {
-        q->untracked--;
-    }
-}
-
 void tb__pq_clear(struct tb__pq *q)
 {
     q->len = 0;
@@ -89,25 +79,6 @@ void tb__pend_emit(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int
     tb__pend_emit_id(e, ctx, status, extra_flags, cls, cls_len, NULL);
 }
 
-void tb__pend_emit_id(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int32_t status,
-                      uint32_t extra_flags, const char *cls, size_t cls_len, uint32_t *class_id)
-{
-    if (((e->flags | extra_flags) & TB_REQ_GAP) && !e->resp_seen)
-        return; /* a hole swallowed its whole response: no departure to report, none invented */
-    struct tb_exchange ex = {
-        .arrival_ns = e->arrival_ns,
-        .departure_ns = e->last_ns < e->arrival_ns ? e->arrival_ns : e->last_ns,
-        .req_bytes = e->req_bytes,
-        .resp_bytes = e->resp_bytes,
-        .class_text = cls ? cls : e->cls,
-        .class_len = cls ? cls_len : e->class_len,
-        .status = status,
-        .flags = e->flags | extra_flags,
-        .class_id = class_id,
-    };
-    if (ctx && ctx->emit)
-        ctx->emit(ctx->ud, &ex);
-}
 
 void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t status,
                       uint32_t extra_flags, const char *cls, size_t cls_len)

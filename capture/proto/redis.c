@@ -545,6 +545,19 @@ static enum tb_pstate s_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
         }
         if (s->need == 0 && s->ln.len == 0) {
             size_t used = fast_reply(s, p, end);
+            struct tb__pend *e = tb__pq_head(&r->pq);
+            if (used && e && e->aux < RS_SLOTS && e->kind == K_PLAIN && !s->gap && !r->stream) {
+                /* What s_acct() and reply_done() do for the reply to a plain
+                 * command with a class slot: a pipeline's replies are
+                 * mostly this. */
+                p += used;
+                tb__pend_answer(e, used, ts);
+                struct rs_slot *sl = &r->slot[e->aux];
+                tb__pend_emit_id(e, ctx, s->status, 0, sl->k, sl->len, &sl->id);
+                sl->refs--;
+                tb__pq_pop(&r->pq);
+                continue;
+            }
             if (used) {
                 p += used;
                 s_acct(r, used, ts);
@@ -782,9 +795,10 @@ static void inline_cmd(struct rs *r, const struct tb_proto_ctx *ctx, const char 
 /* The common case: a whole command array in this chunk, read in one pass.
  * Returns its size, or 0 (with nothing changed but the words, which the
  * general path starts over) when it is not whole here or not plain. */
-static size_t fast_cmd(struct rs *r, const uint8_t *p, const uint8_t *end)
+static size_t fast_cmd(struct rs *r, const uint8_t *p, const uint8_t *end, uint8_t *hitp)
 {
     struct rs_cli *c = &r->c;
+    uint8_t hit = RS_NOSLOT;
     const uint8_t *q = p + 1;
     uint32_t argc = 0;
     /* Counts and lengths of one or two digits by hand (nearly all of them),
@@ -827,17 +841,18 @@ static size_t fast_cmd(struct rs *r, const uint8_t *p, const uint8_t *end)
             goto slow;
         if (i == 0 && len >= 1 && len <= 8 && end - q >= 8) {
             /* A spelling seen before: its slot has the rest. */
-            c->raw = raw_key(q, (size_t)len);
-            c->rawlen = (uint8_t)len;
+            uint64_t raw = raw_key(q, (size_t)len);
             for (uint8_t s = 0; s < RS_SLOTS; s++)
-                if (r->slot[s].rawlen == len && r->slot[s].raw == c->raw) {
-                    c->hit = s;
+                if (r->slot[s].rawlen == len && r->slot[s].raw == raw) {
+                    hit = s;
                     break;
                 }
-            if (c->hit < RS_SLOTS) {
+            if (hit < RS_SLOTS) {
                 q += len + 2;
                 continue; /* want stays 0: no other argument is read */
             }
+            c->raw = raw;
+            c->rawlen = (uint8_t)len;
         }
         if (i == 0 || (i < 3 && (want & (1u << i)))) {
             word_set(&c->w[i], q, (size_t)len);
@@ -846,8 +861,12 @@ static size_t fast_cmd(struct rs *r, const uint8_t *p, const uint8_t *end)
         }
         q += len + 2;
     }
-    c->argc = argc;
-    c->want = want;
+    *hitp = hit;
+    if (hit == RS_NOSLOT) {
+        /* On a hit the words and these stay as cli_reset() left them. */
+        c->argc = argc;
+        c->want = want;
+    }
     return (size_t)(q - p);
 slow:
     memset(c->w, 0, sizeof c->w);
@@ -888,10 +907,29 @@ static enum tb_pstate c_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
             continue;
         }
         if (c->st == C_START && c->ln.len == 0 && *p == '*') {
-            size_t used = fast_cmd(r, p, end);
+            uint8_t hit;
+            size_t used = fast_cmd(r, p, end, &hit);
+            if (used && hit < RS_SLOTS && r->slot[hit].kind == K_PLAIN && !r->reply_off &&
+                !r->skip_next && !r->stream && !c->gap) {
+                /* What cmd_done() and cli_reset() do for a plain command
+                 * whose slot was hit, less what is already so: a pipeline
+                 * of small commands is mostly this. */
+                p += used;
+                struct tb__pend *e = tb__pq_push(&r->pq, ctx->ctr, c->ts0);
+                if (e) {
+                    e->req_bytes = used;
+                    e->kind = K_PLAIN;
+                    e->aux = hit;
+                    r->slot[hit].refs++;
+                }
+                c->started = false;
+                c->ln.skipping = false;
+                continue;
+            }
             if (used) {
                 p += used;
                 c->bytes = used;
+                c->hit = hit;
                 cmd_done(r, ctx);
                 continue;
             }
