@@ -185,7 +185,7 @@ static void names_put(struct pg_names *t, uint16_t max, const char *name, size_t
     }
     s->src = src;
     s->flen = (uint16_t)TB_MIN(flen, sizeof s->fp);
-    memcpy(s->fp, fp, s->flen);
+    tb__copy_small(s->fp, fp, s->flen);
 }
 
 static void names_del(struct pg_names *t, const char *name, size_t nlen)
@@ -640,7 +640,7 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
             _Static_assert(sizeof e->cls == TB__CLASS_MAX, "the entry's class buffer");
             memcpy(e->cls, "PREPARE ", 8);
             size_t k = TB_MIN(n2, sizeof e->cls - 8);
-            memcpy(e->cls + 8, q, k);
+            tb__copy_small(e->cls + 8, q, k);
             e->class_len = (uint16_t)(8 + k);
             e->kind = RANK_PREPARE;
         }
