@@ -62,6 +62,13 @@ struct tb_engine {
     struct tb_flow_table ft;
     struct tb_flow *cur; /* the flow whose bytes the parser is being fed */
     struct tb_flow *last; /* the previous packet's flow: the next one is often the same */
+    /* The client address of the last request emitted, for the next one: a
+     * pipelined connection emits many in a row. Valid for that flow struct,
+     * connection number and client side only. */
+    const struct tb_flow *caddr_flow;
+    uint64_t caddr_conn;
+    int caddr_side;
+    struct tb_addr caddr;
     uint64_t next_conn;
     bool have_linktype;
     int nomem;
@@ -490,14 +497,27 @@ static void on_exchange(void *ud, const struct tb_exchange *ex)
     r.conn = f->conn;
     r.req_bytes = ex->req_bytes;
     r.resp_bytes = ex->resp_bytes;
-    tb_flow_addr(f, 1 - f->server_side, &r.client);
+    int cside = 1 - f->server_side;
+    if (e->caddr_flow != f || e->caddr_conn != f->conn || e->caddr_side != cside) {
+        tb_flow_addr(f, cside, &e->caddr);
+        e->caddr_flow = f;
+        e->caddr_conn = f->conn;
+        e->caddr_side = cside;
+    }
+    r.client = e->caddr;
     r.tier = f->tier;
     r.server = f->server;
-    const char *txt = ex->class_text && ex->class_len ? ex->class_text : unknown;
-    size_t tlen = ex->class_text && ex->class_len ? ex->class_len : sizeof unknown - 1;
-    if (tb_catalog_class(e->cat, f->tier, txt, tlen, &r.class_id)) {
-        e->nomem = 1;
-        return;
+    if (ex->class_id && *ex->class_id) {
+        r.class_id = *ex->class_id; /* the parser's memory of this text's id (proto.h) */
+    } else {
+        const char *txt = ex->class_text && ex->class_len ? ex->class_text : unknown;
+        size_t tlen = ex->class_text && ex->class_len ? ex->class_len : sizeof unknown - 1;
+        if (tb_catalog_class(e->cat, f->tier, txt, tlen, &r.class_id)) {
+            e->nomem = 1;
+            return;
+        }
+        if (ex->class_id)
+            *ex->class_id = r.class_id;
     }
     r.status = ex->status;
     r.flags = ex->flags;

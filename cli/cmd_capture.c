@@ -455,9 +455,11 @@ struct run {
 static void on_request(void *ud, const struct tb_request *r)
 {
     struct run *run = ud;
-    /* Out of memory, the count is lost; the requests are not. */
-    if (tb_grow_zero(&run->per_tier, &run->ntier, (size_t)r->tier + 1, sizeof *run->per_tier) ==
-        0)
+    /* Out of memory, the count is lost; the requests are not. The array is
+     * grown only for a new tier: a call per request was measurable. */
+    if (r->tier < run->ntier ||
+        tb_grow_zero(&run->per_tier, &run->ntier, (size_t)r->tier + 1, sizeof *run->per_tier) ==
+            0)
         run->per_tier[r->tier]++;
     if (run->w && !run->werr) {
         int rc = tb_writer_request(run->w, r);

@@ -100,6 +100,12 @@ struct pg_dir {
 struct pg_name {
     uint8_t nlen;
     uint16_t flen;
+    /* The statement text's key in the fingerprint cache (text_key(); 0
+     * unknown): an entry given the same key again keeps its fingerprint
+     * rather than copying it anew, as the cache itself reuses it. pgbench
+     * re-parses the unnamed statement and re-binds the unnamed portal
+     * every execution. */
+    uint64_t src;
     char name[PG_NAME_MAX];
     char fp[TB__CLASS_MAX];
 };
@@ -153,10 +159,12 @@ static struct pg_name *names_find(struct pg_names *t, const char *name, size_t n
 }
 
 static void names_put(struct pg_names *t, uint16_t max, const char *name, size_t nlen,
-                      const char *fp, size_t flen)
+                      const char *fp, size_t flen, uint64_t src)
 {
     nlen = name_len(nlen);
     struct pg_name *s = names_find(t, name, nlen);
+    if (s && src != 0 && s->src == src)
+        return; /* the same text's fingerprint: already there */
     if (!s) {
         if (t->n == t->cap && t->cap < max) {
             uint16_t nc = t->cap ? (uint16_t)TB_MIN(t->cap * 2u, max) : 2;
@@ -175,8 +183,9 @@ static void names_put(struct pg_names *t, uint16_t max, const char *name, size_t
         s->nlen = (uint8_t)nlen;
         memcpy(s->name, name, nlen);
     }
+    s->src = src;
     s->flen = (uint16_t)TB_MIN(flen, sizeof s->fp);
-    memcpy(s->fp, fp, s->flen);
+    tb__copy_small(s->fp, fp, s->flen);
 }
 
 static void names_del(struct pg_names *t, const char *name, size_t nlen)
@@ -212,16 +221,19 @@ static uint64_t text_hash(const uint8_t *p, size_t n)
 
 /* The fingerprint of a statement's text, from the cache when it was seen
  * lately (else written to `spare`, TB__CLASS_MAX bytes, when the cache cannot
- * be allocated). The result stays valid until the next call. */
+ * be allocated). The result stays valid until the next call. *key: what the
+ * cache knows the text by (hash and length; 0 without a cache). */
 static const char *fingerprint(struct pg *g, const uint8_t *p, size_t n, char *spare,
-                               size_t *flen)
+                               size_t *flen, uint64_t *key)
 {
     struct pg_fpc *c = g->fpc;
+    *key = 0;
     if (!c && !(c = g->fpc = calloc(1, sizeof *g->fpc))) {
         *flen = tb_fp_sql((const char *)p, n, spare, TB__CLASS_MAX);
         return spare;
     }
     uint64_t h = text_hash(p, n);
+    *key = (h ^ ((uint64_t)n * 0x9e3779b97f4a7c15ull)) | 1; /* never 0 */
     for (unsigned i = 0; i < PG_FPC; i++) {
         if (c->h[i] == h && c->len[i] == n && c->flen[i]) {
             *flen = c->flen[i];
@@ -586,7 +598,7 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
                                  const uint8_t *h, size_t hl)
 {
     struct pg_dir *d = &g->d[TB_DIR_C2S];
-    char fp[TB__CLASS_MAX], spare[TB__CLASS_MAX];
+    char spare[TB__CLASS_MAX];
     const char *s, *s2;
     size_t n, n2, off = 0;
     struct tb__pend *e;
@@ -609,7 +621,9 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
     case 'Q':
         e = batch(g, ctx);
         if (e && e->kind < RANK_STMT) {
-            const char *q = fingerprint(g, h, hl && h[hl - 1] == 0 ? hl - 1 : hl, spare, &n);
+            uint64_t key;
+            const char *q =
+                fingerprint(g, h, hl && h[hl - 1] == 0 ? hl - 1 : hl, spare, &n, &key);
             set_class(e, RANK_STMT, n ? q : "Query", n ? n : 5);
         }
         g->batch_open = false;
@@ -618,13 +632,17 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
         e = batch(g, ctx);
         cstr(h, hl, &off, &s, &n);
         cstr(h, hl, &off, &s2, &n2);
-        const char *q = fingerprint(g, (const uint8_t *)s2, n2, spare, &n2);
-        names_put(&g->stmts, PG_STMT_MAX, s, n, q, n2);
+        uint64_t key;
+        const char *q = fingerprint(g, (const uint8_t *)s2, n2, spare, &n2, &key);
+        names_put(&g->stmts, PG_STMT_MAX, s, n, q, n2, key);
         if (e && e->kind < RANK_PREPARE) {
-            memcpy(fp, "PREPARE ", 8);
-            size_t k = TB_MIN(n2, sizeof fp - 8);
-            memcpy(fp + 8, q, k);
-            set_class(e, RANK_PREPARE, fp, 8 + k);
+            /* Straight into the entry (what set_class() does, one copy less). */
+            _Static_assert(sizeof e->cls == TB__CLASS_MAX, "the entry's class buffer");
+            memcpy(e->cls, "PREPARE ", 8);
+            size_t k = TB_MIN(n2, sizeof e->cls - 8);
+            tb__copy_small(e->cls + 8, q, k);
+            e->class_len = (uint16_t)(8 + k);
+            e->kind = RANK_PREPARE;
         }
         return TB_PS_OK;
     case 'B': {
@@ -633,7 +651,7 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
         cstr(h, hl, &off, &s2, &n2);
         struct pg_name *st = names_find(&g->stmts, s2, n2);
         if (st)
-            names_put(&g->portals, PG_PORTAL_MAX, s, n, st->fp, st->flen);
+            names_put(&g->portals, PG_PORTAL_MAX, s, n, st->fp, st->flen, st->src);
         else
             names_del(&g->portals, s, n);
         return TB_PS_OK;

@@ -21,8 +21,23 @@ struct pt_ex {
     char cls[600];
 };
 
+/* A stand-in for the catalog, for the tb_exchange.class_id contract: ids
+ * are given to class texts in turn, and an id a parser hands back must name
+ * the text it comes with (else the engine would file the request under
+ * another class). PT_CLASSES texts of at most PT_CLASS_LEN bytes; others get
+ * no id. */
+#define PT_CLASSES 32
+#define PT_CLASS_LEN 128
+struct pt_class {
+    size_t len;
+    char text[PT_CLASS_LEN];
+};
+
 struct pt {
     const struct tb_proto *pr;
+    struct pt_class classes[PT_CLASSES];
+    uint32_t nclasses;
+    size_t ids_reused; /* exchanges whose id came from the parser's memory */
     void *st;
     struct tb_proto_counters ctr;
     struct tb_proto_ctx ctx;
@@ -40,6 +55,27 @@ static inline void pt_emit(void *ud, const struct tb_exchange *ex)
         abort(); /* a parser bug the fuzzers should find */
     if (ex->class_len > 0 && memchr(ex->class_text, '\0', ex->class_len))
         abort(); /* a NUL inside the class would cut it in the catalog */
+    if (ex->class_id && *ex->class_id) {
+        uint32_t id = *ex->class_id;
+        if (id > t->nclasses || t->classes[id - 1].len != ex->class_len ||
+            (ex->class_len && memcmp(t->classes[id - 1].text, ex->class_text, ex->class_len)))
+            abort(); /* a remembered id that names another text */
+        t->ids_reused++;
+    } else if (ex->class_id && ex->class_len <= PT_CLASS_LEN) {
+        uint32_t id = 0;
+        for (uint32_t i = 0; i < t->nclasses && !id; i++)
+            if (t->classes[i].len == ex->class_len &&
+                (!ex->class_len || memcmp(t->classes[i].text, ex->class_text, ex->class_len) == 0))
+                id = i + 1;
+        if (!id && t->nclasses < PT_CLASSES) {
+            struct pt_class *c = &t->classes[t->nclasses++];
+            c->len = ex->class_len;
+            if (ex->class_len)
+                memcpy(c->text, ex->class_text, ex->class_len);
+            id = t->nclasses;
+        }
+        *ex->class_id = id; /* as the engine does; 0 (none) when the table is full */
+    }
     if (t->n >= PT_MAX_EX)
         return;
     struct pt_ex *e = &t->v[t->n++];

@@ -8,7 +8,7 @@
 
 _Static_assert((TB__PQ_MAX & (TB__PQ_MAX - 1)) == 0, "the ring's capacity wraps by masking");
 
-struct tb__pend *tb__pq_push(struct tb__pq *q, struct tb_proto_counters *ctr, int64_t ts)
+struct tb__pend *tb__pq_push_slow(struct tb__pq *q, struct tb_proto_counters *ctr, int64_t ts)
 {
     uint32_t seq = q->next_seq++;
     if (q->untracked > 0 || q->len == TB__PQ_MAX)
@@ -51,16 +51,6 @@ struct tb__pend *tb__pq_find_any(struct tb__pq *q, uint32_t seq)
     return NULL;
 }
 
-void tb__pq_pop(struct tb__pq *q)
-{
-    if (q->len) {
-        q->head = (uint16_t)((q->head + 1) & (q->cap - 1));
-        q->len--;
-    } else if (q->untracked) {
-        q->untracked--;
-    }
-}
-
 void tb__pq_clear(struct tb__pq *q)
 {
     q->len = 0;
@@ -86,21 +76,9 @@ uint32_t tb__pq_waiting(const struct tb__pq *q)
 void tb__pend_emit(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int32_t status,
                    uint32_t extra_flags, const char *cls, size_t cls_len)
 {
-    if (((e->flags | extra_flags) & TB_REQ_GAP) && !e->resp_seen)
-        return; /* a hole swallowed its whole response: no departure to report, none invented */
-    struct tb_exchange ex = {
-        .arrival_ns = e->arrival_ns,
-        .departure_ns = e->last_ns < e->arrival_ns ? e->arrival_ns : e->last_ns,
-        .req_bytes = e->req_bytes,
-        .resp_bytes = e->resp_bytes,
-        .class_text = cls ? cls : e->cls,
-        .class_len = cls ? cls_len : e->class_len,
-        .status = status,
-        .flags = e->flags | extra_flags,
-    };
-    if (ctx && ctx->emit)
-        ctx->emit(ctx->ud, &ex);
+    tb__pend_emit_id(e, ctx, status, extra_flags, cls, cls_len, NULL);
 }
+
 
 void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t status,
                       uint32_t extra_flags, const char *cls, size_t cls_len)

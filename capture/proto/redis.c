@@ -49,6 +49,8 @@
 #define RS_ARGC_MAX (1024u * 1024u)   /* Redis refuses more arguments */
 #define RS_BULK_MAX (512ull << 20)    /* proto-max-bulk-len default */
 #define RS_WORD 24u                   /* command, subcommand and argument kept */
+#define RS_SLOTS 4u                   /* classes a connection keeps (see struct rs_slot) */
+#define RS_NOSLOT 0xffu               /* tb__pend.aux: the class is in the entry's own cls */
 
 /* Error codes, by status number: the first word of an error reply. */
 static const char *const resp_errs[] = {
@@ -65,10 +67,36 @@ enum s_st { S_LINE, S_BULK };
 enum kind { K_PLAIN, K_HELLO2, K_HELLO3, K_SUBSCRIBE, K_MONITOR, K_REPLY_ON, K_REPLY_OFF,
             K_REPLY_SKIP };
 
+/* A command word in upper case. Bytes past len are zero (cli_reset clears
+ * the words, and they are only ever written from the start), so the word is
+ * also a fixed-size key (struct rs_slot). */
 struct rs_word {
+    char s[RS_WORD];
     uint8_t len;
     bool bad; /* longer than RS_WORD or not a command's characters */
-    char s[RS_WORD];
+};
+
+/* A class the connection's commands had lately, for commands whose class is
+ * the command word alone (all but container commands and odd names): queued
+ * entries name their slot (tb__pend.aux) instead of each copying the text
+ * into its 512-byte class buffer, and the slot keeps the catalog id the
+ * engine gave the text (tb_exchange.class_id). On a pipelined capture the
+ * copies and lookups were two fifths of the parser's time: the queue of 16
+ * entries a connection is a cold 9 KiB otherwise. A slot is replaced only when
+ * no queued entry names it; with none free the class goes into the entry as
+ * before. */
+struct rs_slot {
+    char k[RS_WORD]; /* the rs_word's bytes, zero past len */
+    uint32_t id;     /* catalog id of the text, 0 not known yet */
+    uint16_t refs;   /* queued entries naming this slot */
+    uint8_t len;     /* 0: free */
+    /* A spelling of the command as sent (raw_key(); rawlen 0: none), kept
+     * for a command that needs no other argument (args_wanted() 0): the
+     * next command spelt so takes this slot, its kind and its class without
+     * folding its name again. */
+    uint8_t rawlen;
+    uint8_t kind;
+    uint64_t raw;
 };
 
 struct rs_cli {
@@ -85,6 +113,12 @@ struct rs_cli {
     int64_t ts0;
     uint64_t bytes;
     struct rs_word w[3]; /* command, subcommand, first argument after it */
+    /* fast_cmd(): the command word's raw bytes (rawlen 0: not taken), and
+     * the slot whose raw spelling they are (RS_NOSLOT: none; the words are
+     * then not read). */
+    uint64_t raw;
+    uint8_t rawlen;
+    uint8_t hit;
 };
 
 struct rs_srv {
@@ -113,6 +147,7 @@ struct rs {
     bool streamed;    /* counted as a stream already */
     bool s2c_armed;
     bool s2c_lost;    /* the head's reply lost its framing in a hole */
+    struct rs_slot slot[RS_SLOTS];
 };
 
 /* ---- small helpers ------------------------------------------------------ */
@@ -146,6 +181,39 @@ static void word_add(struct rs_word *w, const uint8_t *p, size_t n)
         }
         w->s[w->len++] = (char)u;
     }
+}
+
+/* The same into an empty word, whole: the fast paths' case, one store of
+ * the length instead of one per byte. */
+static inline void word_set(struct rs_word *w, const uint8_t *p, size_t n)
+{
+    if (n > RS_WORD) {
+        w->bad = true;
+        return;
+    }
+    uint8_t miss = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t u = name_up[p[i]];
+        miss |= (uint8_t)(u == 0);
+        w->s[i] = (char)u;
+    }
+    w->len = (uint8_t)n;
+    w->bad = miss != 0;
+}
+
+/* The first n (1 to 8) bytes at p as a number, the rest zero; 8 bytes must
+ * be readable at p. A command name's spelling as one comparable key. */
+static inline uint64_t raw_key(const uint8_t *p, size_t n)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    if (n == 8)
+        return v;
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return v & ~(~0ull >> (8 * n));
+#else
+    return v & ((1ull << (8 * n)) - 1);
+#endif
 }
 
 /* Compares with a string literal (its length known at compile time). */
@@ -198,8 +266,9 @@ static void cli_reset(struct rs_cli *c)
     c->argi = c->argc = 0;
     c->want = 0;
     c->left = c->bytes = 0;
-    c->w[0].len = c->w[1].len = c->w[2].len = 0;
-    c->w[0].bad = c->w[1].bad = c->w[2].bad = false;
+    memset(c->w, 0, sizeof c->w);
+    c->rawlen = 0;
+    c->hit = RS_NOSLOT;
     tb__line_reset(&c->ln);
 }
 
@@ -216,6 +285,8 @@ static void srv_reset(struct rs_srv *s)
 static void lose_sync(struct rs *r, const struct tb_proto_ctx *ctx, bool error)
 {
     tb__pq_clear(&r->pq);
+    for (size_t i = 0; i < RS_SLOTS; i++)
+        r->slot[i].refs = 0; /* no queued entry names a slot any more */
     cli_reset(&r->c);
     srv_reset(&r->s);
     r->c.synced = r->s.synced = false;
@@ -301,6 +372,21 @@ static void maybe_stream(struct rs *r, const struct tb_proto_ctx *ctx)
     }
 }
 
+/* Emits the head of the queue (its class from its slot, or its own) and pops it. */
+static void emit_head(struct rs *r, const struct tb_proto_ctx *ctx, int32_t status,
+                      uint32_t flags)
+{
+    struct tb__pend *e = tb__pq_head(&r->pq);
+    if (e && e->aux < RS_SLOTS) {
+        struct rs_slot *sl = &r->slot[e->aux];
+        tb__pend_emit_id(e, ctx, status, flags, sl->k, sl->len, &sl->id);
+        sl->refs--;
+        tb__pq_pop(&r->pq);
+        return;
+    }
+    tb__pq_emit_head(&r->pq, ctx, status, flags, NULL, 0);
+}
+
 /* The reply being read is complete. */
 static void reply_done(struct rs *r, const struct tb_proto_ctx *ctx)
 {
@@ -314,7 +400,7 @@ static void reply_done(struct rs *r, const struct tb_proto_ctx *ctx)
         e->flags |= TB_REQ_GAP;
     if (e && s->status == 0 && (e->kind == K_HELLO2 || e->kind == K_HELLO3))
         r->resp3 = e->kind == K_HELLO3;
-    tb__pq_emit_head(&r->pq, ctx, s->status, 0, NULL, 0);
+    emit_head(r, ctx, s->status, 0);
     s->gap = false;
     maybe_stream(r, ctx);
 }
@@ -391,7 +477,26 @@ static size_t fast_reply(struct rs_srv *s, const uint8_t *p, const uint8_t *end)
     uint8_t t = *p;
     if (t != '+' && t != ':' && t != '$' && t != '-')
         return 0;
-    const uint8_t *nl = memchr(p, '\n', (size_t)(end - p));
+    if (t == '$' && end - p >= 4 && p[1] >= '0' && p[1] <= '9' && p[2] == '\r' &&
+        p[3] == '\n') {
+        /* A bulk string shorter than ten bytes ($3 xxx): no line search. */
+        size_t v = (size_t)(p[1] - '0');
+        if ((size_t)(end - p - 4) < v + 2)
+            return 0;
+        s->push = false;
+        s->status = 0;
+        return 4 + v + 2;
+    }
+    /* The line's end: short replies (+OK) by hand, a call costs more. */
+    const uint8_t *nl = NULL;
+    const uint8_t *lim = end - p > 32 ? p + 32 : end;
+    for (const uint8_t *x = p + 1; x < lim; x++)
+        if (*x == '\n') {
+            nl = x;
+            break;
+        }
+    if (!nl && lim < end)
+        nl = memchr(lim, '\n', (size_t)(end - lim));
     if (!nl || nl - p < 2 || nl[-1] != '\r')
         return 0;
     size_t used = (size_t)(nl + 1 - p);
@@ -440,6 +545,19 @@ static enum tb_pstate s_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
         }
         if (s->need == 0 && s->ln.len == 0) {
             size_t used = fast_reply(s, p, end);
+            struct tb__pend *e = tb__pq_head(&r->pq);
+            if (used && e && e->aux < RS_SLOTS && e->kind == K_PLAIN && !s->gap && !r->stream) {
+                /* What s_acct() and reply_done() do for the reply to a plain
+                 * command with a class slot: a pipeline's replies are
+                 * mostly this. */
+                p += used;
+                tb__pend_answer(e, used, ts);
+                struct rs_slot *sl = &r->slot[e->aux];
+                tb__pend_emit_id(e, ctx, s->status, 0, sl->k, sl->len, &sl->id);
+                sl->refs--;
+                tb__pq_pop(&r->pq);
+                continue;
+            }
             if (used) {
                 p += used;
                 s_acct(r, used, ts);
@@ -534,11 +652,39 @@ static enum kind cmd_kind(const struct rs_cli *c)
     }
 }
 
+/* Names the slot holding the class `w` in entry e (e->aux), taking a free
+ * slot for a class not held; false when every slot is named by a queued
+ * entry of another class. */
+static bool slot_take(struct rs *r, const struct rs_word *w, struct tb__pend *e)
+{
+    struct rs_slot *free_sl = NULL;
+    for (size_t i = 0; i < RS_SLOTS; i++) {
+        struct rs_slot *sl = &r->slot[i];
+        /* Whole fixed-size keys: bytes past len are zero in both. */
+        if (sl->len == w->len && memcmp(sl->k, w->s, RS_WORD) == 0) {
+            sl->refs++;
+            e->aux = (uint32_t)i;
+            return true;
+        }
+        if (!free_sl && sl->refs == 0)
+            free_sl = sl;
+    }
+    if (!free_sl)
+        return false;
+    memcpy(free_sl->k, w->s, RS_WORD);
+    free_sl->len = w->len;
+    free_sl->rawlen = 0;
+    free_sl->id = 0; /* a new text: its id is looked up again */
+    free_sl->refs = 1;
+    e->aux = (uint32_t)(free_sl - r->slot);
+    return true;
+}
+
 /* A whole command has been read. */
 static void cmd_done(struct rs *r, const struct tb_proto_ctx *ctx)
 {
     struct rs_cli *c = &r->c;
-    enum kind k = cmd_kind(c);
+    enum kind k = c->hit < RS_SLOTS ? (enum kind)r->slot[c->hit].kind : cmd_kind(c);
     bool answered = true;
     if (r->reply_off) {
         answered = k == K_REPLY_ON;
@@ -575,6 +721,22 @@ static void cmd_done(struct rs *r, const struct tb_proto_ctx *ctx)
             e->kind = (uint8_t)k;
             if (c->gap)
                 e->flags |= TB_REQ_GAP;
+            if (c->hit < RS_SLOTS) {
+                r->slot[c->hit].refs++;
+                e->aux = c->hit;
+                goto out;
+            }
+            e->aux = RS_NOSLOT;
+            bool plain = !c->w[0].bad && c->w[0].len > 0 && !(c->argc > 1 && (c->want & W_SUB));
+            if (plain && slot_take(r, &c->w[0], e)) {
+                if (c->rawlen && c->want == 0) {
+                    struct rs_slot *sl = &r->slot[e->aux];
+                    sl->raw = c->raw;
+                    sl->rawlen = c->rawlen;
+                    sl->kind = (uint8_t)k;
+                }
+                goto out;
+            }
             /* Straight into the entry: at most 2 * RS_WORD + 1 bytes, well
              * within its class buffer. */
             _Static_assert(2 * RS_WORD + 1 <= TB__CLASS_MAX, "a Redis class fits an entry");
@@ -599,6 +761,7 @@ static void cmd_done(struct rs *r, const struct tb_proto_ctx *ctx)
             e->class_len = (uint16_t)n;
         }
     }
+out:
     cli_reset(c);
 }
 
@@ -632,41 +795,83 @@ static void inline_cmd(struct rs *r, const struct tb_proto_ctx *ctx, const char 
 /* The common case: a whole command array in this chunk, read in one pass.
  * Returns its size, or 0 (with nothing changed but the words, which the
  * general path starts over) when it is not whole here or not plain. */
-static size_t fast_cmd(struct rs_cli *c, const uint8_t *p, const uint8_t *end)
+static size_t fast_cmd(struct rs *r, const uint8_t *p, const uint8_t *end, uint8_t *hitp)
 {
+    struct rs_cli *c = &r->c;
+    uint8_t hit = RS_NOSLOT;
     const uint8_t *q = p + 1;
     uint32_t argc = 0;
-    while (q < end && *q >= '0' && *q <= '9' && argc < 1000)
-        argc = argc * 10 + (uint32_t)(*q++ - '0');
-    if (q == p + 1 || end - q < 2 || q[0] != '\r' || q[1] != '\n' || argc == 0 || argc >= 1000)
-        return 0;
-    q += 2;
+    /* Counts and lengths of one or two digits by hand (nearly all of them),
+     * longer ones by the loop; both accept exactly the same text. */
+    if (end - p >= 4 && p[1] >= '1' && p[1] <= '9' && p[2] == '\r' && p[3] == '\n') {
+        argc = (uint32_t)(p[1] - '0');
+        q = p + 4;
+    } else {
+        while (q < end && *q >= '0' && *q <= '9' && argc < 1000)
+            argc = argc * 10 + (uint32_t)(*q++ - '0');
+        if (q == p + 1 || end - q < 2 || q[0] != '\r' || q[1] != '\n' || argc == 0 ||
+            argc >= 1000)
+            return 0;
+        q += 2;
+    }
     uint8_t want = 0;
     for (uint32_t i = 0; i < argc; i++) {
         if (end - q < 4 || *q != '$')
             goto slow;
-        const uint8_t *d = ++q;
-        uint64_t len = 0;
-        while (q < end && *q >= '0' && *q <= '9' && q - d < 10)
-            len = len * 10 + (uint64_t)(*q++ - '0');
-        if (q == d || end - q < 2 || q[0] != '\r' || q[1] != '\n')
+        uint64_t len;
+        if (q[1] >= '0' && q[1] <= '9' && q[2] == '\r') {
+            len = (uint64_t)(q[1] - '0');
+            q += 2;
+        } else if (q[1] >= '0' && q[1] <= '9' && q[2] >= '0' && q[2] <= '9' && q[3] == '\r') {
+            len = (uint64_t)(q[1] - '0') * 10 + (uint64_t)(q[2] - '0');
+            q += 3;
+        } else {
+            const uint8_t *d = ++q;
+            len = 0;
+            while (q < end && *q >= '0' && *q <= '9' && q - d < 10)
+                len = len * 10 + (uint64_t)(*q++ - '0');
+            if (q == d || end - q < 2 || q[0] != '\r')
+                goto slow;
+        }
+        /* q is at the length's CR. */
+        if (end - q < 2 || q[1] != '\n')
             goto slow;
         q += 2;
         if ((uint64_t)(end - q) < len + 2 || q[len] != '\r' || q[len + 1] != '\n')
             goto slow;
+        if (i == 0 && len >= 1 && len <= 8 && end - q >= 8) {
+            /* A spelling seen before: its slot has the rest. */
+            uint64_t raw = raw_key(q, (size_t)len);
+            for (uint8_t s = 0; s < RS_SLOTS; s++)
+                if (r->slot[s].rawlen == len && r->slot[s].raw == raw) {
+                    hit = s;
+                    break;
+                }
+            if (hit < RS_SLOTS) {
+                q += len + 2;
+                continue; /* want stays 0: no other argument is read */
+            }
+            c->raw = raw;
+            c->rawlen = (uint8_t)len;
+        }
         if (i == 0 || (i < 3 && (want & (1u << i)))) {
-            word_add(&c->w[i], q, (size_t)len);
+            word_set(&c->w[i], q, (size_t)len);
             if (i == 0)
                 want = args_wanted(&c->w[0]);
         }
         q += len + 2;
     }
-    c->argc = argc;
-    c->want = want;
+    *hitp = hit;
+    if (hit == RS_NOSLOT) {
+        /* On a hit the words and these stay as cli_reset() left them. */
+        c->argc = argc;
+        c->want = want;
+    }
     return (size_t)(q - p);
 slow:
-    c->w[0].len = c->w[1].len = c->w[2].len = 0;
-    c->w[0].bad = c->w[1].bad = c->w[2].bad = false;
+    memset(c->w, 0, sizeof c->w);
+    c->rawlen = 0;
+    c->hit = RS_NOSLOT;
     return 0;
 }
 
@@ -702,10 +907,29 @@ static enum tb_pstate c_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
             continue;
         }
         if (c->st == C_START && c->ln.len == 0 && *p == '*') {
-            size_t used = fast_cmd(c, p, end);
+            uint8_t hit;
+            size_t used = fast_cmd(r, p, end, &hit);
+            if (used && hit < RS_SLOTS && r->slot[hit].kind == K_PLAIN && !r->reply_off &&
+                !r->skip_next && !r->stream && !c->gap) {
+                /* What cmd_done() and cli_reset() do for a plain command
+                 * whose slot was hit, less what is already so: a pipeline
+                 * of small commands is mostly this. */
+                p += used;
+                struct tb__pend *e = tb__pq_push(&r->pq, ctx->ctr, c->ts0);
+                if (e) {
+                    e->req_bytes = used;
+                    e->kind = K_PLAIN;
+                    e->aux = hit;
+                    r->slot[hit].refs++;
+                }
+                c->started = false;
+                c->ln.skipping = false;
+                continue;
+            }
             if (used) {
                 p += used;
                 c->bytes = used;
+                c->hit = hit;
                 cmd_done(r, ctx);
                 continue;
             }
@@ -881,7 +1105,7 @@ static void rs_close(void *st, const struct tb_proto_ctx *ctx, int fin_dir, int6
         if (e && r->s2c_lost)
             lost_done(r, ctx);
         else if (e && e->resp_seen && !r->s.push)
-            tb__pq_emit_head(&r->pq, ctx, -1, TB_REQ_NORESP, NULL, 0);
+            emit_head(r, ctx, -1, TB_REQ_NORESP);
     }
     r->stopped = true;
 }
@@ -890,6 +1114,7 @@ static void rs_init(void *st, bool midstream)
 {
     struct rs *r = st;
     memset(r, 0, sizeof *r);
+    r->c.hit = RS_NOSLOT;
     r->c.synced = r->s.synced = !midstream;
 }
 

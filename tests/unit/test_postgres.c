@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "proto-int.h"
 #include "proto-test.h"
 
 #define C2S TB_DIR_C2S
@@ -295,6 +296,73 @@ static void test_extended(void **state)
         assert_int_equal(t->ctr.parse_errors, 0);
         free(b.b);
         pt_free(t);
+    }
+}
+
+/* The unnamed statement re-parsed with the same text (pgbench: its entry
+ * keeps its fingerprint), with another text, and with the first again; a
+ * named statement re-parsed under the same name with a new text; the
+ * unnamed portal re-bound to each. Every batch's class is its own text's. */
+static void test_reparse(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *stmt, *sql, *cls;
+    } seq[] = {
+        {"", "SELECT a FROM t WHERE id = $1", "select a from t where id = ?"},
+        {"", "SELECT a FROM t WHERE id = $1", "select a from t where id = ?"},
+        {"", "UPDATE t SET a = a + $1 WHERE id = 3", "update t set a = a + ? where id = ?"},
+        {"", "SELECT a FROM t WHERE id = $1", "select a from t where id = ?"},
+        {"s1", "DELETE FROM t WHERE id = $1", "delete from t where id = ?"},
+        {"s1", "DELETE FROM t WHERE id = $1", "delete from t where id = ?"},
+        {"s1", "INSERT INTO t VALUES ($1)", "insert into t values (?+)"},
+        {"", "UPDATE t SET a = a + $1 WHERE id = 3", "update t set a = a + ? where id = ?"},
+    };
+    const size_t n = sizeof seq / sizeof seq[0];
+    for (size_t step = 0; step < 8; step += 7) {
+        struct pt *t = connected(step);
+        struct buf b = {0};
+        for (size_t i = 0; i < n; i++) {
+            parse(&b, seq[i].stmt, seq[i].sql);
+            bind(&b, "", seq[i].stmt);
+            execute(&b, "");
+            MSG(&b, 'S', "");
+            feed(t, C2S, &b, (int64_t)(100 * (i + 1)), step);
+            MSG(&b, '1', "");
+            MSG(&b, '2', "");
+            MSG(&b, 'C', "UPDATE 1\0");
+            MSG(&b, 'Z', "I");
+            feed(t, S2C, &b, (int64_t)(100 * (i + 1) + 10), step);
+        }
+        assert_int_equal(t->n, n);
+        for (size_t i = 0; i < n; i++)
+            assert_string_equal(t->v[i].cls, seq[i].cls);
+        assert_int_equal(t->ctr.parse_errors, 0);
+        free(b.b);
+        pt_free(t);
+    }
+}
+
+/* tb__copy_small(), which moves class texts: every length up to past the
+ * class cap, from every alignment; the bytes after the copy stay as they
+ * were. */
+static void test_copy_small(void **state)
+{
+    (void)state;
+    static char src[TB__CLASS_MAX + 64], dst[TB__CLASS_MAX + 64];
+    for (size_t i = 0; i < sizeof src; i++)
+        src[i] = (char)(i * 31 + 7);
+    for (size_t off = 0; off < 8; off++) {
+        for (size_t n = 0; n + off + 16 <= sizeof src; n++) {
+            memset(dst, 0x5a, sizeof dst);
+            tb__copy_small(dst + off, src + off, n);
+            for (size_t i = 0; i < sizeof dst; i++) {
+                char want = i >= off && i < off + n ? src[i] : 0x5a;
+                if (dst[i] != want)
+                    fail_msg("offset %zu length %zu: byte %zu is %d, expected %d", off, n, i,
+                             dst[i], want);
+            }
+        }
     }
 }
 
@@ -753,6 +821,8 @@ int main(void)
         cmocka_unit_test(test_simple_query),
         cmocka_unit_test(test_times_across_packets),
         cmocka_unit_test(test_extended),
+        cmocka_unit_test(test_reparse),
+        cmocka_unit_test(test_copy_small),
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_async_messages),
         cmocka_unit_test(test_copy),

@@ -121,7 +121,87 @@ static void test_pipeline(void **state)
         assert_int_equal(t->v[i].dep, i < 5 ? 110 : 120);
         assert_string_equal(t->v[i].cls, i % 2 ? "GET" : "SET");
     }
+    /* Two classes, each looked up once: the other 14 requests take the id
+     * their slot kept (and pt_emit checked it names their class). */
+    assert_int_equal(t->ids_reused, 14);
     pt_free(t);
+}
+
+/* The class a command should have, worked out here independently: its name
+ * in upper case, with the subcommand for CONFIG and CLIENT, "unknown" for a
+ * name with other characters than letters, digits and _-.|: */
+static void expect_class(const char *words, char *out, size_t cap)
+{
+    size_t n = 0, w = 0;
+    bool sub = strncasecmp(words, "CONFIG ", 7) == 0 || strncasecmp(words, "CLIENT ", 7) == 0;
+    for (const char *p = words; *p && n + 1 < cap; p++) {
+        if (*p == ' ' && (++w > 1 || !sub))
+            break;
+        char ch = *p >= 'a' && *p <= 'z' ? (char)(*p - 32) : *p;
+        if (!(ch == ' ' || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              strchr("_-.|:", ch))) {
+            snprintf(out, cap, "unknown");
+            return;
+        }
+        out[n++] = ch;
+    }
+    out[n] = '\0';
+}
+
+/* Pipelines mixing more classes than a connection keeps slots for (four),
+ * in several spellings, names longer than eight bytes, container commands
+ * and unknown names; rounds that change the mix, so slots are replaced while
+ * others are still named by queued commands. Every class must be the one
+ * worked out above, and every catalog id the parser hands back must name the
+ * text it comes with (pt_emit aborts otherwise). */
+static void test_class_slots(void **state)
+{
+    (void)state;
+    static const char *const rounds[][8] = {
+        {"GET k", "set k v", "Get k", "INCR k", "DEL k", "EXISTS k", "TTL k", "LPUSH l x"},
+        {"TTL k", "GET k", "HGET h f", "get k", "CONFIG GET maxmemory", "ZRANGEBYSCORE z 0 1",
+         "SET k v", "DEL k"},
+        {"G\x01T k", "PING", "PING", "ECHO x", "SUNIONSTORE d a b", "client setname x",
+         "ping", "GET k"},
+        {"SET k v", "SET k v", "SET k v", "GET k", "GET k", "MGET a b", "MSET a 1", "GET k"},
+    };
+    static const char half1[] = "+OK\r\n:1\r\n$1\r\nv\r\n+OK\r\n";
+    static const char half2[] = "$-1\r\n:0\r\n*0\r\n+PONG\r\n";
+    const size_t nr = sizeof rounds / sizeof rounds[0];
+    for (size_t step = 0; step < 8; step += 7) {
+        struct pt *t = pt_new(&tb_proto_redis, false);
+        size_t want = 0;
+        char expect[64][64];
+        /* Each round's commands, then the rest of the replies to the round
+         * before (so that its last four commands are still queued while
+         * these take slots), then half the replies to this one. */
+        for (size_t k = 0; k < 2 * nr; k++) {
+            const char *const *round = rounds[k % nr];
+            char b[2048];
+            size_t n = 0;
+            for (size_t i = 0; i < 8; i++) {
+                n += cmd(b + n, sizeof b - n, round[i]);
+                expect_class(round[i], expect[want % 64], sizeof expect[0]);
+                want++;
+            }
+            int64_t ts = (int64_t)(1000 * (k + 1));
+            pt_feed_split(t, C2S, b, n, ts, step);
+            if (k > 0)
+                pt_feed_split(t, S2C, half2, sizeof half2 - 1, ts + 1, step);
+            pt_feed_split(t, S2C, half1, sizeof half1 - 1, ts + 2, step);
+        }
+        pt_feed_split(t, S2C, half2, sizeof half2 - 1, 100000, step);
+        assert_int_equal(t->emitted, want);
+        assert_int_equal(t->n, want);
+        for (size_t i = 0; i < want; i++) {
+            if (strcmp(t->v[i].cls, expect[i % 64]) != 0)
+                fail_msg("request %zu: class '%s', expected '%s'", i, t->v[i].cls,
+                         expect[i % 64]);
+        }
+        assert_true(t->ids_reused > 0); /* the slots' ids are used, and were right */
+        assert_int_equal(t->ctr.parse_errors, 0);
+        pt_free(t);
+    }
 }
 
 static void test_multi_exec_and_nesting(void **state)
@@ -441,6 +521,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_basic),
         cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_class_slots),
         cmocka_unit_test(test_multi_exec_and_nesting),
         cmocka_unit_test(test_inline_and_classes),
         cmocka_unit_test(test_resp3),
