@@ -506,52 +506,67 @@ static int load_endpoints(struct tb_store *st, struct tb_addr **out, size_t *n)
     return 0;
 }
 
-int tb_store_requests(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
-                      struct tb_request **out, size_t *n)
+/* One prepared statement stepping the rows in arrival order (then row id, the
+ * order rows were written in), each decoded into one tb_request on the stack
+ * and handed to cb: nothing per request is kept here. `full` reads every
+ * column; otherwise req_bytes, resp_bytes and status are not read (left 0):
+ * the analysis never looks at them, and fewer columns decode faster. */
+static int each_request(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
+                        bool full, tb_store_request_cb cb, void *ctx)
 {
     static const char sql_tier[] =
         "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
-        "departure_ns, req_bytes, resp_bytes, status, flags FROM requests "
+        "departure_ns, flags, req_bytes, resp_bytes, status FROM requests "
         "WHERE tier_id = ?1 AND arrival_ns < ?3 AND departure_ns >= ?2 "
         "ORDER BY arrival_ns, rowid";
     static const char sql_all[] =
         "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
-        "departure_ns, req_bytes, resp_bytes, status, flags FROM requests "
+        "departure_ns, flags, req_bytes, resp_bytes, status FROM requests "
         "WHERE ?1 = 0 AND arrival_ns < ?3 AND departure_ns >= ?2 "
         "ORDER BY arrival_ns, rowid";
-    struct tb_request *rq = NULL;
+    static const char lean_tier[] =
+        "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
+        "departure_ns, flags FROM requests "
+        "WHERE tier_id = ?1 AND arrival_ns < ?3 AND departure_ns >= ?2 "
+        "ORDER BY arrival_ns, rowid";
+    static const char lean_all[] =
+        "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
+        "departure_ns, flags FROM requests "
+        "WHERE ?1 = 0 AND arrival_ns < ?3 AND departure_ns >= ?2 "
+        "ORDER BY arrival_ns, rowid";
     struct tb_addr *ep = NULL;
-    size_t nr = 0, cap = 0, nep = 0;
+    size_t nep = 0;
     sqlite3_stmt *s = NULL;
     int rc, src;
-    *out = NULL;
-    *n = 0;
     if ((rc = ensure_index(st, false)) || (rc = load_endpoints(st, &ep, &nep)))
         goto out;
-    if ((rc = tb__db_prep(&st->d, tier ? sql_tier : sql_all, &s)))
+    const char *sql = full ? (tier ? sql_tier : sql_all) : (tier ? lean_tier : lean_all);
+    if ((rc = tb__db_prep(&st->d, sql, &s)))
         goto out;
     sqlite3_bind_int64(s, 1, tier);
     sqlite3_bind_int64(s, 2, from_ns);
     sqlite3_bind_int64(s, 3, to_ns);
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
-        if ((rc = tb_grow(&rq, &cap, nr + 1, sizeof *rq)))
-            goto out;
-        struct tb_request *r = &rq[nr++];
-        memset(r, 0, sizeof *r);
-        r->tier = (uint32_t)sqlite3_column_int64(s, 0);
-        r->server = (uint32_t)sqlite3_column_int64(s, 1);
+        struct tb_request r;
+        memset(&r, 0, sizeof r);
+        r.tier = (uint32_t)sqlite3_column_int64(s, 0);
+        r.server = (uint32_t)sqlite3_column_int64(s, 1);
         int64_t cid = sqlite3_column_int64(s, 2);
         if (cid > 0 && (size_t)cid < nep)
-            r->client = ep[cid];
-        r->client.port = (uint16_t)sqlite3_column_int(s, 3);
-        r->conn = (uint64_t)sqlite3_column_int64(s, 4);
-        r->class_id = (uint32_t)sqlite3_column_int64(s, 5);
-        r->arrival_ns = sqlite3_column_int64(s, 6);
-        r->departure_ns = sqlite3_column_int64(s, 7);
-        r->req_bytes = (uint64_t)sqlite3_column_int64(s, 8);
-        r->resp_bytes = (uint64_t)sqlite3_column_int64(s, 9);
-        r->status = sqlite3_column_int(s, 10);
-        r->flags = (uint32_t)sqlite3_column_int64(s, 11);
+            r.client = ep[cid];
+        r.client.port = (uint16_t)sqlite3_column_int(s, 3);
+        r.conn = (uint64_t)sqlite3_column_int64(s, 4);
+        r.class_id = (uint32_t)sqlite3_column_int64(s, 5);
+        r.arrival_ns = sqlite3_column_int64(s, 6);
+        r.departure_ns = sqlite3_column_int64(s, 7);
+        r.flags = (uint32_t)sqlite3_column_int64(s, 8);
+        if (full) {
+            r.req_bytes = (uint64_t)sqlite3_column_int64(s, 9);
+            r.resp_bytes = (uint64_t)sqlite3_column_int64(s, 10);
+            r.status = sqlite3_column_int(s, 11);
+        }
+        if ((rc = cb(ctx, &r)) != 0)
+            goto out;
     }
     if (src != SQLITE_DONE)
         rc = tb__db_fail(&st->d, "reading requests");
@@ -559,12 +574,42 @@ out:
     if (s)
         sqlite3_reset(s);
     free(ep);
+    return rc;
+}
+
+int tb_store_each_request(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
+                          tb_store_request_cb cb, void *ctx)
+{
+    return each_request(st, tier, from_ns, to_ns, false, cb, ctx);
+}
+
+struct rq_array {
+    struct tb_request *rq;
+    size_t n, cap;
+};
+
+static int rq_append(void *ctx, const struct tb_request *r)
+{
+    struct rq_array *a = ctx;
+    int rc = tb_grow(&a->rq, &a->cap, a->n + 1, sizeof *a->rq);
+    if (!rc)
+        a->rq[a->n++] = *r;
+    return rc;
+}
+
+int tb_store_requests(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
+                      struct tb_request **out, size_t *n)
+{
+    struct rq_array a = {0};
+    *out = NULL;
+    *n = 0;
+    int rc = each_request(st, tier, from_ns, to_ns, true, rq_append, &a);
     if (rc) {
-        free(rq);
+        free(a.rq);
         return rc;
     }
-    *out = rq;
-    *n = nr;
+    *out = a.rq;
+    *n = a.n;
     return 0;
 }
 
