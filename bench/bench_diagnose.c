@@ -215,8 +215,41 @@ static int write_db(const char *path, struct tb_catalog *cat, uint64_t n, const 
     return rc ? 1 : 0;
 }
 
+static int count_cb(void *ctx, const struct tb_request *r)
+{
+    uint64_t *sum = ctx;
+    *sum += (uint64_t)r->departure_ns;
+    return 0;
+}
+
+/* --read PATH: the baseline of bench/diagnose_rss.sh, one streamed read of
+ * every stored request (tb_store_each_request, the cursor diagnose reads
+ * through), CPU seconds on stdout. */
+static int read_db(const char *path)
+{
+    struct tb_store *st;
+    char err[256];
+    if (tb_store_open(&st, path, 0, err, sizeof err)) {
+        fprintf(stderr, "bench_diagnose: cannot open %s: %s\n", path, err);
+        return 1;
+    }
+    uint64_t sum = 0;
+    double t0 = now_s();
+    int rc = tb_store_each_request(st, 0, INT64_MIN, INT64_MAX, count_cb, &sum);
+    double t = now_s() - t0;
+    tb_store_close(st);
+    if (rc) {
+        fprintf(stderr, "bench_diagnose: reading %s: %s\n", path, tb_strerror(rc));
+        return 1;
+    }
+    printf("%.3f %" PRIu64 "\n", t, sum % 1000);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "--read"))
+        return read_db(argv[2]);
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : NREQ_DEFAULT;
     const char *db = argc > 3 && !strcmp(argv[2], "--db") ? argv[3] : NULL;
     struct tb_catalog *cat;
