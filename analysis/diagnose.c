@@ -596,14 +596,8 @@ static int conn_from_request(struct ctx *c, const struct tb_request *r)
         if (c->cn[j - 1].conn == r->conn)
             break;
     if (j == 0) {
-        if (c->ncn == c->cn_cap) {
-            size_t nc = c->cn_cap ? c->cn_cap * 2 : 256;
-            struct tb_conn *n = realloc(c->cn, nc * sizeof *n);
-            if (!n)
-                return TB_E_NOMEM;
-            c->cn = n;
-            c->cn_cap = nc;
-        }
+        if (tb_grow(&c->cn, &c->cn_cap, c->ncn + 1, sizeof *c->cn))
+            return TB_E_NOMEM;
         struct tb_conn *x = &c->cn[c->ncn++];
         memset(x, 0, sizeof *x);
         x->conn = r->conn;
