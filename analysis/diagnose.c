@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analyze.h"
 #include "callers.h"
@@ -152,6 +153,9 @@ struct ctx {
     struct tb_conn *cn;
     size_t ncn, cn_cap;
     bool cn_from_requests;          /* no connection records: one per connection id */
+    FILE *spill;                    /* the requests as pass1 read them (replay), or NULL */
+    uint64_t nspill;
+    bool spill_ok;
     uint32_t ntiers_cat, nservers_cat;
     struct tier *tiers;             /* by catalog tier id (index 0 unused) */
     struct server *servers;         /* by catalog server id (index 0 unused) */
@@ -165,6 +169,8 @@ static void ctx_free(struct ctx *c)
 {
     tb_callers_free(c->callers);
     tb_callgraph_free(&c->g);
+    if (c->spill)
+        fclose(c->spill);
     for (uint32_t t = 0; c->feeds && t <= c->ntiers_cat; t++)
         tb_tierfeed_free(c->feeds[t]);
     free(c->feeds);
@@ -236,6 +242,99 @@ static double median(double *v, size_t n)
 
 static int conn_from_request(struct ctx *c, const struct tb_request *r);
 
+/* ---- reading the requests again ------------------------------------------------------------
+ * The first pass copies what the analysis reads of each request (64 bytes) to
+ * an unlinked file beside the database (its filesystem holds the database
+ * already; /tmp may be memory), and later passes read that back instead of
+ * asking SQLite again: a streamed SQLite read costs about ten times more than
+ * reading the copy. Without the file (a read-only folder, a full disk, an
+ * in-memory database) the later passes read the store. */
+struct spill_rec {
+    int64_t arrival_ns, departure_ns;
+    uint64_t conn;
+    uint32_t tier, server, class_id, flags;
+    struct tb_addr client;
+};
+
+static FILE *spill_open(const struct tb_store *st)
+{
+    const char *db = tb_store_path(st);
+    if (!db || !db[0] || !strcmp(db, ":memory:"))
+        return NULL;
+    const char *slash = strrchr(db, '/');
+    char tmpl[4096];
+    int n = slash ? snprintf(tmpl, sizeof tmpl, "%.*s/.tbneck-diagnose-XXXXXX",
+                             (int)(slash - db), db)
+                  : snprintf(tmpl, sizeof tmpl, ".tbneck-diagnose-XXXXXX");
+    if (n < 0 || (size_t)n >= sizeof tmpl)
+        return NULL;
+    int fd = mkstemp(tmpl);
+    if (fd < 0)
+        return NULL;
+    unlink(tmpl);
+    FILE *f = fdopen(fd, "w+b");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+static void spill_put(struct ctx *c, const struct tb_request *r)
+{
+    struct spill_rec x;
+    memset(&x, 0, sizeof x);
+    x.arrival_ns = r->arrival_ns;
+    x.departure_ns = r->departure_ns;
+    x.conn = r->conn;
+    x.tier = r->tier;
+    x.server = r->server;
+    x.class_id = r->class_id;
+    x.flags = r->flags;
+    x.client = r->client;
+    if (fwrite(&x, sizeof x, 1, c->spill) == 1) {
+        c->nspill++;
+    } else {
+        fclose(c->spill);
+        c->spill = NULL;
+    }
+}
+
+/* Every request of the range in store order, as tb_store_each_request. */
+static int replay(const struct ctx *c, tb_store_request_cb cb, void *u)
+{
+    if (!c->spill_ok)
+        return tb_store_each_request(c->st, 0, c->qf, c->qt, cb, u);
+    enum { CHUNK = 4096 };
+    struct spill_rec *buf = malloc(CHUNK * sizeof *buf);
+    if (!buf)
+        return TB_E_NOMEM;
+    int rc = fseek(c->spill, 0, SEEK_SET) ? TB_E_IO : 0;
+    uint64_t left = c->nspill;
+    while (!rc && left) {
+        size_t want = left < CHUNK ? (size_t)left : CHUNK;
+        size_t got = fread(buf, sizeof *buf, want, c->spill);
+        if (got != want) {
+            rc = TB_E_IO;
+            break;
+        }
+        left -= got;
+        for (size_t i = 0; i < got && !rc; i++) {
+            struct tb_request r;
+            memset(&r, 0, sizeof r);
+            r.arrival_ns = buf[i].arrival_ns;
+            r.departure_ns = buf[i].departure_ns;
+            r.conn = buf[i].conn;
+            r.tier = buf[i].tier;
+            r.server = buf[i].server;
+            r.class_id = buf[i].class_id;
+            r.flags = buf[i].flags;
+            r.client = buf[i].client;
+            rc = cb(u, &r);
+        }
+    }
+    free(buf);
+    return rc;
+}
+
 /* The first pass over the requests: who calls whom, counts, the span of the
  * window grid, connection records when the store has none, and each tier's
  * pipeline's first half (service times). */
@@ -250,6 +349,8 @@ static int pass1(void *u, const struct tb_request *r)
     if (r->server <= c->nservers_cat)
         c->servers[r->server].requests++;
     int rc = 0;
+    if (c->spill)
+        spill_put(c, r);
     if (c->cn_from_requests && (rc = conn_from_request(c, r)))
         return rc;
     for (uint32_t t = 1; t <= c->ntiers_cat && !rc; t++)
@@ -302,11 +403,14 @@ static int load_inputs(struct ctx *c)
         return rc;
     c->lo = INT64_MAX;
     c->hi = INT64_MIN;
+    c->spill = spill_open(c->st);
     if ((rc = tb_store_each_request(c->st, 0, c->qf, c->qt, pass1, c)) != 0) {
         if (!c->err[0])
             seterr(c->err, c->errlen, "reading requests: %s", tb_strerror(rc));
         return rc;
     }
+    c->spill_ok = c->spill && fflush(c->spill) == 0 && !ferror(c->spill) &&
+                  c->nspill == c->nrq;
     tb_callgraph_finish(&c->g, c->callers, c->cn, ncn_stored);
     /* The window grid over everything. */
     int64_t lo = c->lo, hi = c->hi;
@@ -394,7 +498,7 @@ static int analyse_tiers(struct ctx *c)
                tb_strerror(rc));
         return rc;
     }
-    if ((rc = tb_store_each_request(c->st, 0, c->qf, c->qt, pass2, c)) != 0) {
+    if ((rc = replay(c, pass2, c)) != 0) {
         if (!c->err[0])
             seterr(c->err, c->errlen, "reading requests: %s", tb_strerror(rc));
         return rc;
@@ -814,7 +918,7 @@ static double overtaken_share(const struct ctx *c, const struct server *S)
     struct overtake o = {.c = c, .S = S, .every = 1};
     int rc = 0;
     for (o.pass = 0; o.pass < 2 && !rc; o.pass++) {
-        rc = tb_store_each_request(c->st, 0, c->qf, c->qt, overtake_cb, &o);
+        rc = replay(c, overtake_cb, &o);
         o.every = o.total > OVERTAKE_SAMPLES
                       ? (o.total + OVERTAKE_SAMPLES - 1) / OVERTAKE_SAMPLES
                       : 1;
@@ -932,7 +1036,7 @@ static int64_t quota_period(struct ctx *c, struct server *R)
         return R->quota.period_ns;
     R->quota_done = true;
     struct server_times t = {.server = R->id};
-    if (tb_store_each_request(c->st, 0, c->qf, c->qt, server_times_cb, &t) ||
+    if (replay(c, server_times_cb, &t) ||
         tb_quota_period(t.arr, t.n, t.dep, t.n, &R->quota))
         R->quota.period_ns = 0;
     free(t.arr);
