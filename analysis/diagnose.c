@@ -153,6 +153,7 @@ struct ctx {
     struct tb_conn *cn;
     size_t ncn, cn_cap;
     bool cn_from_requests;          /* no connection records: one per connection id */
+    size_t *cn_slot, cn_slots;      /* ...found by id: open addressing, index + 1 */
     FILE *spill;                    /* the requests as pass1 read them (replay), or NULL */
     uint64_t nspill;
     bool spill_ok;
@@ -171,6 +172,7 @@ static void ctx_free(struct ctx *c)
     tb_callgraph_free(&c->g);
     if (c->spill)
         fclose(c->spill);
+    free(c->cn_slot);
     for (uint32_t t = 0; c->feeds && t <= c->ntiers_cat; t++)
         tb_tierfeed_free(c->feeds[t]);
     free(c->feeds);
@@ -691,14 +693,30 @@ static int cmp_ev(const void *a, const void *b)
 /* Connection records when the store has none (a database written before
  * they were recorded): one per connection id, from its requests (fed in
  * arrival order). */
+static size_t conn_slot(const struct ctx *c, uint64_t conn)
+{
+    uint64_t h = conn * 0x9E3779B97F4A7C15ull;
+    size_t i = (size_t)(h >> 17) & (c->cn_slots - 1);
+    while (c->cn_slot[i] && c->cn[c->cn_slot[i] - 1].conn != conn)
+        i = (i + 1) & (c->cn_slots - 1);
+    return i;
+}
+
 static int conn_from_request(struct ctx *c, const struct tb_request *r)
 {
-    size_t j;
-    /* Requests come in arrival order; a connection's requests are mostly
-     * near each other, so search backwards a little first. */
-    for (j = c->ncn; j > 0; j--)
-        if (c->cn[j - 1].conn == r->conn)
-            break;
+    /* Records in the order connections are first seen, found by id. */
+    if (2 * (c->ncn + 1) > c->cn_slots) {
+        size_t n = c->cn_slots ? 2 * c->cn_slots : 1024;
+        size_t *ns = calloc(n, sizeof *ns);
+        if (!ns)
+            return TB_E_NOMEM;
+        free(c->cn_slot);
+        c->cn_slot = ns;
+        c->cn_slots = n;
+        for (size_t k = 0; k < c->ncn; k++)
+            c->cn_slot[conn_slot(c, c->cn[k].conn)] = k + 1;
+    }
+    size_t slot = conn_slot(c, r->conn), j = c->cn_slot[slot];
     if (j == 0) {
         if (tb_grow(&c->cn, &c->cn_cap, c->ncn + 1, sizeof *c->cn))
             return TB_E_NOMEM;
@@ -715,6 +733,7 @@ static int conn_from_request(struct ctx *c, const struct tb_request *r)
         x->opened = TB_CONN_MIDSTREAM;
         x->closed = TB_CONN_END;
         j = c->ncn;
+        c->cn_slot[slot] = j;
     }
     struct tb_conn *x = &c->cn[j - 1];
     x->close_ns = TB_MAX(x->close_ns, r->departure_ns);
