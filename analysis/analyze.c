@@ -68,12 +68,6 @@ static int pipe_all(struct pipe *p)
 {
     if (p->have_all)
         return 0;
-    if (p->o->all) {
-        p->all = p->o->all;
-        p->nall = p->o->nall;
-        p->have_all = true;
-        return 0;
-    }
     int rc = tb_store_requests(p->st, 0, p->o->from_ns, p->o->to_ns, &p->own_all, &p->nall);
     p->all = p->own_all;
     if (rc) {
@@ -101,32 +95,34 @@ void tb_analyze_query_range(int64_t from_ns, int64_t to_ns, int64_t width_ns, in
         *qt = f + width_ns;
 }
 
+static int pipe_servers(struct pipe *p);
+static void pipe_count(struct pipe *p, const struct tb_request *r, int64_t *lo, int64_t *hi);
+static int pipe_grid(struct pipe *p, int64_t lo, int64_t hi);
+
 static int pipe_load(struct pipe *p)
 {
     const struct tb_analyze_opts *o = p->o;
     int rc = 0;
-    if (o->all) {
-        /* The tier's requests out of every tier's, in the same order as the
-         * store's query for the tier gives them (arrival, then row). */
-        size_t n = 0;
-        for (size_t i = 0; i < o->nall; i++)
-            n += o->all[i].tier == p->tier;
-        if (!(p->rq = malloc((n ? n : 1) * sizeof *p->rq)))
-            rc = TB_E_NOMEM;
-        for (size_t i = 0; !rc && i < o->nall; i++)
-            if (o->all[i].tier == p->tier)
-                p->rq[p->nrq++] = o->all[i];
-    } else {
-        int64_t qf, qt;
-        tb_analyze_query_range(o->from_ns, o->to_ns, o->width_ns, &qf, &qt);
-        rc = tb_store_requests(p->st, p->tier, qf, qt, &p->rq, &p->nrq);
-    }
+    int64_t qf, qt;
+    tb_analyze_query_range(o->from_ns, o->to_ns, o->width_ns, &qf, &qt);
+    rc = tb_store_requests(p->st, p->tier, qf, qt, &p->rq, &p->nrq);
     if (rc) {
         tb_seterr(p->err, p->errlen, "reading the requests of tier '%s': %s", p->tier_name,
                   tb_strerror(rc));
         return rc;
     }
-    /* Rows: with --server only that server, else every server of the tier. */
+    if ((rc = pipe_servers(p)) != 0)
+        return rc;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (size_t i = 0; i < p->nrq; i++)
+        pipe_count(p, &p->rq[i], &lo, &hi);
+    return pipe_grid(p, lo, hi);
+}
+
+/* Rows: with --server only that server, else every server of the tier. */
+static int pipe_servers(struct pipe *p)
+{
+    const struct tb_analyze_opts *o = p->o;
     uint32_t ns = tb_catalog_server_count(p->cat);
     p->servers = calloc(ns ? ns : 1, sizeof *p->servers);
     p->count = calloc((size_t)ns + 1, sizeof *p->count);
@@ -137,18 +133,26 @@ static int pipe_load(struct pipe *p)
         if (s && s->tier == p->tier && (!o->server || o->server == id))
             p->servers[p->nservers++] = id;
     }
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (size_t i = 0; i < p->nrq; i++) {
-        const struct tb_request *r = &p->rq[i];
-        if (o->server && r->server != o->server)
-            continue;
-        lo = TB_MIN(lo, r->arrival_ns);
-        hi = TB_MAX(hi, r->departure_ns);
-        p->count[0]++;
-        for (size_t k = 0; k < p->nservers; k++)
-            if (p->servers[k] == r->server)
-                p->count[k + 1]++;
-    }
+    return 0;
+}
+
+/* One of the tier's requests into the row counts and the span [lo, hi]. */
+static void pipe_count(struct pipe *p, const struct tb_request *r, int64_t *lo, int64_t *hi)
+{
+    if (p->o->server && r->server != p->o->server)
+        return;
+    *lo = TB_MIN(*lo, r->arrival_ns);
+    *hi = TB_MAX(*hi, r->departure_ns);
+    p->count[0]++;
+    for (size_t k = 0; k < p->nservers; k++)
+        if (p->servers[k] == r->server)
+            p->count[k + 1]++;
+}
+
+/* The window grid from the requests' span [lo, hi] and --from/--to. */
+static int pipe_grid(struct pipe *p, int64_t lo, int64_t hi)
+{
+    const struct tb_analyze_opts *o = p->o;
     if (o->from_ns != INT64_MIN)
         lo = o->from_ns;
     if (o->to_ns != INT64_MAX)
@@ -728,76 +732,39 @@ static int row_spans(struct tb_analysis_result *res)
                                &res->spans, &res->nspans);
 }
 
-/* Runs the pipeline for the rows asked: row 0 (the tier, or the --server) into
- * *total, and with `servers` each server of the tier. */
-static int run(struct pipe *p, struct tb_analysis_result *total,
-               struct tb_analysis_result **servers,
-               size_t *nservers)
+/* Rows already stored for this grid and these counts are loaded into rows[];
+ * returns whether every row was. */
+static bool load_rows(struct pipe *p, struct tb_analysis_result *rows, size_t nrows)
 {
-    const struct tb_analyze_opts *o = p->o;
-    int rc = pipe_load(p);
-    if (rc)
-        return rc;
-    size_t nrows = servers ? 1 + p->nservers : 1;
-    struct tb_analysis_result *rows = calloc(nrows, sizeof *rows);
-    if (!rows)
-        return TB_E_NOMEM;
-    /* Row 0 is the tier, or with --server the server (stored under its id). */
-    uint32_t row_server0 = o->server;
     bool all_stored = true;
     for (size_t r = 0; r < nrows; r++) {
-        uint32_t sv = r == 0 ? row_server0 : p->servers[r - 1];
+        /* Row 0 is the tier, or with --server the server (stored under its id). */
+        uint32_t sv = r == 0 ? p->o->server : p->servers[r - 1];
         uint64_t cnt = r == 0 ? p->count[0] : p->count[r];
         if (!load_stored(p, sv, cnt, &rows[r]))
             all_stored = false;
     }
-    struct tb_class_service *svc = NULL;
-    size_t nsvc = 0;
-    int64_t wu = 0;
-    if (p->count[0]) {
-        rc = estimate_services(p, &svc, &nsvc, &wu);
-        if (rc)
-            goto fail;
-    }
+    return all_stored;
+}
+
+/* The rest of the pipeline once the service times and (unless every row was
+ * stored) the windows are known: N*, episodes and levels per row, stored
+ * back, handed out. Takes rows, svc and w (the windows of every row, calls in
+ * flight filled; NULL when all_stored or no window). */
+static int finish_rows(struct pipe *p, struct tb_analysis_result *rows, size_t nrows,
+                       bool all_stored, struct tb_class_service *svc, size_t nsvc, int64_t wu,
+                       struct tb_window *w, struct tb_analysis_result *total,
+                       struct tb_analysis_result **servers, size_t *nservers)
+{
+    const struct tb_analyze_opts *o = p->o;
+    int rc = 0;
     if (!all_stored) {
-        for (size_t r = 0; r < nrows; r++)
-            tb_analysis_result_free(&rows[r]);
-        struct tb_units *u = NULL;
-        struct tb_window *w = NULL;
-        size_t nw = 0;
-        rc = tb_units_new(&u, svc, nsvc, 1.0);
-        if (!rc && p->nwin)
-            rc = tb_windows_compute(p->rq, p->nrq, u, p->tier, p->servers, p->nservers,
-                                    o->width_ns, p->w0,
-                                    p->w0 + (int64_t)p->nwin * o->width_ns, &w, &nw);
-        if (u)
-            tb_units_free(u);
-        if (rc) {
-            tb_seterr(p->err, p->errlen, "computing the windows of tier '%s': %s", p->tier_name,
-                      tb_strerror(rc));
-            goto fail;
-        }
-        if (p->nwin && nw != (1 + p->nservers) * p->nwin) {
-            free(w);
-            rc = TB_E_INVAL;
-            tb_seterr(p->err, p->errlen, "window computation returned %zu rows, expected %zu", nw,
-                      (1 + p->nservers) * p->nwin);
-            goto fail;
-        }
-        if (p->nwin &&
-            (rc = tb_analysis_fill_calls(p->cat, p->down, p->ndown, p->servers, p->nservers, w,
-                                         p->nwin)) != 0) {
-            free(w);
-            tb_seterr(p->err, p->errlen, "computing the calls in flight of tier '%s': %s",
-                      p->tier_name, tb_strerror(rc));
-            goto fail;
-        }
         for (size_t r = 0; r < nrows && !rc; r++) {
             /* With --server the wanted row is that server's (row 1). */
             size_t src = (r == 0 && o->server) ? 1 : r;
             struct tb_analysis_result *res = &rows[r];
             res->a.tier = p->tier;
-            res->a.server = r == 0 ? row_server0 : p->servers[r - 1];
+            res->a.server = r == 0 ? o->server : p->servers[r - 1];
             res->a.width_ns = o->width_ns;
             res->a.from_ns = p->w0;
             res->a.to_ns = p->w0 + (int64_t)p->nwin * o->width_ns;
@@ -818,7 +785,6 @@ static int run(struct pipe *p, struct tb_analysis_result *total,
             else
                 store_result(p, res);
         }
-        free(w);
         if (rc)
             goto fail;
     }
@@ -834,6 +800,7 @@ static int run(struct pipe *p, struct tb_analysis_result *total,
         rc = 0;
     }
     free(svc);
+    free(w);
     *total = rows[0];
     if (servers) {
         if (p->nservers) {
@@ -855,6 +822,72 @@ static int run(struct pipe *p, struct tb_analysis_result *total,
     return 0;
 fail:
     free(svc);
+    free(w);
+    for (size_t r = 0; r < nrows; r++)
+        tb_analysis_result_free(&rows[r]);
+    free(rows);
+    return rc;
+}
+
+/* Runs the pipeline for the rows asked: row 0 (the tier, or the --server) into
+ * *total, and with `servers` each server of the tier. */
+static int run(struct pipe *p, struct tb_analysis_result *total,
+               struct tb_analysis_result **servers,
+               size_t *nservers)
+{
+    const struct tb_analyze_opts *o = p->o;
+    int rc = pipe_load(p);
+    if (rc)
+        return rc;
+    size_t nrows = servers ? 1 + p->nservers : 1;
+    struct tb_analysis_result *rows = calloc(nrows, sizeof *rows);
+    if (!rows)
+        return TB_E_NOMEM;
+    bool all_stored = load_rows(p, rows, nrows);
+    struct tb_class_service *svc = NULL;
+    size_t nsvc = 0;
+    int64_t wu = 0;
+    struct tb_window *w = NULL;
+    if (p->count[0]) {
+        rc = estimate_services(p, &svc, &nsvc, &wu);
+        if (rc)
+            goto fail;
+    }
+    if (!all_stored) {
+        for (size_t r = 0; r < nrows; r++)
+            tb_analysis_result_free(&rows[r]);
+        struct tb_units *u = NULL;
+        size_t nw = 0;
+        rc = tb_units_new(&u, svc, nsvc, 1.0);
+        if (!rc && p->nwin)
+            rc = tb_windows_compute(p->rq, p->nrq, u, p->tier, p->servers, p->nservers,
+                                    o->width_ns, p->w0,
+                                    p->w0 + (int64_t)p->nwin * o->width_ns, &w, &nw);
+        if (u)
+            tb_units_free(u);
+        if (rc) {
+            tb_seterr(p->err, p->errlen, "computing the windows of tier '%s': %s", p->tier_name,
+                   tb_strerror(rc));
+            goto fail;
+        }
+        if (p->nwin && nw != (1 + p->nservers) * p->nwin) {
+            rc = TB_E_INVAL;
+            tb_seterr(p->err, p->errlen, "window computation returned %zu rows, expected %zu", nw,
+                   (1 + p->nservers) * p->nwin);
+            goto fail;
+        }
+        if (p->nwin &&
+            (rc = tb_analysis_fill_calls(p->cat, p->down, p->ndown, p->servers, p->nservers, w,
+                                         p->nwin)) != 0) {
+            tb_seterr(p->err, p->errlen, "computing the calls in flight of tier '%s': %s",
+                   p->tier_name, tb_strerror(rc));
+            goto fail;
+        }
+    }
+    return finish_rows(p, rows, nrows, all_stored, svc, nsvc, wu, w, total, servers, nservers);
+fail:
+    free(svc);
+    free(w);
     for (size_t r = 0; r < nrows; r++)
         tb_analysis_result_free(&rows[r]);
     free(rows);
@@ -923,6 +956,247 @@ int tb_analyze_tier_servers(struct tb_store *st, const struct tb_catalog *cat, u
         rc = run(&p, total, servers, nservers);
     pipe_free(&p);
     return rc;
+}
+
+/* ---- the same pipeline over a stream ---------------------------------------------------
+ * Two passes over every tier's requests in store order: the first counts rows,
+ * spans the grid and feeds the service-time estimator (tb_svcest) the tier's
+ * requests and its machines' calls exactly as tb_service_estimate orders them
+ * (by arrival; at one instant the tier's requests first, then the calls, each
+ * in store order); the second feeds the window accumulator (tb_winacc) and the
+ * calls in flight per row (tb_busyacc) as tb_windows_compute and
+ * tb_analysis_fill_calls do. Then finish_rows, as run() does. */
+struct tb_tierfeed {
+    struct pipe p;
+    struct tb_analyze_opts o;
+    int phase;                   /* 1: counting and service times, 2: windows, 3: done */
+    struct tb_svc_host *hosts;
+    size_t nhosts;
+    bool want_down;
+    struct tb_svcest *est;
+    struct tb_request *pend;     /* calls at the latest instant, held behind the requests */
+    size_t npend, cappend;
+    int64_t lo, hi;
+    uint64_t ndown;
+    struct tb_analysis_result *rows;
+    size_t nrows;
+    bool all_stored;
+    struct tb_class_service *svc;
+    size_t nsvc;
+    int64_t wu;
+    struct tb_units *units;
+    struct tb_winacc *acc;
+    struct tb_busyacc **busy;    /* per row: the tier, then each server */
+    const struct tb_addr **saddr; /* per server row: its address (NULL: unknown) */
+};
+
+int tb_tierfeed_new(struct tb_tierfeed **out, struct tb_store *st, const struct tb_catalog *cat,
+                    uint32_t tier, const struct tb_analyze_opts *o, char *errbuf, size_t errlen)
+{
+    *out = NULL;
+    if (o->server || o->service_file || o->calibrate) {
+        tb_seterr(errbuf, errlen, "a streamed analysis is of every server, with estimated service "
+                               "times");
+        return TB_E_INVAL;
+    }
+    struct tb_tierfeed *f = calloc(1, sizeof *f);
+    if (!f)
+        return TB_E_NOMEM;
+    f->o = *o;
+    int rc = pipe_init(&f->p, st, cat, tier, &f->o, errbuf, errlen);
+    if (!rc)
+        rc = pipe_servers(&f->p);
+    if (!rc)
+        rc = tb_analysis_svc_hosts(cat, tier, &f->hosts, &f->nhosts);
+    struct tb_svc_opts so;
+    tb_svc_opts_default(&so);
+    so.period_ns = SVC_PERIOD_NS;
+    if (!rc)
+        rc = tb_svcest_new(&f->est, f->hosts, f->nhosts, &so);
+    if (rc) {
+        tb_tierfeed_free(f);
+        return rc;
+    }
+    f->want_down = f->nhosts && tb_catalog_tier_count(cat) > 1;
+    f->lo = INT64_MAX;
+    f->hi = INT64_MIN;
+    f->phase = 1;
+    *out = f;
+    return 0;
+}
+
+static int feed_flush_calls(struct tb_tierfeed *f)
+{
+    int rc = 0;
+    for (size_t i = 0; i < f->npend && !rc; i++)
+        rc = tb_svcest_add_down(f->est, &f->pend[i]);
+    f->npend = 0;
+    return rc;
+}
+
+int tb_tierfeed_add(struct tb_tierfeed *f, const struct tb_request *r)
+{
+    struct pipe *p = &f->p;
+    bool own = r->tier == p->tier;
+    bool call = !own && f->want_down && tb_analysis_called_from(r, f->hosts, f->nhosts);
+    if (!own && !call)
+        return 0;
+    int rc = 0;
+    if (f->phase == 1) {
+        if (f->npend && r->arrival_ns > f->pend[0].arrival_ns && (rc = feed_flush_calls(f)))
+            return rc;
+        if (own) {
+            pipe_count(p, r, &f->lo, &f->hi);
+            return tb_svcest_add(f->est, r);
+        }
+        f->ndown++;
+        if ((rc = tb_grow(&f->pend, &f->cappend, f->npend + 1, sizeof *f->pend)))
+            return rc;
+        f->pend[f->npend++] = *r;
+        return 0;
+    }
+    if (f->phase != 2 || !f->acc)
+        return 0;
+    if (own)
+        return tb_winacc_add(f->acc, r, tb_units_get(f->units, r->class_id, r->arrival_ns));
+    /* A call counts for the tier row, and for the server whose address sent
+     * it, or for every server when none of them did (tb_analysis_fill_calls). */
+    rc = tb_busyacc_add(f->busy[0], r);
+    bool any = false;
+    for (size_t k = 0; k < p->nservers && !any; k++)
+        any = f->saddr[k] && tb_addr_ip_eq(&r->client, f->saddr[k]);
+    for (size_t k = 0; k < p->nservers && !rc; k++)
+        if (!any || (f->saddr[k] && tb_addr_ip_eq(&r->client, f->saddr[k])))
+            rc = tb_busyacc_add(f->busy[k + 1], r);
+    return rc;
+}
+
+int tb_tierfeed_mid(struct tb_tierfeed *f)
+{
+    struct pipe *p = &f->p;
+    if (f->phase != 1)
+        return TB_E_INVAL;
+    int rc = feed_flush_calls(f);
+    if (!rc)
+        rc = pipe_grid(p, f->lo, f->hi);
+    if (rc)
+        return rc;
+    /* As estimate_services: a tier without requests estimates nothing. */
+    p->calls = p->count[0] && f->ndown > 0;
+    f->nrows = 1 + p->nservers;
+    if (!(f->rows = calloc(f->nrows, sizeof *f->rows)))
+        return TB_E_NOMEM;
+    f->all_stored = load_rows(p, f->rows, f->nrows);
+    if (p->count[0]) {
+        rc = tb_svcest_finish(f->est, NULL, 0, &f->svc, &f->nsvc, &f->wu);
+        if (rc) {
+            tb_seterr(p->err, p->errlen, "estimating the service times of tier '%s': %s",
+                   p->tier_name, tb_strerror(rc));
+            return rc;
+        }
+    }
+    tb_svcest_free(f->est);
+    f->est = NULL;
+    free(f->pend);
+    f->pend = NULL;
+    f->phase = 2;
+    if ((rc = tb_units_new(&f->units, f->svc, f->nsvc, 1.0)))
+        return rc;
+    if (f->all_stored || !p->nwin)
+        return 0;
+    for (size_t r = 0; r < f->nrows; r++)
+        tb_analysis_result_free(&f->rows[r]);
+    int64_t to = p->w0 + (int64_t)p->nwin * f->o.width_ns;
+    rc = tb_winacc_new(&f->acc, p->tier, f->o.width_ns, p->w0, to, p->servers, p->nservers);
+    f->busy = calloc(f->nrows, sizeof *f->busy);
+    f->saddr = calloc(p->nservers + 1, sizeof *f->saddr);
+    if (!rc && (!f->busy || !f->saddr))
+        rc = TB_E_NOMEM;
+    for (size_t r = 0; r < f->nrows && !rc; r++)
+        rc = tb_busyacc_new(&f->busy[r], p->w0, f->o.width_ns, p->nwin);
+    for (size_t k = 0; k < p->nservers && !rc; k++) {
+        const struct tb_server_info *si = tb_catalog_server_get(p->cat, p->servers[k]);
+        f->saddr[k] = si ? &si->addr : NULL;
+    }
+    if (rc)
+        tb_seterr(p->err, p->errlen, "computing the windows of tier '%s': %s", p->tier_name,
+               tb_strerror(rc));
+    return rc;
+}
+
+void tb_tierfeed_services(const struct tb_tierfeed *f, const struct tb_class_service **svc,
+                          size_t *nsvc)
+{
+    *svc = f->svc;
+    *nsvc = f->nsvc;
+}
+
+uint64_t tb_tierfeed_requests(const struct tb_tierfeed *f)
+{
+    return f->p.count ? f->p.count[0] : 0;
+}
+
+int tb_tierfeed_finish(struct tb_tierfeed *f, struct tb_analysis_result *total,
+                       struct tb_analysis_result **servers, size_t *nservers)
+{
+    struct pipe *p = &f->p;
+    memset(total, 0, sizeof *total);
+    *servers = NULL;
+    *nservers = 0;
+    if (f->phase != 2)
+        return TB_E_INVAL;
+    f->phase = 3;
+    struct tb_window *w = NULL;
+    int rc = 0;
+    if (f->acc) {
+        size_t nw = 0;
+        rc = tb_winacc_finish(f->acc, &w, &nw);
+        if (rc) {
+            tb_seterr(p->err, p->errlen, "computing the windows of tier '%s': %s", p->tier_name,
+                   tb_strerror(rc));
+        } else if (nw != f->nrows * p->nwin) {
+            rc = TB_E_INVAL;
+            tb_seterr(p->err, p->errlen, "window computation returned %zu rows, expected %zu", nw,
+                   f->nrows * p->nwin);
+        }
+        /* Calls in flight only where the tier's machines called at all, as
+         * tb_analysis_fill_calls (which leaves them 0 without calls). */
+        for (size_t r = 0; r < f->nrows && !rc && f->ndown; r++)
+            rc = tb_busyacc_finish(f->busy[r], w + r * p->nwin);
+        if (rc) {
+            free(w);
+            return rc;
+        }
+    }
+    struct tb_analysis_result *rows = f->rows;
+    struct tb_class_service *svc = f->svc;
+    f->rows = NULL;
+    f->svc = NULL;
+    return finish_rows(p, rows, f->nrows, f->all_stored, svc, f->nsvc, f->wu, w, total, servers,
+                       nservers);
+}
+
+void tb_tierfeed_free(struct tb_tierfeed *f)
+{
+    if (!f)
+        return;
+    pipe_free(&f->p);
+    tb_svcest_free(f->est);
+    free(f->pend);
+    free(f->hosts);
+    if (f->rows)
+        for (size_t r = 0; r < f->nrows; r++)
+            tb_analysis_result_free(&f->rows[r]);
+    free(f->rows);
+    free(f->svc);
+    if (f->units)
+        tb_units_free(f->units);
+    tb_winacc_free(f->acc);
+    for (size_t r = 0; f->busy && r < f->nrows; r++)
+        tb_busyacc_free(f->busy[r]);
+    free(f->busy);
+    free(f->saddr);
+    free(f);
 }
 
 void tb_analysis_result_free(struct tb_analysis_result *res)

@@ -20,11 +20,6 @@ struct tb_analyze_opts {
     const char *service_file;  /* --service-times FILE, or NULL */
     const char *calibrate;     /* --calibrate CAPTURE (pcap at low load), or NULL */
     bool recompute;            /* ignore stored results */
-    /* Every tier's requests in [from, to) as tb_store_requests(tier 0) gives
-     * them, when the caller holds them already (diagnose): read from here
-     * instead of the store, not copied whole, not owned. NULL: the store. */
-    const struct tb_request *all;
-    size_t nall;
 };
 
 struct tb_analysis_result {
@@ -61,6 +56,32 @@ int tb_analyze_tier_servers(struct tb_store *st, const struct tb_catalog *cat, u
                             const struct tb_analyze_opts *o, struct tb_analysis_result *total,
                             struct tb_analysis_result **servers, size_t *nservers, char *errbuf,
                             size_t errlen);
+
+/* ---- the same, fed from a stream (tbneck diagnose) -------------------------------------
+ * tb_analyze_tier_servers without holding the requests: every tier's requests
+ * in the analysis' query range (tb_analyze_query_range) are fed in store
+ * order (tb_store_each_request) twice: tb_tierfeed_add for each, then
+ * tb_tierfeed_mid, then tb_tierfeed_add for each again, then
+ * tb_tierfeed_finish. The results equal tb_analyze_tier_servers' for the same
+ * options (the same estimator, accumulators and additions in the same order);
+ * stored analyses are reused and new ones stored the same way. Memory: the
+ * windows, the service-time reservoirs and the requests in flight. o->server,
+ * service_file and calibrate must be unset (TB_E_INVAL). Errors: a TB_E_*
+ * code and one line in errbuf (which must outlive the feed). */
+struct tb_tierfeed;
+int tb_tierfeed_new(struct tb_tierfeed **out, struct tb_store *st, const struct tb_catalog *cat,
+                    uint32_t tier, const struct tb_analyze_opts *o, char *errbuf, size_t errlen);
+int tb_tierfeed_add(struct tb_tierfeed *f, const struct tb_request *r);
+/* Ends the first pass: service times, the window grid, stored rows. */
+int tb_tierfeed_mid(struct tb_tierfeed *f);
+/* After tb_tierfeed_mid: the service times (valid until finish or free) and
+ * the tier's request count. */
+void tb_tierfeed_services(const struct tb_tierfeed *f, const struct tb_class_service **svc,
+                          size_t *nsvc);
+uint64_t tb_tierfeed_requests(const struct tb_tierfeed *f);
+int tb_tierfeed_finish(struct tb_tierfeed *f, struct tb_analysis_result *total,
+                       struct tb_analysis_result **servers, size_t *nservers);
+void tb_tierfeed_free(struct tb_tierfeed *f);
 
 /* ---- --window auto ----------------------------------------------------------
  * The shortest window at which the main-sequence curve is stable (the method

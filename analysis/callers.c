@@ -157,9 +157,7 @@ uint32_t tb_callers_server_tier(const struct tb_callers *c, const struct tb_addr
 
 /* ---- the call graph ----------------------------------------------------------------- */
 
-int tb_callgraph_build(struct tb_callgraph *g, const struct tb_callers *c, uint32_t ntiers,
-                       const struct tb_request *rq, size_t nrq, const struct tb_conn *cn,
-                       size_t ncn)
+int tb_callgraph_init(struct tb_callgraph *g, uint32_t ntiers)
 {
     memset(g, 0, sizeof *g);
     size_t m = (size_t)ntiers + 1;
@@ -172,14 +170,39 @@ int tb_callgraph_build(struct tb_callgraph *g, const struct tb_callers *c, uint3
         tb_callgraph_free(g);
         return TB_E_NOMEM;
     }
-    for (size_t i = 0; i < nrq; i++) {
-        uint32_t b = rq[i].tier, a, s;
-        if (b == 0 || b > ntiers)
-            continue;
-        tb_callers_of(c, &rq[i].client, b, &a, &s);
-        g->calls[a * m + b]++;
-        g->requests[b]++;
-    }
+    return 0;
+}
+
+void tb_callgraph_add(struct tb_callgraph *g, const struct tb_callers *c,
+                      const struct tb_request *r)
+{
+    size_t m = (size_t)g->ntiers + 1;
+    uint32_t b = r->tier, a, s;
+    if (b == 0 || b > g->ntiers)
+        return;
+    tb_callers_of(c, &r->client, b, &a, &s);
+    g->calls[a * m + b]++;
+    g->requests[b]++;
+}
+
+int tb_callgraph_build(struct tb_callgraph *g, const struct tb_callers *c, uint32_t ntiers,
+                       const struct tb_request *rq, size_t nrq, const struct tb_conn *cn,
+                       size_t ncn)
+{
+    int rc = tb_callgraph_init(g, ntiers);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < nrq; i++)
+        tb_callgraph_add(g, c, &rq[i]);
+    tb_callgraph_finish(g, c, cn, ncn);
+    return 0;
+}
+
+void tb_callgraph_finish(struct tb_callgraph *g, const struct tb_callers *c,
+                         const struct tb_conn *cn, size_t ncn)
+{
+    size_t m = (size_t)g->ntiers + 1;
+    uint32_t ntiers = g->ntiers;
     for (size_t i = 0; i < ncn; i++) {
         uint32_t b = cn[i].tier, a, s, sid;
         if (b == 0)
@@ -223,7 +246,6 @@ int tb_callgraph_build(struct tb_callgraph *g, const struct tb_callers *c, uint3
                 break;
         }
     }
-    return 0;
 }
 
 bool tb_callgraph_calls(const struct tb_callgraph *g, uint32_t a, uint32_t b)

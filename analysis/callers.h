@@ -56,6 +56,14 @@ struct tb_callgraph {
 int tb_callgraph_build(struct tb_callgraph *g, const struct tb_callers *c, uint32_t ntiers,
                        const struct tb_request *rq, size_t nrq, const struct tb_conn *cn,
                        size_t ncn);
+/* The same in three steps, for requests streamed from the store: init, add
+ * every request (any order), finish with the connections. tb_callgraph_build
+ * is exactly these. */
+int tb_callgraph_init(struct tb_callgraph *g, uint32_t ntiers);
+void tb_callgraph_add(struct tb_callgraph *g, const struct tb_callers *c,
+                      const struct tb_request *r);
+void tb_callgraph_finish(struct tb_callgraph *g, const struct tb_callers *c,
+                         const struct tb_conn *cn, size_t ncn);
 /* Whether tier a calls tier b (requests or connections seen). */
 bool tb_callgraph_calls(const struct tb_callgraph *g, uint32_t a, uint32_t b);
 void tb_callgraph_free(struct tb_callgraph *g);

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "analyze.h"
 #include "callers.h"
@@ -135,10 +136,17 @@ struct ctx {
     size_t errlen;
     struct tb_callers *callers;
     struct tb_callgraph g;
-    struct tb_request *rq;
-    size_t nrq;
+    int64_t qf, qt;                 /* the requests read: tb_analyze_query_range */
+    uint64_t nrq;                   /* requests in [qf, qt) */
+    int64_t lo, hi;                 /* their first arrival, last departure */
+    struct tb_tierfeed **feeds;     /* per tier: the report pipeline, streamed */
     struct tb_conn *cn;
-    size_t ncn;
+    size_t ncn, cn_cap;
+    bool cn_from_requests;          /* no connection records: one per connection id */
+    size_t *cn_slot, cn_slots;      /* ...found by id: open addressing, index + 1 */
+    FILE *spill;                    /* the requests as pass1 read them (replay), or NULL */
+    uint64_t nspill;
+    bool spill_ok;
     uint32_t ntiers_cat, nservers_cat;
     struct tier *tiers;             /* by catalog tier id (index 0 unused) */
     struct server *servers;         /* by catalog server id (index 0 unused) */
@@ -152,7 +160,12 @@ static void ctx_free(struct ctx *c)
 {
     tb_callers_free(c->callers);
     tb_callgraph_free(&c->g);
-    free(c->rq);
+    if (c->spill)
+        fclose(c->spill);
+    free(c->cn_slot);
+    for (uint32_t t = 0; c->feeds && t <= c->ntiers_cat; t++)
+        tb_tierfeed_free(c->feeds[t]);
+    free(c->feeds);
     free(c->cn);
     if (c->tiers) {
         for (uint32_t t = 0; t <= c->ntiers_cat; t++) {
@@ -219,25 +232,143 @@ static double median(double *v, size_t n)
 
 /* ---- loading ----------------------------------------------------------------------- */
 
+static int conn_from_request(struct ctx *c, const struct tb_request *r);
+
+/* ---- reading the requests again ------------------------------------------------------------
+ * The first pass copies what the analysis reads of each request (64 bytes) to
+ * an unlinked file beside the database (its filesystem holds the database
+ * already; /tmp may be memory), and later passes read that back instead of
+ * asking SQLite again: a streamed SQLite read costs about ten times more than
+ * reading the copy. Without the file (a read-only folder, a full disk, an
+ * in-memory database) the later passes read the store. */
+struct spill_rec {
+    int64_t arrival_ns, departure_ns;
+    uint64_t conn;
+    uint32_t tier, server, class_id, flags;
+    struct tb_addr client;
+};
+
+static FILE *spill_open(const struct tb_store *st)
+{
+    const char *db = tb_store_path(st);
+    if (!db || !db[0] || !strcmp(db, ":memory:"))
+        return NULL;
+    const char *slash = strrchr(db, '/');
+    char tmpl[4096];
+    int n = slash ? snprintf(tmpl, sizeof tmpl, "%.*s/.tbneck-diagnose-XXXXXX",
+                             (int)(slash - db), db)
+                  : snprintf(tmpl, sizeof tmpl, ".tbneck-diagnose-XXXXXX");
+    if (n < 0 || (size_t)n >= sizeof tmpl)
+        return NULL;
+    int fd = mkstemp(tmpl);
+    if (fd < 0)
+        return NULL;
+    unlink(tmpl);
+    FILE *f = fdopen(fd, "w+b");
+    if (!f)
+        close(fd);
+    return f;
+}
+
+static void spill_put(struct ctx *c, const struct tb_request *r)
+{
+    struct spill_rec x;
+    memset(&x, 0, sizeof x);
+    x.arrival_ns = r->arrival_ns;
+    x.departure_ns = r->departure_ns;
+    x.conn = r->conn;
+    x.tier = r->tier;
+    x.server = r->server;
+    x.class_id = r->class_id;
+    x.flags = r->flags;
+    x.client = r->client;
+    if (fwrite(&x, sizeof x, 1, c->spill) == 1) {
+        c->nspill++;
+    } else {
+        fclose(c->spill);
+        c->spill = NULL;
+    }
+}
+
+/* Every request of the range in store order, as tb_store_each_request. */
+static int replay(const struct ctx *c, tb_store_request_cb cb, void *u)
+{
+    if (!c->spill_ok)
+        return tb_store_each_request(c->st, 0, c->qf, c->qt, cb, u);
+    enum { CHUNK = 4096 };
+    struct spill_rec *buf = malloc(CHUNK * sizeof *buf);
+    if (!buf)
+        return TB_E_NOMEM;
+    int rc = fseek(c->spill, 0, SEEK_SET) ? TB_E_IO : 0;
+    uint64_t left = c->nspill;
+    while (!rc && left) {
+        size_t want = left < CHUNK ? (size_t)left : CHUNK;
+        size_t got = fread(buf, sizeof *buf, want, c->spill);
+        if (got != want) {
+            rc = TB_E_IO;
+            break;
+        }
+        left -= got;
+        for (size_t i = 0; i < got && !rc; i++) {
+            struct tb_request r;
+            memset(&r, 0, sizeof r);
+            r.arrival_ns = buf[i].arrival_ns;
+            r.departure_ns = buf[i].departure_ns;
+            r.conn = buf[i].conn;
+            r.tier = buf[i].tier;
+            r.server = buf[i].server;
+            r.class_id = buf[i].class_id;
+            r.flags = buf[i].flags;
+            r.client = buf[i].client;
+            rc = cb(u, &r);
+        }
+    }
+    free(buf);
+    return rc;
+}
+
+/* The first pass over the requests: who calls whom, counts, the span of the
+ * window grid, connection records when the store has none, and each tier's
+ * pipeline's first half (service times). */
+static int pass1(void *u, const struct tb_request *r)
+{
+    struct ctx *c = u;
+    c->nrq++;
+    tb_callgraph_add(&c->g, c->callers, r);
+    c->lo = TB_MIN(c->lo, r->arrival_ns);
+    c->hi = TB_MAX(c->hi, r->departure_ns);
+    c->tiers[r->tier <= c->ntiers_cat ? r->tier : 0].requests++;
+    if (r->server <= c->nservers_cat)
+        c->servers[r->server].requests++;
+    int rc = 0;
+    if (c->spill)
+        spill_put(c, r);
+    if (c->cn_from_requests && (rc = conn_from_request(c, r)))
+        return rc;
+    for (uint32_t t = 1; t <= c->ntiers_cat && !rc; t++)
+        if (c->feeds[t])
+            rc = tb_tierfeed_add(c->feeds[t], r);
+    return rc;
+}
+
 static int load_inputs(struct ctx *c)
 {
     const struct tb_diag_opts *o = c->o;
-    int64_t qf, qt;
-    tb_analyze_query_range(o->from_ns, o->to_ns, o->width_ns, &qf, &qt);
-    int rc = tb_store_requests(c->st, 0, qf, qt, &c->rq, &c->nrq);
-    if (!rc)
-        rc = tb_store_connections(c->st, o->from_ns, o->to_ns, &c->cn, &c->ncn);
+    tb_analyze_query_range(o->from_ns, o->to_ns, o->width_ns, &c->qf, &c->qt);
+    int rc = tb_store_connections(c->st, o->from_ns, o->to_ns, &c->cn, &c->ncn);
     if (!rc)
         rc = tb_callers_new(&c->callers, c->cat);
     if (rc) {
-        tb_seterr(c->err, c->errlen, "reading requests and connections: %s", tb_strerror(rc));
+        tb_seterr(c->err, c->errlen, "reading connections: %s", tb_strerror(rc));
         return rc;
     }
+    c->cn_cap = c->ncn;
     c->ntiers_cat = tb_catalog_tier_count(c->cat);
     c->nservers_cat = tb_catalog_server_count(c->cat);
     c->tiers = calloc((size_t)c->ntiers_cat + 1, sizeof *c->tiers);
     c->servers = calloc((size_t)c->nservers_cat + 1, sizeof *c->servers);
-    if (!c->tiers || !c->servers)
+    c->feeds = calloc((size_t)c->ntiers_cat + 1, sizeof *c->feeds);
+    if (!c->tiers || !c->servers || !c->feeds)
         return TB_E_NOMEM;
     for (uint32_t t = 0; t <= c->ntiers_cat; t++)
         c->tiers[t].id = t;
@@ -252,18 +383,29 @@ static int load_inputs(struct ctx *c)
         if (!c->cn[i].tier)
             c->cn[i].tier = tb_callers_server_tier(c->callers, &c->cn[i].server,
                                                    &c->cn[i].server_id);
-    rc = tb_callgraph_build(&c->g, c->callers, c->ntiers_cat, c->rq, c->nrq, c->cn, c->ncn);
+    size_t ncn_stored = c->ncn;
+    c->cn_from_requests = !c->ncn;
+    struct tb_analyze_opts ao = {.width_ns = o->width_ns, .from_ns = o->from_ns,
+                                 .to_ns = o->to_ns, .recompute = o->recompute};
+    for (uint32_t t = 1; t <= c->ntiers_cat && !rc; t++)
+        rc = tb_tierfeed_new(&c->feeds[t], c->st, c->cat, t, &ao, c->err, c->errlen);
+    if (!rc)
+        rc = tb_callgraph_init(&c->g, c->ntiers_cat);
     if (rc)
         return rc;
-    /* The window grid over everything. */
-    int64_t lo = INT64_MAX, hi = INT64_MIN;
-    for (size_t i = 0; i < c->nrq; i++) {
-        lo = TB_MIN(lo, c->rq[i].arrival_ns);
-        hi = TB_MAX(hi, c->rq[i].departure_ns);
-        c->tiers[c->rq[i].tier <= c->ntiers_cat ? c->rq[i].tier : 0].requests++;
-        if (c->rq[i].server <= c->nservers_cat)
-            c->servers[c->rq[i].server].requests++;
+    c->lo = INT64_MAX;
+    c->hi = INT64_MIN;
+    c->spill = spill_open(c->st);
+    if ((rc = tb_store_each_request(c->st, 0, c->qf, c->qt, pass1, c)) != 0) {
+        if (!c->err[0])
+            tb_seterr(c->err, c->errlen, "reading requests: %s", tb_strerror(rc));
+        return rc;
     }
+    c->spill_ok = c->spill && fflush(c->spill) == 0 && !ferror(c->spill) &&
+                  c->nspill == c->nrq;
+    tb_callgraph_finish(&c->g, c->callers, c->cn, ncn_stored);
+    /* The window grid over everything. */
+    int64_t lo = c->lo, hi = c->hi;
     if (o->from_ns != INT64_MIN)
         lo = o->from_ns;
     if (o->to_ns != INT64_MAX)
@@ -287,24 +429,86 @@ static int load_inputs(struct ctx *c)
     return 0;
 }
 
-/* The report pipeline per tier: service times, N*, episodes, per server. */
+/* The second pass: each tier's windows (its pipeline's second half) and the
+ * layered load of every server. */
+static int pass2(void *u, const struct tb_request *r)
+{
+    struct ctx *c = u;
+    int rc = 0;
+    for (uint32_t t = 1; t <= c->ntiers_cat && !rc; t++)
+        if (c->feeds[t])
+            rc = tb_tierfeed_add(c->feeds[t], r);
+    if (rc || !r->server || r->server > c->nservers_cat || !r->tier || r->tier > c->ntiers_cat)
+        return rc;
+    uint32_t ct, cs;
+    tb_callers_of(c->callers, &r->client, r->tier, &ct, &cs);
+    /* A call from a tier's host that is none of its servers (hosts=) has no
+     * server to charge; with one server on the tier it is that one. */
+    if (ct && !cs) {
+        uint32_t only = 0, n = 0;
+        for (uint32_t s = 1; s <= c->nservers_cat; s++)
+            if (c->servers[s].tier == ct) {
+                only = s;
+                n++;
+            }
+        cs = n == 1 ? only : 0;
+    }
+    const struct tier *T = &c->tiers[r->tier];
+    double units = T->units ? tb_units_get(T->units, r->class_id, r->arrival_ns) : 1.0;
+    if ((rc = tb_layer_add(c->layer, r, r->server, cs == r->server ? 0 : cs, r->tier, units)))
+        tb_seterr(c->err, c->errlen, "layered load: %s", tb_strerror(rc));
+    return rc;
+}
+
+/* The report pipeline per tier (service times, N*, episodes, per server) and
+ * the layered load: the tiers' first halves were fed by pass1, one more pass
+ * feeds their second halves and the layers. */
 static int analyse_tiers(struct ctx *c)
 {
-    struct tb_analyze_opts ao = {.width_ns = c->o->width_ns, .from_ns = c->o->from_ns,
-                                 .to_ns = c->o->to_ns, .recompute = c->o->recompute,
-                                 .all = c->rq, .nall = c->nrq};
     size_t nwin = c->d->nwin;
+    int rc = 0;
+    for (uint32_t t = 1; t <= c->ntiers_cat && !rc; t++) {
+        struct tier *T = &c->tiers[t];
+        if (!T->requests) {
+            tb_tierfeed_free(c->feeds[t]);
+            c->feeds[t] = NULL;
+            continue;
+        }
+        const struct tb_class_service *svc;
+        size_t nsvc;
+        if ((rc = tb_tierfeed_mid(c->feeds[t])))
+            break;
+        tb_tierfeed_services(c->feeds[t], &svc, &nsvc);
+        rc = tb_units_new(&T->units, svc, nsvc, 1.0);
+    }
+    if (rc)
+        return rc;
+    rc = tb_layer_new(&c->layer, c->d->width_ns, c->d->from_ns, c->d->to_ns,
+                      c->nservers_cat + 1, c->ntiers_cat + 1);
+    if (rc) {
+        tb_seterr(c->err, c->errlen, "layered load over %zu windows: %s", c->d->nwin,
+               tb_strerror(rc));
+        return rc;
+    }
+    if ((rc = replay(c, pass2, c)) != 0) {
+        if (!c->err[0])
+            tb_seterr(c->err, c->errlen, "reading requests: %s", tb_strerror(rc));
+        return rc;
+    }
+    if ((rc = tb_layer_finish(c->layer)))
+        return rc;
+    for (uint32_t s = 1; s <= c->nservers_cat; s++)
+        c->servers[s].lw = tb_layer_row(c->layer, s);
     for (uint32_t t = 1; t <= c->ntiers_cat; t++) {
         struct tier *T = &c->tiers[t];
         if (!T->requests)
             continue;
-        int rc = tb_analyze_tier_servers(c->st, c->cat, t, &ao, &T->total, &T->srv, &T->nsrv,
-                                         c->err, c->errlen);
+        rc = tb_tierfeed_finish(c->feeds[t], &T->total, &T->srv, &T->nsrv);
+        tb_tierfeed_free(c->feeds[t]);
+        c->feeds[t] = NULL;
         if (rc)
             return rc;
         T->wu = T->total.a.work_unit_ns > 0 ? T->total.a.work_unit_ns : 1;
-        if ((rc = tb_units_new(&T->units, T->total.svc, T->total.nsvc, 1.0)))
-            return rc;
         if (!(T->cong = calloc(nwin ? nwin : 1, sizeof *T->cong)))
             return TB_E_NOMEM;
         for (size_t e = 0; e < T->total.nep; e++)
@@ -335,48 +539,6 @@ static int analyse_tiers(struct ctx *c)
                 }
         }
     }
-    return 0;
-}
-
-/* The layered load: one sweep over every request. */
-static int sweep(struct ctx *c)
-{
-    int rc = tb_layer_new(&c->layer, c->d->width_ns, c->d->from_ns, c->d->to_ns,
-                          c->nservers_cat + 1, c->ntiers_cat + 1);
-    if (rc) {
-        tb_seterr(c->err, c->errlen, "layered load over %zu windows: %s", c->d->nwin,
-                  tb_strerror(rc));
-        return rc;
-    }
-    for (size_t i = 0; i < c->nrq; i++) {
-        const struct tb_request *r = &c->rq[i];
-        if (!r->server || r->server > c->nservers_cat || !r->tier || r->tier > c->ntiers_cat)
-            continue;
-        uint32_t ct, cs;
-        tb_callers_of(c->callers, &r->client, r->tier, &ct, &cs);
-        /* A call from a tier's host that is none of its servers (hosts=) has
-         * no server to charge; with one server on the tier it is that one. */
-        if (ct && !cs) {
-            uint32_t only = 0, n = 0;
-            for (uint32_t s = 1; s <= c->nservers_cat; s++)
-                if (c->servers[s].tier == ct) {
-                    only = s;
-                    n++;
-                }
-            cs = n == 1 ? only : 0;
-        }
-        const struct tier *T = &c->tiers[r->tier];
-        double units = T->units ? tb_units_get(T->units, r->class_id, r->arrival_ns) : 1.0;
-        if ((rc = tb_layer_add(c->layer, r, r->server, cs == r->server ? 0 : cs, r->tier,
-                               units)) != 0) {
-            tb_seterr(c->err, c->errlen, "layered load: %s", tb_strerror(rc));
-            return rc;
-        }
-    }
-    if ((rc = tb_layer_finish(c->layer)))
-        return rc;
-    for (uint32_t s = 1; s <= c->nservers_cat; s++)
-        c->servers[s].lw = tb_layer_row(c->layer, s);
     return 0;
 }
 
@@ -519,45 +681,53 @@ static int cmp_ev(const void *a, const void *b)
 }
 
 /* Connection records when the store has none (a database written before
- * they were recorded): one per connection id, from its requests. */
-static int conns_from_requests(struct ctx *c)
+ * they were recorded): one per connection id, from its requests (fed in
+ * arrival order). */
+static size_t conn_slot(const struct ctx *c, uint64_t conn)
 {
-    size_t cap = 0;
-    for (size_t i = 0; i < c->nrq; i++) {
-        const struct tb_request *r = &c->rq[i];
-        size_t j;
-        /* Requests come in arrival order; a connection's requests are
-         * mostly near each other, so search backwards a little first. */
-        for (j = c->ncn; j > 0; j--)
-            if (c->cn[j - 1].conn == r->conn)
-                break;
-        if (j == 0) {
-            if (c->ncn == cap) {
-                size_t nc = cap ? cap * 2 : 256;
-                struct tb_conn *n = realloc(c->cn, nc * sizeof *n);
-                if (!n)
-                    return TB_E_NOMEM;
-                c->cn = n;
-                cap = nc;
-            }
-            struct tb_conn *x = &c->cn[c->ncn++];
-            memset(x, 0, sizeof *x);
-            x->conn = r->conn;
-            x->client = r->client;
-            x->tier = r->tier;
-            x->server_id = r->server;
-            const struct tb_server_info *si = tb_catalog_server_get(c->cat, r->server);
-            if (si)
-                x->server = si->addr;
-            x->open_ns = r->arrival_ns;
-            x->opened = TB_CONN_MIDSTREAM;
-            x->closed = TB_CONN_END;
-            j = c->ncn;
-        }
-        struct tb_conn *x = &c->cn[j - 1];
-        x->close_ns = TB_MAX(x->close_ns, r->departure_ns);
-        x->requests++;
+    uint64_t h = conn * 0x9E3779B97F4A7C15ull;
+    size_t i = (size_t)(h >> 17) & (c->cn_slots - 1);
+    while (c->cn_slot[i] && c->cn[c->cn_slot[i] - 1].conn != conn)
+        i = (i + 1) & (c->cn_slots - 1);
+    return i;
+}
+
+static int conn_from_request(struct ctx *c, const struct tb_request *r)
+{
+    /* Records in the order connections are first seen, found by id. */
+    if (2 * (c->ncn + 1) > c->cn_slots) {
+        size_t n = c->cn_slots ? 2 * c->cn_slots : 1024;
+        size_t *ns = calloc(n, sizeof *ns);
+        if (!ns)
+            return TB_E_NOMEM;
+        free(c->cn_slot);
+        c->cn_slot = ns;
+        c->cn_slots = n;
+        for (size_t k = 0; k < c->ncn; k++)
+            c->cn_slot[conn_slot(c, c->cn[k].conn)] = k + 1;
     }
+    size_t slot = conn_slot(c, r->conn), j = c->cn_slot[slot];
+    if (j == 0) {
+        if (tb_grow(&c->cn, &c->cn_cap, c->ncn + 1, sizeof *c->cn))
+            return TB_E_NOMEM;
+        struct tb_conn *x = &c->cn[c->ncn++];
+        memset(x, 0, sizeof *x);
+        x->conn = r->conn;
+        x->client = r->client;
+        x->tier = r->tier;
+        x->server_id = r->server;
+        const struct tb_server_info *si = tb_catalog_server_get(c->cat, r->server);
+        if (si)
+            x->server = si->addr;
+        x->open_ns = r->arrival_ns;
+        x->opened = TB_CONN_MIDSTREAM;
+        x->closed = TB_CONN_END;
+        j = c->ncn;
+        c->cn_slot[slot] = j;
+    }
+    struct tb_conn *x = &c->cn[j - 1];
+    x->close_ns = TB_MAX(x->close_ns, r->departure_ns);
+    x->requests++;
     return 0;
 }
 
@@ -574,11 +744,6 @@ static int build_edges(struct ctx *c)
                 return TB_E_NOMEM;
             e->ew = ew;
         }
-    if (!c->ncn) {
-        int rc = conns_from_requests(c);
-        if (rc)
-            return rc;
-    }
     /* Each connection to an edge: its life as two events. */
     size_t nev = 0;
     struct conn_ev *ev = malloc((2 * c->ncn + 1) * sizeof *ev);
@@ -702,34 +867,75 @@ static bool pool_full(const struct ctx *c, const struct edge *e, size_t k)
  * few later arrivals overtake a queued request (they wait behind it); CPUs
  * shared by every request in the server let the shorter ones through. NAN
  * with fewer than OVERTAKE_MIN candidates. */
-static double overtaken_share(const struct ctx *c, const struct server *S)
+struct overtake {
+    const struct ctx *c;
+    const struct server *S;
+    int pass;                 /* 0: count the candidates, 1: sample them */
+    size_t total, every, seen;
+    uint64_t over, cand;
+    int64_t *dep;             /* departures of the sampled requests still waited on */
+    size_t ndep, cap;
+};
+
+static int overtake_cb(void *u, const struct tb_request *r)
 {
-    size_t total = 0, every = 1, seen = 0;
-    uint64_t over = 0, cand = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < c->nrq; i++) {
-            const struct tb_request *r = &c->rq[i];
-            if (r->server != S->id || r->arrival_ns < c->d->from_ns)
+    struct overtake *o = u;
+    const struct ctx *c = o->c;
+    const struct server *S = o->S;
+    if (o->pass == 1 && o->ndep) {
+        /* r is a later arrival for every sampled request still in flight at
+         * its arrival; the others are done (arrivals only grow). */
+        size_t m = 0;
+        for (size_t a = 0; a < o->ndep; a++) {
+            if (r->arrival_ns >= o->dep[a])
                 continue;
-            size_t k = (size_t)((r->arrival_ns - c->d->from_ns) / c->d->width_ns);
-            if (k >= c->d->nwin || !stretched(c, S, k) || S->frozen[k])
-                continue;
-            if (pass == 0) {
-                total++;
-                continue;
-            }
-            if (seen++ % every)
-                continue;
-            for (size_t j = i + 1; j < c->nrq && c->rq[j].arrival_ns < r->departure_ns; j++) {
-                if (c->rq[j].server != S->id)
-                    continue;
-                cand++;
-                over += c->rq[j].departure_ns < r->departure_ns;
+            o->dep[m++] = o->dep[a];
+            if (r->server == S->id) {
+                o->cand++;
+                o->over += r->departure_ns < o->dep[a];
             }
         }
-        every = total > OVERTAKE_SAMPLES ? (total + OVERTAKE_SAMPLES - 1) / OVERTAKE_SAMPLES : 1;
+        o->ndep = m;
     }
-    return cand >= OVERTAKE_MIN ? (double)over / (double)cand : NAN;
+    if (r->server != S->id || r->arrival_ns < c->d->from_ns)
+        return 0;
+    size_t k = (size_t)((r->arrival_ns - c->d->from_ns) / c->d->width_ns);
+    if (k >= c->d->nwin || !stretched(c, S, k) || S->frozen[k])
+        return 0;
+    if (o->pass == 0) {
+        o->total++;
+        return 0;
+    }
+    if (o->seen++ % o->every)
+        return 0;
+    int rc = tb_grow(&o->dep, &o->cap, o->ndep + 1, sizeof *o->dep);
+    if (!rc)
+        o->dep[o->ndep++] = r->departure_ns;
+    return rc;
+}
+
+/* Of the requests that arrived at S after r and before r left, the share that
+ * left before r, summed over S's requests arriving in windows where S is
+ * stretched (at most OVERTAKE_SAMPLES of them, spread evenly): the queueing
+ * discipline seen from the wire. Threads taken first come, first served let
+ * few later arrivals overtake a queued request (they wait behind it); CPUs
+ * shared by every request in the server let the shorter ones through. NAN
+ * with fewer than OVERTAKE_MIN candidates. Two passes over the stored
+ * requests (count, then sample); memory: the sampled requests in flight. */
+static double overtaken_share(const struct ctx *c, const struct server *S)
+{
+    struct overtake o = {.c = c, .S = S, .every = 1};
+    int rc = 0;
+    for (o.pass = 0; o.pass < 2 && !rc; o.pass++) {
+        rc = replay(c, overtake_cb, &o);
+        o.every = o.total > OVERTAKE_SAMPLES
+                      ? (o.total + OVERTAKE_SAMPLES - 1) / OVERTAKE_SAMPLES
+                      : 1;
+    }
+    free(o.dep);
+    if (rc)
+        return NAN;
+    return o.cand >= OVERTAKE_MIN ? (double)o.over / (double)o.cand : NAN;
 }
 
 /* How much more work per second the server does unhurried than saturated:
@@ -806,27 +1012,44 @@ static double service_spread(const struct ctx *c, const struct server *S)
  * exhausts its quota in: not a freeze but its CPU allowance, and a rate of
  * completions that changes with how much of each period it runs is not a
  * CPU changing speed. */
+struct server_times {
+    uint32_t server;
+    int64_t *arr, *dep;
+    size_t n, cap;
+};
+
+static int server_times_cb(void *u, const struct tb_request *r)
+{
+    struct server_times *t = u;
+    if (r->server != t->server)
+        return 0;
+    size_t cap = t->cap;
+    if (tb_grow(&t->arr, &cap, t->n + 1, sizeof *t->arr) ||
+        tb_grow(&t->dep, &t->cap, t->n + 1, sizeof *t->dep))
+        return TB_E_NOMEM;
+    t->arr[t->n] = r->arrival_ns;
+    t->dep[t->n++] = r->departure_ns;
+    return 0;
+}
+
+/* Whether R's stops are those of a CPU quota (stats.h tb_quota_period):
+ * computed once, from its requests' arrivals and departures (one pass over
+ * the stored requests; 16 bytes per request of R, the one per-request cost
+ * left, and only for a server found to be a root). A throttled server stalls
+ * (no completion for most of a window) at every period it exhausts its quota
+ * in: not a freeze but its CPU allowance, and a rate of completions that
+ * changes with how much of each period it runs is not a CPU changing speed. */
 static int64_t quota_period(struct ctx *c, struct server *R)
 {
     if (R->quota_done)
         return R->quota.period_ns;
     R->quota_done = true;
-    size_t n = 0;
-    for (size_t i = 0; i < c->nrq; i++)
-        n += c->rq[i].server == R->id;
-    int64_t *arr = malloc((n ? n : 1) * sizeof *arr), *dep = malloc((n ? n : 1) * sizeof *dep);
-    if (arr && dep) {
-        size_t j = 0;
-        for (size_t i = 0; i < c->nrq; i++)
-            if (c->rq[i].server == R->id) {
-                arr[j] = c->rq[i].arrival_ns;
-                dep[j++] = c->rq[i].departure_ns;
-            }
-        if (tb_quota_period(arr, n, dep, n, &R->quota))
-            R->quota.period_ns = 0;
-    }
-    free(arr);
-    free(dep);
+    struct server_times t = {.server = R->id};
+    if (replay(c, server_times_cb, &t) ||
+        tb_quota_period(t.arr, t.n, t.dep, t.n, &R->quota))
+        R->quota.period_ns = 0;
+    free(t.arr);
+    free(t.dep);
     return R->quota.period_ns;
 }
 
@@ -1676,8 +1899,6 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
     if (!rc && d->nwin) {
         if (!rc)
             rc = analyse_tiers(&c);
-        if (!rc)
-            rc = sweep(&c);
         if (!rc)
             rc = baselines(&c);
         if (!rc)

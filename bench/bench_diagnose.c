@@ -38,6 +38,7 @@ struct gen {
     size_t n, cap;
     struct tb_addr front, app[APPS], db, user;
     uint32_t sfront, sapp[APPS], sdb;
+    uint32_t cfront, capp, cdb; /* class ids, registered in the catalog */
 };
 
 static double unif(struct gen *g)
@@ -96,15 +97,15 @@ static void page(struct gen *g)
     double phase = (double)(g->t % (20 * TB_NS_PER_SEC)) / (20.0 * TB_NS_PER_SEC);
     double rate = 8000.0 * (1.0 + 0.6 * sin(2 * M_PI * phase)); /* pages/s */
     g->t += expo(g, 1e9 / rate);
-    struct tb_request f = {.arrival_ns = g->t, .tier = 1, .server = g->sfront, .class_id = 1,
+    struct tb_request f = {.arrival_ns = g->t, .tier = 1, .server = g->sfront, .class_id = g->cfront,
                            .client = g->user};
     int a = (int)(g->page++ % APPS);
     int64_t u = g->t + expo(g, 50e3);
-    struct tb_request app = {.arrival_ns = u, .tier = 2, .server = g->sapp[a], .class_id = 2,
+    struct tb_request app = {.arrival_ns = u, .tier = 2, .server = g->sapp[a], .class_id = g->capp,
                              .client = g->front};
     u += expo(g, 200e3);
     for (int q = 0; q < 3; q++) {
-        struct tb_request db = {.arrival_ns = u, .tier = 3, .server = g->sdb, .class_id = 3,
+        struct tb_request db = {.arrival_ns = u, .tier = 3, .server = g->sdb, .class_id = g->cdb,
                                 .client = g->app[a]};
         u += expo(g, 300e3);
         db.departure_ns = u;
@@ -130,7 +131,7 @@ static bool next(struct gen *g, struct tb_request *r)
     return true;
 }
 
-static void gen_init(struct gen *g, uint64_t n, const uint32_t *srv)
+static void gen_init(struct gen *g, uint64_t n, const uint32_t *srv, const uint32_t *cls)
 {
     memset(g, 0, sizeof *g);
     g->rng = 0x2545F4914F6CDD1Dull;
@@ -145,6 +146,9 @@ static void gen_init(struct gen *g, uint64_t n, const uint32_t *srv)
     g->sapp[0] = srv[1];
     g->sapp[1] = srv[2];
     g->sdb = srv[3];
+    g->cfront = cls[0];
+    g->capp = cls[1];
+    g->cdb = cls[2];
 }
 
 /* CPU time of this process: the machine the benchmarks run on is shared, and
@@ -165,7 +169,8 @@ static long peak_kib(void)
 
 /* --db PATH: the same requests into a new store (catalog, requests, one
  * capture) for timing the whole command (bench/diagnose_rss.sh). */
-static int write_db(const char *path, struct tb_catalog *cat, uint64_t n, const uint32_t *srv)
+static int write_db(const char *path, struct tb_catalog *cat, uint64_t n, const uint32_t *srv,
+                    const uint32_t *cls)
 {
     struct tb_store *st;
     struct tb_writer *w;
@@ -185,7 +190,7 @@ static int write_db(const char *path, struct tb_catalog *cat, uint64_t n, const 
     rc = tb_writer_catalog(w, cat);
     struct gen g;
     struct tb_request r;
-    gen_init(&g, n, srv);
+    gen_init(&g, n, srv, cls);
     uint64_t k = 0;
     while (!rc && next(&g, &r)) {
         /* 128 connections per tier, taken in turn (their overlap does not
@@ -210,8 +215,41 @@ static int write_db(const char *path, struct tb_catalog *cat, uint64_t n, const 
     return rc ? 1 : 0;
 }
 
+static int count_cb(void *ctx, const struct tb_request *r)
+{
+    uint64_t *sum = ctx;
+    *sum += (uint64_t)r->departure_ns;
+    return 0;
+}
+
+/* --read PATH: the baseline of bench/diagnose_rss.sh, one streamed read of
+ * every stored request (tb_store_each_request, the cursor diagnose reads
+ * through), CPU seconds on stdout. */
+static int read_db(const char *path)
+{
+    struct tb_store *st;
+    char err[256];
+    if (tb_store_open(&st, path, 0, err, sizeof err)) {
+        fprintf(stderr, "bench_diagnose: cannot open %s: %s\n", path, err);
+        return 1;
+    }
+    uint64_t sum = 0;
+    double t0 = now_s();
+    int rc = tb_store_each_request(st, 0, INT64_MIN, INT64_MAX, count_cb, &sum);
+    double t = now_s() - t0;
+    tb_store_close(st);
+    if (rc) {
+        fprintf(stderr, "bench_diagnose: reading %s: %s\n", path, tb_strerror(rc));
+        return 1;
+    }
+    printf("%.3f %" PRIu64 "\n", t, sum % 1000);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "--read"))
+        return read_db(argv[2]);
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : NREQ_DEFAULT;
     const char *db = argc > 3 && !strcmp(argv[2], "--db") ? argv[3] : NULL;
     struct tb_catalog *cat;
@@ -228,8 +266,14 @@ int main(int argc, char **argv)
         if (tb_catalog_server(cat, tier_of[i], &a, &srv[i]) || tb_catalog_host(cat, tier_of[i], &a))
             return 1;
     }
+    /* Classes in the catalog, so that every output can name them. */
+    static const char *const ctext[3] = {"GET /page", "GET /app", "select ?"};
+    uint32_t cls[3];
+    for (int i = 0; i < 3; i++)
+        if (tb_catalog_class(cat, t[i + 1], ctext[i], strlen(ctext[i]), &cls[i]))
+            return 1;
     if (db) {
-        int rc = write_db(db, cat, n, srv);
+        int rc = write_db(db, cat, n, srv, cls);
         tb_catalog_free(cat);
         return rc;
     }
@@ -240,7 +284,7 @@ int main(int argc, char **argv)
     /* Baseline: generate and touch every request. */
     struct gen g;
     struct tb_request r;
-    gen_init(&g, n, srv);
+    gen_init(&g, n, srv, cls);
     double t0 = now_s();
     int64_t first = INT64_MAX, last = INT64_MIN;
     uint64_t sum = 0;
@@ -257,7 +301,7 @@ int main(int argc, char **argv)
     struct tb_layer *L;
     if (tb_layer_new(&L, 50 * TB_NS_PER_MS, first, last + 1, 5, 4))
         return 1;
-    gen_init(&g, n, srv);
+    gen_init(&g, n, srv, cls);
     t0 = now_s();
     uint64_t calls = 0;
     while (next(&g, &r)) {

@@ -14,7 +14,7 @@
 
 static const char diagnose_usage[] =
     "usage: tbneck diagnose [--window 50ms] [--from T --to T] [--format text|json|csv]\n"
-    "                       [--plot FILE.png|svg] [--recompute]\n"
+    "                       [--plot FILE.png|svg] [--recompute] [--no-critical-path]\n"
     "                       [--db FILE | --store URL]\n"
     "\n"
     "Which server (or connection pool) holds the front tier up in its congested\n"
@@ -23,7 +23,9 @@ static const char diagnose_usage[] =
     "object DESIGN.md fixes; csv: per tier and window the self and waiting load,\n"
     "the front tier's congestion and the root found. --plot FILE: stacked self and\n"
     "waiting load per tier with the root marked (FILE), and the wait-for graph\n"
-    "drawn by Graphviz (FILE with -graph before the extension).\n"
+    "drawn by Graphviz (FILE with -graph before the extension). --no-critical-path:\n"
+    "leave out the critical path (it links every request, in memory; the rest\n"
+    "streams the stored requests in memory that does not grow with them).\n"
     TB_CLI_TIME_HELP;
 
 static const char *tier_name(const struct tb_catalog *cat, uint32_t t)
@@ -155,11 +157,11 @@ int tb_cmd_diagnose(int argc, char **argv)
 {
     const char *dbpath = TB_DEFAULT_DB, *window = TB_WINDOW_DEFAULT, *from = NULL, *to = NULL;
     const char *format = "text", *plot = NULL, *store = NULL;
-    bool recompute = false;
+    bool recompute = false, no_cp = false;
     const struct tb_cli_opt opts[] = {
         {"db", &dbpath, NULL},     {"store", &store, NULL},     {"window", &window, NULL}, {"from", &from, NULL},
         {"to", &to, NULL},         {"format", &format, NULL}, {"plot", &plot, NULL},
-        {"recompute", NULL, &recompute},
+        {"recompute", NULL, &recompute}, {"no-critical-path", NULL, &no_cp},
     };
     int rc;
     if (tb_cli_args(argc, argv, 1, opts, TB_ARRAY_SIZE(opts), "diagnose", diagnose_usage, &rc))
@@ -169,7 +171,7 @@ int tb_cmd_diagnose(int argc, char **argv)
         return TB_EXIT_USAGE;
     }
     struct tb_diag_opts o = {.from_ns = INT64_MIN, .to_ns = INT64_MAX, .recompute = recompute,
-                             .critical_path = true};
+                             .critical_path = !no_cp};
     if (tb_parse_window(window, &o.width_ns) != 0) {
         tb_log_error("--window '%s': expected a duration from 1ms to 1h, such as 50ms", window);
         return TB_EXIT_USAGE;

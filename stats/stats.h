@@ -83,6 +83,16 @@ int tb_windows_compute(const struct tb_request *req, size_t nreq, const struct t
  * Returns 0, TB_E_INVAL or TB_E_NOMEM. */
 int tb_windows_calls_busy(struct tb_window *w, size_t n, const struct tb_request *calls,
                           size_t ncalls);
+/* The same as a stream, for calls too many to hold: the n windows from w0 on;
+ * calls added in non-decreasing arrival order (TB_E_INVAL otherwise; calls
+ * with departure < arrival are skipped); finish sets w[0..n).calls_busy to
+ * exactly what tb_windows_calls_busy gives for the same calls (the same
+ * additions in the same order). Memory: n doubles and the calls in flight. */
+struct tb_busyacc;
+int tb_busyacc_new(struct tb_busyacc **out, int64_t w0, int64_t width_ns, size_t n);
+int tb_busyacc_add(struct tb_busyacc *b, const struct tb_request *call);
+int tb_busyacc_finish(struct tb_busyacc *b, struct tb_window *w);
+void tb_busyacc_free(struct tb_busyacc *b);
 
 /* ---- layered load -----------------------------------------------------------
  * DESIGN.md "Layered load" (docs/diagnose.md). Per server ("row") and window,

@@ -393,6 +393,35 @@ static int cmp_call_ev(const void *pa, const void *pb)
     return a->t < b->t ? -1 : a->t > b->t;
 }
 
+/* The sweep both forms share: between consecutive events the count of calls
+ * in flight is constant; time with one call or more is spread over the
+ * windows the stretch covers, one addition per stretch and window, in time
+ * order (so the streaming and the array form add the same terms in the same
+ * order and give the same doubles). Events come in non-decreasing time. */
+struct busy_sweep {
+    double *busy; /* per window */
+    int64_t w0, width, end;
+    int64_t last_t;
+    long c;
+    bool any;
+};
+
+static void busy_event(struct busy_sweep *s, int64_t t, int d)
+{
+    if (s->any && s->c > 0 && t > s->last_t) {
+        int64_t a = TB_MAX(s->last_t, s->w0), b = TB_MIN(t, s->end);
+        while (a < b) {
+            size_t k = (size_t)((a - s->w0) / s->width);
+            int64_t e = TB_MIN(b, s->w0 + (int64_t)(k + 1) * s->width);
+            s->busy[k] += (double)(e - a) / (double)s->width;
+            a = e;
+        }
+    }
+    s->c += d;
+    s->last_t = t;
+    s->any = true;
+}
+
 int tb_windows_calls_busy(struct tb_window *w, size_t n, const struct tb_request *calls,
                           size_t ncalls)
 {
@@ -406,8 +435,12 @@ int tb_windows_calls_busy(struct tb_window *w, size_t n, const struct tb_request
     if (width <= 0)
         return TB_E_INVAL;
     struct call_ev *ev = malloc(2 * ncalls * sizeof *ev);
-    if (!ev)
+    double *busy = calloc(n, sizeof *busy);
+    if (!ev || !busy) {
+        free(ev);
+        free(busy);
         return TB_E_NOMEM;
+    }
     size_t ne = 0;
     for (size_t i = 0; i < ncalls; i++) {
         if (calls[i].departure_ns < calls[i].arrival_ns)
@@ -416,22 +449,102 @@ int tb_windows_calls_busy(struct tb_window *w, size_t n, const struct tb_request
         ev[ne++] = (struct call_ev){calls[i].departure_ns, -1};
     }
     qsort(ev, ne, sizeof *ev, cmp_call_ev);
-    /* Sweep: between consecutive events the count is constant; time with
-     * one call or more is spread over the windows the stretch covers. */
-    int64_t end = w0 + (int64_t)n * width;
-    long c = 0;
-    for (size_t i = 0; i < ne; i++) {
-        if (i > 0 && c > 0 && ev[i].t > ev[i - 1].t) {
-            int64_t a = TB_MAX(ev[i - 1].t, w0), b = TB_MIN(ev[i].t, end);
-            while (a < b) {
-                size_t k = (size_t)((a - w0) / width);
-                int64_t e = TB_MIN(b, w0 + (int64_t)(k + 1) * width);
-                w[k].calls_busy += (double)(e - a) / (double)width;
-                a = e;
-            }
-        }
-        c += ev[i].d;
-    }
+    struct busy_sweep s = {busy, w0, width, w0 + (int64_t)n * width, 0, 0, false};
+    for (size_t i = 0; i < ne; i++)
+        busy_event(&s, ev[i].t, ev[i].d);
+    for (size_t k = 0; k < n; k++)
+        w[k].calls_busy = busy[k];
     free(ev);
+    free(busy);
     return 0;
+}
+
+/* Streaming: the calls' ends wait in a min-heap until time passes them. */
+struct tb_busyacc {
+    struct busy_sweep s;
+    size_t n;
+    int64_t *heap;
+    size_t nh, cap;
+    int64_t last_arrival;
+};
+
+int tb_busyacc_new(struct tb_busyacc **out, int64_t w0, int64_t width_ns, size_t n)
+{
+    if (width_ns <= 0)
+        return TB_E_INVAL;
+    struct tb_busyacc *b = calloc(1, sizeof *b);
+    if (!b || !(b->s.busy = calloc(n ? n : 1, sizeof *b->s.busy))) {
+        free(b);
+        return TB_E_NOMEM;
+    }
+    b->n = n;
+    b->s.w0 = w0;
+    b->s.width = width_ns;
+    b->s.end = w0 + (int64_t)n * width_ns;
+    b->last_arrival = INT64_MIN;
+    *out = b;
+    return 0;
+}
+
+static void busy_pop_until(struct tb_busyacc *b, int64_t t, bool all)
+{
+    while (b->nh && (all || b->heap[0] <= t)) {
+        int64_t d = b->heap[0];
+        b->heap[0] = b->heap[--b->nh];
+        for (size_t i = 0;;) {
+            size_t l = 2 * i + 1, m = i;
+            if (l < b->nh && b->heap[l] < b->heap[m])
+                m = l;
+            if (l + 1 < b->nh && b->heap[l + 1] < b->heap[m])
+                m = l + 1;
+            if (m == i)
+                break;
+            int64_t x = b->heap[i];
+            b->heap[i] = b->heap[m];
+            b->heap[m] = x;
+            i = m;
+        }
+        busy_event(&b->s, d, -1);
+    }
+}
+
+int tb_busyacc_add(struct tb_busyacc *b, const struct tb_request *call)
+{
+    if (call->departure_ns < call->arrival_ns)
+        return 0;
+    if (call->arrival_ns < b->last_arrival)
+        return TB_E_INVAL;
+    b->last_arrival = call->arrival_ns;
+    /* Ends at or before this start come first (at the same instant either
+     * order gives the same sums: no time passes between them). */
+    busy_pop_until(b, call->arrival_ns, false);
+    if (tb_grow(&b->heap, &b->cap, b->nh + 1, sizeof *b->heap))
+        return TB_E_NOMEM;
+    size_t i = b->nh++;
+    b->heap[i] = call->departure_ns;
+    while (i && b->heap[(i - 1) / 2] > b->heap[i]) {
+        int64_t x = b->heap[i];
+        b->heap[i] = b->heap[(i - 1) / 2];
+        b->heap[(i - 1) / 2] = x;
+        i = (i - 1) / 2;
+    }
+    busy_event(&b->s, call->arrival_ns, +1);
+    return 0;
+}
+
+int tb_busyacc_finish(struct tb_busyacc *b, struct tb_window *w)
+{
+    busy_pop_until(b, 0, true);
+    for (size_t k = 0; k < b->n; k++)
+        w[k].calls_busy = b->s.busy[k];
+    return 0;
+}
+
+void tb_busyacc_free(struct tb_busyacc *b)
+{
+    if (!b)
+        return;
+    free(b->s.busy);
+    free(b->heap);
+    free(b);
 }

@@ -489,58 +489,249 @@ static int load_endpoints(struct tb_store *st, struct tb_addr **out, size_t *n)
     return 0;
 }
 
-/* Client addresses by endpoint id, for fill_request. */
-struct endpoints {
-    const struct tb_addr *ep;
-    size_t n;
-};
-
-static int fill_request(sqlite3_stmt *s, void *elem, void *ctx)
+/* Decodes the row `s` is on (columns as the SELECTs below: 9 lean ones, then
+ * req_bytes, resp_bytes, status when `full`). */
+static void row_request(sqlite3_stmt *s, const struct tb_addr *ep, size_t nep, bool full,
+                        struct tb_request *r)
 {
-    const struct endpoints *e = ctx;
-    struct tb_request *r = elem;
+    memset(r, 0, sizeof *r);
     r->tier = (uint32_t)sqlite3_column_int64(s, 0);
     r->server = (uint32_t)sqlite3_column_int64(s, 1);
     int64_t cid = sqlite3_column_int64(s, 2);
-    if (cid > 0 && (size_t)cid < e->n)
-        r->client = e->ep[cid];
+    if (cid > 0 && (size_t)cid < nep)
+        r->client = ep[cid];
     r->client.port = (uint16_t)sqlite3_column_int(s, 3);
     r->conn = (uint64_t)sqlite3_column_int64(s, 4);
     r->class_id = (uint32_t)sqlite3_column_int64(s, 5);
     r->arrival_ns = sqlite3_column_int64(s, 6);
     r->departure_ns = sqlite3_column_int64(s, 7);
-    r->req_bytes = (uint64_t)sqlite3_column_int64(s, 8);
-    r->resp_bytes = (uint64_t)sqlite3_column_int64(s, 9);
-    r->status = sqlite3_column_int(s, 10);
-    r->flags = (uint32_t)sqlite3_column_int64(s, 11);
-    return 0;
+    r->flags = (uint32_t)sqlite3_column_int64(s, 8);
+    if (full) {
+        r->req_bytes = (uint64_t)sqlite3_column_int64(s, 9);
+        r->resp_bytes = (uint64_t)sqlite3_column_int64(s, 10);
+        r->status = sqlite3_column_int(s, 11);
+    }
+}
+
+/* Every tier's rows in (arrival, rowid) order without a sort: one statement
+ * per tier walks the (tier_id, arrival_ns) index, whose entries are in
+ * (arrival_ns, rowid) order within a tier, and the tiers' heads are merged
+ * by a heap on (arrival_ns, rowid). The same rows in the same order as
+ * ORDER BY arrival_ns, rowid over the whole table, which SQLite can only
+ * give by sorting every row in a temporary B-tree (half the cost of the read,
+ * and its memory). Needs the index: *done false without it (nothing read). */
+struct merge_src {
+    sqlite3_stmt *s;
+    struct tb_request r;
+    int64_t rowid;
+};
+
+static bool merge_less(const struct merge_src *a, const struct merge_src *b)
+{
+    if (a->r.arrival_ns != b->r.arrival_ns)
+        return a->r.arrival_ns < b->r.arrival_ns;
+    return a->rowid < b->rowid;
+}
+
+static void merge_down(struct merge_src **h, size_t n, size_t i)
+{
+    for (;;) {
+        size_t l = 2 * i + 1, m = i;
+        if (l < n && merge_less(h[l], h[m]))
+            m = l;
+        if (l + 1 < n && merge_less(h[l + 1], h[m]))
+            m = l + 1;
+        if (m == i)
+            return;
+        struct merge_src *x = h[i];
+        h[i] = h[m];
+        h[m] = x;
+        i = m;
+    }
+}
+
+static int each_request_merged(struct tb_store *st, int64_t from_ns, int64_t to_ns, bool full,
+                               const struct tb_addr *ep, size_t nep, tb_store_request_cb cb,
+                               void *ctx, bool *done)
+{
+    static const char lean[] =
+        "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
+        "departure_ns, flags, rowid FROM requests "
+        "WHERE tier_id = ?1 AND arrival_ns < ?3 AND departure_ns >= ?2 "
+        "ORDER BY arrival_ns, rowid";
+    static const char wide[] =
+        "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
+        "departure_ns, flags, req_bytes, resp_bytes, status, rowid FROM requests "
+        "WHERE tier_id = ?1 AND arrival_ns < ?3 AND departure_ns >= ?2 "
+        "ORDER BY arrival_ns, rowid";
+    sqlite3_stmt *q = NULL;
+    struct merge_src *src = NULL, **heap = NULL;
+    size_t n = 0, cap = 0, nh = 0;
+    int rc, step;
+    int rowid_col = full ? 12 : 9;
+    if ((rc = tb__db_prep(&st->d,
+                          "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
+                          "name = 'requests_tier_arrival'",
+                          &q)))
+        return rc;
+    bool have = sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int64(q, 0) > 0;
+    sqlite3_reset(q);
+    *done = have;
+    if (!have)
+        return 0;
+    /* Tier 0 too: a row whose tier the catalog never named is still read. */
+    if ((rc = tb__db_prep(&st->d, "SELECT id FROM tiers UNION SELECT 0", &q)))
+        return rc;
+    while ((step = sqlite3_step(q)) == SQLITE_ROW) {
+        if ((rc = tb_grow(&src, &cap, n + 1, sizeof *src)))
+            break;
+        memset(&src[n], 0, sizeof src[n]);
+        if (sqlite3_prepare_v2(st->d.db, full ? wide : lean, -1, &src[n].s, NULL) != SQLITE_OK) {
+            rc = tb__db_fail(&st->d, "preparing a statement");
+            break;
+        }
+        sqlite3_bind_int64(src[n].s, 1, sqlite3_column_int64(q, 0));
+        sqlite3_bind_int64(src[n].s, 2, from_ns);
+        sqlite3_bind_int64(src[n].s, 3, to_ns);
+        n++;
+    }
+    if (!rc && step != SQLITE_DONE)
+        rc = tb__db_fail(&st->d, "reading tiers");
+    sqlite3_reset(q);
+    if (!rc && !(heap = malloc((n ? n : 1) * sizeof *heap)))
+        rc = TB_E_NOMEM;
+    for (size_t i = 0; i < n && !rc; i++) {
+        step = sqlite3_step(src[i].s);
+        if (step == SQLITE_ROW) {
+            row_request(src[i].s, ep, nep, full, &src[i].r);
+            src[i].rowid = sqlite3_column_int64(src[i].s, rowid_col);
+            heap[nh++] = &src[i];
+        } else if (step != SQLITE_DONE) {
+            rc = tb__db_fail(&st->d, "reading requests");
+        }
+    }
+    for (size_t i = nh / 2; i-- > 0;)
+        merge_down(heap, nh, i);
+    while (!rc && nh) {
+        struct merge_src *m = heap[0];
+        if ((rc = cb(ctx, &m->r)) != 0)
+            break;
+        step = sqlite3_step(m->s);
+        if (step == SQLITE_ROW) {
+            row_request(m->s, ep, nep, full, &m->r);
+            m->rowid = sqlite3_column_int64(m->s, rowid_col);
+        } else if (step == SQLITE_DONE) {
+            heap[0] = heap[--nh];
+        } else {
+            rc = tb__db_fail(&st->d, "reading requests");
+            break;
+        }
+        merge_down(heap, nh, 0);
+    }
+    for (size_t i = 0; i < n; i++)
+        sqlite3_finalize(src[i].s);
+    free(src);
+    free(heap);
+    return rc;
+}
+
+/* Rows in arrival order (then row id, the order rows were written in), each
+ * decoded into one tb_request on the stack and handed to cb: nothing per
+ * request is kept here. `full` reads every column; otherwise req_bytes,
+ * resp_bytes and status are not read (left 0): the analysis never looks at
+ * them, and fewer columns decode faster. One tier: one statement on the
+ * index; every tier: the tiers' index walks merged (each_request_merged),
+ * or, without the index (a capture still running), one sorted SELECT. */
+static int each_request(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
+                        bool full, tb_store_request_cb cb, void *ctx)
+{
+    static const char sql_tier[] =
+        "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
+        "departure_ns, flags, req_bytes, resp_bytes, status FROM requests "
+        "WHERE tier_id = ?1 AND arrival_ns < ?3 AND departure_ns >= ?2 "
+        "ORDER BY arrival_ns, rowid";
+    static const char sql_all[] =
+        "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
+        "departure_ns, flags, req_bytes, resp_bytes, status FROM requests "
+        "WHERE ?1 = 0 AND arrival_ns < ?3 AND departure_ns >= ?2 "
+        "ORDER BY arrival_ns, rowid";
+    static const char lean_tier[] =
+        "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
+        "departure_ns, flags FROM requests "
+        "WHERE tier_id = ?1 AND arrival_ns < ?3 AND departure_ns >= ?2 "
+        "ORDER BY arrival_ns, rowid";
+    static const char lean_all[] =
+        "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
+        "departure_ns, flags FROM requests "
+        "WHERE ?1 = 0 AND arrival_ns < ?3 AND departure_ns >= ?2 "
+        "ORDER BY arrival_ns, rowid";
+    struct tb_addr *ep = NULL;
+    size_t nep = 0;
+    sqlite3_stmt *s = NULL;
+    int rc, src;
+    if ((rc = ensure_index(st, false)) || (rc = load_endpoints(st, &ep, &nep)))
+        goto out;
+    if (!tier) {
+        bool done = false;
+        rc = each_request_merged(st, from_ns, to_ns, full, ep, nep, cb, ctx, &done);
+        if (rc || done)
+            goto out;
+    }
+    const char *sql = full ? (tier ? sql_tier : sql_all) : (tier ? lean_tier : lean_all);
+    if ((rc = tb__db_prep(&st->d, sql, &s)))
+        goto out;
+    sqlite3_bind_int64(s, 1, tier);
+    sqlite3_bind_int64(s, 2, from_ns);
+    sqlite3_bind_int64(s, 3, to_ns);
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        struct tb_request r;
+        row_request(s, ep, nep, full, &r);
+        if ((rc = cb(ctx, &r)) != 0)
+            goto out;
+    }
+    if (src != SQLITE_DONE)
+        rc = tb__db_fail(&st->d, "reading requests");
+out:
+    if (s)
+        sqlite3_reset(s);
+    free(ep);
+    return rc;
+}
+
+int tb_store_each_request(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
+                          tb_store_request_cb cb, void *ctx)
+{
+    return each_request(st, tier, from_ns, to_ns, false, cb, ctx);
+}
+
+struct rq_array {
+    struct tb_request *rq;
+    size_t n, cap;
+};
+
+static int rq_append(void *ctx, const struct tb_request *r)
+{
+    struct rq_array *a = ctx;
+    int rc = tb_grow(&a->rq, &a->cap, a->n + 1, sizeof *a->rq);
+    if (!rc)
+        a->rq[a->n++] = *r;
+    return rc;
 }
 
 int tb_store_requests(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
                       struct tb_request **out, size_t *n)
 {
-    static const char sql_tier[] =
-        "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
-        "departure_ns, req_bytes, resp_bytes, status, flags FROM requests "
-        "WHERE tier_id = ?1 AND arrival_ns < ?3 AND departure_ns >= ?2 "
-        "ORDER BY arrival_ns, rowid";
-    static const char sql_all[] =
-        "SELECT tier_id, server_id, client_id, client_port, conn, class_id, arrival_ns, "
-        "departure_ns, req_bytes, resp_bytes, status, flags FROM requests "
-        "WHERE ?1 = 0 AND arrival_ns < ?3 AND departure_ns >= ?2 "
-        "ORDER BY arrival_ns, rowid";
-    struct tb_addr *ep = NULL;
-    size_t nep = 0;
-    int rc;
+    struct rq_array a = {0};
     *out = NULL;
     *n = 0;
-    if ((rc = ensure_index(st, false)) || (rc = load_endpoints(st, &ep, &nep)))
+    int rc = each_request(st, tier, from_ns, to_ns, true, rq_append, &a);
+    if (rc) {
+        free(a.rq);
         return rc;
-    rc = tb__db_select(&st->d, tier ? sql_tier : sql_all,
-                       (const int64_t[]){tier, from_ns, to_ns}, 3, sizeof **out, fill_request,
-                       &(struct endpoints){ep, nep}, "reading requests", out, n);
-    free(ep);
-    return rc;
+    }
+    *out = a.rq;
+    *n = a.n;
+    return 0;
 }
 
 static uint8_t name_index(const char *name, const char *(*fn)(unsigned), unsigned n)

@@ -175,6 +175,15 @@ void tb_writer_stats(struct tb_writer *w, struct tb_writer_stats *s);
  * owned by the caller. */
 int tb_store_requests(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
                       struct tb_request **out, size_t *n);
+/* The same requests, same order, as a stream: cb is called once per row, in
+ * arrival order (then the order they were written in), with a record that
+ * lives only for the call; memory does not grow with the number of rows.
+ * Only the columns the analysis reads are decoded: req_bytes, resp_bytes and
+ * status are 0. A non-zero return from cb stops the stream and is returned.
+ * cb must not use the store (the statement is in use until the end). */
+typedef int (*tb_store_request_cb)(void *ctx, const struct tb_request *r);
+int tb_store_each_request(struct tb_store *st, uint32_t tier, int64_t from_ns, int64_t to_ns,
+                          tb_store_request_cb cb, void *ctx);
 int tb_store_request_count(struct tb_store *st, uint32_t tier, uint64_t *n);
 /* Connections open at some time in [from, to) (close_ns >= from and open_ns <
  * to; INT64_MIN/INT64_MAX for no bound), ordered by open_ns, then conn.
