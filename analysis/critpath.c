@@ -118,8 +118,8 @@ int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, si
     uint64_t *niso = calloc(t->nsrv + 1, sizeof *niso), *nall = calloc(t->nsrv + 1, sizeof *nall);
     struct cevent *ev = malloc((4 * n + 1) * sizeof *ev);
     int rc = 0;
-    if (!t->root || !t->own || !t->pool || !t->work || !t->svc || !t->cores || !t->svc_alone || !t->svc_solo || !t->nsolo || !at || !iso || !all || !niso ||
-        !nall || !ev) {
+    if (!t->root || !t->own || !t->pool || !t->work || !t->svc || !t->cores || !t->svc_alone ||
+        !t->svc_solo || !t->nsolo || !at || !iso || !all || !niso || !nall || !ev) {
         rc = TB_E_NOMEM;
         goto out;
     }
