@@ -5,7 +5,8 @@
  * between them (the worked timeline below); a user's request (no caller);
  * queries no request of its caller contains (no parent: one outside both,
  * one that outlives both); the kinds stored per request; and the export
- * order (tier name, arrival, connection, stable). */
+ * order (tier name, arrival, connection, stable); and the trees' own time of
+ * requests that arrived at an empty server (svc_solo, whatif's step 7). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
