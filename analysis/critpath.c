@@ -63,7 +63,37 @@ void tb_trees_free(struct tb_trees *t)
     free(t->svc);
     free(t->cores);
     free(t->svc_alone);
+    free(t->svc_solo);
+    free(t->nsolo);
     memset(t, 0, sizeof *t);
+}
+
+/* svc_solo, nsolo: the own time of requests (in arrival order) that
+ * arrived at an empty server: no other request of it in progress, at work,
+ * out on a call or waiting for a connection. */
+static int solo_own(const struct tb_request *rq, size_t n, struct tb_trees *t)
+{
+    int64_t *last_dep = malloc((t->nsrv + 1) * sizeof *last_dep); /* latest departure so far */
+    if (!last_dep)
+        return TB_E_NOMEM;
+    for (uint32_t s = 0; s <= t->nsrv; s++)
+        last_dep[s] = INT64_MIN;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t s = rq[i].server;
+        if (s == 0 || s > t->nsrv)
+            continue;
+        if (rq[i].arrival_ns >= last_dep[s]) {
+            t->svc_solo[s] += t->own[i];
+            t->nsolo[s]++;
+        }
+        if (rq[i].departure_ns > last_dep[s])
+            last_dep[s] = rq[i].departure_ns;
+    }
+    for (uint32_t s = 1; s <= t->nsrv; s++)
+        if (t->nsolo[s])
+            t->svc_solo[s] /= (double)t->nsolo[s];
+    free(last_dep);
+    return 0;
 }
 
 int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, size_t n,
@@ -80,14 +110,16 @@ int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, si
     t->svc = calloc(t->nsrv + 1, sizeof *t->svc);
     t->cores = calloc(t->nsrv + 1, sizeof *t->cores);
     t->svc_alone = calloc(t->nsrv + 1, sizeof *t->svc_alone);
+    t->svc_solo = calloc(t->nsrv + 1, sizeof *t->svc_solo);
+    t->nsolo = calloc(t->nsrv + 1, sizeof *t->nsolo);
     /* Time spent at each number of requests at work, per server. */
     double *at = calloc((size_t)(t->nsrv + 1) * (LEVELS + 1), sizeof *at);
     double *iso = calloc(t->nsrv + 1, sizeof *iso), *all = calloc(t->nsrv + 1, sizeof *all);
     uint64_t *niso = calloc(t->nsrv + 1, sizeof *niso), *nall = calloc(t->nsrv + 1, sizeof *nall);
     struct cevent *ev = malloc((4 * n + 1) * sizeof *ev);
     int rc = 0;
-    if (!t->root || !t->own || !t->pool || !t->work || !t->svc || !t->cores || !t->svc_alone || !at || !iso || !all || !niso ||
-        !nall || !ev) {
+    if (!t->root || !t->own || !t->pool || !t->work || !t->svc || !t->cores || !t->svc_alone ||
+        !t->svc_solo || !t->nsolo || !at || !iso || !all || !niso || !nall || !ev) {
         rc = TB_E_NOMEM;
         goto out;
     }
@@ -164,6 +196,8 @@ int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, si
         }
         cur += ev[k].delta;
     }
+    if ((rc = solo_own(rq, n, t)))
+        goto out;
     for (uint32_t s = 1; s <= t->nsrv; s++)
         t->svc_alone[s] = t->svc[s] = niso[s] >= 20 ? iso[s] / (double)niso[s]
                                                     : (nall[s] ? all[s] / (double)nall[s] : 0);

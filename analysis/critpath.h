@@ -33,6 +33,11 @@ struct tb_trees {
      * work a second); 0 without requests. */
     double *cores;
     double *svc_alone; /* per server id: own time of requests alone at arrival (mean) */
+    /* Per server id: own time of requests that arrived at an empty server
+     * (no other request of it in progress: at work, out on a call or waiting
+     * for a connection; their first connection is free), mean, and how many. */
+    double *svc_solo;
+    uint64_t *nsolo;
     uint32_t nsrv;
 };
 int tb_trees_build(const struct tb_catalog *cat, const struct tb_request *rq, size_t n,

@@ -78,13 +78,15 @@ static double pool_wait(double m, double h, double lambda)
 #define INPUTS_NAME "whatif"
 /* Bump when the linker, the trees or the inputs below change meaning: stored
  * inputs of another version are recomputed. */
-#define INPUTS_VERSION 2
+#define INPUTS_VERSION 3
 #define POOL_BIT 0x80000000u
 
 struct wi_station {
     uint32_t server, tier;
     double s, c, svc_alone; /* service per visit (ns), cores (MAX_CORES: no limit seen) */
     double pool_wait, own_total;
+    double svc_solo;        /* own time of its requests that arrived at it empty (mean) */
+    uint64_t nsolo;         /* how many */
     uint64_t n;             /* requests in front requests' trees */
 };
 
@@ -397,6 +399,8 @@ static int wi_prepare(const struct tb_catalog *cat, const struct tb_linked *L,
         /* Cores by work conservation (critpath.c, tb_trees). */
         x->c = tr->cores[s] > 0 ? tr->cores[s] : MAX_CORES;
         x->svc_alone = tr->svc_alone[s];
+        x->svc_solo = tr->svc_solo[s];
+        x->nsolo = tr->nsolo[s];
     }
     /* Pools: a caller server's calls to a tier over reused connections;
      * pair[i] = the pool of child i's call. */
@@ -742,7 +746,10 @@ static int wi_solve(const struct tb_catalog *cat, const struct wi_inputs *w,
     struct st_x {
         double s, c, s_new, c_new, visits;
         bool pool_bound;
-        size_t pb; /* its pool, when pool-bound */
+        size_t pb;   /* its pool, when pool-bound */
+        double wf;   /* < 0: per request work as stored; else the work share of own time */
+        bool replace, callee_of; /* see the pool change below */
+        double mean_calls;
     } *sx = calloc(nst + 1, sizeof *sx);
     struct pl_x {
         double m_new;
@@ -766,15 +773,28 @@ static int wi_solve(const struct tb_catalog *cat, const struct wi_inputs *w,
         y->c = x->c;
         y->visits = (double)x->n / (double)nfront;
         y->pb = SIZE_MAX;
+        y->wf = -1;
         /* Requests that wait for a pool connection look at work to the
          * clock when the linker missed their wait: a caller that waits on
          * its pool shows a CPU limit that may be the pool's. It is given
          * none, and the time of its requests alone. */
-        if (x->pool_wait > 0.05 * x->own_total || model_pool_bound(w, k)) {
+        bool seen = x->pool_wait > 0.05 * x->own_total;
+        if (seen || model_pool_bound(w, k)) {
             y->pool_bound = true;
             y->c = MAX_CORES;
             y->s = x->svc_alone;
             y->pb = pool_of(w, x->server);
+            /* Waits the linker did not see at all (a real JVM): requests
+             * alone at work at arrival still carry them (waits behind
+             * requests out on calls, their queries linked to others); those
+             * that arrived at an empty server found a connection free. Their
+             * own time is the work, the rest of every request's own time
+             * pool wait. A pool-bound server is seldom empty: 5 will do (the
+             * work is a small part of the own time there). */
+            if (!seen && x->nsolo >= 5 && x->own_total > 0 && x->n) {
+                y->s = TB_MIN(x->svc_solo, x->svc_alone);
+                y->wf = TB_MIN(1.0, y->s * (double)x->n / x->own_total);
+            }
         }
         y->s_new = y->s;
         y->c_new = y->c;
@@ -891,6 +911,27 @@ static int wi_solve(const struct tb_catalog *cat, const struct wi_inputs *w,
                 padd[k * nper + p] = fc - (isfinite(b) ? b : 0);
         }
     }
+    /* A pool change on a caller whose waits the linker never saw: which of
+     * its requests a call belongs to is unreliable there (the connections
+     * are handed over between requests unseen, most links ambiguous), so a
+     * request's own time holds other requests' calls or lacks its own. Each
+     * front request is then given its caller's work and the mean time in
+     * the called tier per front request, in place of its linked own time
+     * and calls: what is left of its time in them is the pool wait. */
+    if (o->change == TB_WHATIF_POOL)
+        for (size_t k = 0; k < nst; k++) {
+            if (sx[k].wf < 0 || sx[k].pb == SIZE_MAX || px[sx[k].pb].m_new == w->pl[sx[k].pb].m)
+                continue;
+            uint32_t callee = w->pl[sx[k].pb].callee_tier;
+            double calls = 0;
+            for (size_t j = 0; j < nst; j++)
+                if (w->st[j].tier == callee) {
+                    calls += w->st[j].own_total;
+                    sx[j].callee_of = true;
+                }
+            sx[k].mean_calls = calls / (double)nfront;
+            sx[k].replace = true;
+        }
     /* Each front request's time in each station and pool, scaled. */
     double sum = 0;
     for (size_t fi = 0; fi < nfront; fi++) {
@@ -905,10 +946,20 @@ static int wi_solve(const struct tb_catalog *cat, const struct wi_inputs *w,
                 continue;
             }
             const struct st_x *y = &sx[ix];
+            if (y->callee_of) {
+                delta -= a;
+                continue;
+            }
+            if (y->replace) {
+                delta += y->s * y->visits + y->mean_calls - a;
+                continue;
+            }
             if (y->pool_bound && y->pb != SIZE_MAX) {
                 /* A pool-bound caller: its time beyond its work is taken
                  * for waits the linker did not attribute, and scales as
                  * the pool's. */
+                if (y->wf >= 0)
+                    b = a * y->wf;
                 delta += b * (sratio[ix * nper + p] - 1) + (a - b) * (pratio[y->pb * nper + p] - 1);
             } else {
                 delta += a * (sratio[ix * nper + p] - 1);

@@ -5,7 +5,9 @@
  * between them (the worked timeline below); a user's request (no caller);
  * queries no request of its caller contains (no parent: one outside both,
  * one that outlives both); the kinds stored per request; and the export
- * order (tier name, arrival, connection, stable). */
+ * order (tier name, arrival, connection, stable); and the trees' own time of
+ * requests that arrived at an empty server (svc_solo, whatif's step 7). */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 
 #include "callers.h"
 #include "catalog.h"
+#include "critpath.h"
 #include "link.h"
 
 #define US 1000
@@ -108,8 +111,58 @@ static void test_two_parents(void **state)
     tb_catalog_free(cat);
 }
 
+/* tb_trees' svc_solo / nsolo (whatif's work of a pool-bound caller whose
+ * waits the linker never saw): the own time of the requests that arrived
+ * at an empty server, worked by hand. App: A [0, 1000] query [100, 600]
+ * (own 500); B [2000, 3000] query [2100, 2500] (own 600); C [2200, 4000]
+ * arrives while B is in, query [3000, 3500]; D [4000, 4300] arrives as C
+ * leaves (empty: counted), no query (own 300); E [4100, 4200] arrives in D.
+ * Database: the three queries each arrive with none in. */
+static void test_solo(void **state)
+{
+    (void)state;
+    struct tb_catalog *cat;
+    uint32_t app, db, sapp, sdb, cls;
+    assert_int_equal(tb_catalog_new(&cat), 0);
+    assert_int_equal(tb_catalog_tier(cat, "http-8080", "http", &app), 0);
+    assert_int_equal(tb_catalog_tier(cat, "mysql", "mysql", &db), 0);
+    struct tb_addr a = addr("10.0.3.1:8080"), d = addr("10.0.4.1:3306");
+    assert_int_equal(tb_catalog_server(cat, app, &a, &sapp), 0);
+    assert_int_equal(tb_catalog_server(cat, db, &d, &sdb), 0);
+    assert_int_equal(tb_catalog_class(cat, app, "GET /x", 6, &cls), 0);
+    struct tb_request rq[] = {
+        req(app, sapp, "10.0.2.1:40001", 1, 0, 1000),     /* A */
+        req(db, sdb, "10.0.3.1:50001", 10, 100, 600),     /* A's */
+        req(app, sapp, "10.0.2.1:40001", 1, 2000, 3000),  /* B */
+        req(db, sdb, "10.0.3.1:50001", 10, 2100, 2500),   /* B's */
+        req(app, sapp, "10.0.2.1:40002", 2, 2200, 4000),  /* C */
+        req(db, sdb, "10.0.3.1:50001", 10, 3000, 3500),   /* C's */
+        req(app, sapp, "10.0.2.1:40001", 1, 4000, 4300),  /* D */
+        req(app, sapp, "10.0.2.1:40002", 2, 4100, 4200),  /* E */
+    };
+    size_t n = sizeof rq / sizeof rq[0];
+    struct tb_callers *cl;
+    assert_int_equal(tb_callers_new(&cl, cat), 0);
+    struct tb_links lk;
+    assert_int_equal(tb_link_requests(cat, cl, rq, n, &lk), 0);
+    assert_int_equal(lk.parent[1], 1);
+    assert_int_equal(lk.parent[3], 3);
+    assert_int_equal(lk.parent[5], 5);
+    struct tb_trees t;
+    assert_int_equal(tb_trees_build(cat, rq, n, &lk, app, &t), 0);
+    assert_int_equal(t.nsolo[sapp], 3);
+    assert_true(fabs(t.svc_solo[sapp] - (500.0 + 600.0 + 300.0) / 3 * US) < 1e-6);
+    assert_int_equal(t.nsolo[sdb], 3);
+    assert_true(fabs(t.svc_solo[sdb] - (500.0 + 400.0 + 500.0) / 3 * US) < 1e-6);
+    tb_trees_free(&t);
+    tb_links_free(&lk);
+    tb_callers_free(cl);
+    tb_catalog_free(cat);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_parents)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_parents),
+                                       cmocka_unit_test(test_solo)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
