@@ -453,9 +453,9 @@ int tb_critpath_build(struct tb_store *st, const struct tb_catalog *cat, int64_t
     for (size_t a = 2; a < cp->ncls; a++)
         for (size_t b = a; b > 1 && (cp->cls[b].requests > cp->cls[b - 1].requests ||
                                      (cp->cls[b].requests == cp->cls[b - 1].requests &&
-                                      strcmp(tb_catalog_class_get(cat, cp->cls[b].class_id)->text,
-                                             tb_catalog_class_get(cat, cp->cls[b - 1].class_id)
-                                                 ->text) < 0));
+                                      strcmp(tb_catalog_class_text(cat, cp->cls[b].class_id),
+                                             tb_catalog_class_text(cat, cp->cls[b - 1].class_id)) <
+                                          0));
              b--) {
             struct tb_cp_class tmp = cp->cls[b];
             cp->cls[b] = cp->cls[b - 1];
@@ -505,7 +505,7 @@ void tb_critpath_json(struct tb_buf *b, const struct tb_catalog *cat, const stru
     for (size_t k = 0; k < cp->ncls; k++) {
         const struct tb_cp_class *x = &cp->cls[k];
         tb_buf_puts(b, k ? ",\n   {\"class\": " : "\n   {\"class\": ");
-        tb_buf_json_str(b, x->class_id ? tb_catalog_class_get(cat, x->class_id)->text : "*");
+        tb_buf_json_str(b, x->class_id ? tb_catalog_class_text(cat, x->class_id) : "*");
         tb_buf_printf(b, ", \"requests\": %" PRIu64 ", \"rt_mean_ns\": ", x->requests);
         tb_buf_json_num(b, x->rt_mean_ns);
         tb_buf_json_knum(b, ", \"rt_p95_ns\": ", x->rt_p95_ns);

@@ -289,7 +289,7 @@ int tb_plot_critpath_script(FILE *f, const struct tb_critpath *cp, const struct 
     fputc('\n', f);
     for (size_t k = 0; k < ncls; k++) {
         const struct tb_cp_class *x = &cp->cls[k];
-        const char *cname = x->class_id ? tb_catalog_class_get(cat, x->class_id)->text : "all";
+        const char *cname = x->class_id ? tb_catalog_class_text(cat, x->class_id) : "all";
         const double *v[3] = {x->mean, x->p95, x->p99};
         static const char *const stat[3] = {"mean", "p95", "p99"};
         for (int q = 0; q < 3; q++) {

@@ -10,8 +10,7 @@
 
 static const char *cls(const struct tb_catalog *cat, uint32_t id)
 {
-    const struct tb_class_info *c = tb_catalog_class_get(cat, id);
-    return c && c->text ? c->text : "?";
+    return tb_catalog_class_text(cat, id);
 }
 
 /* A duration at 3 significant digits or so: "12.3ms", "840us", "1.25s". */

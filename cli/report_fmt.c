@@ -109,8 +109,7 @@ static const char *tier_name(const struct tb_catalog *cat, uint32_t id)
 
 static const char *class_name(const struct tb_catalog *cat, uint32_t id)
 {
-    const struct tb_class_info *c = tb_catalog_class_get(cat, id);
-    return c && c->text ? c->text : "?";
+    return tb_catalog_class_text(cat, id);
 }
 
 /* "*" for the tier as a whole, else the server's address. */

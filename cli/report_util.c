@@ -237,7 +237,7 @@ void tb_cli_print_critpath(FILE *f, const struct tb_catalog *cat, const struct t
     for (size_t k = 0; k < cp->ncls && k < 6; k++) {
         const struct tb_cp_class *x = &cp->cls[k];
         fprintf(f, "  %s: %" PRIu64 " requests, mean %.2f ms, p95 %.2f ms, p99 %.2f ms\n",
-                x->class_id ? tb_catalog_class_get(cat, x->class_id)->text : "all classes",
+                x->class_id ? tb_catalog_class_text(cat, x->class_id) : "all classes",
                 x->requests, x->rt_mean_ns / 1e6, x->rt_p95_ns / 1e6, x->rt_p99_ns / 1e6);
         fprintf(f, "    %-24s %7s %7s %7s\n", "share of response time", "mean", "p95", "p99");
         for (size_t c = 0; c < cp->ncomp; c++) {

@@ -717,6 +717,12 @@ const struct tb_class_info *tb_catalog_class_get(const struct tb_catalog *cat, u
     return c ? &c->info : NULL;
 }
 
+const char *tb_catalog_class_text(const struct tb_catalog *cat, uint32_t id)
+{
+    const struct tb_class_info *c = tb_catalog_class_get(cat, id);
+    return c && c->text ? c->text : "?";
+}
+
 uint32_t tb_catalog_class_count(const struct tb_catalog *cat) { return cat->classes.count; }
 
 /* ---- persistence watermarks --------------------------------------------------- */

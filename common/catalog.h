@@ -68,6 +68,9 @@ int tb_catalog_class(struct tb_catalog *cat, uint32_t tier, const char *text, si
 const struct tb_tier_info *tb_catalog_tier_get(const struct tb_catalog *cat, uint32_t id);
 const struct tb_server_info *tb_catalog_server_get(const struct tb_catalog *cat, uint32_t id);
 const struct tb_class_info *tb_catalog_class_get(const struct tb_catalog *cat, uint32_t id);
+/* The class's text, or "?" for an id the catalog does not hold (a damaged
+ * or foreign database): never NULL. */
+const char *tb_catalog_class_text(const struct tb_catalog *cat, uint32_t id);
 
 /* Iteration: ids are dense, 1..count. */
 uint32_t tb_catalog_tier_count(const struct tb_catalog *cat);

@@ -138,6 +138,12 @@ static void test_classes(void **state)
     assert_int_equal(id, 4);
     assert_int_equal(tb_catalog_class(cat, t1, NULL, 3, &id), TB_E_INVAL);
     assert_string_equal(tb_catalog_class_get(cat, 4)->text, "");
+    /* An id the catalog does not hold (a damaged database's request): "?". */
+    assert_string_equal(tb_catalog_class_text(cat, 2), "select * from t where id = ");
+    assert_string_equal(tb_catalog_class_text(cat, 4), "");
+    assert_string_equal(tb_catalog_class_text(cat, 5), "?");
+    assert_string_equal(tb_catalog_class_text(cat, 0), "?");
+    assert_string_equal(tb_catalog_class_text(cat, UINT32_MAX), "?");
     /* A NUL inside the text sends it to "other", created on first use. */
     assert_int_equal(tb_catalog_class(cat, t2, "GET /\0x", 7, &id), 0);
     assert_int_equal(id, 5);
