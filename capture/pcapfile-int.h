@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* pcapfile-int.h — private to capture/: the fast path for classic pcap files:
- * records handed out in place from large read(2) blocks.  libpcap reads a
+ * records handed out in place from a read-only mapping of the file (large
+ * pread(2) blocks when it cannot be mapped, for a cut last record and for what
+ * the file gained after it was mapped).  libpcap reads a
  * savefile through stdio, two fread() calls and a copy per record; on a file in
  * the page cache that costs more than everything tbneck does with the packet
  * afterwards. This reader takes over once libpcap has opened and validated a
@@ -35,8 +37,11 @@ struct tb_pcaprec {
 /* Whether a file that starts with these 24 bytes is one this reader takes. */
 bool tb_pcapfile_eligible(const uint8_t hdr[TB_PCAPFILE_HDR]);
 
-/* A reader of the records of `fd` (a regular file; read with pread(2) from
- * offset 24, so the descriptor's own position is left alone). `hdr` is the
+/* A reader of the records of `fd` (a regular file; mapped, or read with
+ * pread(2) from offset 24, so the descriptor's own position is left alone;
+ * TBNECK_PCAP_READER=pread keeps it off the mapping). While a mapping is live
+ * a SIGBUS (the file cut under it between two size checks) ends the process
+ * with one line on stderr and exit status 1. `hdr` is the
  * file header (eligible), `snapshot` the snapshot length libpcap settled on
  * for the file (pcap_snapshot()). NULL when memory ran out. The descriptor
  * stays the caller's. */

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# pcap_readers.sh — the fast classic-pcap reader (capture/pcapfile.c) and
-# libpcap's own reader (TBNECK_PCAP_READER=libpcap) give the same capture:
+# pcap_readers.sh — the fast classic-pcap reader (capture/pcapfile.c; mapped,
+# and on its pread block path with TBNECK_PCAP_READER=pread) and libpcap's own
+# reader (TBNECK_PCAP_READER=libpcap) give the same capture:
 # the same summary, counters, exit status, last error line and request
 # records, on files in both byte orders and both timestamp resolutions,
 # records longer than the header's snapshot length, truncated and damaged
@@ -36,7 +37,9 @@ same() {
     cases=$((cases + 1))
     run fast "$@"
     TBNECK_PCAP_READER=libpcap run slow "$@"
-    if ! diff -u slow.err fast.err >d.err || ! diff -u slow.csv fast.csv >d.csv; then
+    TBNECK_PCAP_READER=pread run blocks "$@"
+    if ! diff -u slow.err fast.err >d.err || ! diff -u slow.csv fast.csv >d.csv ||
+        ! diff -u slow.err blocks.err >>d.err || ! diff -u slow.csv blocks.csv >>d.csv; then
         echo "FAIL: $name: the readers differ"
         sed 's/^/  | /' d.err d.csv | head -40
         fails=$((fails + 1))
@@ -142,6 +145,13 @@ PY
 same "captured length above the maximum" 1 -r huge.pcap
 same "captured length above the maximum, big-endian" 1 -r hugebe.pcap
 same "a good file and a damaged one" 1 -r cli.pcap huge.pcap
+
+# Past the mapped reader's first 8 MiB window (about 19 MiB), whole and cut
+# in the middle of a record near its end.
+$mk bench big.pcap 60 700 >/dev/null
+same "19 MiB, past the first mapping window" 0 -r big.pcap
+head -c $(($(stat -c %s big.pcap) - 37)) big.pcap >bigcut.pcap
+same "19 MiB, cut in its last record" 1 -r bigcut.pcap
 
 # Standard input always goes through libpcap; it must agree with the file.
 cases=$((cases + 1))

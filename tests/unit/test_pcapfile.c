@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* test_pcapfile.c — the classic pcap fast reader: which headers it takes,
  * records and timestamps in both byte orders and resolutions, records that
- * straddle its block buffer, the cut at the snapshot length, and libpcap's
- * error texts for truncated and damaged files. */
+ * straddle its block buffer, the cut at the snapshot length, libpcap's
+ * error texts for truncated and damaged files, and files that grow or shrink
+ * while mapped. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -258,6 +259,56 @@ static void test_truncated(void **state)
     fclose(w.f);
 }
 
+/* The reader maps the file as it is when made: records appended later are
+ * read too (on the block path), as before the mapping. */
+static void test_grows_while_mapped(void **state)
+{
+    (void)state;
+    char err[256];
+    struct tb_pcaprec rec;
+    struct wf w = wf_open(false, false, 2, 4, 65535);
+    wf_rec(&w, 1, 0, 50, 50, 1);
+    wf_rec(&w, 2, 0, 50, 50, 2);
+    struct tb_pcapfile *r = wf_reader(&w, 65535);
+    assert_int_equal(tb_pcapfile_next(r, &rec, err, sizeof err), 1);
+    wf_rec(&w, 3, 0, 40, 40, 3);
+    fflush(w.f);
+    assert_int_equal(tb_pcapfile_next(r, &rec, err, sizeof err), 1);
+    assert_true(rec.ts_ns == 2000000000 && pattern(rec.data, 50, 2));
+    assert_int_equal(tb_pcapfile_next(r, &rec, err, sizeof err), 1);
+    assert_true(rec.ts_ns == 3000000000 && rec.caplen == 40 && pattern(rec.data, 40, 3));
+    assert_int_equal(tb_pcapfile_next(r, &rec, err, sizeof err), 0);
+    assert_int_equal(tb_pcapfile_offset(r), 24 + 66 * 2 + 56);
+    tb_pcapfile_free(r);
+    fclose(w.f);
+}
+
+/* A file cut shorter while mapped (past the first 8 MiB window): no SIGBUS;
+ * every whole record before the cut, then libpcap's truncation error. */
+static void test_shrinks_while_mapped(void **state)
+{
+    (void)state;
+    char err[256];
+    struct tb_pcaprec rec;
+    enum { N = 12000, CAP = 1000, KEEP = 10000 };
+    struct wf w = wf_open(false, false, 2, 4, 65535);
+    for (int i = 0; i < N; i++)
+        wf_rec(&w, i, 0, CAP, CAP, (uint8_t)i);
+    struct tb_pcapfile *r = wf_reader(&w, 65535);
+    assert_int_equal(tb_pcapfile_next(r, &rec, err, sizeof err), 1);
+    assert_int_equal(ftruncate(fileno(w.f), 24 + (off_t)KEEP * (16 + CAP) + 16 + 100), 0);
+    int n = 1, rc;
+    while ((rc = tb_pcapfile_next(r, &rec, err, sizeof err)) == 1) {
+        assert_true(rec.ts_ns == (int64_t)n * 1000000000 && pattern(rec.data, CAP, (uint8_t)n));
+        n++;
+    }
+    assert_int_equal(rc, -1);
+    assert_int_equal(n, KEEP);
+    assert_string_equal(err, "truncated dump file; tried to read 1000 captured bytes, only got 100");
+    tb_pcapfile_free(r);
+    fclose(w.f);
+}
+
 static void test_huge_caplen(void **state)
 {
     (void)state;
@@ -283,6 +334,8 @@ int main(void)
         cmocka_unit_test(test_snapshot_cut),
         cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_huge_caplen),
+        cmocka_unit_test(test_grows_while_mapped),
+        cmocka_unit_test(test_shrinks_while_mapped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
