@@ -57,6 +57,60 @@ static int sort_by_arrival(const struct tb_request *rq, size_t n, uint32_t *orde
     return 0;
 }
 
+int tb_store_tier_clients(struct tb_store *st, uint32_t ntiers, uint64_t **counts_out,
+                          struct tb_addr **ep_out, size_t *nep_out)
+{
+    struct tb__db *d = tb__store_db(st);
+    struct tb_addr *ep = NULL;
+    uint64_t *counts = NULL;
+    size_t nep = 0;
+    sqlite3_stmt *s = NULL;
+    int rc, src;
+    *counts_out = NULL;
+    *ep_out = NULL;
+    *nep_out = 0;
+    if ((rc = tb__store_endpoints(st, &ep, &nep)))
+        return rc;
+    if (nep == 0)
+        nep = 1; /* column 0: requests with no client endpoint */
+    counts = calloc(((size_t)ntiers + 1) * nep, sizeof *counts);
+    if (!counts) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    if ((rc = tb__db_prep(d, "SELECT tier_id, client_id FROM requests", &s)))
+        goto out;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t t = sqlite3_column_int64(s, 0), c = sqlite3_column_int64(s, 1);
+        if (t < 0 || t > (int64_t)ntiers)
+            continue;
+        /* An unknown endpoint id reads as no address, as tb_store_link_rows
+         * reads it. */
+        if (c <= 0 || (uint64_t)c >= nep)
+            c = 0;
+        counts[(size_t)t * nep + (size_t)c]++;
+    }
+    if (src != SQLITE_DONE)
+        rc = tb__db_fail(d, "reading requests");
+    sqlite3_reset(s);
+out:
+    if (rc) {
+        free(counts);
+        free(ep);
+        return rc;
+    }
+    if (!ep)
+        ep = calloc(1, sizeof *ep);
+    if (!ep) {
+        free(counts);
+        return TB_E_NOMEM;
+    }
+    *counts_out = counts;
+    *ep_out = ep;
+    *nep_out = nep;
+    return 0;
+}
+
 int tb_store_link_rows(struct tb_store *st, struct tb_request **out, int64_t **rowid_out,
                        size_t *n_out)
 {

@@ -19,6 +19,15 @@
  * scan in row order and a radix sort: no SQL sort over the whole table. */
 int tb_store_link_rows(struct tb_store *st, struct tb_request **rq, int64_t **rowid, size_t *n);
 
+/* Requests counted per tier and client machine, for deciding who calls whom
+ * without reading whole rows: (*counts)[tier * *nep + e] = requests of tier
+ * id `tier` (0..ntiers; rows of other tiers are skipped) whose client is
+ * endpoint e, whose address is (*ep)[e] (port 0; endpoints are machines, so
+ * few). One scan of two columns, no sort. Both arrays malloc'd, owned by the
+ * caller. */
+int tb_store_tier_clients(struct tb_store *st, uint32_t ntiers, uint64_t **counts,
+                          struct tb_addr **ep, size_t *nep);
+
 /* What the stored requests are, as a short text: derived results stored
  * with it are valid while it does not change (requests are only ever
  * appended, so the largest row id and the captures' count tell). *stable is
