@@ -1121,6 +1121,26 @@ out:
     return rc;
 }
 
+int tb_whatif_links_current(struct tb_store *st, bool *current)
+{
+    char now[96] = "", then[96] = "";
+    bool stable = false;
+    int64_t version = 0;
+    *current = false;
+    if (!use_stored())
+        return 0;
+    int rc = tb_store_model_stamp(st, INPUTS_NAME, &version, then, sizeof then);
+    if (rc == TB_E_NOTFOUND)
+        return 0;
+    if (!rc)
+        rc = tb_store_stamp(st, now, sizeof now, &stable);
+    /* Links are stored before the inputs, in one run: a stamp that matches
+     * is the run that stored both (a run stopped between them left the old
+     * stamp, which no longer matches). */
+    *current = !rc && version == INPUTS_VERSION && !strcmp(now, then);
+    return rc;
+}
+
 int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb_whatif_opts *o,
               struct tb_whatif_result *r, char *err, size_t errlen)
 {

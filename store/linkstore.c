@@ -329,6 +329,92 @@ out:
     return tb__db_end(d, rc);
 }
 
+int tb_store_model_stamp(struct tb_store *st, const char *name, int64_t *version, char *stamp,
+                         size_t len)
+{
+    static const char has[] = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                              "name IN ('models', 'links')";
+    static const char sql[] = "SELECT version, stamp FROM models WHERE name = ?1";
+    struct tb__db *d = tb__store_db(st);
+    sqlite3_stmt *s;
+    int rc, src;
+    int64_t tables = 0;
+    if ((rc = tb__db_prep(d, has, &s)))
+        return rc;
+    if (sqlite3_step(s) == SQLITE_ROW)
+        tables = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    if (tables != 2)
+        return TB_E_NOTFOUND;
+    if ((rc = tb__db_prep(d, sql, &s)))
+        return rc;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    rc = TB_E_NOTFOUND;
+    if ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(s, 1);
+        *version = sqlite3_column_int64(s, 0);
+        snprintf(stamp, len, "%s", t ? (const char *)t : "");
+        rc = 0;
+    } else if (src != SQLITE_DONE) {
+        rc = tb__db_fail(d, "reading the stored model's stamp");
+    }
+    sqlite3_reset(s);
+    return rc;
+}
+
+int tb_store_links_get(struct tb_store *st, const int64_t *rowid, size_t n, uint64_t *parent,
+                       uint64_t *rows, uint64_t *linked, uint64_t *exact, uint64_t *ambiguous)
+{
+    static const char sql[] = "SELECT request, parent, kind FROM links";
+    struct tb__db *d = tb__store_db(st);
+    sqlite3_stmt *s;
+    int rc = 0, src;
+    *rows = *linked = *exact = *ambiguous = 0;
+    memset(parent, 0, n * sizeof *parent);
+    /* Row ids are appended, so dense: position by row id in one array. */
+    int64_t maxid = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rowid[i] <= 0)
+            return TB_E_NOTFOUND;
+        maxid = TB_MAX(maxid, rowid[i]);
+    }
+    if (n > UINT32_MAX - 1 || (uint64_t)maxid > 4 * (uint64_t)n + (1u << 20))
+        return TB_E_NOTFOUND;
+    uint32_t *pos = malloc(((size_t)maxid + 1) * sizeof *pos);
+    if (!pos)
+        return TB_E_NOMEM;
+    for (int64_t r = 0; r <= maxid; r++)
+        pos[r] = UINT32_MAX;
+    for (size_t i = 0; i < n; i++)
+        pos[rowid[i]] = (uint32_t)i;
+    if ((rc = tb__db_prep(d, sql, &s)))
+        goto out;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t rq = sqlite3_column_int64(s, 0);
+        bool has_parent = sqlite3_column_type(s, 1) != SQLITE_NULL;
+        int64_t pr = sqlite3_column_int64(s, 1);
+        int kind = sqlite3_column_int(s, 2);
+        if (rq <= 0 || rq > maxid || pos[rq] == UINT32_MAX ||
+            (has_parent && (pr <= 0 || pr > maxid || pos[pr] == UINT32_MAX))) {
+            rc = TB_E_NOTFOUND;
+            break;
+        }
+        (*rows)++;
+        if (has_parent) {
+            parent[pos[rq]] = (uint64_t)pos[pr] + 1;
+            (*linked)++;
+        }
+        *exact += kind == 1;
+        *ambiguous += kind == 2;
+    }
+    if (!rc && src != SQLITE_DONE)
+        rc = tb__db_fail(d, "reading links");
+    sqlite3_reset(s);
+out:
+    free(pos);
+    return rc;
+}
+
 int tb_store_links_put(struct tb_store *st, const int64_t *rowid, const uint64_t *parent,
                        const float *score, const uint8_t *kind, size_t n)
 {
