@@ -185,6 +185,18 @@ void tb_callgraph_add(struct tb_callgraph *g, const struct tb_callers *c,
     g->requests[b]++;
 }
 
+void tb_callgraph_add_n(struct tb_callgraph *g, const struct tb_callers *c, uint32_t tier,
+                        const struct tb_addr *client, uint64_t n)
+{
+    size_t m = (size_t)g->ntiers + 1;
+    uint32_t a, s;
+    if (tier == 0 || tier > g->ntiers || n == 0)
+        return;
+    tb_callers_of(c, client, tier, &a, &s);
+    g->calls[a * m + tier] += n;
+    g->requests[tier] += n;
+}
+
 int tb_callgraph_build(struct tb_callgraph *g, const struct tb_callers *c, uint32_t ntiers,
                        const struct tb_request *rq, size_t nrq, const struct tb_conn *cn,
                        size_t ncn)

@@ -62,6 +62,10 @@ int tb_callgraph_build(struct tb_callgraph *g, const struct tb_callers *c, uint3
 int tb_callgraph_init(struct tb_callgraph *g, uint32_t ntiers);
 void tb_callgraph_add(struct tb_callgraph *g, const struct tb_callers *c,
                       const struct tb_request *r);
+/* The same as tb_callgraph_add called n times with requests of tier `tier`
+ * from `client` (counts from tb_store_tier_clients, linkstore.h). */
+void tb_callgraph_add_n(struct tb_callgraph *g, const struct tb_callers *c, uint32_t tier,
+                        const struct tb_addr *client, uint64_t n);
 void tb_callgraph_finish(struct tb_callgraph *g, const struct tb_callers *c,
                          const struct tb_conn *cn, size_t ncn);
 /* Whether tier a calls tier b (requests or connections seen). */

@@ -52,4 +52,11 @@ struct tb_whatif_result {
 int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb_whatif_opts *o,
               struct tb_whatif_result *r, char *err, size_t errlen);
 
+/* Whether table links holds the links of the requests as stored now: written
+ * by whatif with its inputs, whose stamp and version still match (the check
+ * tb_whatif makes before reading them). False when TBNECK_WHATIF_STORED=0,
+ * as whatif then neither reads nor stores. `export requests` reads them
+ * instead of linking again when true. */
+int tb_whatif_links_current(struct tb_store *st, bool *current);
+
 #endif

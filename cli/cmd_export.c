@@ -13,7 +13,9 @@
 #include "cli.h"
 #include "jsonl.h"
 #include "link.h"
+#include "linkstore.h"
 #include "report_util.h"
+#include "whatif.h"
 
 static const char export_usage[] =
     "usage: tbneck export requests [--tier NAME] [--db FILE | --store URL]\n"
@@ -65,6 +67,49 @@ static void link_row(void *ctx, FILE *out)
         fprintf(out, ",%zu,", i + 1);
 }
 
+/* Table links (written by whatif) as tb_link_requests' result in export
+ * order: the requests with their row ids (tb_store_link_rows), put in export
+ * order by the sort the linking path uses, so that ids are the same rows.
+ * TB_E_NOTFOUND when the table does not fit these requests. */
+static int stored_links(struct tb_store *st, const struct tb_catalog *cat, struct tb_request **rq,
+                        size_t *n, struct tb_links *lk)
+{
+    int64_t *rowid = NULL, *ordered = NULL;
+    int rc = tb_store_link_rows(st, rq, &rowid, n);
+    if (rc)
+        goto out;
+    /* Row order (arrival, then row id) is tb_store_requests' order; the sort
+     * is stable, so ties end as the export orders them. The position before
+     * the sort rides in req_bytes, which tb_store_link_rows leaves 0. */
+    for (size_t i = 0; i < *n; i++)
+        (*rq)[i].req_bytes = i;
+    if ((rc = tb_link_export_order(cat, *rq, *n)))
+        goto out;
+    ordered = malloc((*n + 1) * sizeof *ordered);
+    lk->parent = malloc((*n + 1) * sizeof *lk->parent);
+    if (!ordered || !lk->parent) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < *n; i++) {
+        ordered[i] = rowid[(*rq)[i].req_bytes];
+        (*rq)[i].req_bytes = 0;
+    }
+    lk->n = *n;
+    rc = tb_store_links_get(st, ordered, *n, lk->parent, &lk->children, &lk->linked, &lk->exact,
+                            &lk->ambiguous);
+out:
+    if (rc) {
+        tb_links_free(lk);
+        free(*rq);
+        *rq = NULL;
+        *n = 0;
+    }
+    free(rowid);
+    free(ordered);
+    return rc;
+}
+
 static int export_requests(int argc, char **argv)
 {
     const char *tier = NULL, *dbpath = TB_DEFAULT_DB, *store = NULL;
@@ -87,13 +132,24 @@ static int export_requests(int argc, char **argv)
     if (tier && (rc = tb_cli_tier(db.cat, tier, &tid)) != 0)
         goto out;
     /* Ids count rows of the full export, so that a parent on another tier
-     * keeps its id when --tier leaves it out. */
-    int err = tb_store_requests(db.st, 0, INT64_MIN, INT64_MAX, &rq, &n);
-    if (!err)
+     * keeps its id when --tier leaves it out. The links whatif stored are
+     * read when current (the same bytes, docs/linking.md); else linked. */
+    bool stored = false;
+    int err = tb_whatif_links_current(db.st, &stored);
+    if (!err && stored) {
+        err = stored_links(db.st, db.cat, &rq, &n, &lk);
+        if (err == TB_E_NOTFOUND) {
+            stored = false;
+            err = 0;
+        }
+    }
+    if (!err && !stored)
+        err = tb_store_requests(db.st, 0, INT64_MIN, INT64_MAX, &rq, &n);
+    if (!err && !stored)
         err = tb_link_export_order(db.cat, rq, n);
-    if (!err)
+    if (!err && !stored)
         err = tb_callers_new(&cl, db.cat);
-    if (!err)
+    if (!err && !stored)
         err = tb_link_requests(db.cat, cl, rq, n, &lk);
     struct link_tail lt = {.l = &lk, .next = 0};
     if (!err && tid) {

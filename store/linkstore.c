@@ -57,6 +57,60 @@ static int sort_by_arrival(const struct tb_request *rq, size_t n, uint32_t *orde
     return 0;
 }
 
+int tb_store_tier_clients(struct tb_store *st, uint32_t ntiers, uint64_t **counts_out,
+                          struct tb_addr **ep_out, size_t *nep_out)
+{
+    struct tb__db *d = tb__store_db(st);
+    struct tb_addr *ep = NULL;
+    uint64_t *counts = NULL;
+    size_t nep = 0;
+    sqlite3_stmt *s = NULL;
+    int rc, src;
+    *counts_out = NULL;
+    *ep_out = NULL;
+    *nep_out = 0;
+    if ((rc = tb__store_endpoints(st, &ep, &nep)))
+        return rc;
+    if (nep == 0)
+        nep = 1; /* column 0: requests with no client endpoint */
+    counts = calloc(((size_t)ntiers + 1) * nep, sizeof *counts);
+    if (!counts) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    if ((rc = tb__db_prep(d, "SELECT tier_id, client_id FROM requests", &s)))
+        goto out;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t t = sqlite3_column_int64(s, 0), c = sqlite3_column_int64(s, 1);
+        if (t < 0 || t > (int64_t)ntiers)
+            continue;
+        /* An unknown endpoint id reads as no address, as tb_store_link_rows
+         * reads it. */
+        if (c <= 0 || (uint64_t)c >= nep)
+            c = 0;
+        counts[(size_t)t * nep + (size_t)c]++;
+    }
+    if (src != SQLITE_DONE)
+        rc = tb__db_fail(d, "reading requests");
+    sqlite3_reset(s);
+out:
+    if (rc) {
+        free(counts);
+        free(ep);
+        return rc;
+    }
+    if (!ep)
+        ep = calloc(1, sizeof *ep);
+    if (!ep) {
+        free(counts);
+        return TB_E_NOMEM;
+    }
+    *counts_out = counts;
+    *ep_out = ep;
+    *nep_out = nep;
+    return 0;
+}
+
 int tb_store_link_rows(struct tb_store *st, struct tb_request **out, int64_t **rowid_out,
                        size_t *n_out)
 {
@@ -273,6 +327,92 @@ int tb_store_model_put(struct tb_store *st, const char *name, int64_t version, c
     rc = tb__db_step_done(d, s, "storing model inputs");
 out:
     return tb__db_end(d, rc);
+}
+
+int tb_store_model_stamp(struct tb_store *st, const char *name, int64_t *version, char *stamp,
+                         size_t len)
+{
+    static const char has[] = "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND "
+                              "name IN ('models', 'links')";
+    static const char sql[] = "SELECT version, stamp FROM models WHERE name = ?1";
+    struct tb__db *d = tb__store_db(st);
+    sqlite3_stmt *s;
+    int rc, src;
+    int64_t tables = 0;
+    if ((rc = tb__db_prep(d, has, &s)))
+        return rc;
+    if (sqlite3_step(s) == SQLITE_ROW)
+        tables = sqlite3_column_int64(s, 0);
+    sqlite3_reset(s);
+    if (tables != 2)
+        return TB_E_NOTFOUND;
+    if ((rc = tb__db_prep(d, sql, &s)))
+        return rc;
+    sqlite3_bind_text(s, 1, name, -1, SQLITE_STATIC);
+    rc = TB_E_NOTFOUND;
+    if ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        const unsigned char *t = sqlite3_column_text(s, 1);
+        *version = sqlite3_column_int64(s, 0);
+        snprintf(stamp, len, "%s", t ? (const char *)t : "");
+        rc = 0;
+    } else if (src != SQLITE_DONE) {
+        rc = tb__db_fail(d, "reading the stored model's stamp");
+    }
+    sqlite3_reset(s);
+    return rc;
+}
+
+int tb_store_links_get(struct tb_store *st, const int64_t *rowid, size_t n, uint64_t *parent,
+                       uint64_t *rows, uint64_t *linked, uint64_t *exact, uint64_t *ambiguous)
+{
+    static const char sql[] = "SELECT request, parent, kind FROM links";
+    struct tb__db *d = tb__store_db(st);
+    sqlite3_stmt *s;
+    int rc = 0, src;
+    *rows = *linked = *exact = *ambiguous = 0;
+    memset(parent, 0, n * sizeof *parent);
+    /* Row ids are appended, so dense: position by row id in one array. */
+    int64_t maxid = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (rowid[i] <= 0)
+            return TB_E_NOTFOUND;
+        maxid = TB_MAX(maxid, rowid[i]);
+    }
+    if (n > UINT32_MAX - 1 || (uint64_t)maxid > 4 * (uint64_t)n + (1u << 20))
+        return TB_E_NOTFOUND;
+    uint32_t *pos = malloc(((size_t)maxid + 1) * sizeof *pos);
+    if (!pos)
+        return TB_E_NOMEM;
+    for (int64_t r = 0; r <= maxid; r++)
+        pos[r] = UINT32_MAX;
+    for (size_t i = 0; i < n; i++)
+        pos[rowid[i]] = (uint32_t)i;
+    if ((rc = tb__db_prep(d, sql, &s)))
+        goto out;
+    while ((src = sqlite3_step(s)) == SQLITE_ROW) {
+        int64_t rq = sqlite3_column_int64(s, 0);
+        bool has_parent = sqlite3_column_type(s, 1) != SQLITE_NULL;
+        int64_t pr = sqlite3_column_int64(s, 1);
+        int kind = sqlite3_column_int(s, 2);
+        if (rq <= 0 || rq > maxid || pos[rq] == UINT32_MAX ||
+            (has_parent && (pr <= 0 || pr > maxid || pos[pr] == UINT32_MAX))) {
+            rc = TB_E_NOTFOUND;
+            break;
+        }
+        (*rows)++;
+        if (has_parent) {
+            parent[pos[rq]] = (uint64_t)pos[pr] + 1;
+            (*linked)++;
+        }
+        *exact += kind == 1;
+        *ambiguous += kind == 2;
+    }
+    if (!rc && src != SQLITE_DONE)
+        rc = tb__db_fail(d, "reading links");
+    sqlite3_reset(s);
+out:
+    free(pos);
+    return rc;
 }
 
 int tb_store_links_put(struct tb_store *st, const int64_t *rowid, const uint64_t *parent,

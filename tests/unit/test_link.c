@@ -160,9 +160,63 @@ static void test_solo(void **state)
     tb_catalog_free(cat);
 }
 
+/* The call graph from counts per (tier, client) (tb_callgraph_add_n, what
+ * whatif's early refusals build) equals the one built request by request:
+ * users -> web (3), web -> app (2), app -> db (4), and a db request from a
+ * machine no tier has (users again). Front: web (no request by a tier). */
+static void test_callgraph_counts(void **state)
+{
+    (void)state;
+    struct tb_catalog *cat;
+    uint32_t web, app, db, sw, sa, sd;
+    assert_int_equal(tb_catalog_new(&cat), 0);
+    assert_int_equal(tb_catalog_tier(cat, "web", "http", &web), 0);
+    assert_int_equal(tb_catalog_tier(cat, "app", "http", &app), 0);
+    assert_int_equal(tb_catalog_tier(cat, "db", "mysql", &db), 0);
+    struct tb_addr w = addr("10.0.0.2:80"), a = addr("10.0.0.3:8080"), d = addr("10.0.0.4:3306");
+    assert_int_equal(tb_catalog_server(cat, web, &w, &sw), 0);
+    assert_int_equal(tb_catalog_server(cat, app, &a, &sa), 0);
+    assert_int_equal(tb_catalog_server(cat, db, &d, &sd), 0);
+    struct tb_request rq[10];
+    size_t n = 0;
+    for (int i = 0; i < 3; i++)
+        rq[n++] = req(web, sw, "192.168.0.9:4000", 1, i, i + 1);
+    for (int i = 0; i < 2; i++)
+        rq[n++] = req(app, sa, "10.0.0.2:5000", 2, i, i + 1);
+    for (int i = 0; i < 4; i++)
+        rq[n++] = req(db, sd, "10.0.0.3:6000", 3, i, i + 1);
+    rq[n++] = req(db, sd, "192.168.0.7:7000", 4, 0, 1);
+    struct tb_callers *cl;
+    assert_int_equal(tb_callers_new(&cl, cat), 0);
+    struct tb_callgraph g1, g2;
+    assert_int_equal(tb_callgraph_build(&g1, cl, 3, rq, n, NULL, 0), 0);
+    assert_int_equal(tb_callgraph_init(&g2, 3), 0);
+    tb_callgraph_add_n(&g2, cl, web, &rq[0].client, 3);
+    tb_callgraph_add_n(&g2, cl, app, &rq[3].client, 2);
+    tb_callgraph_add_n(&g2, cl, db, &rq[5].client, 4);
+    tb_callgraph_add_n(&g2, cl, db, &rq[9].client, 1);
+    tb_callgraph_add_n(&g2, cl, 0, &rq[9].client, 5);  /* tier 0: skipped */
+    tb_callgraph_add_n(&g2, cl, 4, &rq[9].client, 5);  /* beyond ntiers: skipped */
+    tb_callgraph_finish(&g2, cl, NULL, 0);
+    assert_memory_equal(g1.calls, g2.calls, 16 * sizeof *g1.calls);
+    assert_memory_equal(g1.requests, g2.requests, 4 * sizeof *g1.requests);
+    assert_int_equal(g2.front, web);
+    assert_int_equal(g1.front, web);
+    assert_int_equal(g2.calls[web * 4 + app], 2);
+    assert_int_equal(g2.calls[app * 4 + db], 4);
+    assert_int_equal(g2.calls[0 * 4 + db], 1);
+    assert_true(tb_callgraph_calls(&g2, web, app));
+    assert_false(tb_callgraph_calls(&g2, db, app));
+    tb_callgraph_free(&g1);
+    tb_callgraph_free(&g2);
+    tb_callers_free(cl);
+    tb_catalog_free(cat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_parents),
-                                       cmocka_unit_test(test_solo)};
+                                       cmocka_unit_test(test_solo),
+                                       cmocka_unit_test(test_callgraph_counts)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -230,6 +230,34 @@ static void test_links(void **state)
     assert_int_equal(raw_int(f->path, "SELECT kind FROM links WHERE request = 2"), 1);
     assert_int_equal(raw_int(f->path, "SELECT parent FROM links WHERE request = 4"), -1);
     assert_int_equal(raw_int(f->path, "SELECT kind FROM links WHERE request = 4"), 4);
+    /* Read back by position, the requests in another order (as an export
+     * orders them): rows 5, 1, 3, 2, 4. Row 2 (position 3) has row 3
+     * (position 2) as parent; row 4 (position 4) none. */
+    const int64_t order[5] = {5, 1, 3, 2, 4};
+    uint64_t back[5], rows, linked, exact, ambiguous;
+    assert_int_equal(tb_store_links_get(st, order, 5, back, &rows, &linked, &exact, &ambiguous),
+                     0);
+    const uint64_t want[5] = {0, 0, 0, 3, 0};
+    for (size_t i = 0; i < 5; i++)
+        assert_int_equal(back[i], want[i]);
+    assert_int_equal(rows, 2);
+    assert_int_equal(linked, 1);
+    assert_int_equal(exact, 1);
+    assert_int_equal(ambiguous, 0);
+    /* A stored link whose request or parent is not among those given: not
+     * to be used. */
+    const int64_t some[3] = {2, 4, 1};
+    assert_int_equal(tb_store_links_get(st, some, 3, back, &rows, &linked, &exact, &ambiguous),
+                     TB_E_NOTFOUND);
+    /* The stamp of a stored blob, without reading it. */
+    int64_t version = 0;
+    char stamp[96] = "";
+    assert_int_equal(tb_store_model_stamp(st, "whatif", &version, stamp, sizeof stamp),
+                     TB_E_NOTFOUND);
+    assert_int_equal(tb_store_model_put(st, "whatif", 7, "rows 5 captures 1", "xy", 2), 0);
+    assert_int_equal(tb_store_model_stamp(st, "whatif", &version, stamp, sizeof stamp), 0);
+    assert_int_equal(version, 7);
+    assert_string_equal(stamp, "rows 5 captures 1");
     /* Replaced, not added to. */
     kind[1] = 0;
     assert_int_equal(tb_store_links_put(st, rowid, parent, score, kind, n), 0);
@@ -244,12 +272,53 @@ static void test_links(void **state)
     free(rowid);
 }
 
+/* Requests counted per tier and client machine: web's 3 from 192.168.1.9,
+ * db's 2 from 10.0.0.2 (ports dropped: endpoints are machines). */
+static void test_tier_clients(void **state)
+{
+    struct fix *f = *state;
+    struct tb_store *st = open_store(f->path, TB_STORE_CREATE);
+    struct tb_request rq[5];
+    fill(st, rq);
+    uint64_t *counts;
+    struct tb_addr *ep;
+    size_t nep;
+    assert_int_equal(tb_store_tier_clients(st, 2, &counts, &ep, &nep), 0);
+    struct tb_addr user = addr("192.168.1.9:0"), app = addr("10.0.0.2:0");
+    uint64_t total = 0;
+    for (uint32_t t = 0; t <= 2; t++) {
+        for (size_t e = 0; e < nep; e++) {
+            uint64_t c = counts[t * nep + e];
+            total += c;
+            if (!c)
+                continue;
+            assert_int_equal(t, tb_addr_ip_eq(&ep[e], &user) ? rq[0].tier : rq[1].tier);
+            assert_true(tb_addr_ip_eq(&ep[e], &user) || tb_addr_ip_eq(&ep[e], &app));
+            assert_int_equal(c, tb_addr_ip_eq(&ep[e], &user) ? 3 : 2);
+        }
+    }
+    assert_int_equal(total, 5);
+    free(counts);
+    free(ep);
+    /* Tiers above ntiers are skipped. */
+    uint32_t lo = rq[0].tier < rq[1].tier ? rq[0].tier : rq[1].tier;
+    assert_int_equal(tb_store_tier_clients(st, lo, &counts, &ep, &nep), 0);
+    total = 0;
+    for (size_t i = 0; i < ((size_t)lo + 1) * nep; i++)
+        total += counts[i];
+    assert_int_equal(total, lo == rq[0].tier ? 3 : 2);
+    free(counts);
+    free(ep);
+    tb_store_close(st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_link_rows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stamp_models, setup, teardown),
         cmocka_unit_test_setup_teardown(test_links, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tier_clients, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
