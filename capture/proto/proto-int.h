@@ -60,6 +60,10 @@ static inline struct tb__pend *tb__pq_push(struct tb__pq *q, struct tb_proto_cou
         return tb__pq_push_slow(q, ctr, ts);
     struct tb__pend *e = &q->v[(q->head + q->len) & (q->cap - 1)];
     q->len++;
+    /* The entry after this one, asked for now: entries are 560 bytes apart,
+     * and a connection's ring (9 KiB at 16 in flight) is cold again by the
+     * time its next pipeline arrives, so each push missed the cache. */
+    __builtin_prefetch(&q->v[(q->head + q->len) & (q->cap - 1)], 1, 3);
     /* Field by field, not memset: for this size GCC may pick `rep stos`,
      * whose start-up cost was a quarter of a pipelined Redis command. */
     _Static_assert(offsetof(struct tb__pend, cls) == 48, "every field before cls is set here");
