@@ -115,7 +115,7 @@ int tb_store_link_rows(struct tb_store *st, struct tb_request **out, int64_t **r
                        size_t *n_out)
 {
     static const char sql[] = "SELECT rowid, tier_id, server_id, client_id, client_port, conn, "
-                              "class_id, arrival_ns, departure_ns FROM requests ORDER BY rowid";
+                              "class_id, arrival_ns, departure_ns, flags FROM requests ORDER BY rowid";
     struct tb__db *d = tb__store_db(st);
     struct tb_request *rq = NULL, *sorted = NULL;
     int64_t *rid = NULL, *srid = NULL;
@@ -143,19 +143,8 @@ int tb_store_link_rows(struct tb_store *st, struct tb_request **out, int64_t **r
             rid = i2;
             cap = c2;
         }
-        struct tb_request *r = &rq[n];
-        memset(r, 0, sizeof *r);
         rid[n] = sqlite3_column_int64(s, 0);
-        r->tier = (uint32_t)sqlite3_column_int64(s, 1);
-        r->server = (uint32_t)sqlite3_column_int64(s, 2);
-        int64_t cid = sqlite3_column_int64(s, 3);
-        if (cid > 0 && (size_t)cid < nep)
-            r->client = ep[cid];
-        r->client.port = (uint16_t)sqlite3_column_int(s, 4);
-        r->conn = (uint64_t)sqlite3_column_int64(s, 5);
-        r->class_id = (uint32_t)sqlite3_column_int64(s, 6);
-        r->arrival_ns = sqlite3_column_int64(s, 7);
-        r->departure_ns = sqlite3_column_int64(s, 8);
+        tb__row_request(s, 1, ep, nep, false, &rq[n]);
         n++;
     }
     if (src != SQLITE_DONE) {

@@ -57,6 +57,9 @@ int tb__db_prep(struct tb__db *d, const char *sql, sqlite3_stmt **out);
 /* Logs an SQLite failure (naming the file, what was being done and SQLite's
  * message) and returns TB_E_DB. */
 int tb__db_fail(struct tb__db *d, const char *what);
+/* One stored request decoded from a SELECT's columns base.. (store.c). */
+void tb__row_request(sqlite3_stmt *s, int base, const struct tb_addr *ep, size_t nep, bool full,
+                     struct tb_request *r);
 int tb__db_exec(struct tb__db *d, const char *sql);
 int tb__db_begin(struct tb__db *d);
 /* Commits when rc == 0, else rolls back; returns rc or the commit's error. */

@@ -489,27 +489,29 @@ static int load_endpoints(struct tb_store *st, struct tb_addr **out, size_t *n)
     return 0;
 }
 
-/* Decodes the row `s` is on (columns as the SELECTs below: 9 lean ones, then
- * req_bytes, resp_bytes, status when `full`). */
-static void row_request(sqlite3_stmt *s, const struct tb_addr *ep, size_t nep, bool full,
-                        struct tb_request *r)
+/* Decodes the row `s` is on: the 9 lean columns of the SELECTs below from
+ * column `base` on (tier_id, server_id, client_id, client_port, conn,
+ * class_id, arrival_ns, departure_ns, flags), then req_bytes, resp_bytes,
+ * status when `full`. */
+void tb__row_request(sqlite3_stmt *s, int base, const struct tb_addr *ep, size_t nep, bool full,
+                     struct tb_request *r)
 {
     memset(r, 0, sizeof *r);
-    r->tier = (uint32_t)sqlite3_column_int64(s, 0);
-    r->server = (uint32_t)sqlite3_column_int64(s, 1);
-    int64_t cid = sqlite3_column_int64(s, 2);
+    r->tier = (uint32_t)sqlite3_column_int64(s, base);
+    r->server = (uint32_t)sqlite3_column_int64(s, base + 1);
+    int64_t cid = sqlite3_column_int64(s, base + 2);
     if (cid > 0 && (size_t)cid < nep)
         r->client = ep[cid];
-    r->client.port = (uint16_t)sqlite3_column_int(s, 3);
-    r->conn = (uint64_t)sqlite3_column_int64(s, 4);
-    r->class_id = (uint32_t)sqlite3_column_int64(s, 5);
-    r->arrival_ns = sqlite3_column_int64(s, 6);
-    r->departure_ns = sqlite3_column_int64(s, 7);
-    r->flags = (uint32_t)sqlite3_column_int64(s, 8);
+    r->client.port = (uint16_t)sqlite3_column_int(s, base + 3);
+    r->conn = (uint64_t)sqlite3_column_int64(s, base + 4);
+    r->class_id = (uint32_t)sqlite3_column_int64(s, base + 5);
+    r->arrival_ns = sqlite3_column_int64(s, base + 6);
+    r->departure_ns = sqlite3_column_int64(s, base + 7);
+    r->flags = (uint32_t)sqlite3_column_int64(s, base + 8);
     if (full) {
-        r->req_bytes = (uint64_t)sqlite3_column_int64(s, 9);
-        r->resp_bytes = (uint64_t)sqlite3_column_int64(s, 10);
-        r->status = sqlite3_column_int(s, 11);
+        r->req_bytes = (uint64_t)sqlite3_column_int64(s, base + 9);
+        r->resp_bytes = (uint64_t)sqlite3_column_int64(s, base + 10);
+        r->status = sqlite3_column_int(s, base + 11);
     }
 }
 
@@ -603,7 +605,7 @@ static int each_request_merged(struct tb_store *st, int64_t from_ns, int64_t to_
     for (size_t i = 0; i < n && !rc; i++) {
         step = sqlite3_step(src[i].s);
         if (step == SQLITE_ROW) {
-            row_request(src[i].s, ep, nep, full, &src[i].r);
+            tb__row_request(src[i].s, 0, ep, nep, full, &src[i].r);
             src[i].rowid = sqlite3_column_int64(src[i].s, rowid_col);
             heap[nh++] = &src[i];
         } else if (step != SQLITE_DONE) {
@@ -618,7 +620,7 @@ static int each_request_merged(struct tb_store *st, int64_t from_ns, int64_t to_
             break;
         step = sqlite3_step(m->s);
         if (step == SQLITE_ROW) {
-            row_request(m->s, ep, nep, full, &m->r);
+            tb__row_request(m->s, 0, ep, nep, full, &m->r);
             m->rowid = sqlite3_column_int64(m->s, rowid_col);
         } else if (step == SQLITE_DONE) {
             heap[0] = heap[--nh];
@@ -685,7 +687,7 @@ static int each_request(struct tb_store *st, uint32_t tier, int64_t from_ns, int
     sqlite3_bind_int64(s, 3, to_ns);
     while ((src = sqlite3_step(s)) == SQLITE_ROW) {
         struct tb_request r;
-        row_request(s, ep, nep, full, &r);
+        tb__row_request(s, 0, ep, nep, full, &r);
         if ((rc = cb(ctx, &r)) != 0)
             goto out;
     }
