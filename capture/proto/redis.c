@@ -470,7 +470,7 @@ static bool s_line(struct rs *r, const struct tb_proto_ctx *ctx, const char *l, 
     return true;
 }
 
-/* The common case: a whole scalar reply (+OK, :1, $3 xxx, $-1, -ERR …) in
+/* The common case: a whole scalar reply (+OK, :1, $3 abc, $-1, -ERR …) in
  * this chunk. Returns its size with the status set, or 0. */
 static size_t fast_reply(struct rs_srv *s, const uint8_t *p, const uint8_t *end)
 {
@@ -479,7 +479,7 @@ static size_t fast_reply(struct rs_srv *s, const uint8_t *p, const uint8_t *end)
         return 0;
     if (t == '$' && end - p >= 4 && p[1] >= '0' && p[1] <= '9' && p[2] == '\r' &&
         p[3] == '\n') {
-        /* A bulk string shorter than ten bytes ($3 xxx): no line search. */
+        /* A bulk string shorter than ten bytes ("$3\r\nabc\r\n"): no line search. */
         size_t v = (size_t)(p[1] - '0');
         if ((size_t)(end - p - 4) < v + 2)
             return 0;
