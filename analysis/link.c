@@ -483,21 +483,12 @@ struct gkey {
     uint32_t used;
 };
 
-static uint64_t mix64(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 static size_t gslot(struct gkey *tab, size_t mask, const uint8_t ip[16], uint32_t tier, bool *fresh)
 {
     uint64_t h, lo;
     memcpy(&h, ip, 8);
     memcpy(&lo, ip + 8, 8);
-    size_t i = (size_t)mix64(h ^ mix64(lo ^ tier)) & mask;
+    size_t i = (size_t)tb_mix64(h ^ tb_mix64(lo ^ tier)) & mask;
     while (tab[i].used) {
         if (tab[i].tier == tier && !memcmp(tab[i].ip, ip, 16)) {
             *fresh = false;
@@ -581,7 +572,7 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     size_t ngroups = 0;
     for (size_t k = 0; k < n; k++) {
         uint32_t i = order[k];
-        size_t h = (size_t)mix64(rq[i].conn) & mask;
+        size_t h = (size_t)tb_mix64(rq[i].conn) & mask;
         while (ctab[h].used && ctab[h].conn != rq[i].conn)
             h = (h + 1) & mask;
         prev_dep[i] = ctab[h].used ? ctab[h].dep : INT64_MIN;

@@ -188,15 +188,6 @@ struct u64map {
     size_t mask;
 };
 
-static uint64_t mix(uint64_t x)
-{
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 static int u64map_init(struct u64map *m, size_t cap)
 {
     m->mask = 63;
@@ -213,7 +204,7 @@ static int u64map_init(struct u64map *m, size_t cap)
 /* The slot of key: its value is UINT32_MAX when new. */
 static size_t u64map_slot(struct u64map *m, uint64_t key)
 {
-    size_t i = (size_t)mix(key) & m->mask;
+    size_t i = (size_t)tb_mix64(key) & m->mask;
     while (m->val[i] != UINT32_MAX && m->key[i] != key)
         i = (i + 1) & m->mask;
     m->key[i] = key;
@@ -432,7 +423,7 @@ static int wi_prepare(const struct tb_catalog *cat, const struct tb_linked *L,
         }
         pair[i] = pm.val[sl];
         /* Connections per pool: (pool, conn) pairs seen. */
-        size_t cs = u64map_slot(&cm, mix(rq[i].conn) ^ pair[i]);
+        size_t cs = u64map_slot(&cm, tb_mix64(rq[i].conn) ^ pair[i]);
         if (cm.val[cs] == UINT32_MAX) {
             cm.val[cs] = pair[i];
             pconns[pair[i]]++;

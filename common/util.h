@@ -46,4 +46,16 @@ void tb_csv_field(FILE *f, const char *s);
  * nothing when buf is NULL or len is 0. */
 TB_PRINTF(3, 4) void tb_seterr(char *buf, size_t len, const char *fmt, ...);
 
+/* A 64-bit key mixed so that every bit of it moves every bit of the result
+ * (MurmurHash3's finaliser): the slot of an open-addressing table is
+ * tb_mix64(key) & mask. */
+static inline uint64_t tb_mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
 #endif

@@ -147,6 +147,30 @@ static void test_csv_field(void **state)
     free(buf);
 }
 
+/* tb_mix64: 0 stays 0 (the finaliser is a bijection with no constant);
+ * one flipped input bit flips about half of the output bits (mean over
+ * 64 bits x 256 keys within 32 +- 2); 4096 consecutive keys spread over
+ * 4096 slots (key & 4095) with no slot holding more than 10 of them. */
+static void test_mix64(void **state)
+{
+    (void)state;
+    assert_true(tb_mix64(0) == 0);
+    double flips = 0;
+    int n = 0;
+    for (uint64_t k = 1; k <= 256; k++)
+        for (int b = 0; b < 64; b++, n++)
+            flips += __builtin_popcountll(tb_mix64(k) ^ tb_mix64(k ^ (1ull << b)));
+    flips /= n;
+    assert_true(flips > 30.0 && flips < 34.0);
+    unsigned slot[4096] = {0}, worst = 0;
+    for (uint64_t k = 0; k < 4096; k++) {
+        unsigned *c = &slot[tb_mix64(k) & 4095];
+        if (++*c > worst)
+            worst = *c;
+    }
+    assert_true(worst <= 10);
+}
+
 static void test_seterr(void **state)
 {
     (void)state;
@@ -165,7 +189,7 @@ int main(void)
         cmocka_unit_test(test_cmp_quantile),
         cmocka_unit_test(test_pearson),
         cmocka_unit_test(test_csv_field),
-        cmocka_unit_test(test_seterr),
+        cmocka_unit_test(test_seterr), cmocka_unit_test(test_mix64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
