@@ -23,6 +23,7 @@ struct tb_live {
     void *ud;
     int linktype;
     bool polling, closing;
+    bool behind; /* the last drain stopped at its cap with packets left */
     /* pcap_stats counters are 32-bit and wrap; these keep the 64-bit sums. */
     uint32_t last_recv, last_drop, last_ifdrop;
     struct tb_live_stats total;
@@ -41,6 +42,7 @@ int tb_live_drain(struct tb_live *l)
     if (l->closing)
         return 0;
     int total = 0;
+    l->behind = true;
     for (int i = 0; i < DRAIN_MAX_CALLS; i++) {
         int n = pcap_dispatch(l->pcap, DISPATCH_BATCH, on_packet, (u_char *)l);
         if (n < 0) {
@@ -48,11 +50,18 @@ int tb_live_drain(struct tb_live *l)
                 break;
             return TB_E_PCAP;
         }
-        if (n == 0)
+        if (n == 0) {
+            l->behind = false;
             break;
+        }
         total += n;
     }
     return total;
+}
+
+bool tb_live_behind(const struct tb_live *l)
+{
+    return l->behind;
 }
 
 static void on_readable(uv_poll_t *p, int status, int events)

@@ -42,6 +42,10 @@ int tb_live_start(struct tb_live *l);
  * poll; call it before stopping so nothing captured is left behind). Returns
  * the number of packets read, or a negative TB_E_*. */
 int tb_live_drain(struct tb_live *l);
+/* Whether the last drain stopped at its cap (a flood, or a backlog after a
+ * stall) with packets still in the kernel's ring: their times are behind the
+ * wall clock, so the wall clock must not stand in for the capture clock. */
+bool tb_live_behind(const struct tb_live *l);
 int tb_live_linktype(const struct tb_live *l);
 /* Cumulative counters; the kernel's 32-bit counters are widened here. */
 int tb_live_stats(struct tb_live *l, struct tb_live_stats *s);

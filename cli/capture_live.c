@@ -281,8 +281,28 @@ static void on_tick(uv_timer_t *h)
             return;
         }
         L->last_pkt_ns = TB_MAX(L->last_pkt_ns, tb_fanout_clock(L->fo));
+        /* The workers move their clocks with the wall clock only when their
+         * rings are empty (fanout.c): the merge's clock is already right. */
+        L->clock_ns = TB_MAX(L->clock_ns, L->last_pkt_ns);
+    } else {
+        /* Read what the kernel holds before the wall clock may move the
+         * capture clock: after a stall (a long re-estimate on a loaded
+         * machine, a stopped process) the ring holds packets older than the
+         * wall clock's lag, and the timers run before the descriptor is
+         * polled. Windows closed past unread packets would miss their
+         * requests (a stall of the sensor seen as a freeze of the tier). */
+        int n = tb_live_drain(L->src);
+        if (n < 0) {
+            fail(L, n);
+            return;
+        }
+        L->clock_ns = tb_live_behind(L->src) ? TB_MAX(L->clock_ns, L->last_pkt_ns)
+                                             : TB_MAX(L->last_pkt_ns, now - CLOCK_LAG_NS);
     }
-    L->clock_ns = TB_MAX(L->last_pkt_ns, now - CLOCK_LAG_NS);
+    if (L->clock_ns <= 0) { /* fan-out: nothing released yet */
+        health(L, now);
+        return;
+    }
     tb_engine_expire(L->eng, L->clock_ns);
     health(L, now);
     tb_stream_tick(L->stream, L->clock_ns);
