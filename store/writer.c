@@ -252,7 +252,7 @@ static int endpoint_id(struct tb_writer *w, const struct tb_addr *client, uint32
     return 0;
 }
 
-/* Binds one request at parameters base..base+11 (capture_id is ?1). */
+/* Binds one request at parameters base..base+11. */
 static void bind_request(sqlite3_stmt *s, int base, const struct tb_request *r, uint32_t cid)
 {
     sqlite3_bind_int64(s, base, r->tier);
@@ -281,7 +281,6 @@ static int write_requests(struct tb_writer *w, const struct tb_request *rq, size
     if ((rc = tb__db_stmt(&w->d, TB__SQ_REQUEST_INS, &one)))
         return rc;
     sqlite3_bind_int64(one, 1, w->capture_id);
-    sqlite3_bind_int64(w->ins_multi, 1, w->capture_id);
     while (i < n) {
         /* Full groups go through the multi-row statement, the tail row by row. */
         size_t k = n - i >= ROWS_PER_STMT ? ROWS_PER_STMT : 1;
@@ -295,10 +294,10 @@ static int write_requests(struct tb_writer *w, const struct tb_request *rq, size
                 if ((rc = endpoint_id(w, &r->client, &cid)))
                     return rc;
             }
-            bind_request(s, 2 + (int)j * 12, r, cid);
+            bind_request(s, k == 1 ? 2 : 1 + (int)j * 12, r, cid);
             max_conn = TB_MAX(max_conn, r->conn);
         }
-        /* Parameter 1 (capture_id) stays bound across resets. */
+        /* The single-row statement's ?1 (capture_id) stays bound across resets. */
         int src = sqlite3_step(s);
         sqlite3_reset(s);
         if (src != SQLITE_DONE)
@@ -310,26 +309,28 @@ static int write_requests(struct tb_writer *w, const struct tb_request *rq, size
     return tb__db_step_done(&w->d, one, "recording the next connection id");
 }
 
-/* "INSERT ... VALUES (?1, ?2..?13), (?1, ?14..?25), ...": one statement step
- * per ROWS_PER_STMT rows spreads SQLite's per-statement overhead. */
+/* "INSERT ... VALUES (7, ?, ?, ...), (7, ?, ...), ...": one statement step per
+ * ROWS_PER_STMT rows spreads SQLite's per-statement overhead. The capture id
+ * is a literal (the statement belongs to this capture's writer) and the
+ * parameters are anonymous: numbered ones ("?1" in every row, "?NNN") cost
+ * SQLite a linear search of its parameter names for each, 8 M instructions
+ * (O(n^2)) to prepare 128 rows; anonymous ones are numbered as they come. */
 static int prepare_multi(struct tb_writer *w)
 {
     static const char head[] =
         "INSERT INTO requests(capture_id, tier_id, server_id, client_id, client_port, conn, "
         "class_id, arrival_ns, departure_ns, req_bytes, resp_bytes, status, flags) VALUES ";
-    char *sql = malloc(sizeof head + ROWS_PER_STMT * 80);
+    char cid[24];
+    int ncid = snprintf(cid, sizeof cid, "%lld", (long long)w->capture_id);
+    size_t cap = sizeof head + ROWS_PER_STMT * ((size_t)ncid + 32);
+    char *sql = malloc(cap);
     if (!sql)
         return TB_E_NOMEM;
     size_t off = sizeof head - 1;
     memcpy(sql, head, off);
-    for (int j = 0; j < ROWS_PER_STMT; j++) {
-        int base = 2 + j * 12;
-        off += (size_t)sprintf(sql + off, "%s(?1", j ? "," : "");
-        for (int c = 0; c < 12; c++)
-            off += (size_t)sprintf(sql + off, ",?%d", base + c);
-        sql[off++] = ')';
-    }
-    sql[off] = '\0';
+    for (int j = 0; j < ROWS_PER_STMT; j++)
+        off += (size_t)snprintf(sql + off, cap - off, "%s(%s,?,?,?,?,?,?,?,?,?,?,?,?)",
+                                j ? "," : "", cid);
     int src = sqlite3_prepare_v3(w->d.db, sql, (int)off, SQLITE_PREPARE_PERSISTENT,
                                  &w->ins_multi, NULL);
     free(sql);
