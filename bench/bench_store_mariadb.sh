@@ -11,7 +11,7 @@
 # With clickhouse-server installed, `capture --store clickhouse://...` into a
 # private instance (tests/e2e/lib/clickhouse.sh; a fresh database each run)
 # too: tbneck's own CPU (the server's is not counted) and wall time.
-# TB_BENCH_PCAP=FILE reuses (or, when missing, keeps) the capture; root only
+# TB_BENCH_CH=0 skips ClickHouse. TB_BENCH_PCAP=FILE reuses (or, when missing, keeps) the capture; root only
 # (tcpdump on lo). Prints one line per contender and the ratio lines.
 set -uo pipefail
 : "${TBNECK:?}" "${TB_SRCDIR:?}" "${TB_BUILDDIR:?}"
@@ -54,7 +54,7 @@ if [ ! -s "$pcap" ]; then
 fi
 cat "$pcap" >/dev/null # into the page cache for every contender alike
 churl=""
-if command -v clickhouse-server >/dev/null; then
+if [ "${TB_BENCH_CH:-1}" != 0 ] && command -v clickhouse-server >/dev/null; then
     # shellcheck source=../tests/e2e/lib/clickhouse.sh
     source "$TB_SRCDIR/tests/e2e/lib/clickhouse.sh"
     ch_start bench >/dev/null && churl="clickhouse://127.0.0.1:${ch_http[bench]}"

@@ -137,6 +137,22 @@ static void test_writer_200k(void **state)
     assert_int_equal(tb_writer_finish(w), 0);
     assert_int_equal(tb_store_capture_end(st, cap, NULL), 0);
 
+    /* The writer's tb_batch (a virtual table of its connection) left nothing
+     * in the file's schema; the capture's end built the read index. */
+    sqlite3 *raw;
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_open_v2(f->path, &raw, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(raw,
+                                        "SELECT sum(name LIKE '%batch%'), "
+                                        "sum(name = 'requests_tier_arrival') FROM sqlite_master",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(q, 0), 0);
+    assert_int_equal(sqlite3_column_int(q, 1), 1);
+    sqlite3_finalize(q);
+    sqlite3_close(raw);
+
     /* Read back in arrival order: identical records. */
     struct tb_request *got;
     size_t n;
