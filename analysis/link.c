@@ -100,6 +100,8 @@ struct group {
     struct par *P;             /* per parent: what the scans of link_pass read, together */
     double *kva, *kvd;         /* per child: CPU-clock times */
     double *kva_sorted;        /* children's arrivals (already in order: kva) */
+    size_t nseen;              /* parents that came into progress in the last pass */
+    size_t na;                 /* children whose arrival the clock reached (all but in a prefix pass) */
     bool *handoff;             /* child started on a connection just returned */
     int64_t *parr;             /* per parent: arrival (wall) */
     int64_t *karr, *kdep;      /* per child: the same */
@@ -118,15 +120,18 @@ struct group {
  * a prefix of the children, which reads the times of events up to tneed) a
  * little past tneed: until it is 3 tolerances past its value at tneed, so
  * that every event a prefix pass can look at — every child arriving within a
- * tolerance of a piece due before a parent's end — has its time; the events
- * after get +inf, which no timing test can take. */
+ * tolerance of a piece due before a parent's end — has its time. The
+ * children that arrived by then are g->na, the first ones (children are in
+ * arrival order); the others are not searched, and a departure not reached
+ * is +inf, which no timing test takes. */
 static void clock_assign(struct group *g, double cores, int64_t tneed)
 {
     double v = 0, vneed = 0;
     long n = 0;
     int64_t last = g->np + g->nk ? g->ev[0].t : 0;
-    size_t i = 0;
-    for (; i < g->nev; i++) {
+    size_t na = 0;
+    bool part = tneed != INT64_MAX;
+    for (size_t i = 0; i < g->nev; i++) {
         const struct ev *e = &g->ev[i];
         double dt = (double)(e->t - last);
         if (cores > 0 && n > cores)
@@ -142,22 +147,18 @@ static void clock_assign(struct group *g, double cores, int64_t tneed)
             continue; /* a wait for a connection: changes n only */
         size_t li = e->slot >> 2;
         bool child = e->slot & 2, dep = e->slot & 1;
-        if (child)
-            (dep ? g->kvd : g->kva)[li] = v;
-        else
+        if (child && dep) {
+            g->kvd[li] = v;
+        } else if (child) {
+            g->kva[li] = v;
+            if (part)
+                g->kvd[li] = INFINITY;
+            na++;
+        } else {
             *(dep ? &g->P[li].pvd : &g->P[li].pva) = v;
+        }
     }
-    for (; i < g->nev; i++) {
-        const struct ev *e = &g->ev[i];
-        if (e->slot == UINT32_MAX)
-            continue;
-        size_t li = e->slot >> 2;
-        bool child = e->slot & 2, dep = e->slot & 1;
-        if (child)
-            (dep ? g->kvd : g->kva)[li] = INFINITY;
-        else
-            *(dep ? &g->P[li].pvd : &g->P[li].pva) = INFINITY;
-    }
+    g->na = na;
 }
 
 /* Index of the child whose arrival is nearest x (kva is sorted), searched
@@ -192,9 +193,9 @@ static size_t nearest_idx(const double *s, size_t n, double x, size_t h)
 }
 
 /* How well "child `from` returns, then one piece of `piece`, a call, one
- * piece, ... the end" fits: walks the calls such a parent would make next (a child arriving
- * one piece after the last returned; every child within the tolerance is
- * tried) until one piece before `end`. Returns the summed timing error of
+ * piece, ... the end" fits: walks the calls such a parent would make next (a
+ * child arriving one piece after the last returned; every child within the
+ * tolerance is tried) until one piece before `end`. Returns the summed timing error of
  * the best walk, plus BREAK for a walk that finds neither a call nor the end
  * where one is due; *steps the calls the walk went through. */
 #define BREAK (5 * TOL_NS)
@@ -207,17 +208,18 @@ static double chain_walk(const struct group *g, size_t from, double piece, doubl
         return e;
     if (next > end + TOL_NS || depth >= 64 || --*budget <= 0)
         return BREAK;
-    size_t j = nearest_idx(g->kva_sorted, g->nk, next, from);
-    if (j >= g->nk)
+    size_t na = g->na; /* the children the clock has reached */
+    size_t j = nearest_idx(g->kva_sorted, na, next, from);
+    if (j >= na)
         return BREAK;
     /* The nearest arrival first: the true next call is usually it. */
     size_t lo = j, hi = j + 1;
     double best = BREAK;
     while (best > tol) {
         size_t k;
-        if (lo < g->nk && (hi >= g->nk || next - g->kva[lo] <= g->kva[hi] - next))
-            k = lo, lo = lo > 0 ? lo - 1 : g->nk;
-        else if (hi < g->nk)
+        if (lo < na && (hi >= na || next - g->kva[lo] <= g->kva[hi] - next))
+            k = lo, lo = lo > 0 ? lo - 1 : na;
+        else if (hi < na)
             k = hi++;
         else
             break;
@@ -279,17 +281,17 @@ static double cost_of(const struct group *g, size_t p, size_t c, double *wait)
 /* One pass over the first `limit` children; returns how many were on time. */
 static size_t link_pass(struct group *g, size_t limit)
 {
-    for (size_t p = 0; p < g->np; p++) {
-        g->P[p].g = -1;
-        g->P[p].last_v = g->P[p].pva;
-        g->P[p].ncalls = 0;
-    }
+    /* A parent's state is set when it comes into progress: a prefix pass
+     * touches only the parents of its prefix (end_offsets reads those). */
     struct act *act = g->active;
     uint32_t *cfree = g->cfree;
     size_t nact = 0, pi = 0, ontime = 0;
     for (size_t c = 0; c < limit; c++) {
         int64_t ca = g->karr[c], cd = g->kdep[c];
         while (pi < g->np && g->parr[pi] <= ca) {
+            g->P[pi].g = -1;
+            g->P[pi].last_v = g->P[pi].pva;
+            g->P[pi].ncalls = 0;
             act[nact++] = (struct act){g->P[pi].pdep, INT64_MIN, (uint32_t)pi};
             pi++;
         }
@@ -380,6 +382,7 @@ static size_t link_pass(struct group *g, size_t limit)
         g->P[bp].last_v = g->kvd[c];
         act[bk].busy = cd;
     }
+    g->nseen = pi;
     return ontime;
 }
 
@@ -405,7 +408,7 @@ static int end_offsets(struct group *g)
     size_t n = 0;
     for (size_t p = 0; p < g->np; p++) {
         double off = NAN;
-        if (g->P[p].ncalls && g->P[p].g >= 0)
+        if (p < g->nseen && g->P[p].ncalls && g->P[p].g >= 0)
             off = g->P[p].pvd - g->P[p].last_v - g->P[p].g;
         co[n++] = (struct cls_off){g->rq[g->par[p]].class_id, off, (uint32_t)p};
     }
