@@ -846,7 +846,7 @@ static int run_offline(const struct tb_capture_args *a)
     if (!a->quiet)
         summary(a, tb_engine_stats(e), cat, &run);
     if (a->whatif_inputs && st && !wrc && !erc && !run_rc)
-        tb_capture_whatif_inputs(st, cat, a->quiet ? NULL : stdout);
+        tb_capture_whatif_inputs(st, cat, a->quiet ? NULL : stderr); /* with the summary */
     exit_code = TB_EXIT_OK;
     if (dump_full)
         tb_log_warn("capture: -w: maximum file limit reached: %d (as tcpdump, the capture "

@@ -19,7 +19,7 @@ trap 'rm -rf "$work"' EXIT
 fail=0
 db=$work/c.db
 "$TBNECK_SIM" "$TB_SRCDIR/sim/examples/linking.conf" --out "$work/s" --seed 3 --duration 5s -q
-"$TBNECK" capture -r "$work/s.pcap" --db "$db" --whatif-inputs >"$work/cap.txt"
+"$TBNECK" capture -r "$work/s.pcap" --db "$db" --whatif-inputs >"$work/cap.txt" 2>&1
 grep -q '^  whatif inputs: every request linked, links and inputs stored in ' "$work/cap.txt" ||
     { echo "no whatif line in the capture's summary"; cat "$work/cap.txt"; fail=1; }
 [ "$(sqlite3 "$db" "SELECT count(*) FROM models WHERE name = 'whatif'")" = 1 ] ||
@@ -66,7 +66,7 @@ python3 "$TB_SRCDIR/tests/e2e/lib/link_score.py" "$work/s.requests.csv" "$work/l
 # A second capture appended: a new stamp, computed again at its end.
 stamp1=$(sqlite3 "$db" "SELECT stamp FROM models WHERE name = 'whatif'")
 "$TBNECK_SIM" "$TB_SRCDIR/sim/examples/linking.conf" --out "$work/u" --seed 4 --duration 1s -q
-"$TBNECK" capture -r "$work/u.pcap" --db "$db" --whatif-inputs >"$work/cap2.txt"
+"$TBNECK" capture -r "$work/u.pcap" --db "$db" --whatif-inputs >"$work/cap2.txt" 2>&1
 stamp2=$(sqlite3 "$db" "SELECT stamp FROM models WHERE name = 'whatif'")
 [ "$stamp1" != "$stamp2" ] || { echo "stamp unchanged after a second capture: $stamp1"; fail=1; }
 wi --tier mysql --speedup 2 >"$work/t2.txt"
