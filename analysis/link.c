@@ -491,7 +491,14 @@ static int link_rounds(struct group *g, double *cores_out)
     return 0;
 }
 
-static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links *out)
+/* A request's times, gathered from the request array in its one sequential
+ * pass: the groups read these 16 bytes, not an 80-byte request each. */
+struct span {
+    int64_t arr, dep;
+};
+
+static int link_group(struct group *g, const struct span *sp, const uint8_t *handoff,
+                      struct tb_links *out)
 {
     size_t np = g->np, nk = g->nk, ne = 2 * (np + nk);
     g->ev = malloc((ne + 2 * nk + 1) * sizeof *g->ev);
@@ -516,20 +523,19 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
     g->kva_sorted = g->kva; /* children are in arrival order */
     size_t e = 0;
     for (size_t i = 0; i < np; i++) {
-        const struct tb_request *r = &g->rq[g->par[i]];
-        g->P[i].pdep = r->departure_ns;
-        g->parr[i] = r->arrival_ns;
-        g->ev[e++] = (struct ev){r->arrival_ns, +1, (uint32_t)(i << 2)};
-        g->ev[e++] = (struct ev){r->departure_ns, -1, (uint32_t)(i << 2 | 1)};
+        const struct span *r = &sp[g->par[i]];
+        g->P[i].pdep = r->dep;
+        g->parr[i] = r->arr;
+        g->ev[e++] = (struct ev){r->arr, +1, (uint32_t)(i << 2)};
+        g->ev[e++] = (struct ev){r->dep, -1, (uint32_t)(i << 2 | 1)};
     }
     for (size_t i = 0; i < nk; i++) {
-        const struct tb_request *r = &g->rq[g->kid[i]];
-        g->karr[i] = r->arrival_ns;
-        g->kdep[i] = r->departure_ns;
-        g->ev[e++] = (struct ev){r->arrival_ns, -1, (uint32_t)(i << 2 | 2)};
-        g->ev[e++] = (struct ev){r->departure_ns, +1, (uint32_t)(i << 2 | 3)};
-        int64_t pd = prev_dep[g->kid[i]];
-        g->handoff[i] = pd != INT64_MIN && r->arrival_ns >= pd && r->arrival_ns - pd <= HANDOFF_NS;
+        const struct span *r = &sp[g->kid[i]];
+        g->karr[i] = r->arr;
+        g->kdep[i] = r->dep;
+        g->ev[e++] = (struct ev){r->arr, -1, (uint32_t)(i << 2 | 2)};
+        g->ev[e++] = (struct ev){r->dep, +1, (uint32_t)(i << 2 | 3)};
+        g->handoff[i] = handoff[g->kid[i]];
     }
     g->nev = ne;
     if (ev_sort(g->ev, g->nev) != 0) {
@@ -548,10 +554,9 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
     for (size_t c = 0; c < nk; c++) {
         if (!g->handoff[c] || g->wait_v[c] <= 0)
             continue;
-        const struct tb_request *r = &g->rq[g->kid[c]];
-        int64_t from = r->arrival_ns - (int64_t)llround(g->wait_v[c]);
+        int64_t arr = g->karr[c], from = arr - (int64_t)llround(g->wait_v[c]);
         g->ev[g->nev++] = (struct ev){from, -1, UINT32_MAX};
-        g->ev[g->nev++] = (struct ev){r->arrival_ns, +1, UINT32_MAX};
+        g->ev[g->nev++] = (struct ev){arr, +1, UINT32_MAX};
         nw++;
     }
     if (nw > nk / 100) {
@@ -713,7 +718,10 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     out->pool_wait_ns = calloc(n + 1, sizeof *out->pool_wait_ns);
     out->kind = calloc(n + 1, sizeof *out->kind);
     uint32_t *order = NULL; /* NULL: rq is in arrival order already */
-    int64_t *prev_dep = malloc((n + 1) * sizeof *prev_dep);
+    struct span *sp = malloc((n + 1) * sizeof *sp);
+    /* Per request: a call that started within HANDOFF_NS after the previous
+     * call on its connection returned (the pool handed the connection on). */
+    uint8_t *handoff = malloc(n + 1);
     uint32_t *pg = malloc((n + 1) * sizeof *pg), *cg = malloc((n + 1) * sizeof *cg);
     uint32_t *idx = malloc((2 * n + 1) * sizeof *idx);
     uint32_t nsrv = tb_catalog_server_count(cat);
@@ -726,7 +734,7 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     size_t *np = NULL, *nk = NULL, *pos = NULL;
     struct by_time *bt = NULL;
     int rc = 0;
-    if (!out->parent || !out->score || !out->pool_wait_ns || !out->kind || !prev_dep || !pg ||
+    if (!out->parent || !out->score || !out->pool_wait_ns || !out->kind || !sp || !handoff || !pg ||
         !cg || !idx || !sgroup || !gt.tab || n > UINT32_MAX / 4 || ctab_init(&ct, rq, n)) {
         rc = TB_E_NOMEM;
         goto out;
@@ -753,7 +761,9 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
      * (its client's host, when that is a machine of a caller tier). */
     for (size_t k = 0; k < n; k++) {
         uint32_t i = order ? order[k] : (uint32_t)k;
-        prev_dep[i] = ctab_swap(&ct, rq[i].conn, rq[i].departure_ns);
+        int64_t pd = ctab_swap(&ct, rq[i].conn, rq[i].departure_ns), arr = rq[i].arrival_ns;
+        sp[i] = (struct span){arr, rq[i].departure_ns};
+        handoff[i] = pd != INT64_MIN && arr >= pd && arr - pd <= HANDOFF_NS;
         pg[i] = cg[i] = UINT32_MAX;
         uint32_t s = rq[i].server;
         /* A server's requests are of one tier: its group is looked up once. */
@@ -827,12 +837,13 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
             continue;
         struct group g = {.rq = rq, .par = &idx[start[2 * gi]], .kid = &idx[start[2 * gi + 1]],
                           .np = np[gi], .nk = nk[gi]};
-        rc = link_group(&g, prev_dep, out);
+        rc = link_group(&g, sp, handoff, out);
     }
     free(start);
 out:
     free(order);
-    free(prev_dep);
+    free(sp);
+    free(handoff);
     free(pg);
     free(cg);
     free(idx);
