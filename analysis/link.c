@@ -180,12 +180,17 @@ static size_t nearest_idx(const double *s, size_t n, double x, size_t h)
     } else if (h < n) {
         hi = h;
     }
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
+    /* The first s[i] >= x in [lo, hi) (hi if none), halving without a
+     * branch on the comparison (a select): its outcome is a coin toss. */
+    size_t len = hi - lo;
+    if (len > 0) {
+        const double *b = s + lo;
+        while (len > 1) {
+            size_t half = len / 2;
+            b = b[half] < x ? b + half : b;
+            len -= half;
+        }
+        lo = (size_t)(b - s) + (*b < x);
     }
     if (lo == n || (lo > 0 && x - s[lo - 1] < s[lo] - x))
         return lo - 1;
