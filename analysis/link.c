@@ -101,6 +101,7 @@ struct group {
     double *kva, *kvd;         /* per child: CPU-clock times */
     double *kva_sorted;        /* children's arrivals (already in order: kva) */
     size_t nseen;              /* parents that came into progress in the last pass */
+    size_t cap_np, cap_nk;     /* the arrays' room: the largest group's */
     size_t na;                 /* children whose arrival the clock reached (all but in a prefix pass) */
     bool *handoff;             /* child started on a connection just returned */
     int64_t *parr;             /* per parent: arrival (wall) */
@@ -506,24 +507,28 @@ static int link_group(struct group *g, const struct span *sp, const uint8_t *han
                       struct tb_links *out)
 {
     size_t np = g->np, nk = g->nk, ne = 2 * (np + nk);
-    g->ev = malloc((ne + 2 * nk + 1) * sizeof *g->ev);
-    g->P = calloc(np + 1, sizeof *g->P);
-    g->kva = malloc((2 * nk + 1) * sizeof(double));
-    g->handoff = calloc(nk + 1, sizeof *g->handoff);
-    g->parr = malloc((np + 1) * sizeof *g->parr);
-    g->karr = malloc((nk + 1) * sizeof *g->karr);
-    g->kdep = malloc((nk + 1) * sizeof *g->kdep);
-    g->cfree = malloc((np + 1) * sizeof *g->cfree);
-    g->active = malloc((np + 1) * sizeof *g->active);
-    g->choice = malloc((nk + 1) * sizeof *g->choice);
-    g->score = malloc((nk + 1) * sizeof *g->score);
-    g->wait_v = malloc((nk + 1) * sizeof *g->wait_v);
-    g->kind = malloc(nk + 1);
-    if (!g->ev || !g->P || !g->kva || !g->handoff || !g->parr || !g->karr || !g->kdep ||
-        !g->active || !g->cfree || !g->choice || !g->score || !g->wait_v || !g->kind) {
-        group_free(g);
-        return TB_E_NOMEM;
+    /* The arrays are allocated once, for the largest group (g->cap_np,
+     * g->cap_nk), and kept for the next: fresh pages cost a fault each. */
+    if (!g->ev) {
+        size_t cp = g->cap_np, ck = g->cap_nk;
+        g->ev = malloc((2 * (cp + ck) + 2 * ck + 1) * sizeof *g->ev);
+        g->P = malloc((cp + 1) * sizeof *g->P);
+        g->kva = malloc((2 * ck + 1) * sizeof(double));
+        g->handoff = malloc((ck + 1) * sizeof *g->handoff);
+        g->parr = malloc((cp + 1) * sizeof *g->parr);
+        g->karr = malloc((ck + 1) * sizeof *g->karr);
+        g->kdep = malloc((ck + 1) * sizeof *g->kdep);
+        g->cfree = malloc((cp + 1) * sizeof *g->cfree);
+        g->active = malloc((cp + 1) * sizeof *g->active);
+        g->choice = malloc((ck + 1) * sizeof *g->choice);
+        g->score = malloc((ck + 1) * sizeof *g->score);
+        g->wait_v = malloc((ck + 1) * sizeof *g->wait_v);
+        g->kind = malloc(ck + 1);
+        if (!g->ev || !g->P || !g->kva || !g->handoff || !g->parr || !g->karr || !g->kdep ||
+            !g->active || !g->cfree || !g->choice || !g->score || !g->wait_v || !g->kind)
+            return TB_E_NOMEM;
     }
+    memset(g->P, 0, np * sizeof *g->P);
     g->kvd = g->kva + nk;
     g->kva_sorted = g->kva; /* children are in arrival order */
     size_t e = 0;
@@ -544,12 +549,10 @@ static int link_group(struct group *g, const struct span *sp, const uint8_t *han
     }
     g->nev = ne;
     if (ev_sort(g->ev, g->nev) != 0) {
-        group_free(g);
         return TB_E_NOMEM;
     }
     double cores = 0;
     if (link_rounds(g, &cores) != 0) {
-        group_free(g);
         return TB_E_NOMEM;
     }
     /* A request waiting for a pool connection is not at work: once the
@@ -566,11 +569,9 @@ static int link_group(struct group *g, const struct span *sp, const uint8_t *han
     }
     if (nw > nk / 100) {
         if (ev_merge_tail(g->ev, ne, g->nev - ne) != 0) {
-            group_free(g);
             return TB_E_NOMEM;
         }
         if (link_rounds(g, &cores) != 0) {
-            group_free(g);
             return TB_E_NOMEM;
         }
     }
@@ -588,7 +589,6 @@ static int link_group(struct group *g, const struct span *sp, const uint8_t *han
         out->exact += g->kind[c] == 1;
         out->ambiguous += g->kind[c] == 2;
     }
-    group_free(g);
     return 0;
 }
 
@@ -837,13 +837,23 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
         if (cg[i] != UINT32_MAX)
             idx[fill[2 * cg[i] + 1]++] = i;
     }
+    struct group g = {.rq = rq};
+    for (size_t gi = 0; gi < ngroups; gi++) {
+        if (np[gi] && nk[gi]) {
+            g.cap_np = np[gi] > g.cap_np ? np[gi] : g.cap_np;
+            g.cap_nk = nk[gi] > g.cap_nk ? nk[gi] : g.cap_nk;
+        }
+    }
     for (size_t gi = 0; gi < ngroups && rc == 0; gi++) {
         if (np[gi] == 0 || nk[gi] == 0)
             continue;
-        struct group g = {.rq = rq, .par = &idx[start[2 * gi]], .kid = &idx[start[2 * gi + 1]],
-                          .np = np[gi], .nk = nk[gi]};
+        g.par = &idx[start[2 * gi]];
+        g.kid = &idx[start[2 * gi + 1]];
+        g.np = np[gi];
+        g.nk = nk[gi];
         rc = link_group(&g, sp, handoff, out);
     }
+    group_free(&g);
     free(start);
 out:
     free(order);
