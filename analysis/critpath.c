@@ -24,19 +24,14 @@ struct cevent {
 };
 
 /* Events by server, then time, a departure before an arrival at the same
- * instant: stable sorts (tb_radix_sort) on the arrival bit, on the time,
+ * instant: stable sorts (tb_radix_sort) on the arrival bit, on the time
+ * (tb_radix_sort_i64: t leads the record),
  * then on the server, each keeping the order of the one before among its
  * equals. */
 static uint64_t cevent_arrival_key(const void *e, const void *ctx)
 {
     (void)ctx;
     return ((const struct cevent *)e)->delta > 0;
-}
-
-static uint64_t cevent_time_key(const void *e, const void *ctx)
-{
-    (void)ctx;
-    return tb_sort_key_i64(((const struct cevent *)e)->t);
 }
 
 static uint64_t cevent_server_key(const void *e, const void *ctx)
@@ -49,7 +44,7 @@ static int cevent_sort(struct cevent *ev, size_t n)
 {
     int rc;
     if ((rc = tb_radix_sort(ev, n, sizeof *ev, cevent_arrival_key, NULL)) ||
-        (rc = tb_radix_sort(ev, n, sizeof *ev, cevent_time_key, NULL)))
+        (rc = tb_radix_sort_i64(ev, n, sizeof *ev)))
         return rc;
     return tb_radix_sort(ev, n, sizeof *ev, cevent_server_key, NULL);
 }

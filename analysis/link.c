@@ -36,19 +36,58 @@ struct ev {
     uint32_t slot;  /* (local index << 2) | child << 1 | departure */
 };
 
-/* Events by time, stably (tb_radix_sort). Events at the same instant keep
- * their order, which the clock does not care about: no time passes between
- * them. */
-static uint64_t ev_key(const void *e, const void *ctx)
-{
-    (void)ctx;
-    return tb_sort_key_i64(((const struct ev *)e)->t);
-}
-
+/* Events by time, stably (tb_radix_sort_i64 on the leading t). Events at
+ * the same instant keep their order, which the clock does not care about: no
+ * time passes between them. */
 static int ev_sort(struct ev *ev, size_t n)
 {
-    return tb_radix_sort(ev, n, sizeof *ev, ev_key, NULL);
+    return tb_radix_sort_i64(ev, n, sizeof *ev);
 }
+
+/* ev[0..n) sorted, ev[n..n + m) appended: the whole sorted as ev_sort would
+ * (stably: at equal times the first part's events first), by sorting the
+ * appended part alone and merging. */
+static int ev_merge_tail(struct ev *ev, size_t n, size_t m)
+{
+    if (m == 0)
+        return 0;
+    struct ev *tail = malloc(m * sizeof *tail);
+    if (!tail || ev_sort(ev + n, m) != 0) {
+        free(tail);
+        return TB_E_NOMEM;
+    }
+    memcpy(tail, ev + n, m * sizeof *tail);
+    /* From the back: the merged array fills ev from its end, never over an
+     * event of the first part not yet moved. */
+    size_t i = n, j = m, k = n + m;
+    while (j > 0) {
+        if (i > 0 && ev[i - 1].t > tail[j - 1].t)
+            ev[--k] = ev[--i];
+        else
+            ev[--k] = tail[--j];
+    }
+    free(tail);
+    return 0;
+}
+
+/* Per parent, in one cache line: a child's scan of the parents in progress
+ * reads all of it for each (they were eight arrays: eight misses). */
+struct par {
+    int64_t pdep;       /* departure (wall) */
+    double g;           /* during a pass: its piece of work (-1 unknown) */
+    double last_v;      /* during a pass: when its last call returned (CPU clock) */
+    double pva, pvd;    /* arrival, departure (CPU clock) */
+    double poff;        /* its response's transmission time (its class's median) */
+    uint32_t ncalls;    /* during a pass: calls linked to it */
+};
+
+/* A parent in progress, with what the scan tests first: the scan reads
+ * these in a row and a parent's line only for the few that pass. */
+struct act {
+    int64_t pdep; /* its departure (wall) */
+    int64_t busy; /* the departure of its call in progress (INT64_MIN: none yet) */
+    uint32_t p;   /* its local index */
+};
 
 /* One caller host of one tier: its requests (parents) and the calls it made
  * (children), each sorted by arrival, with their times on the CPU clock. */
@@ -58,17 +97,17 @@ struct group {
     size_t np, nk;
     struct ev *ev;             /* 2 (np + nk), and 2 per pool wait; sorted by time */
     size_t nev;
-    double *pva, *pvd, *kva, *kvd; /* CPU-clock times */
+    struct par *P;             /* per parent: what the scans of link_pass read, together */
+    double *kva, *kvd;         /* per child: CPU-clock times */
     double *kva_sorted;        /* children's arrivals (already in order: kva) */
+    size_t nseen;              /* parents that came into progress in the last pass */
+    size_t cap_np, cap_nk;     /* the arrays' room: the largest group's */
+    size_t na;                 /* children whose arrival the clock reached (all but in a prefix pass) */
     bool *handoff;             /* child started on a connection just returned */
-    /* per parent, during a pass */
-    double *g, *last_v;
-    double *poff; /* per parent: its response's transmission time (its class's median) */
-    int64_t *busy_until;
-    int64_t *pdep, *parr;      /* per parent: departure, arrival (wall), kept close for the scans */
+    int64_t *parr;             /* per parent: arrival (wall) */
     int64_t *karr, *kdep;      /* per child: the same */
-    uint32_t *ncalls;
-    uint32_t *active;
+    struct act *active;        /* during a pass: the parents in progress */
+    uint32_t *cfree;           /* during a child's scan: the free candidates' places in active */
     /* per child: the pass's choice */
     uint32_t *choice; /* local parent index + 1, 0 none */
     float *score;
@@ -78,12 +117,21 @@ struct group {
 
 /* Processor sharing on `cores` CPUs among the requests at work (in the tier,
  * not waiting for a call): each progresses at min(1, cores / n). cores 0 =
- * wall time. */
-static void clock_assign(struct group *g, double cores)
+ * wall time. The clock is run to the end, or (tneed < INT64_MAX: a pass over
+ * a prefix of the children, which reads the times of events up to tneed) a
+ * little past tneed: until it is 3 tolerances past its value at tneed, so
+ * that every event a prefix pass can look at — every child arriving within a
+ * tolerance of a piece due before a parent's end — has its time. The
+ * children that arrived by then are g->na, the first ones (children are in
+ * arrival order); the others are not searched, and a departure not reached
+ * is +inf, which no timing test takes. */
+static void clock_assign(struct group *g, double cores, int64_t tneed)
 {
-    double v = 0;
+    double v = 0, vneed = 0;
     long n = 0;
     int64_t last = g->np + g->nk ? g->ev[0].t : 0;
+    size_t na = 0;
+    bool part = tneed != INT64_MAX;
     for (size_t i = 0; i < g->nev; i++) {
         const struct ev *e = &g->ev[i];
         double dt = (double)(e->t - last);
@@ -92,60 +140,92 @@ static void clock_assign(struct group *g, double cores)
         v += dt;
         last = e->t;
         n += e->delta;
+        if (e->t <= tneed)
+            vneed = v;
+        else if (v > vneed + 3 * TOL_NS)
+            break;
         if (e->slot == UINT32_MAX)
             continue; /* a wait for a connection: changes n only */
         size_t li = e->slot >> 2;
         bool child = e->slot & 2, dep = e->slot & 1;
-        if (child)
-            (dep ? g->kvd : g->kva)[li] = v;
-        else
-            (dep ? g->pvd : g->pva)[li] = v;
+        if (child && dep) {
+            g->kvd[li] = v;
+        } else if (child) {
+            g->kva[li] = v;
+            if (part)
+                g->kvd[li] = INFINITY;
+            na++;
+        } else {
+            *(dep ? &g->P[li].pvd : &g->P[li].pva) = v;
+        }
     }
+    g->na = na;
 }
 
-/* Index of the child whose arrival is nearest x (kva is sorted). */
-static size_t nearest_idx(const double *s, size_t n, double x)
+/* Index of the child whose arrival is nearest x (kva is sorted), searched
+ * from child h on: the next call is a piece after a call's return, a few
+ * children on, and galloping there reads fewer, closer lines than a binary
+ * search of the whole host. The index found is the binary search's. */
+static size_t nearest_idx(const double *s, size_t n, double x, size_t h)
 {
     size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
+    if (h < n && s[h] < x) {
+        /* s[h] < x: the first s[i] >= x is after h, within a doubling step. */
+        size_t step = 1;
+        lo = h + 1;
+        while (lo + step - 1 < n && s[lo + step - 1] < x) {
+            lo += step;
+            step *= 2;
+        }
+        hi = lo + step - 1 < n ? lo + step - 1 : n;
+    } else if (h < n) {
+        hi = h;
+    }
+    /* The first s[i] >= x in [lo, hi) (hi if none), halving without a
+     * branch on the comparison (a select): its outcome is a coin toss. */
+    size_t len = hi - lo;
+    if (len > 0) {
+        const double *b = s + lo;
+        while (len > 1) {
+            size_t half = len / 2;
+            b = b[half] < x ? b + half : b;
+            len -= half;
+        }
+        lo = (size_t)(b - s) + (*b < x);
     }
     if (lo == n || (lo > 0 && x - s[lo - 1] < s[lo] - x))
         return lo - 1;
     return lo;
 }
 
-/* How well "child c, then one piece of `piece`, a call, one piece, ... the
- * end" fits: walks the calls such a parent would make next (a child arriving
- * one piece after the last returned; every child within the tolerance is
- * tried) until one piece before `end`. Returns the summed timing error of
+/* How well "child `from` returns, then one piece of `piece`, a call, one
+ * piece, ... the end" fits: walks the calls such a parent would make next (a
+ * child arriving one piece after the last returned; every child within the
+ * tolerance is tried) until one piece before `end`. Returns the summed timing error of
  * the best walk, plus BREAK for a walk that finds neither a call nor the end
  * where one is due; *steps the calls the walk went through. */
 #define BREAK (5 * TOL_NS)
-static double chain_walk(const struct group *g, double cur, double piece, double end, double tol,
+static double chain_walk(const struct group *g, size_t from, double piece, double end, double tol,
                          int depth, int *budget)
 {
-    double next = cur + piece;
+    double next = g->kvd[from] + piece;
     double e = fabs(end - next);
     if (e <= TOL_NS) /* the end is estimated (response transmission): full tolerance */
         return e;
     if (next > end + TOL_NS || depth >= 64 || --*budget <= 0)
         return BREAK;
-    size_t j = nearest_idx(g->kva_sorted, g->nk, next);
-    if (j >= g->nk)
+    size_t na = g->na; /* the children the clock has reached */
+    size_t j = nearest_idx(g->kva_sorted, na, next, from);
+    if (j >= na)
         return BREAK;
     /* The nearest arrival first: the true next call is usually it. */
     size_t lo = j, hi = j + 1;
     double best = BREAK;
     while (best > tol) {
         size_t k;
-        if (lo < g->nk && (hi >= g->nk || next - g->kva[lo] <= g->kva[hi] - next))
-            k = lo, lo = lo > 0 ? lo - 1 : g->nk;
-        else if (hi < g->nk)
+        if (lo < na && (hi >= na || next - g->kva[lo] <= g->kva[hi] - next))
+            k = lo, lo = lo > 0 ? lo - 1 : na;
+        else if (hi < na)
             k = hi++;
         else
             break;
@@ -153,7 +233,7 @@ static double chain_walk(const struct group *g, double cur, double piece, double
             break; /* the nearest left is out of reach: so is every other */
         if (g->kvd[k] > end + TOL_NS)
             continue;
-        double r = fabs(g->kva[k] - next) + chain_walk(g, g->kvd[k], piece, end, tol, depth + 1,
+        double r = fabs(g->kva[k] - next) + chain_walk(g, k, piece, end, tol, depth + 1,
                                                         budget);
         if (r < best)
             best = r;
@@ -167,31 +247,31 @@ static double chain_err(const struct group *g, size_t c, double piece, double en
      * short pieces do not open a window wide enough for many calls. */
     double tol = fmin(TOL_NS, 2000.0 + 0.05 * piece);
     int budget = 256;
-    return chain_walk(g, g->kvd[c], piece, end, tol, 0, &budget);
+    return chain_walk(g, c, piece, end, tol, 0, &budget);
 }
 
 /* What it costs to make parent p the issuer of child c (lower is likelier). */
 static double cost_of(const struct group *g, size_t p, size_t c, double *wait)
 {
     *wait = 0;
-    if (g->pdep[p] < g->kdep[c] || g->busy_until[p] > g->karr[c])
-        return IMPOSSIBLE;
-    double va = g->kva[c], end = g->pvd[p] - g->poff[p];
-    if (g->g[p] >= 0) {
-        double dev = va - (g->last_v[p] + g->g[p]);
+    /* link_pass asks only of parents that end after the child and are not
+     * out on another call at its arrival. */
+    double va = g->kva[c], end = g->P[p].pvd - g->P[p].poff;
+    if (g->P[p].g >= 0) {
+        double dev = va - (g->P[p].last_v + g->P[p].g);
         if (dev < -TOL_NS)
             return IMPOSSIBLE + (-dev);
         if (dev <= TOL_NS) {
             /* Two parents can come due within a microsecond of each other;
              * the calls after this one tell them apart. */
-            return fabs(dev) + chain_err(g, c, g->g[p], end);
+            return fabs(dev) + chain_err(g, c, g->P[p].g, end);
         }
         *wait = dev;
         /* Late: the parent waited for a connection (first come, first served:
          * the longest wait goes first), or the timing fits no better. */
         return g->handoff[c] ? LATE + 1e12 - fmin(dev, 1e12) : LATE + 2e12 + dev;
     }
-    double base = g->ncalls[p] ? g->last_v[p] : g->pva[p];
+    double base = g->P[p].ncalls ? g->P[p].last_v : g->P[p].pva;
     double piece = va - base;
     /* Its first piece of work sets the length of every later one. */
     double e = chain_err(g, c, piece, end);
@@ -207,43 +287,74 @@ static double cost_of(const struct group *g, size_t p, size_t c, double *wait)
 /* One pass over the first `limit` children; returns how many were on time. */
 static size_t link_pass(struct group *g, size_t limit)
 {
-    for (size_t p = 0; p < g->np; p++) {
-        g->g[p] = -1;
-        g->last_v[p] = g->pva[p];
-        g->busy_until[p] = INT64_MIN;
-        g->ncalls[p] = 0;
-    }
+    /* A parent's state is set when it comes into progress: a prefix pass
+     * touches only the parents of its prefix (end_offsets reads those). */
+    struct act *act = g->active;
+    uint32_t *cfree = g->cfree;
     size_t nact = 0, pi = 0, ontime = 0;
     for (size_t c = 0; c < limit; c++) {
         int64_t ca = g->karr[c], cd = g->kdep[c];
-        while (pi < g->np && g->parr[pi] <= ca)
-            g->active[nact++] = (uint32_t)pi++;
-        double best = INFINITY, second = INFINITY, bwait = 0;
-        size_t bp = SIZE_MAX, feasible = 0;
+        while (pi < g->np && g->parr[pi] <= ca) {
+            g->P[pi].g = -1;
+            g->P[pi].last_v = g->P[pi].pva;
+            g->P[pi].ncalls = 0;
+            act[nact++] = (struct act){g->P[pi].pdep, INT64_MIN, (uint32_t)pi};
+            pi++;
+        }
+        /* The parents that end after the child: those free at its arrival
+         * are costed; those out on another call are all IMPOSSIBLE, a last
+         * resort, of which the least index wins a tie. The choice does not
+         * depend on the order the candidates are seen in (the least cost,
+         * the least index among equal costs; the runner-up the second least
+         * cost), so the scan only sorts them into the two kinds, without a
+         * branch on either test: they came out as a coin toss. */
+        size_t nfree = 0, nbusy = 0, bbusy = SIZE_MAX, kbusy = 0;
         for (size_t k = 0; k < nact;) {
-            size_t p = g->active[k];
-            if (g->pdep[p] < ca) {
-                g->active[k] = g->active[--nact];
+            if (act[k].pdep < ca) {
+                act[k] = act[--nact];
                 continue;
             }
-            k++;
             /* A request that ends before the child does cannot have issued
              * it: never a candidate, not even the last resort (on the real
              * stack such picks put 1-3% of queries outside their parent). */
-            if (g->pdep[p] < cd)
-                continue;
-            double w, cst = IMPOSSIBLE;
-            if (g->busy_until[p] <= ca)
-                cst = cost_of(g, p, c, &w);
-            else
-                w = 0;
+            bool cand = act[k].pdep >= cd, busy = act[k].busy > ca;
+            size_t p = act[k].p;
+            cfree[nfree] = (uint32_t)k;
+            nfree += cand & !busy;
+            bool least = cand & busy & (p < bbusy);
+            bbusy = least ? p : bbusy;
+            kbusy = least ? k : kbusy;
+            nbusy += cand & busy;
+            k++;
+        }
+        double best = INFINITY, second = INFINITY, bwait = 0;
+        size_t bp = SIZE_MAX, bk = 0, feasible = 0;
+        for (size_t j = 0; j < nfree; j++) {
+            size_t k = cfree[j], p = act[k].p;
+            double w, cst = cost_of(g, p, c, &w);
             if (cst < IMPOSSIBLE)
                 feasible++;
             if (cst < best || (cst == best && bp != SIZE_MAX && p < bp)) {
                 second = best;
                 best = cst;
                 bp = p;
+                bk = k;
                 bwait = w;
+            } else if (cst < second) {
+                second = cst;
+            }
+        }
+        /* The busy ones: the least index at IMPOSSIBLE, and a second
+         * IMPOSSIBLE when there are two or more. */
+        for (size_t j = 0; j < nbusy && j < 2; j++) {
+            double cst = IMPOSSIBLE;
+            size_t p = j == 0 ? bbusy : SIZE_MAX;
+            if (cst < best || (cst == best && bp != SIZE_MAX && p < bp)) {
+                second = best;
+                best = cst;
+                bp = p;
+                bk = kbusy;
+                bwait = 0;
             } else if (cst < second) {
                 second = cst;
             }
@@ -271,12 +382,13 @@ static size_t link_pass(struct group *g, size_t limit)
         }
         if (g->handoff[c])
             g->wait_v[c] = bwait;
-        if (g->g[bp] < 0 && best <= 2 * TOL_NS)
-            g->g[bp] = g->kva[c] - (g->ncalls[bp] ? g->last_v[bp] : g->pva[bp]);
-        g->ncalls[bp]++;
-        g->last_v[bp] = g->kvd[c];
-        g->busy_until[bp] = cd;
+        if (g->P[bp].g < 0 && best <= 2 * TOL_NS)
+            g->P[bp].g = g->kva[c] - (g->P[bp].ncalls ? g->P[bp].last_v : g->P[bp].pva);
+        g->P[bp].ncalls++;
+        g->P[bp].last_v = g->kvd[c];
+        act[bk].busy = cd;
     }
+    g->nseen = pi;
     return ontime;
 }
 
@@ -302,8 +414,8 @@ static int end_offsets(struct group *g)
     size_t n = 0;
     for (size_t p = 0; p < g->np; p++) {
         double off = NAN;
-        if (g->ncalls[p] && g->g[p] >= 0)
-            off = g->pvd[p] - g->last_v[p] - g->g[p];
+        if (p < g->nseen && g->P[p].ncalls && g->P[p].g >= 0)
+            off = g->P[p].pvd - g->P[p].last_v - g->P[p].g;
         co[n++] = (struct cls_off){g->rq[g->par[p]].class_id, off, (uint32_t)p};
     }
     /* NaN sorts nowhere in particular with < ; give it +inf and skip it. */
@@ -321,7 +433,7 @@ static int end_offsets(struct group *g)
         if (!(med > 0) || med > 1e7) /* a transmission time: positive, below 10 ms */
             med = 0;
         for (size_t k = i; k < j; k++)
-            g->poff[co[k].p] = med;
+            g->P[co[k].p].poff = med;
         i = j;
     }
     free(co);
@@ -331,17 +443,14 @@ static int end_offsets(struct group *g)
 static void group_free(struct group *g)
 {
     free(g->ev);
-    free(g->pva);
+    free(g->P);
+    free(g->kva);
     free(g->handoff);
-    free(g->g);
-    free(g->poff);
-    free(g->busy_until);
-    free(g->pdep);
     free(g->parr);
     free(g->karr);
     free(g->kdep);
-    free(g->ncalls);
     free(g->active);
+    free(g->cfree);
     free(g->choice);
     free(g->score);
     free(g->wait_v);
@@ -356,15 +465,25 @@ static int link_rounds(struct group *g, double *cores_out)
     double cores = 0;
     size_t best = 0;
     size_t lim = nk < CHOOSE_PREFIX ? nk : CHOOSE_PREFIX;
+    /* The prefix passes read the times of events up to the last departure
+     * of their children and of the parents that arrived before the last of
+     * them. */
+    int64_t tneed = INT64_MIN;
+    for (size_t c = 0; c < lim; c++)
+        tneed = g->kdep[c] > tneed ? g->kdep[c] : tneed;
+    for (size_t p = 0; p < g->np && lim && g->parr[p] <= g->karr[lim - 1]; p++)
+        tneed = g->P[p].pdep > tneed ? g->P[p].pdep : tneed;
+    if (lim == nk)
+        tneed = INT64_MAX;
     for (size_t k = 0; k < TB_ARRAY_SIZE(cores_try); k++) {
-        clock_assign(g, cores_try[k]);
+        clock_assign(g, cores_try[k], tneed);
         size_t on = link_pass(g, lim);
         if (k == 0 || on > best) {
             best = on;
             cores = cores_try[k];
         }
     }
-    clock_assign(g, cores);
+    clock_assign(g, cores, INT64_MAX);
     /* A parent departs when the last packet of its response passes the tap,
      * a transmission time after its last piece of work ended: learned per
      * class (the median) from the links of a longer prefix, then the whole
@@ -378,60 +497,62 @@ static int link_rounds(struct group *g, double *cores_out)
     return 0;
 }
 
-static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links *out)
+/* A request's times, gathered from the request array in its one sequential
+ * pass: the groups read these 16 bytes, not an 80-byte request each. */
+struct span {
+    int64_t arr, dep;
+};
+
+static int link_group(struct group *g, const struct span *sp, const uint8_t *handoff,
+                      struct tb_links *out)
 {
     size_t np = g->np, nk = g->nk, ne = 2 * (np + nk);
-    g->ev = malloc((ne + 2 * nk + 1) * sizeof *g->ev);
-    g->pva = malloc((2 * np + 2 * nk + 1) * sizeof(double));
-    g->handoff = calloc(nk + 1, sizeof *g->handoff);
-    g->g = malloc((2 * np + 1) * sizeof(double));
-    g->poff = calloc(np + 1, sizeof(double));
-    g->busy_until = malloc((np + 1) * sizeof *g->busy_until);
-    g->pdep = malloc((np + 1) * sizeof *g->pdep);
-    g->parr = malloc((np + 1) * sizeof *g->parr);
-    g->karr = malloc((nk + 1) * sizeof *g->karr);
-    g->kdep = malloc((nk + 1) * sizeof *g->kdep);
-    g->ncalls = malloc((np + 1) * sizeof *g->ncalls);
-    g->active = malloc((np + 1) * sizeof *g->active);
-    g->choice = malloc((nk + 1) * sizeof *g->choice);
-    g->score = malloc((nk + 1) * sizeof *g->score);
-    g->wait_v = malloc((nk + 1) * sizeof *g->wait_v);
-    g->kind = malloc(nk + 1);
-    if (!g->ev || !g->pva || !g->handoff || !g->g || !g->poff || !g->busy_until || !g->pdep || !g->parr || !g->karr || !g->kdep ||
-        !g->ncalls || !g->active || !g->choice || !g->score || !g->wait_v || !g->kind) {
-        group_free(g);
-        return TB_E_NOMEM;
+    /* The arrays are allocated once, for the largest group (g->cap_np,
+     * g->cap_nk), and kept for the next: fresh pages cost a fault each. */
+    if (!g->ev) {
+        size_t cp = g->cap_np, ck = g->cap_nk;
+        g->ev = malloc((2 * (cp + ck) + 2 * ck + 1) * sizeof *g->ev);
+        g->P = malloc((cp + 1) * sizeof *g->P);
+        g->kva = malloc((2 * ck + 1) * sizeof(double));
+        g->handoff = malloc((ck + 1) * sizeof *g->handoff);
+        g->parr = malloc((cp + 1) * sizeof *g->parr);
+        g->karr = malloc((ck + 1) * sizeof *g->karr);
+        g->kdep = malloc((ck + 1) * sizeof *g->kdep);
+        g->cfree = malloc((cp + 1) * sizeof *g->cfree);
+        g->active = malloc((cp + 1) * sizeof *g->active);
+        g->choice = malloc((ck + 1) * sizeof *g->choice);
+        g->score = malloc((ck + 1) * sizeof *g->score);
+        g->wait_v = malloc((ck + 1) * sizeof *g->wait_v);
+        g->kind = malloc(ck + 1);
+        if (!g->ev || !g->P || !g->kva || !g->handoff || !g->parr || !g->karr || !g->kdep ||
+            !g->active || !g->cfree || !g->choice || !g->score || !g->wait_v || !g->kind)
+            return TB_E_NOMEM;
     }
-    g->pvd = g->pva + np;
-    g->kva = g->pvd + np;
+    memset(g->P, 0, np * sizeof *g->P);
     g->kvd = g->kva + nk;
     g->kva_sorted = g->kva; /* children are in arrival order */
-    g->last_v = g->g + np;
     size_t e = 0;
     for (size_t i = 0; i < np; i++) {
-        const struct tb_request *r = &g->rq[g->par[i]];
-        g->pdep[i] = r->departure_ns;
-        g->parr[i] = r->arrival_ns;
-        g->ev[e++] = (struct ev){r->arrival_ns, +1, (uint32_t)(i << 2)};
-        g->ev[e++] = (struct ev){r->departure_ns, -1, (uint32_t)(i << 2 | 1)};
+        const struct span *r = &sp[g->par[i]];
+        g->P[i].pdep = r->dep;
+        g->parr[i] = r->arr;
+        g->ev[e++] = (struct ev){r->arr, +1, (uint32_t)(i << 2)};
+        g->ev[e++] = (struct ev){r->dep, -1, (uint32_t)(i << 2 | 1)};
     }
     for (size_t i = 0; i < nk; i++) {
-        const struct tb_request *r = &g->rq[g->kid[i]];
-        g->karr[i] = r->arrival_ns;
-        g->kdep[i] = r->departure_ns;
-        g->ev[e++] = (struct ev){r->arrival_ns, -1, (uint32_t)(i << 2 | 2)};
-        g->ev[e++] = (struct ev){r->departure_ns, +1, (uint32_t)(i << 2 | 3)};
-        int64_t pd = prev_dep[g->kid[i]];
-        g->handoff[i] = pd != INT64_MIN && r->arrival_ns >= pd && r->arrival_ns - pd <= HANDOFF_NS;
+        const struct span *r = &sp[g->kid[i]];
+        g->karr[i] = r->arr;
+        g->kdep[i] = r->dep;
+        g->ev[e++] = (struct ev){r->arr, -1, (uint32_t)(i << 2 | 2)};
+        g->ev[e++] = (struct ev){r->dep, +1, (uint32_t)(i << 2 | 3)};
+        g->handoff[i] = handoff[g->kid[i]];
     }
     g->nev = ne;
     if (ev_sort(g->ev, g->nev) != 0) {
-        group_free(g);
         return TB_E_NOMEM;
     }
     double cores = 0;
     if (link_rounds(g, &cores) != 0) {
-        group_free(g);
         return TB_E_NOMEM;
     }
     /* A request waiting for a pool connection is not at work: once the
@@ -441,19 +562,16 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
     for (size_t c = 0; c < nk; c++) {
         if (!g->handoff[c] || g->wait_v[c] <= 0)
             continue;
-        const struct tb_request *r = &g->rq[g->kid[c]];
-        int64_t from = r->arrival_ns - (int64_t)llround(g->wait_v[c]);
+        int64_t arr = g->karr[c], from = arr - (int64_t)llround(g->wait_v[c]);
         g->ev[g->nev++] = (struct ev){from, -1, UINT32_MAX};
-        g->ev[g->nev++] = (struct ev){r->arrival_ns, +1, UINT32_MAX};
+        g->ev[g->nev++] = (struct ev){arr, +1, UINT32_MAX};
         nw++;
     }
     if (nw > nk / 100) {
-        if (ev_sort(g->ev, g->nev) != 0) {
-            group_free(g);
+        if (ev_merge_tail(g->ev, ne, g->nev - ne) != 0) {
             return TB_E_NOMEM;
         }
         if (link_rounds(g, &cores) != 0) {
-            group_free(g);
             return TB_E_NOMEM;
         }
     }
@@ -471,36 +589,115 @@ static int link_group(struct group *g, const int64_t *prev_dep, struct tb_links 
         out->exact += g->kind[c] == 1;
         out->ambiguous += g->kind[c] == 2;
     }
-    group_free(g);
     return 0;
 }
 
-/* Open-addressing map from a 64-bit key (and, for groups, a 16-byte address)
- * to a slot; sized once for at most `cap` keys. */
+/* Groups: (host address, tier) -> group number, in an open-addressing table
+ * that grows (there are about as many groups as hosts: a table sized for
+ * every request cost page faults and cache misses for nothing). */
 struct gkey {
     uint8_t ip[16];
     uint32_t tier;
-    uint32_t used;
+    uint32_t num; /* group number + 1, 0 = free slot */
 };
 
-static size_t gslot(struct gkey *tab, size_t mask, const uint8_t ip[16], uint32_t tier, bool *fresh)
+struct gtab {
+    struct gkey *tab;
+    size_t mask, used;
+};
+
+static size_t gtab_find(const struct gkey *tab, size_t mask, const uint8_t ip[16], uint32_t tier)
 {
     uint64_t h, lo;
     memcpy(&h, ip, 8);
     memcpy(&lo, ip + 8, 8);
     size_t i = (size_t)tb_mix64(h ^ tb_mix64(lo ^ tier)) & mask;
-    while (tab[i].used) {
-        if (tab[i].tier == tier && !memcmp(tab[i].ip, ip, 16)) {
-            *fresh = false;
-            return i;
-        }
+    while (tab[i].num && (tab[i].tier != tier || memcmp(tab[i].ip, ip, 16)))
         i = (i + 1) & mask;
-    }
-    memcpy(tab[i].ip, ip, 16);
-    tab[i].tier = tier;
-    tab[i].used = 1;
-    *fresh = true;
     return i;
+}
+
+/* The group number of (ip, tier), numbered in order of first sight;
+ * UINT32_MAX when out of memory. */
+static uint32_t gtab_get(struct gtab *t, const uint8_t ip[16], uint32_t tier)
+{
+    size_t i = gtab_find(t->tab, t->mask, ip, tier);
+    if (t->tab[i].num)
+        return t->tab[i].num - 1;
+    if (2 * (t->used + 1) > t->mask) {
+        size_t mask = 2 * t->mask + 1;
+        struct gkey *tab = calloc(mask + 1, sizeof *tab);
+        if (!tab)
+            return UINT32_MAX;
+        for (size_t k = 0; k <= t->mask; k++)
+            if (t->tab[k].num)
+                tab[gtab_find(tab, mask, t->tab[k].ip, t->tab[k].tier)] = t->tab[k];
+        free(t->tab);
+        t->tab = tab;
+        t->mask = mask;
+        i = gtab_find(tab, mask, ip, tier);
+    }
+    memcpy(t->tab[i].ip, ip, 16);
+    t->tab[i].tier = tier;
+    t->tab[i].num = (uint32_t)++t->used;
+    return t->tab[i].num - 1;
+}
+
+/* Connection -> the last departure seen on it (arrival order): an array by
+ * connection id when the ids are dense (the store numbers them in order),
+ * else an open-addressing table. */
+struct cslot {
+    uint64_t conn;
+    int64_t dep;
+    bool used;
+};
+
+struct ctab {
+    int64_t *dense; /* dep by conn - lo; INT64_MIN unseen */
+    uint64_t lo;
+    struct cslot *tab;
+    size_t mask;
+};
+
+static int ctab_init(struct ctab *c, const struct tb_request *rq, size_t n)
+{
+    memset(c, 0, sizeof *c);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (size_t i = 0; i < n; i++) {
+        lo = rq[i].conn < lo ? rq[i].conn : lo;
+        hi = rq[i].conn > hi ? rq[i].conn : hi;
+    }
+    if (n && hi - lo < 4 * (uint64_t)n + 1024) {
+        c->lo = lo;
+        size_t m = (size_t)(hi - lo) + 1;
+        if (!(c->dense = malloc(m * sizeof *c->dense)))
+            return TB_E_NOMEM;
+        for (size_t k = 0; k < m; k++)
+            c->dense[k] = INT64_MIN;
+        return 0;
+    }
+    c->mask = 1023;
+    while (c->mask < 2 * n + 1)
+        c->mask = c->mask * 2 + 1;
+    c->tab = calloc(c->mask + 1, sizeof *c->tab);
+    return c->tab ? 0 : TB_E_NOMEM;
+}
+
+/* The previous departure on conn (INT64_MIN: none), and dep recorded. */
+static int64_t ctab_swap(struct ctab *c, uint64_t conn, int64_t dep)
+{
+    int64_t prev;
+    if (c->dense) {
+        prev = c->dense[conn - c->lo];
+        c->dense[conn - c->lo] = dep;
+        return prev;
+    }
+    size_t h = (size_t)tb_mix64(conn) & c->mask;
+    while (c->tab[h].used && c->tab[h].conn != conn)
+        h = (h + 1) & c->mask;
+    prev = c->tab[h].used ? c->tab[h].dep : INT64_MIN;
+    c->tab[h] = (struct cslot){conn, dep, true};
+    return prev;
 }
 
 struct by_time {
@@ -525,38 +722,36 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     out->score = calloc(n + 1, sizeof *out->score);
     out->pool_wait_ns = calloc(n + 1, sizeof *out->pool_wait_ns);
     out->kind = calloc(n + 1, sizeof *out->kind);
-    size_t mask = 1023;
-    while (mask < 2 * n + 1)
-        mask = mask * 2 + 1;
-    uint32_t *order = malloc((n + 1) * sizeof *order);
-    int64_t *prev_dep = malloc((n + 1) * sizeof *prev_dep);
+    uint32_t *order = NULL; /* NULL: rq is in arrival order already */
+    struct span *sp = malloc((n + 1) * sizeof *sp);
+    /* Per request: a call that started within HANDOFF_NS after the previous
+     * call on its connection returned (the pool handed the connection on). */
+    uint8_t *handoff = malloc(n + 1);
     uint32_t *pg = malloc((n + 1) * sizeof *pg), *cg = malloc((n + 1) * sizeof *cg);
     uint32_t *idx = malloc((2 * n + 1) * sizeof *idx);
-    /* Connection map: conn id -> last departure seen (arrival order). */
-    struct cslot {
-        uint64_t conn;
-        int64_t dep;
-        bool used;
-    } *ctab = calloc(mask + 1, sizeof *ctab);
-    struct gkey *gtab = calloc(mask + 1, sizeof *gtab);
-    size_t *gnum = malloc((mask + 1) * sizeof *gnum);
+    uint32_t nsrv = tb_catalog_server_count(cat);
+    /* Per server id: its group as a parent and the tier it was looked up
+     * for (0: not yet). */
+    uint32_t *sgroup = malloc(2 * ((size_t)nsrv + 1) * sizeof *sgroup);
+    struct ctab ct;
+    memset(&ct, 0, sizeof ct);
+    struct gtab gt = {.tab = calloc(64, sizeof(struct gkey)), .mask = 63};
     size_t *np = NULL, *nk = NULL, *pos = NULL;
     struct by_time *bt = NULL;
     int rc = 0;
-    if (!out->parent || !out->score || !out->pool_wait_ns || !out->kind || !order || !prev_dep || !pg || !cg ||
-        !idx || !ctab || !gtab || !gnum || n > UINT32_MAX / 4) {
+    if (!out->parent || !out->score || !out->pool_wait_ns || !out->kind || !sp || !handoff || !pg ||
+        !cg || !idx || !sgroup || !gt.tab || n > UINT32_MAX / 4 || ctab_init(&ct, rq, n)) {
         rc = TB_E_NOMEM;
         goto out;
     }
+    for (uint32_t s = 0; s <= nsrv; s++)
+        sgroup[2 * s + 1] = 0;
     /* Arrival order: the store's order already; sorted here otherwise. */
     bool sorted = true;
     for (size_t i = 1; i < n && sorted; i++)
         sorted = rq[i - 1].arrival_ns <= rq[i].arrival_ns;
-    if (sorted) {
-        for (size_t i = 0; i < n; i++)
-            order[i] = (uint32_t)i;
-    } else {
-        if (!(bt = malloc((n + 1) * sizeof *bt))) {
+    if (!sorted) {
+        if (!(bt = malloc((n + 1) * sizeof *bt)) || !(order = malloc((n + 1) * sizeof *order))) {
             rc = TB_E_NOMEM;
             goto out;
         }
@@ -569,34 +764,45 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     /* The previous call's departure on each connection (pool hand-offs), and
      * each request's group as a parent (its server's host) and as a child
      * (its client's host, when that is a machine of a caller tier). */
-    size_t ngroups = 0;
     for (size_t k = 0; k < n; k++) {
-        uint32_t i = order[k];
-        size_t h = (size_t)tb_mix64(rq[i].conn) & mask;
-        while (ctab[h].used && ctab[h].conn != rq[i].conn)
-            h = (h + 1) & mask;
-        prev_dep[i] = ctab[h].used ? ctab[h].dep : INT64_MIN;
-        ctab[h] = (struct cslot){rq[i].conn, rq[i].departure_ns, true};
-        bool fresh;
+        uint32_t i = order ? order[k] : (uint32_t)k;
+        int64_t pd = ctab_swap(&ct, rq[i].conn, rq[i].departure_ns), arr = rq[i].arrival_ns;
+        sp[i] = (struct span){arr, rq[i].departure_ns};
+        handoff[i] = pd != INT64_MIN && arr >= pd && arr - pd <= HANDOFF_NS;
         pg[i] = cg[i] = UINT32_MAX;
-        const struct tb_server_info *sv = tb_catalog_server_get(cat, rq[i].server);
-        if (sv) {
-            size_t sl = gslot(gtab, mask, sv->addr.ip, rq[i].tier, &fresh);
-            if (fresh)
-                gnum[sl] = ngroups++;
-            pg[i] = (uint32_t)gnum[sl];
+        uint32_t s = rq[i].server;
+        /* A server's requests are of one tier: its group is looked up once. */
+        uint32_t *sgp = s <= nsrv ? &sgroup[2 * s] : NULL;
+        if (sgp && sgp[1] == rq[i].tier) {
+            pg[i] = sgp[0];
+        } else {
+            const struct tb_server_info *sv = tb_catalog_server_get(cat, s);
+            if (sv) {
+                uint32_t gnum = gtab_get(&gt, sv->addr.ip, rq[i].tier);
+                if (gnum == UINT32_MAX) {
+                    rc = TB_E_NOMEM;
+                    goto out;
+                }
+                pg[i] = gnum;
+            }
+            if (sgp) {
+                sgp[0] = pg[i];
+                sgp[1] = rq[i].tier;
+            }
         }
-        uint32_t ct, cs;
-        tb_callers_of(cl, &rq[i].client, rq[i].tier, &ct, &cs);
-        if (!ct)
+        uint32_t ctier, cs;
+        tb_callers_of(cl, &rq[i].client, rq[i].tier, &ctier, &cs);
+        if (!ctier)
             continue;
         out->children++;
         out->kind[i] = TB_LINK_UNLINKED;
-        size_t sl = gslot(gtab, mask, rq[i].client.ip, ct, &fresh);
-        if (fresh)
-            gnum[sl] = ngroups++;
-        cg[i] = (uint32_t)gnum[sl];
+        cg[i] = gtab_get(&gt, rq[i].client.ip, ctier);
+        if (cg[i] == UINT32_MAX) {
+            rc = TB_E_NOMEM;
+            goto out;
+        }
     }
+    size_t ngroups = gt.used;
     np = calloc(ngroups + 1, sizeof *np);
     nk = calloc(ngroups + 1, sizeof *nk);
     pos = calloc(2 * ngroups + 2, sizeof *pos);
@@ -625,29 +831,41 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
     }
     memcpy(start, pos, (2 * ngroups + 2) * sizeof *start);
     for (size_t k = 0; k < n; k++) {
-        uint32_t i = order[k];
+        uint32_t i = order ? order[k] : (uint32_t)k;
         if (pg[i] != UINT32_MAX)
             idx[fill[2 * pg[i]]++] = i;
         if (cg[i] != UINT32_MAX)
             idx[fill[2 * cg[i] + 1]++] = i;
     }
+    struct group g = {.rq = rq};
+    for (size_t gi = 0; gi < ngroups; gi++) {
+        if (np[gi] && nk[gi]) {
+            g.cap_np = np[gi] > g.cap_np ? np[gi] : g.cap_np;
+            g.cap_nk = nk[gi] > g.cap_nk ? nk[gi] : g.cap_nk;
+        }
+    }
     for (size_t gi = 0; gi < ngroups && rc == 0; gi++) {
         if (np[gi] == 0 || nk[gi] == 0)
             continue;
-        struct group g = {.rq = rq, .par = &idx[start[2 * gi]], .kid = &idx[start[2 * gi + 1]],
-                          .np = np[gi], .nk = nk[gi]};
-        rc = link_group(&g, prev_dep, out);
+        g.par = &idx[start[2 * gi]];
+        g.kid = &idx[start[2 * gi + 1]];
+        g.np = np[gi];
+        g.nk = nk[gi];
+        rc = link_group(&g, sp, handoff, out);
     }
+    group_free(&g);
     free(start);
 out:
     free(order);
-    free(prev_dep);
+    free(sp);
+    free(handoff);
     free(pg);
     free(cg);
     free(idx);
-    free(ctab);
-    free(gtab);
-    free(gnum);
+    free(ct.dense);
+    free(ct.tab);
+    free(gt.tab);
+    free(sgroup);
     free(np);
     free(nk);
     free(pos);

@@ -1132,6 +1132,25 @@ int tb_whatif_links_current(struct tb_store *st, bool *current)
     return rc;
 }
 
+int tb_whatif_prepare(struct tb_store *st, const struct tb_catalog *cat, bool *computed,
+                      char *err, size_t errlen)
+{
+    char stamp[96] = "";
+    bool stable = false, current = false;
+    *computed = false;
+    int rc = tb_store_stamp(st, stamp, sizeof stamp, &stable);
+    if (rc || !stable || !use_stored())
+        return rc;
+    if ((rc = tb_whatif_links_current(st, &current)) || current)
+        return rc;
+    struct wi_inputs w;
+    memset(&w, 0, sizeof w);
+    rc = wi_compute(st, cat, true, stamp, &w, err, errlen);
+    wi_free(&w);
+    *computed = rc == 0;
+    return rc;
+}
+
 int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb_whatif_opts *o,
               struct tb_whatif_result *r, char *err, size_t errlen)
 {

@@ -52,6 +52,18 @@ struct tb_whatif_result {
 int tb_whatif(struct tb_store *st, const struct tb_catalog *cat, const struct tb_whatif_opts *o,
               struct tb_whatif_result *r, char *err, size_t errlen);
 
+/* Computes and stores the inputs tb_whatif would compute on its first run
+ * (every request read and linked, the trees, the per-period sums; the links
+ * in table links), unless they are stored and current already, so that a
+ * later whatif reads them: `capture --whatif-inputs` calls it once the
+ * capture is finished. *computed says whether it computed. Nothing is done
+ * (0) while a capture is running or with TBNECK_WHATIF_STORED=0;
+ * TB_E_NOTFOUND (a line in err) when there are no requests or no front tier;
+ * other errors as tb_whatif. A store that fails (read-only file, full disk)
+ * is a warning, as in tb_whatif. */
+int tb_whatif_prepare(struct tb_store *st, const struct tb_catalog *cat, bool *computed,
+                      char *err, size_t errlen);
+
 /* Whether table links holds the links of the requests as stored now: written
  * by whatif with its inputs, whose stamp and version still match (the check
  * tb_whatif makes before reading them). False when TBNECK_WHATIF_STORED=0,

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # bench_whatif.sh — time of `tbneck whatif --tier mysql --speedup 2` at about
-# 1 M and 10 M requests, three ways in the same run (same machine load):
+# 1 M and 10 M requests, in the same run (same machine load):
 #   baseline  TBNECK_WHATIF_STORED=0: every request read, linked, the trees
 #             built, the model solved (what every run cost before schema 6)
-#   first     the same, and the links and the model's inputs stored
+#   first     the same, and the links and the model's inputs stored (a
+#             database captured without --whatif-inputs)
 #   stored    the inputs read from the store (best of three)
+#   capture   what --whatif-inputs adds to a capture: `capture --whatif-inputs`
+#             of an empty pcap onto the database (a new capture: every
+#             request linked and the inputs stored) against the same capture
+#             without the flag; then whatif's first run after it (read from
+#             the store)
+# and on the 60 s capture itself (480 776 requests): capture with and without
+# --whatif-inputs (best of three each, interleaved).
 # The data: a 60 s capture of linking.conf (480 776 requests, ~1 000 users,
 # 60 in flight at the application tier), copied end to end in time (each
 # copy shifted past the previous one, connection ids kept apart) until the
@@ -21,7 +29,39 @@ trap 'rm -rf "$work"' EXIT
 tb=$build/tbneck
 "$build/sim/tbneck-sim" "$src/sim/examples/linking.conf" --duration 60s --out "$work/b" -q
 "$tb" capture -q -r "$work/b.pcap" --db "$work/b.db"
-rm -f "$work/b.pcap" "$work"/b.*.csv
+rm -f "$work"/b.*.csv
+python3 -c "import struct, sys; open(sys.argv[1], 'wb').write(struct.pack('<IHHiIII', 0xa1b23c4d, 2, 4, 0, 0, 262144, 1))" "$work/empty.pcap"
+# cap DB FLAGS...: wall user sys maxrss of one capture of the empty pcap
+cap() {
+    local d=$1
+    shift
+    /usr/bin/time -f '%e %U %S %M' -o "$work/time" "$tb" capture -q -r "$work/empty.pcap" --db "$d" "$@"
+    cat "$work/time"
+}
+# The real capture, with and without the flag, interleaved, best of three.
+bestof() { # bestof T... : the one with the least CPU
+    python3 -c "import sys; print(min(sys.argv[1:], key=lambda t: sum(map(float, t.split()[1:3]))))" "$@"
+}
+plain=() withf=()
+for _ in 1 2 3; do
+    rm -f "$work/c.db"
+    /usr/bin/time -f '%e %U %S %M' -o "$work/time" "$tb" capture -q -r "$work/b.pcap" --db "$work/c.db"
+    plain+=("$(cat "$work/time")")
+    rm -f "$work/c.db"
+    /usr/bin/time -f '%e %U %S %M' -o "$work/time" "$tb" capture -q -r "$work/b.pcap" --db "$work/c.db" --whatif-inputs
+    withf+=("$(cat "$work/time")")
+done
+python3 - "$(sqlite3 "$work/c.db" "SELECT count(*) FROM requests")" "$(bestof "${plain[@]}")" "$(bestof "${withf[@]}")" <<'PY'
+import sys
+n = int(sys.argv[1])
+p = list(map(float, sys.argv[2].split())); w = list(map(float, sys.argv[3].split()))
+pc, wc = p[1] + p[2], w[1] + w[2]
+print(f"bench_whatif: capture of linking.conf 60 s ({n} requests), best of 3 interleaved:")
+print(f"  capture                 {p[0]:7.2f} s wall {pc:7.2f} s CPU  peak {p[3] / 1024:5.0f} MiB")
+print(f"  capture --whatif-inputs {w[0]:7.2f} s wall {wc:7.2f} s CPU  peak {w[3] / 1024:5.0f} MiB"
+      f"  (+{wc - pc:.2f} s CPU, {wc / pc:.2f}x)")
+PY
+rm -f "$work/b.pcap" "$work/c.db"
 # one TIME: wall user sys maxrss of one run of tbneck whatif on $db
 one() {
     /usr/bin/time -f '%e %U %S %M' -o "$work/time" \
@@ -62,7 +102,14 @@ PY
     done
     cmp -s "$work/base.json" "$work/out.json" || { echo "bench_whatif: stored and computed forecasts differ" >&2; diff "$work/base.json" "$work/out.json" >&2; exit 1; }
     bytes=$(sqlite3 "$db" "SELECT bytes FROM models WHERE name = 'whatif'")
-    python3 - "$n" "$bytes" "$base" "$first" "$best" <<'PY'
+    # What the flag adds to a capture at this size: an empty capture onto the
+    # database, without then with it (the new capture makes the stored
+    # inputs stale: the flag computes them again for every request).
+    capn=$(cap "$db")
+    capw=$(cap "$db" --whatif-inputs)
+    after=$(one TBNECK_WHATIF_STORED=1)
+    cmp -s "$work/base.json" "$work/out.json" || { echo "bench_whatif: forecast after capture --whatif-inputs differs" >&2; exit 1; }
+    python3 - "$n" "$bytes" "$base" "$first" "$best" "$capn" "$capw" "$after" <<'PY'
 import sys
 n, nbytes = int(sys.argv[1]), int(sys.argv[2])
 def f(label, t):
@@ -76,6 +123,15 @@ b = f("baseline", sys.argv[3])
 f("first", sys.argv[4])
 s = f("stored", sys.argv[5])
 print(f"  stored vs baseline: {b / s:.0f}x faster (wall); same forecast")
+def cpu(t):
+    v = list(map(float, t.split()))
+    return v[1] + v[2]
+print(f"  capture of an empty pcap onto it: {cpu(sys.argv[6]):.2f} s CPU; with --whatif-inputs "
+      f"{cpu(sys.argv[7]):.2f} s CPU (+{cpu(sys.argv[7]) - cpu(sys.argv[6]):.2f} s: "
+      f"{(cpu(sys.argv[7]) - cpu(sys.argv[6])) / cpu(sys.argv[3]):.2f}x the baseline run)")
+f("after", sys.argv[8])
+print(f"  whatif after capture --whatif-inputs vs baseline: "
+      f"{cpu(sys.argv[3]) / cpu(sys.argv[8]):.0f}x less CPU; same forecast")
 PY
     rm -f "$db"
 done

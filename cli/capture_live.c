@@ -824,6 +824,8 @@ int tb_capture_live(const struct tb_capture_args *a)
         L->err = rc;
     if (L->st && !L->err)
         final_analysis(L, out);
+    if (L->st && !L->err && a->whatif_inputs)
+        tb_capture_whatif_inputs(L->st, L->cat, out);
     if (L->err) {
         tb_log_error("capture: interface '%s': stopped on an error: %s", a->iface,
                      tb_strerror(L->err));

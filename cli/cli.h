@@ -8,6 +8,11 @@
 
 #include "tb.h"
 
+#include <stdio.h>
+
+struct tb_store;
+struct tb_catalog;
+
 int tb_cmd_capture(int argc, char **argv);
 int tb_cmd_tiers(int argc, char **argv);
 int tb_cmd_report(int argc, char **argv);
@@ -64,6 +69,7 @@ struct tb_capture_args {
     bool jsonl;          /* --format jsonl: live events as JSON lines on stdout */
     size_t max_memory;   /* --max-memory: bytes of flow and parser state; 0 = no cap */
     int workers;         /* --workers N: live capture threads (PACKET_FANOUT); 1 = one engine */
+    bool whatif_inputs;  /* --whatif-inputs: link and store whatif's inputs at the end */
 };
 /* The end of a capture as the store records it (captures.state, capture_tiers)
  * and as the summary says it: seen per tier from the requests handed to the
@@ -86,5 +92,10 @@ void tb_cli_restore_stop(const struct sigaction old[2]);
 /* Parses --max-memory's SIZE: bytes, or with k, m, g (KiB, MiB, GiB). */
 int tb_parse_mem_size(const char *s, size_t *out);
 int tb_capture_live(const struct tb_capture_args *a);
+/* --whatif-inputs: once the capture is finished, whatif's inputs (the links,
+ * the model's inputs: analysis/whatif.h tb_whatif_prepare) computed and
+ * stored in st, a line on out (NULL: none) saying what it cost. A failure is
+ * a warning: the capture stands, whatif computes them on its first run. */
+void tb_capture_whatif_inputs(struct tb_store *st, const struct tb_catalog *cat, FILE *out);
 
 #endif

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "capture.h"
@@ -21,6 +22,7 @@
 #include "store.h"
 #include "tiers.h"
 #include "util.h"
+#include "whatif.h"
 
 #define MAX_SNAPLEN 262144
 
@@ -80,6 +82,9 @@ static void usage(FILE *f)
             "  --workers N      live: N capture threads, packets spread by connection\n"
             "                   (Linux PACKET_FANOUT; default 1, at most 64)\n"
             "  --no-store       decode and count only, store nothing (benchmarks)\n"
+            "  --whatif-inputs  at the end, link every request and store what 'tbneck whatif'\n"
+            "                   needs, so that its first run reads them (about 2.5 s of CPU a\n"
+            "                   million requests; docs/whatif.md)\n"
             "  --max-memory SIZE  cap flow and parser state at SIZE bytes (k, m, g: KiB, MiB,\n"
             "                   GiB; at least 1m): the least recently active flows are\n"
             "                   evicted beyond it, their waiting requests counted abandoned\n"
@@ -110,7 +115,7 @@ enum {
     OPT_TIERS = 256, OPT_DB, OPT_SERVE, OPT_ALLOW_REMOTE, OPT_PROTO, OPT_DURATION, OPT_WINDOW,
     OPT_IMMEDIATE, OPT_NO_STORE, OPT_ALLOW_HOST, OPT_TSPREC, OPT_NANO, OPT_MICRO, OPT_FORMAT,
     OPT_STORE, OPT_SENSOR, OPT_STORE_RETRY, OPT_MAX_MEMORY, OPT_WORKERS, OPT_SPOOL,
-    OPT_SPOOL_MAX,
+    OPT_SPOOL_MAX, OPT_WHATIF_INPUTS,
 };
 
 static const struct option long_opts[] = {
@@ -135,6 +140,7 @@ static const struct option long_opts[] = {
     {"format", required_argument, NULL, OPT_FORMAT},
     {"max-memory", required_argument, NULL, OPT_MAX_MEMORY},
     {"workers", required_argument, NULL, OPT_WORKERS},
+    {"whatif-inputs", no_argument, NULL, OPT_WHATIF_INPUTS},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -331,6 +337,9 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
         case OPT_NO_STORE:
             a->no_store = true;
             break;
+        case OPT_WHATIF_INPUTS:
+            a->whatif_inputs = true;
+            break;
         case OPT_TSPREC:
             if (!strcmp(optarg, "micro"))
                 a->dump_prec = TB_DUMP_MICRO;
@@ -423,7 +432,38 @@ static int parse_args(int argc, char **argv, struct tb_capture_args *a, char **b
     if (a->nfiles && a->serve)
         return usage_error("--serve works with -i; after an offline capture use "
                            "'tbneck serve'");
+    if (a->whatif_inputs && (a->no_store || a->store_url))
+        return usage_error("--whatif-inputs stores whatif's inputs in the SQLite database "
+                           "(--db); not with %s", a->no_store ? "--no-store" : "--store");
     return -1;
+}
+
+/* ---- whatif's inputs at the end --------------------------------------------- */
+
+static double clock_s(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void tb_capture_whatif_inputs(struct tb_store *st, const struct tb_catalog *cat, FILE *out)
+{
+    char err[256] = "";
+    bool computed = false;
+    double t0 = clock_s(CLOCK_MONOTONIC), c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    int rc = tb_whatif_prepare(st, cat, &computed, err, sizeof err);
+    double dt = clock_s(CLOCK_MONOTONIC) - t0, dc = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+    if (rc) {
+        tb_log_warn("capture: --whatif-inputs: %s; 'tbneck whatif' computes them on its first "
+                    "run", err[0] ? err : tb_strerror(rc));
+        return;
+    }
+    if (out && computed)
+        fprintf(out, "  whatif inputs: every request linked, links and inputs stored in %.2f s "
+                     "(%.2f s CPU)\n", dt, dc);
+    else if (out)
+        fprintf(out, "  whatif inputs: already stored for these requests\n");
 }
 
 /* ---- offline run ----------------------------------------------------------- */
@@ -805,6 +845,8 @@ static int run_offline(const struct tb_capture_args *a)
     }
     if (!a->quiet)
         summary(a, tb_engine_stats(e), cat, &run);
+    if (a->whatif_inputs && st && !wrc && !erc && !run_rc)
+        tb_capture_whatif_inputs(st, cat, a->quiet ? NULL : stderr); /* with the summary */
     exit_code = TB_EXIT_OK;
     if (dump_full)
         tb_log_warn("capture: -w: maximum file limit reached: %d (as tcpdump, the capture "

@@ -23,6 +23,14 @@ typedef uint64_t (*tb_sort_key_fn)(const void *elem, const void *ctx);
  * or TB_E_NOMEM with base untouched. */
 int tb_radix_sort(void *base, size_t n, size_t size, tb_sort_key_fn key, const void *ctx);
 
+/* Sorts n records of `size` bytes (a multiple of 8) at base by the int64_t
+ * each starts with, ascending and stably, moving the records themselves (no
+ * key function, no gather at the end: the event timelines of analysis/link.c,
+ * 16-byte records), in digits of up to 14 bits (three passes for a spread of
+ * up to 42 bits), less any pass whose digit is the same in every key.
+ * Returns 0 or TB_E_NOMEM with base untouched. */
+int tb_radix_sort_i64(void *base, size_t n, size_t size);
+
 /* A signed key mapped to an unsigned one of the same order. */
 static inline uint64_t tb_sort_key_i64(int64_t v)
 {

@@ -43,14 +43,7 @@ grep -q 'inputs computed (and stored)$' "$work/t1.txt" || { cat "$work/t1.txt"; 
 grep -q 'inputs read from the store$' "$work/t2.txt" || { cat "$work/t2.txt"; fail=1; }
 
 # Table links as an export (id = row id) scored against the truth.
-sqlite3 -csv -header "$db" "
-  SELECT t.name AS tier, s.addr AS server, e.addr || ':' || r.client_port AS client,
-         r.arrival_ns, r.departure_ns, r.rowid AS id, l.parent AS parent
-  FROM requests r JOIN tiers t ON t.id = r.tier_id JOIN servers s ON s.id = r.server_id
-  LEFT JOIN endpoints e ON e.id = r.client_id LEFT JOIN links l ON l.request = r.rowid" \
-    >"$work/links.csv"
-python3 "$TB_SRCDIR/tests/e2e/lib/link_score.py" "$work/s.requests.csv" "$work/links.csv" 0.99 ||
-    fail=1
+bash "$TB_SRCDIR/tests/e2e/lib/links_score.sh" "$db" "$work/s.requests.csv" "$work" || fail=1
 "$TBNECK" export requests --db "$db" 2>"$work/export.err" >/dev/null
 python3 - "$db" "$work/t2.txt" "$work/export.err" "$work/s.requests.csv" <<'PY' || fail=1
 import csv, re, sqlite3, sys

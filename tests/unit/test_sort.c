@@ -2,7 +2,8 @@
 /* test_sort.c — common/sort.h: the radix sort against qsort with the
  * original position as the tie-break (so stability is checked too) on random
  * keys with many duplicates, negative keys, spans that need 1 to 6 passes and
- * an element larger than its key; the heap against a sorted copy of what was
+ * an element larger than its key; tb_radix_sort_i64 the same way on records
+ * of 16, 24 and 32 bytes (its inlined and generic copies); the heap against a sorted copy of what was
  * pushed, popped interleaved with pushes. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -60,12 +61,48 @@ static void check_sort(size_t n, int64_t lo, uint64_t span)
     }
     memcpy(ref, v, n * sizeof *v);
     qsort(ref, n, sizeof *ref, item_cmp);
+    struct item *w = malloc((n ? n : 1) * sizeof *w);
+    assert_non_null(w);
+    memcpy(w, v, n * sizeof *v);
     assert_int_equal(tb_radix_sort(v, n, sizeof *v, item_key, NULL), 0);
+    assert_int_equal(tb_radix_sort_i64(w, n, sizeof *w), 0); /* 32 bytes: the generic copy */
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(v[i].key, ref[i].key);
         assert_int_equal(v[i].pos, ref[i].pos);
         assert_string_equal(v[i].payload, ref[i].payload);
+        assert_int_equal(w[i].key, ref[i].key);
+        assert_int_equal(w[i].pos, ref[i].pos);
+        assert_string_equal(w[i].payload, ref[i].payload);
     }
+    /* 16- and 24-byte records (the inlined copies): key, original position,
+     * and for 24 a payload derived from it. */
+    struct r16 {
+        int64_t key;
+        uint64_t pos;
+    } *a = malloc((n ? n : 1) * sizeof *a);
+    struct r24 {
+        int64_t key;
+        uint64_t pos, sq;
+    } *b = malloc((n ? n : 1) * sizeof *b);
+    assert_non_null(a);
+    assert_non_null(b);
+    /* In the original order (ref's positions), then sorted. */
+    for (size_t i = 0; i < n; i++) {
+        a[ref[i].pos] = (struct r16){ref[i].key, ref[i].pos};
+        b[ref[i].pos] = (struct r24){ref[i].key, ref[i].pos, (uint64_t)ref[i].pos * ref[i].pos};
+    }
+    assert_int_equal(tb_radix_sort_i64(a, n, sizeof *a), 0);
+    assert_int_equal(tb_radix_sort_i64(b, n, sizeof *b), 0);
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(a[i].key, ref[i].key);
+        assert_int_equal(a[i].pos, ref[i].pos);
+        assert_int_equal(b[i].key, ref[i].key);
+        assert_int_equal(b[i].pos, ref[i].pos);
+        assert_int_equal(b[i].sq, (uint64_t)ref[i].pos * ref[i].pos);
+    }
+    free(a);
+    free(b);
+    free(w);
     free(v);
     free(ref);
 }
