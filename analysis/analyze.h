@@ -34,6 +34,8 @@ struct tb_analysis_result {
                                    * level indices index a.levels (tb_levels_over_time) */
     size_t nspans;
     bool waits_downstream;        /* the tier's machines called other tiers (N* options) */
+    double waits_slope;           /* with waits_downstream: the slope hint N* was given, units/s
+                                   * per unit of load (analyze.c slope_for_waits); 0 = none */
     /* For a series that waits downstream: N* on its self-load (load minus
      * the time spent waiting on its calls, tb_diagnose), the congestion
      * point of its own resources; set by the caller that ran the diagnosis.

@@ -68,6 +68,18 @@
 /* Below one request in service, with room for the estimates' own error (a
  * 1-core server's knee comes out 0.9-1.1). */
 #define KNEE_MIN_LOAD 0.8
+/* The slope of a series that waits downstream: the hint (1/u)·S̄/(S̄ + W̄)
+ * (analysis/analyze.c, slope_for_waits: a request alone completes its units
+ * over its whole life, own work and calls) stands when the calm stretches'
+ * slope (chunk_slope) is this close to it. Calm stretches can only read low
+ * (queueing inside them: an app tier whose bursts offer 1.7x its capacity is
+ * 60% busy between them, and chunk_slope read 0.72-0.80 of 1/R there,
+ * N* +18...+39% on bench/nstar appcpu seeds 1-10; 0.63-0.91 on
+ * test_nstar's test_waits_hint) or a little high (selection, +3%); a hint the data put far
+ * outside that range is wrong (a callee that queued lengthens W̄: the hint
+ * reads low) and the stretches' own slope is kept. */
+#define WAITS_HINT_LO 0.6
+#define WAITS_HINT_HI 1.25
 
 void tb_nstar_opts_default(struct tb_nstar_opts *o)
 {
@@ -1079,6 +1091,9 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
             low_t += p[i].t;
         }
         double d0 = isfinite(d0_chunks) ? d0_chunks : linear_slope(&low_l, &low_t, 1, o.slope_hint);
+        if (isfinite(d0_chunks) && o.slope_hint > 0 && d0_chunks >= WAITS_HINT_LO * o.slope_hint &&
+            d0_chunks <= WAITS_HINT_HI * o.slope_hint)
+            d0 = o.slope_hint;
         estimates(p, m, &o, d0, scratch, res, &a, &sp);
         /* The hint was refused (the lowest windows' slope is under 70% of
          * it), but those windows lie, on average, past half the knee the
