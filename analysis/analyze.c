@@ -51,7 +51,7 @@ struct pipe {
     bool calls;          /* the tier's machines called other tiers (N* without slope hint) */
     struct tb_request *down; /* ...those calls (for the freeze rule's waiting) */
     size_t ndown;
-    double call_ns;      /* Σ (departure - arrival) of those calls (slope_for_waits) */
+    double call_ns;      /* Σ lives of those calls (tb_analysis_waits_slope) */
     char *err;
     size_t errlen;
 };
@@ -548,8 +548,7 @@ int tb_analysis_fill_calls(const struct tb_catalog *cat, const struct tb_request
 }
 
 /* Requests of other tiers called from the tier's machines. */
-/* A call's life, ns; 0 for a record that departs before it arrives. */
-static double call_life(const struct tb_request *r)
+double tb_analysis_call_life(const struct tb_request *r)
 {
     return r->departure_ns > r->arrival_ns ? (double)(r->departure_ns - r->arrival_ns) : 0;
 }
@@ -625,7 +624,7 @@ out:
     p->ndown = ndown;
     p->call_ns = 0;
     for (size_t i = 0; i < ndown; i++)
-        p->call_ns += call_life(&down[i]);
+        p->call_ns += tb_analysis_call_life(&down[i]);
     free(hosts);
     free(ov);
     return rc;
@@ -633,25 +632,17 @@ out:
 
 /* ---- one row's analysis --------------------------------------------------------- */
 
-/* The slope of the linear part of a tier that waits on its calls, units/s per
- * unit of load: a request alone in the tier completes its S/u units over its
- * whole life, S + W (S its service time, W the time spent in its calls), so
- * the slope is (1/u)·S̄/(S̄ + W̄) over the tier's requests: S̄ from the service
- * times (weighted by requests), W̄ = Σ call lives / requests. A callee that
- * queued makes W̄ long and the slope low; correlate checks the hint against
- * the windows' own slope and keeps theirs when they disagree (nstar.c,
- * "the slope of a series that waits"). 0 when unknown. */
-static double slope_for_waits(const struct pipe *p, const struct tb_class_service *svc,
-                              size_t nsvc, int64_t wu)
+double tb_analysis_waits_slope(const struct tb_class_service *svc, size_t nsvc, int64_t wu,
+                               double call_ns, uint64_t requests)
 {
     double s = 0, n = 0;
     for (size_t i = 0; i < nsvc; i++) {
         s += (double)svc[i].service_ns * svc[i].requests;
         n += svc[i].requests;
     }
-    if (!p->calls || !(wu > 0) || !(n > 0) || !(s > 0) || !p->count || !p->count[0])
+    if (!(wu > 0) || !(n > 0) || !(s > 0) || !requests || !(call_ns >= 0))
         return 0;
-    double sbar = s / n, wbar = p->call_ns / (double)p->count[0];
+    double sbar = s / n, wbar = call_ns / (double)requests;
     return (double)TB_NS_PER_SEC / (double)wu * sbar / (sbar + wbar);
 }
 
@@ -793,7 +784,10 @@ static int finish_rows(struct pipe *p, struct tb_analysis_result *rows, size_t n
 {
     const struct tb_analyze_opts *o = p->o;
     int rc = 0;
-    double waits_hint = slope_for_waits(p, svc, nsvc, wu);
+    /* A hint the data refute is not taken (nstar.c, WAITS_HINT_LO/HI). */
+    double waits_hint = p->calls && p->count
+                            ? tb_analysis_waits_slope(svc, nsvc, wu, p->call_ns, p->count[0])
+                            : 0;
     if (!all_stored) {
         for (size_t r = 0; r < nrows && !rc; r++) {
             /* With --server the wanted row is that server's (row 1). */
@@ -1087,7 +1081,7 @@ int tb_tierfeed_add(struct tb_tierfeed *f, const struct tb_request *r)
             return tb_svcest_add(f->est, r);
         }
         f->ndown++;
-        p->call_ns += call_life(r);
+        p->call_ns += tb_analysis_call_life(r);
         if ((rc = tb_grow(&f->pend, &f->cappend, f->npend + 1, sizeof *f->pend)))
             return rc;
         f->pend[f->npend++] = *r;

@@ -69,7 +69,7 @@
  * 1-core server's knee comes out 0.9-1.1). */
 #define KNEE_MIN_LOAD 0.8
 /* The slope of a series that waits downstream: the hint (1/u)·S̄/(S̄ + W̄)
- * (analysis/analyze.c, slope_for_waits: a request alone completes its units
+ * (tb_analysis_waits_slope, analysis/analyze.c: a request alone completes its units
  * over its whole life, own work and calls) stands when the calm stretches'
  * slope (chunk_slope) is this close to it. Calm stretches can only read low
  * (queueing inside them: an app tier whose bursts offer 1.7x its capacity is

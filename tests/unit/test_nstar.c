@@ -595,7 +595,7 @@ static void waiting_windows(int c, size_t n, uint64_t seed, double D, double W, 
 }
 
 /* The slope of a tier that waits on its calls, from the hint (1/u)·S/(S + W)
- * (analysis/analyze.c slope_for_waits). Between its bursts this server is
+ * (tb_analysis_waits_slope). Between its bursts this server is
  * 60% busy, so the calm stretches' slope (chunk_slope, all the estimate had
  * before v0.5) already holds queueing: it reads 0.63-0.91 of 1/(D + W) and
  * N* +7...+57%. With the hint N* is within 4% of c·(D + W)/D on all 20 runs
