@@ -73,7 +73,7 @@
  * over its whole life, own work and calls) stands when the calm stretches'
  * slope (chunk_slope) is this close to it. Calm stretches can only read low
  * (queueing inside them: an app tier whose bursts offer 1.7x its capacity is
- * 60% busy between them, and chunk_slope read 0.72-0.80 of 1/R there,
+ * 60% busy between them, and chunk_slope read 0.64-0.81 of 1/R there,
  * N* +18...+39% on bench/nstar appcpu seeds 1-10; 0.63-0.91 on
  * test_nstar's test_waits_hint) or a little high (selection, +3%); a hint the data put far
  * outside that range is wrong (a callee that queued lengthens W̄: the hint

@@ -6,9 +6,9 @@
 # that never queues; bursts offer 1.7x the tier's capacity, between them it
 # is 60% busy), seeds 1-3. The oracle is the simulator's expected.csv, from
 # the configuration alone: cores x R/D = 4 x 1.375 = 5.5 for the tier. The
-# report's threshold must be within 10% of it, and so must `export windows`
-# re-read through tb_nstar by the streamed diagnosis (diagnose's n_star for
-# the tier, the same analysis fed request by request). Before v0.5 (the
+# report's threshold must be within 10% of it, and so must diagnose's n_star
+# for the tier (`--recompute`: the same analysis fed request by request,
+# tb_tierfeed, whose call lives are summed apart from the report's). Before v0.5 (the
 # calm stretches' slope alone, no hint) these seeds read +28%, +24%, +29%.
 set -uo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}"
