@@ -48,7 +48,7 @@ struct pipe {
     uint32_t *servers;   /* rows 1..nservers */
     size_t nservers;
     uint64_t *count;     /* requests per row (row 0 = the tier) */
-    bool calls;          /* the tier's machines called other tiers (N* without slope hint) */
+    bool calls;          /* the tier's machines called other tiers (N*'s hint: call_ns) */
     struct tb_request *down; /* ...those calls (for the freeze rule's waiting) */
     size_t ndown;
     double call_ns;      /* Σ lives of those calls (tb_analysis_waits_slope) */
@@ -547,12 +547,12 @@ int tb_analysis_fill_calls(const struct tb_catalog *cat, const struct tb_request
     return rc;
 }
 
-/* Requests of other tiers called from the tier's machines. */
 double tb_analysis_call_life(const struct tb_request *r)
 {
     return r->departure_ns > r->arrival_ns ? (double)(r->departure_ns - r->arrival_ns) : 0;
 }
 
+/* Requests of other tiers called from the tier's machines. */
 static int downstream(const struct tb_request *all, size_t nall, uint32_t tier,
                       const struct tb_svc_host *hosts, size_t nhosts, struct tb_request **out,
                       size_t *n)

@@ -5,7 +5,9 @@
  * N* by intervention analysis (n_star), as implemented:
  *  1. Windows with load > 0, sorted by load. δ_0 = Σtp / Σload over the
  *     lowest-load max(5, n/10) windows, replaced by the work-unit hint (1/u)
- *     when that ratio is 70-200% of it (linear_slope). tol = 0.2·δ_0.
+ *     when that ratio is 70-200% of it (linear_slope). A series that waits
+ *     downstream takes Little's law over calm stretches (chunk_slope), or
+ *     its hint (1/u)·S̄/(S̄ + W̄) when that is 60-125% of it. tol = 0.2·δ_0.
  *  2. k = 100 even bins over [Nmin, Nmax]; a bin with fewer than
  *     max(3, n/(10k)) windows is merged into the next (not skipped). Per
  *     bin, the mean load and mean throughput of its non-freeze windows
@@ -69,15 +71,15 @@
  * 1-core server's knee comes out 0.9-1.1). */
 #define KNEE_MIN_LOAD 0.8
 /* The slope of a series that waits downstream: the hint (1/u)·S̄/(S̄ + W̄)
- * (tb_analysis_waits_slope, analysis/analyze.c: a request alone completes its units
- * over its whole life, own work and calls) stands when the calm stretches'
- * slope (chunk_slope) is this close to it. Calm stretches can only read low
- * (queueing inside them: an app tier whose bursts offer 1.7x its capacity is
- * 60% busy between them, and chunk_slope read 0.64-0.81 of 1/R there,
- * N* +18...+39% on bench/nstar appcpu seeds 1-10; 0.63-0.91 on
- * test_nstar's test_waits_hint) or a little high (selection, +3%); a hint the data put far
- * outside that range is wrong (a callee that queued lengthens W̄: the hint
- * reads low) and the stretches' own slope is kept. */
+ * (tb_analysis_waits_slope, analysis/analyze.c: a request alone completes
+ * its units over its whole life, own work and calls) stands when the calm
+ * stretches' slope (chunk_slope) is this close to it. Calm stretches can
+ * only read low (queueing inside them: an app tier whose bursts offer 1.7x
+ * its capacity is 60% busy between them, and chunk_slope read 0.64-0.81 of
+ * 1/R there, N* +18...+39% on bench/nstar appcpu seeds 1-10; 0.63-0.91 in
+ * test_nstar's test_waits_hint) or a little high (selection, +3%); a hint
+ * the data put far outside that range is wrong (a callee that queued
+ * lengthens W̄: the hint reads low) and the stretches' own slope is kept. */
 #define WAITS_HINT_LO 0.6
 #define WAITS_HINT_HI 1.25
 
