@@ -257,8 +257,10 @@ static double linear_slope(const double *ld, const double *tp, size_t nlow, doub
  * tier (R/D = 1.375) 179 against the true 180 units/s per unit of load,
  * where the lowest-load tenth of the windows gave 221-237 (N* 17% low).
  * NAN with fewer than 5 chunks. */
-static double chunk_slope(const struct pt *p, size_t m, double freeze_frac, double *scratch)
+static double chunk_slope(const struct pt *p, size_t m, double freeze_frac, double *scratch,
+                          double *mean_load)
 {
+    *mean_load = NAN;
     size_t nc = m / KNEE_CHUNK;
     if (nc < 5)
         return NAN;
@@ -306,11 +308,15 @@ static double chunk_slope(const struct pt *p, size_t m, double freeze_frac, doub
      * freeze and left out. */
     double med = quantile(sorted, taken, 0.5);
     double sl = 0, st = 0;
+    size_t used = 0;
     for (size_t c = 0; c < taken; c++)
         if (!(ratio[c] < freeze_frac * med)) {
             sl += own[c];
             st += ratio[c] * own[c];
+            used++;
         }
+    if (used)
+        *mean_load = sl / (double)(used * KNEE_CHUNK);
     return sl > 0 ? st / sl : NAN;
 }
 
@@ -1077,7 +1083,9 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
         p[i].nb = fmin(p[i - 1].l, p[i + 1].l);
     res->samples = m;
     /* Before sorting: the points are still in time order. */
-    double d0_chunks = o.waits_downstream ? chunk_slope(p, m, o.freeze_frac, scratch) : NAN;
+    double chunk_load = NAN;
+    double d0_chunks =
+        o.waits_downstream ? chunk_slope(p, m, o.freeze_frac, scratch, &chunk_load) : NAN;
     qsort(p, m, sizeof *p, cmp_pt);
     double a = NAN, sp = NAN;
     if (m >= 3) {
@@ -1105,14 +1113,20 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
          * steady near-saturation runs came out +42...+49%), so they cannot
          * refute it, and it stands — unless they are below 40% of it,
          * further than queueing took those runs (64-69%): then the hint is
-         * wrong (test_slope_hint: a hint 3x too high). */
-        if (!isfinite(d0_chunks) && o.slope_hint > 0 && d0 != o.slope_hint &&
-            d0 >= 0.4 * o.slope_hint) {
+         * wrong (test_slope_hint: a hint 3x too high). The same for the
+         * calm stretches of a series that waits downstream, below
+         * WAITS_HINT_LO of its hint: an app tier congested in 65% of its
+         * windows had them at 0.55 of it, mean load past half the knee the
+         * hint gives, and read N* +80% without it. */
+        bool waits = isfinite(d0_chunks);
+        double low_mean = waits ? chunk_load : low_l / (double)nlow;
+        if (o.slope_hint > 0 && d0 != o.slope_hint && d0 >= 0.4 * o.slope_hint &&
+            (!waits || d0 < o.slope_hint)) {
             struct tb_nstar alt = *res;
             double a2 = NAN, sp2 = NAN;
             estimates(p, m, &o, o.slope_hint, scratch, &alt, &a2, &sp2);
             double thr = tb_nstar_threshold(&alt);
-            if (isfinite(thr) && low_l / (double)nlow > thr / 2) {
+            if (isfinite(thr) && low_mean > thr / 2) {
                 *res = alt;
                 a = a2;
                 sp = sp2;

@@ -553,8 +553,8 @@ static void test_waits_slope(void **state)
  * both phases; throughput is completions (one unit each). The oracle is the
  * configuration: the linear part is 1/(D + W), the plateau c/D, N* =
  * c·(D + W)/D. */
-static void waiting_windows(int c, size_t n, uint64_t seed, double D, double W, double *l,
-                            double *t)
+static void waiting_windows(int c, size_t n, uint64_t seed, double D, double W, double calm,
+                            double *l, double *t)
 {
     rs = seed * 0x9E3779B97F4A7C15ull + 11;
     const double w = 0.05, cap = c / D;
@@ -565,7 +565,7 @@ static void waiting_windows(int c, size_t n, uint64_t seed, double D, double W, 
         double end = (double)(i + 1) * w, sn = 0;
         unsigned done = 0;
         for (;;) {
-            double ra = q + nd < 64 ? (burst ? 1.7 : 0.6) * cap : 0;
+            double ra = q + nd < 64 ? (burst ? 1.7 : calm) * cap : 0;
             double rc = (q < c ? q : c) / D, rw = nd / W, r = ra + rc + rw;
             double dt = -log(unif()) / r;
             double next = fmin(fmin(now + dt, flip), end);
@@ -612,7 +612,7 @@ static void test_waits_hint(void **state)
     int ok_hint = 0, ok_plain = 0;
     for (uint64_t seed = 1; seed <= SEEDS; seed++) {
         for (int c = 2; c <= 4; c += 2) {
-            waiting_windows(c, N, seed, D, W, l, t);
+            waiting_windows(c, N, seed, D, W, 0.6, l, t);
             double want = c * (D + W) / D;
             struct tb_nstar_opts o;
             tb_nstar_opts_default(&o);
@@ -636,6 +636,32 @@ static void test_waits_hint(void **state)
     }
     assert_int_equal(ok_hint, 2 * SEEDS);
     assert_true(ok_plain <= SEEDS);
+    /* Busier still between bursts (80%): the calm stretches' slope falls to
+     * 0.35-0.66 of the hint. From 0.4 to 0.6 they lie past half the knee
+     * the hint gives, so they cannot refute it and it stands (7 of 10 seeds,
+     * within 8%); under 0.4 the hint is refused as wrong, as the work
+     * unit's is (N* +165/+172% on seeds 3 and 5: not asserted, a known
+     * limit). */
+    int rescued = 0;
+    for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+        waiting_windows(2, N, seed, D, W, 0.8, l, t);
+        double want = 2 * (D + W) / D;
+        struct tb_nstar_opts o;
+        tb_nstar_opts_default(&o);
+        o.waits_downstream = true;
+        struct tb_nstar plain, hinted;
+        assert_int_equal(tb_nstar_estimate(l, t, N, &o, &plain), 0);
+        o.slope_hint = 1 / (D + W);
+        assert_int_equal(tb_nstar_estimate(l, t, N, &o, &hinted), 0);
+        double kh = tb_nstar_threshold(&hinted), r = plain.delta0 * (D + W);
+        print_message("waiting, 80%% busy between bursts, seed %d: N* %.2f hinted (%+.1f%%), "
+                      "windows' slope %.2f of the hint\n", (int)seed, kh,
+                      100 * (kh - want) / want, r);
+        if (r >= 0.4)
+            assert_true(fabs(kh - want) <= 0.10 * want);
+        rescued += r >= 0.4 && r < 0.6;
+    }
+    assert_true(rescued >= 5);
     free(l);
     free(t);
 }
