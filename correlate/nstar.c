@@ -7,7 +7,8 @@
  *     lowest-load max(5, n/10) windows, replaced by the work-unit hint (1/u)
  *     when that ratio is 70-200% of it (linear_slope). A series that waits
  *     downstream takes Little's law over calm stretches (chunk_slope), or
- *     its hint (1/u)·S̄/(S̄ + W̄) when that is 60-125% of it. tol = 0.2·δ_0.
+ *     its hint (1/u)·S̄/(S̄ + W̄) when that is 60-125% of it (40-60% when
+ *     the stretches lie past half the knee the hint gives). tol = 0.2·δ_0.
  *  2. k = 100 even bins over [Nmin, Nmax]; a bin with fewer than
  *     max(3, n/(10k)) windows is merged into the next (not skipped). Per
  *     bin, the mean load and mean throughput of its non-freeze windows
