@@ -792,17 +792,68 @@ static void inline_cmd(struct rs *r, const struct tb_proto_ctx *ctx, const char 
     cmd_done(r, ctx);
 }
 
+/* The first 8 bytes at q as a little-endian number: a bulk string's header
+ * ("$3\r\n", "$16\r\n") checked by a mask and a compare instead of byte by
+ * byte. */
+static inline uint64_t le64_at(const uint8_t *q)
+{
+    uint64_t v;
+    memcpy(&v, q, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+/* One whole bulk string at q ("$<len>" CRLF <len bytes> CRLF, a length of
+ * one to ten digits): the start of its bytes, *len set, or NULL when it is
+ * not that or does not end before `end`. A length of one or two digits (nearly
+ * all of them) is read from one load; the loop reads the same text. */
+static inline const uint8_t *bulk_at(const uint8_t *q, const uint8_t *end, uint64_t *lenp)
+{
+    uint64_t len;
+    uint64_t d1, d2;
+    if (end - q >= 8) {
+        uint64_t v = le64_at(q);
+        d1 = ((v >> 8) & 0xff) - '0';
+        d2 = ((v >> 16) & 0xff) - '0';
+        if ((v & 0xffff00ffu) == 0x0a0d0024u && d1 < 10) {
+            len = d1; /* "$d\r\n" */
+            q += 4;
+            goto data;
+        }
+        if ((v & 0xffff0000ffull) == 0x0a0d000024ull && d1 < 10 && d2 < 10) {
+            len = d1 * 10 + d2; /* "$dd\r\n" */
+            q += 5;
+            goto data;
+        }
+    }
+    if (end - q < 4 || *q != '$')
+        return NULL;
+    const uint8_t *d = ++q;
+    len = 0;
+    while (q < end && *q >= '0' && *q <= '9' && q - d < 10)
+        len = len * 10 + (uint64_t)(*q++ - '0');
+    if (q == d || end - q < 2 || q[0] != '\r' || q[1] != '\n')
+        return NULL;
+    q += 2;
+data:
+    if ((uint64_t)(end - q) < len + 2 || q[len] != '\r' || q[len + 1] != '\n')
+        return NULL;
+    *lenp = len;
+    return q;
+}
+
 /* The common case: a whole command array in this chunk, read in one pass.
  * Returns its size, or 0 (with nothing changed but the words, which the
  * general path starts over) when it is not whole here or not plain. */
 static size_t fast_cmd(struct rs *r, const uint8_t *p, const uint8_t *end, uint8_t *hitp)
 {
     struct rs_cli *c = &r->c;
-    uint8_t hit = RS_NOSLOT;
     const uint8_t *q = p + 1;
     uint32_t argc = 0;
-    /* Counts and lengths of one or two digits by hand (nearly all of them),
-     * longer ones by the loop; both accept exactly the same text. */
+    /* Counts of one digit by hand (nearly all of them), longer ones by the
+     * loop; both accept exactly the same text. */
     if (end - p >= 4 && p[1] >= '1' && p[1] <= '9' && p[2] == '\r' && p[3] == '\n') {
         argc = (uint32_t)(p[1] - '0');
         q = p + 4;
@@ -814,59 +865,42 @@ static size_t fast_cmd(struct rs *r, const uint8_t *p, const uint8_t *end, uint8
             return 0;
         q += 2;
     }
-    uint8_t want = 0;
-    for (uint32_t i = 0; i < argc; i++) {
-        if (end - q < 4 || *q != '$')
-            goto slow;
-        uint64_t len;
-        if (q[1] >= '0' && q[1] <= '9' && q[2] == '\r') {
-            len = (uint64_t)(q[1] - '0');
-            q += 2;
-        } else if (q[1] >= '0' && q[1] <= '9' && q[2] >= '0' && q[2] <= '9' && q[3] == '\r') {
-            len = (uint64_t)(q[1] - '0') * 10 + (uint64_t)(q[2] - '0');
-            q += 3;
-        } else {
-            const uint8_t *d = ++q;
-            len = 0;
-            while (q < end && *q >= '0' && *q <= '9' && q - d < 10)
-                len = len * 10 + (uint64_t)(*q++ - '0');
-            if (q == d || end - q < 2 || q[0] != '\r')
-                goto slow;
-        }
-        /* q is at the length's CR. */
-        if (end - q < 2 || q[1] != '\n')
-            goto slow;
-        q += 2;
-        if ((uint64_t)(end - q) < len + 2 || q[len] != '\r' || q[len + 1] != '\n')
-            goto slow;
-        if (i == 0 && len >= 1 && len <= 8 && end - q >= 8) {
-            /* A spelling seen before: its slot has the rest. */
-            uint64_t raw = raw_key(q, (size_t)len);
-            for (uint8_t s = 0; s < RS_SLOTS; s++)
-                if (r->slot[s].rawlen == len && r->slot[s].raw == raw) {
-                    hit = s;
-                    break;
+    /* The command name. */
+    uint64_t len;
+    const uint8_t *b = bulk_at(q, end, &len);
+    if (!b)
+        goto slow;
+    if (len >= 1 && len <= 8 && end - b >= 8) {
+        /* A spelling seen before: its slot has the rest, and no other
+         * argument is read, only stepped over. */
+        uint64_t raw = raw_key(b, (size_t)len);
+        for (uint8_t s = 0; s < RS_SLOTS; s++)
+            if (r->slot[s].rawlen == len && r->slot[s].raw == raw) {
+                q = b + len + 2;
+                for (uint32_t i = 1; i < argc; i++) {
+                    if (!(b = bulk_at(q, end, &len)))
+                        goto slow;
+                    q = b + len + 2;
                 }
-            if (hit < RS_SLOTS) {
-                q += len + 2;
-                continue; /* want stays 0: no other argument is read */
+                *hitp = s;
+                return (size_t)(q - p);
             }
-            c->raw = raw;
-            c->rawlen = (uint8_t)len;
-        }
-        if (i == 0 || (i < 3 && (want & (1u << i)))) {
-            word_set(&c->w[i], q, (size_t)len);
-            if (i == 0)
-                want = args_wanted(&c->w[0]);
-        }
-        q += len + 2;
+        c->raw = raw;
+        c->rawlen = (uint8_t)len;
     }
-    *hitp = hit;
-    if (hit == RS_NOSLOT) {
-        /* On a hit the words and these stay as cli_reset() left them. */
-        c->argc = argc;
-        c->want = want;
+    word_set(&c->w[0], b, (size_t)len);
+    uint8_t want = args_wanted(&c->w[0]);
+    q = b + len + 2;
+    for (uint32_t i = 1; i < argc; i++) {
+        if (!(b = bulk_at(q, end, &len)))
+            goto slow;
+        if (i < 3 && (want & (1u << i)))
+            word_set(&c->w[i], b, (size_t)len);
+        q = b + len + 2;
     }
+    *hitp = RS_NOSLOT;
+    c->argc = argc;
+    c->want = want;
     return (size_t)(q - p);
 slow:
     memset(c->w, 0, sizeof c->w);
