@@ -50,7 +50,7 @@
 #define RS_BULK_MAX (512ull << 20)    /* proto-max-bulk-len default */
 #define RS_WORD 24u                   /* command, subcommand and argument kept */
 #define RS_SLOTS 4u                   /* classes a connection keeps (see struct rs_slot) */
-#define RS_NOSLOT 0xffu               /* tb__pend.aux: the class is in the entry's own cls */
+#define RS_NOSLOT 0xffu               /* tb__pend.aux: the class is the entry's own text */
 
 /* Error codes, by status number: the first word of an error reply. */
 static const char *const resp_errs[] = {
@@ -79,12 +79,11 @@ struct rs_word {
 /* A class the connection's commands had lately, for commands whose class is
  * the command word alone (all but container commands and odd names): queued
  * entries name their slot (tb__pend.aux) instead of each copying the text
- * into its 512-byte class buffer, and the slot keeps the catalog id the
- * engine gave the text (tb_exchange.class_id). On a pipelined capture the
- * copies and lookups were two fifths of the parser's time: the queue of 16
- * entries a connection is a cold 9 KiB otherwise. A slot is replaced only when
- * no queued entry names it; with none free the class goes into the entry as
- * before. */
+ * into the queue's class text (tb__pq_cls, then never allocated), and the
+ * slot keeps the catalog id the engine gave the text (tb_exchange.class_id).
+ * On a pipelined capture the copies and lookups were two fifths of the
+ * parser's time. A slot is replaced only when no queued entry names it; with
+ * none free the class goes into the entry's text. */
 struct rs_slot {
     char k[RS_WORD]; /* the rs_word's bytes, zero past len */
     uint32_t id;     /* catalog id of the text, 0 not known yet */
@@ -737,10 +736,12 @@ static void cmd_done(struct rs *r, const struct tb_proto_ctx *ctx)
                 }
                 goto out;
             }
-            /* Straight into the entry: at most 2 * RS_WORD + 1 bytes, well
-             * within its class buffer. */
+            /* Straight into the entry's text: at most 2 * RS_WORD + 1 bytes,
+             * well within its buffer. */
             _Static_assert(2 * RS_WORD + 1 <= TB__CLASS_MAX, "a Redis class fits an entry");
-            char *cls = e->cls;
+            char *cls = tb__pq_cls(&r->pq, e);
+            if (!cls)
+                goto out; /* class_len 0: "unknown" */
             size_t n = 0;
             if (c->w[0].bad || c->w[0].len == 0) {
                 memcpy(cls, "unknown", 7);
