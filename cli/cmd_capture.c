@@ -473,6 +473,14 @@ static void on_request(void *ud, const struct tb_request *r)
     }
 }
 
+/* Offline, requests come in batches (tb_engine_set_batch_cb): one call per
+ * batch instead of one per request. */
+static void on_requests(void *ud, const struct tb_request *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        on_request(ud, &r[i]);
+}
+
 static void on_conn(void *ud, const struct tb_conn *c)
 {
     struct run *run = ud;
@@ -757,6 +765,7 @@ static int run_offline(const struct tb_capture_args *a)
         tb_log_info("capture: --max-memory %zu bytes: at most %zu flows", a->max_memory,
                     tb_engine_max_flows(e));
     tb_engine_set_conn_cb(e, on_conn, &run);
+    tb_engine_set_batch_cb(e, on_requests, &run);
 
     rc = tb_offline_run(e, &oo, err, sizeof err);
 
