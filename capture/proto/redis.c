@@ -916,7 +916,49 @@ static enum tb_pstate c_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
     struct rs_cli *c = &r->c;
     const uint8_t *end = p + n;
     while (p < end && !r->stopped) {
-        if (!c->started) {
+        if (!c->started && c->st == C_START && c->ln.len == 0 && *p == '*') {
+            /* A command starts here, whole in this chunk as a rule. While
+             * its name hits a slot of a plain command (and no reply mode or
+             * stream is in force, which such a command does not change),
+             * what cmd_done() and cli_reset() do for it, less what is already
+             * so, and on to the next: a pipeline of small commands is mostly
+             * this loop. */
+            bool easy = !r->reply_off && !r->skip_next && !r->stream && !c->gap;
+            bool next = false; /* the loop ended at a byte that starts no command */
+            uint8_t hit = RS_NOSLOT;
+            size_t used;
+            for (;;) {
+                used = fast_cmd(r, p, end, &hit);
+                if (!used || !easy || hit >= RS_SLOTS || r->slot[hit].kind != K_PLAIN)
+                    break;
+                p += used;
+                struct tb__pend *e = tb__pq_push(&r->pq, ctx->ctr, ts);
+                if (e) {
+                    e->req_bytes = used;
+                    e->kind = K_PLAIN;
+                    e->aux = hit;
+                    r->slot[hit].refs++;
+                }
+                c->ln.skipping = false;
+                if (p == end || *p != '*') {
+                    next = true;
+                    break;
+                }
+            }
+            if (next)
+                continue; /* the loop below sees to that byte, or the chunk ended */
+            c->started = true;
+            c->ts0 = ts;
+            c->bytes = 0;
+            if (used) {
+                /* Whole, but not one of those: the general way. */
+                p += used;
+                c->bytes = used;
+                c->hit = hit;
+                cmd_done(r, ctx);
+                continue;
+            }
+        } else if (!c->started) {
             c->started = true;
             c->ts0 = ts;
             c->bytes = 0;
@@ -940,34 +982,6 @@ static enum tb_pstate c_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
             if (++c->argi == c->argc)
                 cmd_done(r, ctx);
             continue;
-        }
-        if (c->st == C_START && c->ln.len == 0 && *p == '*') {
-            uint8_t hit;
-            size_t used = fast_cmd(r, p, end, &hit);
-            if (used && hit < RS_SLOTS && r->slot[hit].kind == K_PLAIN && !r->reply_off &&
-                !r->skip_next && !r->stream && !c->gap) {
-                /* What cmd_done() and cli_reset() do for a plain command
-                 * whose slot was hit, less what is already so: a pipeline
-                 * of small commands is mostly this. */
-                p += used;
-                struct tb__pend *e = tb__pq_push(&r->pq, ctx->ctr, c->ts0);
-                if (e) {
-                    e->req_bytes = used;
-                    e->kind = K_PLAIN;
-                    e->aux = hit;
-                    r->slot[hit].refs++;
-                }
-                c->started = false;
-                c->ln.skipping = false;
-                continue;
-            }
-            if (used) {
-                p += used;
-                c->bytes = used;
-                c->hit = hit;
-                cmd_done(r, ctx);
-                continue;
-            }
         }
         const char *l;
         size_t ll;
