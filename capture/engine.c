@@ -507,48 +507,64 @@ static void on_gap(void *ud, int side, uint64_t len, int64_t ts)
         stop_parser(f);
 }
 
+/* The catalog id of an exchange's class text (and the parser's memory of it
+ * set); false when memory ran out. Out of line: nearly every exchange of a
+ * busy connection comes with its id remembered. */
+TB_NOINLINE static bool class_lookup(struct tb_engine *e, const struct tb_flow *f,
+                                     const struct tb_exchange *ex, uint32_t *id)
+{
+    static const char unknown[] = "unknown";
+    const char *txt = ex->class_text && ex->class_len ? ex->class_text : unknown;
+    size_t tlen = ex->class_text && ex->class_len ? ex->class_len : sizeof unknown - 1;
+    if (tb_catalog_class(e->cat, f->tier, txt, tlen, id)) {
+        e->nomem = 1;
+        return false;
+    }
+    if (ex->class_id)
+        *ex->class_id = *id;
+    return true;
+}
+
+/* The client address of flow f, for this and the next requests (a
+ * pipelined connection emits many in a row). */
+TB_NOINLINE static void client_addr(struct tb_engine *e, const struct tb_flow *f, int cside)
+{
+    tb_flow_addr(f, cside, &e->caddr);
+    e->caddr_flow = f;
+    e->caddr_conn = f->conn;
+    e->caddr_side = cside;
+}
+
 static void on_exchange(void *ud, const struct tb_exchange *ex)
 {
     struct tb_engine *e = ud;
     struct tb_flow *f = e->cur;
-    struct tb_request one;
-    static const char unknown[] = "unknown";
     if (ex->arrival_ns == TB_TS_UNKNOWN || ex->departure_ns == TB_TS_UNKNOWN) {
         /* A parser's promise is that captured packets bound both times; a
          * record without them would be invented. */
         e->pctr.parse_errors++;
         return;
     }
-    /* Every field is set below (no memset): in the batch, or on the stack
-     * for the per-request callback. */
-    struct tb_request *r = e->bcb ? &e->batch[e->nb] : &one;
+    uint32_t cid;
+    if (ex->class_id && *ex->class_id)
+        cid = *ex->class_id; /* the parser's memory of this text's id (proto.h) */
+    else if (!class_lookup(e, f, ex, &cid))
+        return;
+    int cside = 1 - f->server_side;
+    if (e->caddr_flow != f || e->caddr_conn != f->conn || e->caddr_side != cside)
+        client_addr(e, f, cside);
+    /* Built in place, every field set (no memset): the next slot of the
+     * batch, also for the per-request callback (which takes it at once). */
+    struct tb_request *r = &e->batch[e->nb];
     r->arrival_ns = ex->arrival_ns;
     r->departure_ns = TB_MAX(ex->departure_ns, ex->arrival_ns);
     r->conn = f->conn;
     r->req_bytes = ex->req_bytes;
     r->resp_bytes = ex->resp_bytes;
-    int cside = 1 - f->server_side;
-    if (e->caddr_flow != f || e->caddr_conn != f->conn || e->caddr_side != cside) {
-        tb_flow_addr(f, cside, &e->caddr);
-        e->caddr_flow = f;
-        e->caddr_conn = f->conn;
-        e->caddr_side = cside;
-    }
     r->client = e->caddr;
     r->tier = f->tier;
     r->server = f->server;
-    if (ex->class_id && *ex->class_id) {
-        r->class_id = *ex->class_id; /* the parser's memory of this text's id (proto.h) */
-    } else {
-        const char *txt = ex->class_text && ex->class_len ? ex->class_text : unknown;
-        size_t tlen = ex->class_text && ex->class_len ? ex->class_len : sizeof unknown - 1;
-        if (tb_catalog_class(e->cat, f->tier, txt, tlen, &r->class_id)) {
-            e->nomem = 1;
-            return;
-        }
-        if (ex->class_id)
-            *ex->class_id = r->class_id;
-    }
+    r->class_id = cid;
     r->status = ex->status;
     uint32_t flags = ex->flags;
     if (f->flags & TB_FF_MIDSTREAM)
@@ -559,7 +575,7 @@ static void on_exchange(void *ud, const struct tb_exchange *ex)
     f->flags &= (uint16_t)~TB_FF_TRUNC;
     e->st.requests++;
     f->nreq++;
-    if (r == &one)
+    if (!e->bcb)
         e->cb(e->ud, r);
     else if (++e->nb == TB_ENGINE_BATCH)
         flush(e);

@@ -470,8 +470,8 @@ static bool s_line(struct rs *r, const struct tb_proto_ctx *ctx, const char *l, 
 }
 
 /* The common case: a whole scalar reply (+OK, :1, $3 abc, $-1, -ERR …) in
- * this chunk. Returns its size with the status set, or 0. */
-static size_t fast_reply(struct rs_srv *s, const uint8_t *p, const uint8_t *end)
+ * this chunk. Returns its size with *status set, or 0. */
+static size_t fast_reply(const uint8_t *p, const uint8_t *end, int32_t *status)
 {
     uint8_t t = *p;
     if (t != '+' && t != ':' && t != '$' && t != '-')
@@ -482,9 +482,12 @@ static size_t fast_reply(struct rs_srv *s, const uint8_t *p, const uint8_t *end)
         size_t v = (size_t)(p[1] - '0');
         if ((size_t)(end - p - 4) < v + 2)
             return 0;
-        s->push = false;
-        s->status = 0;
+        *status = 0;
         return 4 + v + 2;
+    }
+    if (t == '+' && end - p >= 5 && memcmp(p + 1, "OK\r\n", 4) == 0) {
+        *status = 0; /* the most common reply of all, without the search below */
+        return 5;
     }
     /* The line's end: short replies (+OK) by hand, a call costs more. */
     const uint8_t *nl = NULL;
@@ -499,10 +502,9 @@ static size_t fast_reply(struct rs_srv *s, const uint8_t *p, const uint8_t *end)
     if (!nl || nl - p < 2 || nl[-1] != '\r')
         return 0;
     size_t used = (size_t)(nl + 1 - p);
-    s->push = false;
-    s->status = 0;
+    *status = 0;
     if (t == '-') {
-        s->status = err_status((const char *)p + 1, used - 3);
+        *status = err_status((const char *)p + 1, used - 3);
     } else if (t == '$') {
         int64_t v;
         if (!parse_int((const char *)p + 1, used - 3, &v) || v < -1)
@@ -543,22 +545,32 @@ static enum tb_pstate s_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
             continue;
         }
         if (s->need == 0 && s->ln.len == 0) {
-            size_t used = fast_reply(s, p, end);
-            struct tb__pend *e = tb__pq_head(&r->pq);
-            if (used && e && e->aux < RS_SLOTS && e->kind == K_PLAIN && !s->gap && !r->stream) {
-                /* What s_acct() and reply_done() do for the reply to a plain
-                 * command with a class slot: a pipeline's replies are
-                 * mostly this. */
+            /* Whole scalar replies to plain commands with a class slot, one
+             * after the other while this chunk holds them: what s_acct() and
+             * reply_done() do for each (emitting does not change what makes
+             * them so). A pipeline's replies are mostly this loop. */
+            bool easy = !s->gap && !r->stream;
+            int32_t status;
+            size_t used;
+            struct tb__pend *e;
+            while ((used = fast_reply(p, end, &status)) != 0 && easy &&
+                   (e = tb__pq_head(&r->pq)) != NULL && e->aux < RS_SLOTS &&
+                   e->kind == K_PLAIN) {
                 p += used;
+                s->push = false;
+                s->status = status;
                 tb__pend_answer(e, used, ts);
                 struct rs_slot *sl = &r->slot[e->aux];
-                tb__pend_emit_id(e, ctx, s->status, 0, sl->k, sl->len, &sl->id);
+                tb__pend_emit_id(e, ctx, status, 0, sl->k, sl->len, &sl->id);
                 sl->refs--;
                 tb__pq_pop(&r->pq);
-                continue;
+                if (p == end)
+                    return TB_PS_OK;
             }
             if (used) {
                 p += used;
+                s->push = false;
+                s->status = status;
                 s_acct(r, used, ts);
                 reply_done(r, ctx);
                 continue;
