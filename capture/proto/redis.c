@@ -805,6 +805,15 @@ static void inline_cmd(struct rs *r, const struct tb_proto_ctx *ctx, const char 
     cmd_done(r, ctx);
 }
 
+/* A 4-byte load in little-endian order. */
+static inline uint32_t le32(uint32_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    return v;
+}
+
 /* The first 8 bytes at q as a little-endian number: a bulk string's header
  * ("$3\r\n", "$16\r\n") checked by a mask and a compare instead of byte by
  * byte. */
@@ -851,7 +860,7 @@ static inline const uint8_t *bulk_at(const uint8_t *q, const uint8_t *end, uint6
         return NULL;
     q += 2;
 data:
-    if ((uint64_t)(end - q) < len + 2 || q[len] != '\r' || q[len + 1] != '\n')
+    if ((uint64_t)(end - q) < len + 2 || memcmp(q + len, "\r\n", 2) != 0)
         return NULL;
     *lenp = len;
     return q;
@@ -865,10 +874,12 @@ static size_t fast_cmd(struct rs *r, const uint8_t *p, const uint8_t *end, uint8
     struct rs_cli *c = &r->c;
     const uint8_t *q = p + 1;
     uint32_t argc = 0;
-    /* Counts of one digit by hand (nearly all of them), longer ones by the
-     * loop; both accept exactly the same text. */
-    if (end - p >= 4 && p[1] >= '1' && p[1] <= '9' && p[2] == '\r' && p[3] == '\n') {
-        argc = (uint32_t)(p[1] - '0');
+    /* Counts of one digit from one load (nearly all of them), longer ones by
+     * the loop; both accept exactly the same text. */
+    uint32_t h;
+    if (end - p >= 4 && (memcpy(&h, p, 4), (le32(h) & 0xffff00ffu) == 0x0a0d002au) &&
+        (uint32_t)((le32(h) >> 8) & 0xff) - '1' < 9) {
+        argc = (uint32_t)((le32(h) >> 8) & 0xff) - '0';
         q = p + 4;
     } else {
         while (q < end && *q >= '0' && *q <= '9' && argc < 1000)
