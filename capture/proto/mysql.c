@@ -737,7 +737,7 @@ static enum tb_pstate client_msg(struct my *m, const struct tb_proto_ctx *ctx, c
         if (id == 0xffffffffu) {
             /* "the statement just prepared" (MariaDB pipelined execute-direct):
              * the latest queued prepare, else the latest answered one. */
-            for (uint16_t i = m->pq.len; i-- > 0;) {
+            for (uint32_t i = m->pq.len; i-- > 0;) {
                 struct tb__pend *q = tb__pq_at(&m->pq, i);
                 if (q != e && q->kind == COM_STMT_PREPARE) {
                     prep = q;

@@ -57,8 +57,9 @@ struct tb__pq {
     char *txt;
     /* cap is a power of two (it starts at 4 and doubles up to TB__PQ_MAX), so
      * ring positions wrap with a mask: a division per lookup was measurable
-     * on every header line. */
-    uint16_t cap, head, len;
+     * on every header line; 32-bit, as 16-bit fields cost a widening per
+     * use. */
+    uint32_t cap, head, len;
     uint32_t untracked; /* requests sent but not queued (cap hit) */
     uint32_t next_seq;
 };
@@ -73,11 +74,13 @@ static inline struct tb__pend *tb__pq_push(struct tb__pq *q, struct tb_proto_cou
 {
     if (q->len == q->cap || q->untracked > 0)
         return tb__pq_push_slow(q, ctr, ts);
-    struct tb__pend *e = &q->v[(q->head + q->len) & (q->cap - 1)];
+    uint32_t mask = q->cap - 1;
+    uint32_t at = (q->head + q->len) & mask;
+    struct tb__pend *e = &q->v[at];
     q->len++;
     /* The entry after this one, asked for now: a connection's ring is cold
      * again by the time its next pipeline arrives. */
-    __builtin_prefetch(&q->v[(q->head + q->len) & (q->cap - 1)], 1, 3);
+    __builtin_prefetch(&q->v[(at + 1) & mask], 1, 3);
     /* Field by field, not memset: for this size GCC may pick `rep stos`,
      * whose start-up cost was a quarter of a pipelined Redis command. */
     e->arrival_ns = ts;
@@ -100,7 +103,7 @@ static inline struct tb__pend *tb__pq_tail(struct tb__pq *q)
 {
     return q->len ? &q->v[(q->head + q->len - 1) & (q->cap - 1)] : NULL;
 }
-static inline struct tb__pend *tb__pq_at(struct tb__pq *q, uint16_t i)
+static inline struct tb__pend *tb__pq_at(struct tb__pq *q, uint32_t i)
 {
     return i < q->len ? &q->v[(q->head + i) & (q->cap - 1)] : NULL;
 }
@@ -116,7 +119,7 @@ static inline struct tb__pend *tb__pq_find(struct tb__pq *q, uint32_t seq)
 static inline void tb__pq_pop(struct tb__pq *q)
 {
     if (q->len) {
-        q->head = (uint16_t)((q->head + 1) & (q->cap - 1));
+        q->head = (q->head + 1) & (q->cap - 1);
         q->len--;
     } else if (q->untracked) {
         q->untracked--;

@@ -14,7 +14,7 @@ struct tb__pend *tb__pq_push_slow(struct tb__pq *q, struct tb_proto_counters *ct
     if (q->untracked > 0 || q->len == TB__PQ_MAX)
         goto drop;
     if (q->len == q->cap) {
-        uint16_t ncap = q->cap ? (uint16_t)(q->cap * 2) : 4;
+        uint32_t ncap = q->cap ? q->cap * 2 : 4;
         if (ncap > TB__PQ_MAX)
             ncap = TB__PQ_MAX;
         struct tb__pend *nv = malloc((size_t)ncap * sizeof *nv);
@@ -25,8 +25,8 @@ struct tb__pend *tb__pq_push_slow(struct tb__pq *q, struct tb_proto_counters *ct
         }
         /* Unroll the ring into the new array so head is 0 again; the class
          * texts move with their entries. */
-        for (uint16_t i = 0; i < q->len; i++) {
-            uint16_t at = (uint16_t)((q->head + i) & (q->cap - 1));
+        for (uint32_t i = 0; i < q->len; i++) {
+            uint32_t at = (q->head + i) & (q->cap - 1);
             nv[i] = q->v[at];
             if (nt)
                 memcpy(nt + (size_t)i * TB__CLASS_MAX, q->txt + (size_t)at * TB__CLASS_MAX,
@@ -63,7 +63,7 @@ char *tb__pq_cls_alloc(struct tb__pq *q, const struct tb__pend *e)
 
 struct tb__pend *tb__pq_find_any(struct tb__pq *q, uint32_t seq)
 {
-    for (uint16_t i = 0; i < q->len; i++) {
+    for (uint32_t i = 0; i < q->len; i++) {
         struct tb__pend *e = &q->v[(q->head + i) & (q->cap - 1)];
         if (e->seq == seq)
             return e;
@@ -88,7 +88,7 @@ void tb__pq_free(struct tb__pq *q)
 uint32_t tb__pq_waiting(const struct tb__pq *q)
 {
     uint32_t n = q->untracked;
-    for (uint16_t i = 0; i < q->len; i++)
+    for (uint32_t i = 0; i < q->len; i++)
         if (!q->v[(q->head + i) & (q->cap - 1)].resp_seen)
             n++;
     return n;
