@@ -508,9 +508,8 @@ static void on_gap(void *ud, int side, uint64_t len, int64_t ts)
 }
 
 /* The catalog id of an exchange's class text (and the parser's memory of it
- * set); false when memory ran out. Out of line: nearly every exchange of a
- * busy connection comes with its id remembered. */
-TB_NOINLINE static bool class_lookup(struct tb_engine *e, const struct tb_flow *f,
+ * set); false when memory ran out. */
+static bool class_lookup(struct tb_engine *e, const struct tb_flow *f,
                                      const struct tb_exchange *ex, uint32_t *id)
 {
     static const char unknown[] = "unknown";
@@ -527,7 +526,7 @@ TB_NOINLINE static bool class_lookup(struct tb_engine *e, const struct tb_flow *
 
 /* The client address of flow f, for this and the next requests (a
  * pipelined connection emits many in a row). */
-TB_NOINLINE static void client_addr(struct tb_engine *e, const struct tb_flow *f, int cside)
+static void client_addr(struct tb_engine *e, const struct tb_flow *f, int cside)
 {
     tb_flow_addr(f, cside, &e->caddr);
     e->caddr_flow = f;

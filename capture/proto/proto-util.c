@@ -112,7 +112,8 @@ void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t 
     /* Popped after the emit: the entry (and the class it may hold) stays valid
      * through the callback, and nothing is pushed meanwhile. */
     if (!cls) {
-        cls = tb__pq_text(q, e);
+        /* tb__pq_text(q, e), the head's position known. */
+        cls = e->class_len && q->txt ? q->txt + (size_t)q->head * TB__CLASS_MAX : NULL;
         cls_len = e->class_len;
     }
     tb__pend_emit(e, ctx, status, extra_flags, cls, cls_len);
