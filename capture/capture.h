@@ -90,7 +90,7 @@ void tb_engine_set_conn_cb(struct tb_engine *e, tb_conn_cb cb, void *ud);
  * Between packets records may wait: an offline reader, which reads the
  * results after tb_engine_finish, loses nothing by it; a live one that
  * reads them per packet keeps the per-request callback. */
-#define TB_ENGINE_BATCH 64
+#define TB_ENGINE_BATCH 16
 typedef void (*tb_requests_cb)(void *ud, const struct tb_request *r, size_t n);
 void tb_engine_set_batch_cb(struct tb_engine *e, tb_requests_cb cb, void *ud);
 

@@ -57,6 +57,7 @@ enum { T_NONE, T_SCRIPT, T_URI };
 
 struct fc_req {
     struct tb__pend p;
+    char cls[TB__CLASS_MAX]; /* p's class (written before it is read) */
     uint16_t id;       /* first of the fields a new request clears */
     uint16_t role;
     bool lost;        /* the answer's framing was lost in a hole */
@@ -77,9 +78,8 @@ struct fc_req {
     int32_t status;   /* from Status:, or -1 */
     int32_t refused;  /* END_REQUEST's protocolStatus */
     char line[FC_LINE_KEEP];
-    /* Last: a new request clears everything before them. */
+    /* Last: a new request clears everything before it. */
     char target[FC_TARGET_MAX];
-    char cls[TB__CLASS_MAX];
 };
 
 struct fc_dir {

@@ -1133,7 +1133,7 @@ static void test_batch_callback(void **state)
     }
     assert_int_equal(nreq, 100 + 150 + 150);
     assert_int_equal(nconn, 6); /* each connection opened and ended */
-    /* 400 requests: whole batches of 64 but for the ones cut by a record. */
+    /* 400 requests: whole batches but for the ones cut by a record. */
     assert_true(lb.batches >= 400 / TB_ENGINE_BATCH && lb.batches < 400 / 8);
     h_fini(&ha);
     h_fini(&hb);
