@@ -81,6 +81,19 @@ void tb_engine_free(struct tb_engine *e);
 /* Asks for connection records (NULL cb: none, the default). */
 void tb_engine_set_conn_cb(struct tb_engine *e, tb_conn_cb cb, void *ud);
 
+/* Requests in batches instead of one call each (NULL cb: per request, the
+ * default): once set, it replaces the callback given to tb_engine_new. A
+ * batch holds up to TB_ENGINE_BATCH records (valid during the call), in the
+ * order their exchanges completed; it is handed over when full, before a
+ * connection record (so the two callbacks see the order a per-request
+ * callback would) and before tb_engine_expire and tb_engine_finish return.
+ * Between packets records may wait: an offline reader, which reads the
+ * results after tb_engine_finish, loses nothing by it; a live one that
+ * reads them per packet keeps the per-request callback. */
+#define TB_ENGINE_BATCH 16
+typedef void (*tb_requests_cb)(void *ud, const struct tb_request *r, size_t n);
+void tb_engine_set_batch_cb(struct tb_engine *e, tb_requests_cb cb, void *ud);
+
 /* One captured packet. `linktype` is the pcap DLT of its interface. Malformed
  * packets are counted, never fatal: returns 0 unless memory ran out. */
 int tb_engine_packet(struct tb_engine *e, int linktype, int64_t ts_ns, const uint8_t *data,

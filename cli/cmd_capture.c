@@ -492,15 +492,17 @@ struct run {
     char why_lost[160];
 };
 
-static void on_request(void *ud, const struct tb_request *r)
+/* Out of memory, the count is lost; the requests are not. The array is grown
+ * only for a new tier: a call per request was measurable. */
+static void tier_add(struct run *run, uint32_t tier, uint64_t n)
 {
-    struct run *run = ud;
-    /* Out of memory, the count is lost; the requests are not. The array is
-     * grown only for a new tier: a call per request was measurable. */
-    if (r->tier < run->ntier ||
-        tb_grow_zero(&run->per_tier, &run->ntier, (size_t)r->tier + 1, sizeof *run->per_tier) ==
-            0)
-        run->per_tier[r->tier]++;
+    if (tier < run->ntier ||
+        tb_grow_zero(&run->per_tier, &run->ntier, (size_t)tier + 1, sizeof *run->per_tier) == 0)
+        run->per_tier[tier] += n;
+}
+
+static void store_request(struct run *run, const struct tb_request *r)
+{
     if (run->w && !run->werr) {
         int rc = tb_writer_request(run->w, r);
         if (rc)
@@ -511,6 +513,28 @@ static void on_request(void *ud, const struct tb_request *r)
         if (rc)
             run->werr = rc;
     }
+}
+
+static void on_request(void *ud, const struct tb_request *r)
+{
+    tier_add(ud, r->tier, 1);
+    store_request(ud, r);
+}
+
+/* Offline, requests come in batches (tb_engine_set_batch_cb): one call per
+ * batch, and a run of one tier's requests counted at once (an increment per
+ * request in memory was a chain of dependent stores). */
+static void on_requests(void *ud, const struct tb_request *r, size_t n)
+{
+    struct run *run = ud;
+    for (size_t i = 0, j; i < n; i = j) {
+        for (j = i + 1; j < n && r[j].tier == r[i].tier; j++)
+            ;
+        tier_add(run, r[i].tier, j - i);
+    }
+    if (run->w || run->ch)
+        for (size_t i = 0; i < n; i++)
+            store_request(run, &r[i]);
 }
 
 static void on_conn(void *ud, const struct tb_conn *c)
@@ -797,6 +821,7 @@ static int run_offline(const struct tb_capture_args *a)
         tb_log_info("capture: --max-memory %zu bytes: at most %zu flows", a->max_memory,
                     tb_engine_max_flows(e));
     tb_engine_set_conn_cb(e, on_conn, &run);
+    tb_engine_set_batch_cb(e, on_requests, &run);
 
     rc = tb_offline_run(e, &oo, err, sizeof err);
 

@@ -79,8 +79,8 @@ struct ajp_dir {
 
 struct ajp {
     struct ajp_dir d[2];
-    struct tb__pend *x; /* the exchange, while `open` (allocated at the first
-                         * request: an idle connection holds no class buffer) */
+    struct tb__pend_cls *x; /* the exchange, while `open` (allocated at the first
+                             * request: an idle connection holds no class buffer) */
     bool open;
     bool lost;      /* its response lost its framing in a hole */
     bool stopped;
@@ -144,7 +144,7 @@ static bool fwd_plausible(const uint8_t *p, size_t n, bool need_all)
 
 /* The class of a Forward Request from its (perhaps partial) payload head.
  * Returns false when even the method and URI cannot be read. */
-static bool fwd_class(struct tb__pend *e, const uint8_t *h, size_t hl)
+static bool fwd_class(struct tb__pend_cls *e, const uint8_t *h, size_t hl)
 {
     struct tb_rd r = tb_rd_make(h, hl);
     uint8_t code, m;
@@ -198,8 +198,8 @@ static bool fwd_class(struct tb__pend *e, const uint8_t *h, size_t hl)
     }
     if (!mname || !uri)
         return false;
-    e->class_len = (uint16_t)tb_fp_http(mname, mlen, (const char *)uri, ulen, e->cls,
-                                        sizeof e->cls);
+    e->p.class_len = (uint16_t)tb_fp_http(mname, mlen, (const char *)uri, ulen, e->cls,
+                                          sizeof e->cls);
     return true;
 }
 
@@ -262,10 +262,10 @@ static void s_acct(struct ajp *a, uint64_t n, int64_t ts)
 {
     if (!a->open)
         return;
-    a->x->resp_bytes += n;
+    a->x->p.resp_bytes += n;
     if (ts != TB__NO_TS) {
-        a->x->resp_seen = true;
-        a->x->last_ns = TB_MAX(a->x->last_ns, ts);
+        a->x->p.resp_seen = true;
+        a->x->p.last_ns = TB_MAX(a->x->p.last_ns, ts);
     }
 }
 
@@ -273,7 +273,7 @@ static void finish(struct ajp *a, const struct tb_proto_ctx *ctx, uint32_t flags
 {
     if (a->lost)
         flags |= TB_REQ_GAP;
-    tb__pend_emit(a->x, ctx, a->status, flags, NULL, 0);
+    tb__pend_emit(&a->x->p, ctx, a->status, flags, a->x->cls, a->x->p.class_len);
     a->open = false;
     a->lost = false;
 }
@@ -291,13 +291,13 @@ static void open_req(struct ajp *a, const struct tb_proto_ctx *ctx, const uint8_
         ctx->ctr->inflight_dropped++;
         return;
     }
-    memset(a->x, 0, offsetof(struct tb__pend, cls));
-    a->x->arrival_ns = d->ts0;
-    a->x->req_bytes = 4u + d->len;
+    memset(&a->x->p, 0, sizeof a->x->p);
+    a->x->p.arrival_ns = d->ts0;
+    a->x->p.req_bytes = 4u + d->len;
     if (d->gap)
-        a->x->flags |= TB_REQ_GAP;
+        a->x->p.flags |= TB_REQ_GAP;
     if (!fwd_class(a->x, h, hl))
-        a->x->class_len = 0; /* reported as "unknown" */
+        a->x->p.class_len = 0; /* reported as "unknown" */
     a->status = -1;
     a->open = true;
     a->lost = false;
@@ -308,9 +308,9 @@ static void client_pkt(struct ajp *a, const struct tb_proto_ctx *ctx, const uint
     struct ajp_dir *d = &a->d[TB_DIR_C2S];
     bool cut = d->head_cut || hl < d->len;
     if (a->open && body_shaped(h, hl, d->len)) {
-        a->x->req_bytes += 4u + d->len;
+        a->x->p.req_bytes += 4u + d->len;
         if (d->gap)
-            a->x->flags |= TB_REQ_GAP;
+            a->x->p.flags |= TB_REQ_GAP;
         return;
     }
     if (hl >= 1 && h[0] == T_FORWARD && fwd_plausible(h, hl, !cut)) {
@@ -326,8 +326,8 @@ static void client_pkt(struct ajp *a, const struct tb_proto_ctx *ctx, const uint
         return;
     ctx->ctr->parse_errors++;
     if (a->open) {
-        a->x->req_bytes += 4u + d->len;
-        a->x->flags |= TB_REQ_GAP; /* unreadable: the request is not what it seemed */
+        a->x->p.req_bytes += 4u + d->len;
+        a->x->p.flags |= TB_REQ_GAP; /* unreadable: the request is not what it seemed */
     }
 }
 
@@ -361,7 +361,7 @@ static void lose_sync(struct ajp *a, const struct tb_proto_ctx *ctx, int dir, bo
     d->in_pkt = false;
     d->hdr_have = 0;
     if (a->open) {
-        a->x->flags |= TB_REQ_GAP;
+        a->x->p.flags |= TB_REQ_GAP;
         if (dir == TB_DIR_S2C)
             a->lost = true; /* its End Response will be looked for */
     }
@@ -509,7 +509,7 @@ static enum tb_pstate ajp_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_
         if (di == TB_DIR_S2C) {
             s_acct(a, len, ts);
             if (a->open)
-                a->x->flags |= TB_REQ_GAP;
+                a->x->p.flags |= TB_REQ_GAP;
         }
         if (d->left == 0) {
             size_t hl;
@@ -526,7 +526,7 @@ static enum tb_pstate ajp_gap(void *st, const struct tb_proto_ctx *ctx, enum tb_
     if (d->synced)
         lose_sync(a, ctx, di, false);
     else if (a->open) {
-        a->x->flags |= TB_REQ_GAP;
+        a->x->p.flags |= TB_REQ_GAP;
         if (di == TB_DIR_S2C)
             a->lost = true;
     }
@@ -538,7 +538,7 @@ static void ajp_close(void *st, const struct tb_proto_ctx *ctx, int fin_dir, int
     struct ajp *a = st;
     TB_UNUSED(fin_dir);
     TB_UNUSED(ts);
-    if (!a->stopped && a->open && a->x->resp_seen)
+    if (!a->stopped && a->open && a->x->p.resp_seen)
         finish(a, ctx, TB_REQ_NORESP); /* cut short: the times seen so far */
     a->open = false;
     a->stopped = true;

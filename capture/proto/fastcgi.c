@@ -56,11 +56,12 @@ enum { W_NONE, W_URI, W_SCRIPT, W_METHOD };
 enum { T_NONE, T_SCRIPT, T_URI };
 
 struct fc_req {
-    struct tb__pend p; /* its class buffer last */
+    struct tb__pend p;
+    char cls[TB__CLASS_MAX]; /* p's class (written before it is read) */
     uint16_t id;       /* first of the fields a new request clears */
     uint16_t role;
     bool lost;        /* the answer's framing was lost in a hole */
-    bool classed;     /* p.cls holds the class */
+    bool classed;     /* cls holds the class */
     /* PARAMS stream */
     uint8_t pv, want, lhave, tkind;
     uint8_t lb[4];
@@ -138,7 +139,7 @@ static struct fc_req *req_new(struct fc *f, const struct tb_proto_ctx *ctx, uint
     struct fc_req *r = &f->reqs[f->nreqs++];
     /* Cleared but for the class and target buffers, which are written before
      * they are read (a memset of them was a seventh of the parser's time). */
-    memset(&r->p, 0, offsetof(struct tb__pend, cls));
+    memset(&r->p, 0, sizeof r->p);
     memset(&r->id, 0, offsetof(struct fc_req, target) - offsetof(struct fc_req, id));
     r->p.arrival_ns = ts;
     r->id = id;
@@ -155,12 +156,11 @@ static void build_class(struct fc_req *r)
     if (r->tkind != T_NONE) {
         const char *m = r->mlen ? r->method : "FCGI";
         size_t ml = r->mlen ? r->mlen : 4;
-        r->p.class_len =
-            (uint16_t)tb_fp_http(m, ml, r->target, r->tlen, r->p.cls, sizeof r->p.cls);
+        r->p.class_len = (uint16_t)tb_fp_http(m, ml, r->target, r->tlen, r->cls, sizeof r->cls);
         return;
     }
     const char *s = roles[r->role < TB_ARRAY_SIZE(roles) ? r->role : 0];
-    tb__pend_set_class(&r->p, s, strlen(s));
+    r->p.class_len = tb__class_copy(r->cls, s, strlen(s));
 }
 
 static void req_emit(struct fc *f, const struct tb_proto_ctx *ctx, struct fc_req *r,
@@ -174,7 +174,7 @@ static void req_emit(struct fc *f, const struct tb_proto_ctx *ctx, struct fc_req
     if (r->lost)
         flags |= TB_REQ_GAP;
     build_class(r);
-    tb__pend_emit(&r->p, ctx, status, flags, NULL, 0);
+    tb__pend_emit(&r->p, ctx, status, flags, r->cls, r->p.class_len);
     req_del(f, r);
 }
 

@@ -359,9 +359,10 @@ static bool start_request(struct h1 *h, const struct tb_proto_ctx *ctx, const ch
     e->kind = (mlen == 4 && memcmp(line, "HEAD", 4) == 0)      ? K_HEAD
               : (mlen == 7 && memcmp(line, "CONNECT", 7) == 0) ? K_CONNECT
                                                                : K_OTHER;
-    /* Straight into the entry: the result is at most sizeof e->cls - 1 bytes,
-     * which is what tb__pend_set_class would have kept of a copy. */
-    e->class_len = (uint16_t)tb_fp_http(line, mlen, tgt, tlen, e->cls, sizeof e->cls);
+    /* Straight into the entry's text: the result is at most TB__CLASS_MAX - 1
+     * bytes, which is what tb__pq_set_class would have kept of a copy. */
+    char *cls = tb__pq_cls(&h->pq, e);
+    e->class_len = cls ? (uint16_t)tb_fp_http(line, mlen, tgt, tlen, cls, TB__CLASS_MAX) : 0;
     e->req_bytes = raw;
     return true;
 }

@@ -580,7 +580,7 @@ static void c_text_done(struct mc *m, const struct tb_proto_ctx *ctx)
         e->aux = m->c_kind == K_RETR ? m->c_keys : m->c_quiet;
         if (d->gap)
             e->flags |= TB_REQ_GAP;
-        tb__pend_set_class(e, m->c_cls, m->c_cls_len);
+        tb__pq_set_class(&m->pq, e, m->c_cls, m->c_cls_len);
     }
     d->started = false;
     d->gap = false;
@@ -697,7 +697,7 @@ static void bin_req_done(struct mc *m, const struct tb_proto_ctx *ctx)
         snprintf(buf, sizeof buf, "op_0x%02x", op);
         nm = buf;
     }
-    tb__pend_set_class(e, nm, strlen(nm));
+    tb__pq_set_class(&m->pq, e, nm, strlen(nm));
 }
 
 static void bin_resp_done(struct mc *m, const struct tb_proto_ctx *ctx)

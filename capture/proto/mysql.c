@@ -212,7 +212,8 @@ static void stmt_put(struct my *m, uint32_t id, const char *fp, size_t len)
     }
     s->id = id;
     s->len = (uint16_t)TB_MIN(len, sizeof s->fp);
-    memcpy(s->fp, fp, s->len);
+    if (s->len)
+        memcpy(s->fp, fp, s->len);
 }
 
 static void stmt_del(struct my *m, uint32_t id)
@@ -309,8 +310,10 @@ static void r_done(struct my *m, const struct tb_proto_ctx *ctx, int32_t status)
         char buf[TB__CLASS_MAX];
         size_t n = 8;
         memcpy(buf, "PREPARE ", 8);
-        size_t k = TB_MIN((size_t)e->class_len, sizeof buf - n);
-        memcpy(buf + n, e->cls, k);
+        const char *t = tb__pq_text(&m->pq, e);
+        size_t k = t ? TB_MIN((size_t)e->class_len, sizeof buf - n) : 0;
+        if (k)
+            memcpy(buf + n, t, k);
         tb__pq_emit_head(&m->pq, ctx, status, 0, buf, n + k);
     } else {
         tb__pq_emit_head(&m->pq, ctx, status, 0, NULL, 0);
@@ -374,7 +377,8 @@ static bool resp_packet(struct my *m, const struct tb_proto_ctx *ctx, const uint
                           ((uint32_t)h[4] << 24);
             r->ncols = (uint16_t)(h[5] | (h[6] << 8));
             r->nparams = (uint16_t)(h[7] | (h[8] << 8));
-            stmt_put(m, id, e->cls, e->class_len);
+            const char *t = tb__pq_text(&m->pq, e);
+            stmt_put(m, id, t, t ? e->class_len : 0);
             m->last_stmt = id;
             r->group = 0;
             prep_next(m, ctx);
@@ -601,9 +605,9 @@ static void lost_done(struct my *m, const struct tb_proto_ctx *ctx)
 
 /* ---- commands --------------------------------------------------------- */
 
-static void set_class_name(struct tb__pend *e, const char *name)
+static void set_class_name(struct my *m, struct tb__pend *e, const char *name)
 {
-    tb__pend_set_class(e, name, strlen(name));
+    tb__pq_set_class(&m->pq, e, name, strlen(name));
 }
 
 static enum tb_pstate client_msg(struct my *m, const struct tb_proto_ctx *ctx, const uint8_t *h,
@@ -717,13 +721,15 @@ static enum tb_pstate client_msg(struct my *m, const struct tb_proto_ctx *ctx, c
             if (tb_rd_lenenc(&r, &np, NULL) && tb_rd_lenenc(&r, &ns, NULL) && np != 0)
                 r.p = r.end;
         }
-        /* Straight into the entry: the result is at most sizeof e->cls - 1
-         * bytes, which is what tb__pend_set_class would have kept of a copy. */
-        size_t n = tb_fp_sql((const char *)r.p, tb_rd_left(&r), e->cls, sizeof e->cls);
+        /* Straight into the entry's text: the result is at most
+         * TB__CLASS_MAX - 1 bytes, which is what tb__pq_set_class would have
+         * kept of a copy. */
+        char *cls = tb__pq_cls(&m->pq, e);
+        size_t n = cls ? tb_fp_sql((const char *)r.p, tb_rd_left(&r), cls, TB__CLASS_MAX) : 0;
         if (n > 0)
             e->class_len = (uint16_t)n;
         else
-            set_class_name(e, c->name); /* text unread (attributes) or empty */
+            set_class_name(m, e, c->name); /* text unread (attributes) or empty */
     } else if ((c->code == COM_STMT_EXECUTE || c->code == COM_STMT_BULK_EXECUTE) && hl >= 5) {
         uint32_t id = (uint32_t)h[1] | ((uint32_t)h[2] << 8) | ((uint32_t)h[3] << 16) |
                       ((uint32_t)h[4] << 24);
@@ -731,7 +737,7 @@ static enum tb_pstate client_msg(struct my *m, const struct tb_proto_ctx *ctx, c
         if (id == 0xffffffffu) {
             /* "the statement just prepared" (MariaDB pipelined execute-direct):
              * the latest queued prepare, else the latest answered one. */
-            for (uint16_t i = m->pq.len; i-- > 0;) {
+            for (uint32_t i = m->pq.len; i-- > 0;) {
                 struct tb__pend *q = tb__pq_at(&m->pq, i);
                 if (q != e && q->kind == COM_STMT_PREPARE) {
                     prep = q;
@@ -742,13 +748,13 @@ static enum tb_pstate client_msg(struct my *m, const struct tb_proto_ctx *ctx, c
         }
         struct my_stmt *s = prep ? NULL : stmt_find(m, id);
         if (prep)
-            tb__pend_set_class(e, prep->cls, prep->class_len);
+            tb__pq_set_class(&m->pq, e, tb__pq_text(&m->pq, prep), prep->class_len);
         else if (s)
-            tb__pend_set_class(e, s->fp, s->len);
+            tb__pq_set_class(&m->pq, e, s->fp, s->len);
         else
-            set_class_name(e, c->name);
+            set_class_name(m, e, c->name);
     } else {
-        set_class_name(e, c->name);
+        set_class_name(m, e, c->name);
     }
     return TB_PS_OK;
 }

@@ -528,10 +528,10 @@ static enum tb_pstate server_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
 
 /* ---- client messages ---------------------------------------------------- */
 
-static void set_class(struct tb__pend *e, enum rank r, const char *s, size_t n)
+static void set_class(struct pg *g, struct tb__pend *e, enum rank r, const char *s, size_t n)
 {
     if (e && e->kind < r) {
-        tb__pend_set_class(e, s, n);
+        tb__pq_set_class(&g->pq, e, s, n);
         e->kind = (uint8_t)r;
     }
 }
@@ -624,7 +624,7 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
             uint64_t key;
             const char *q =
                 fingerprint(g, h, hl && h[hl - 1] == 0 ? hl - 1 : hl, spare, &n, &key);
-            set_class(e, RANK_STMT, n ? q : "Query", n ? n : 5);
+            set_class(g, e, RANK_STMT, n ? q : "Query", n ? n : 5);
         }
         g->batch_open = false;
         return TB_PS_OK;
@@ -636,12 +636,16 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
         const char *q = fingerprint(g, (const uint8_t *)s2, n2, spare, &n2, &key);
         names_put(&g->stmts, PG_STMT_MAX, s, n, q, n2, key);
         if (e && e->kind < RANK_PREPARE) {
-            /* Straight into the entry (what set_class() does, one copy less). */
-            _Static_assert(sizeof e->cls == TB__CLASS_MAX, "the entry's class buffer");
-            memcpy(e->cls, "PREPARE ", 8);
-            size_t k = TB_MIN(n2, sizeof e->cls - 8);
-            tb__copy_small(e->cls + 8, q, k);
-            e->class_len = (uint16_t)(8 + k);
+            /* Straight into the entry's text (what set_class() does, one copy
+             * less). */
+            char *cls = tb__pq_cls(&g->pq, e);
+            e->class_len = 0;
+            if (cls) {
+                memcpy(cls, "PREPARE ", 8);
+                size_t k = TB_MIN(n2, (size_t)TB__CLASS_MAX - 8);
+                tb__copy_small(cls + 8, q, k);
+                e->class_len = (uint16_t)(8 + k);
+            }
             e->kind = RANK_PREPARE;
         }
         return TB_PS_OK;
@@ -661,9 +665,9 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
         cstr(h, hl, &off, &s, &n);
         struct pg_name *po = names_find(&g->portals, s, n);
         if (po)
-            set_class(e, RANK_STMT, po->fp, po->flen);
+            set_class(g, e, RANK_STMT, po->fp, po->flen);
         else
-            set_class(e, RANK_STMT, "Execute", 7);
+            set_class(g, e, RANK_STMT, "Execute", 7);
         return TB_PS_OK;
     }
     case 'C':
@@ -673,20 +677,20 @@ static enum tb_pstate client_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
             cstr(h, hl, &off, &s, &n);
             names_del(h[0] == 'S' ? &g->stmts : &g->portals, s, n);
         }
-        set_class(e, RANK_NAME, "Close", 5);
+        set_class(g, e, RANK_NAME, "Close", 5);
         return TB_PS_OK;
     case 'D':
-        set_class(batch(g, ctx), RANK_NAME, "Describe", 8);
+        set_class(g, batch(g, ctx), RANK_NAME, "Describe", 8);
         return TB_PS_OK;
     case 'H':
-        set_class(batch(g, ctx), RANK_NAME, "Flush", 5);
+        set_class(g, batch(g, ctx), RANK_NAME, "Flush", 5);
         return TB_PS_OK;
     case 'S':
-        set_class(batch(g, ctx), RANK_NAME, "Sync", 4);
+        set_class(g, batch(g, ctx), RANK_NAME, "Sync", 4);
         g->batch_open = false;
         return TB_PS_OK;
     case 'F':
-        set_class(batch(g, ctx), RANK_STMT, "FunctionCall", 12);
+        set_class(g, batch(g, ctx), RANK_STMT, "FunctionCall", 12);
         g->batch_open = false;
         return TB_PS_OK;
     default:

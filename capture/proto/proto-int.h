@@ -28,22 +28,38 @@ struct tb__pend {
     uint32_t seq;        /* per-connection request number */
     uint32_t flags;      /* enum tb_req_flag */
     uint32_t aux;        /* protocol's own: MySQL statement id */
-    uint16_t class_len;
+    uint16_t class_len;  /* bytes of its class text (tb__pq_cls), 0: none ("unknown") */
     uint8_t kind;        /* protocol's own: HTTP method kind, MySQL command */
     bool resp_seen;      /* some response bytes were attributed to it */
+};
+_Static_assert(sizeof(struct tb__pend) == 48, "an in-flight entry is compact");
+
+/* An exchange kept by itself, not in a queue (AJP's one at a time, FastCGI's
+ * one per request id), with its class text beside it. */
+struct tb__pend_cls {
+    struct tb__pend p;
     char cls[TB__CLASS_MAX];
 };
 
 /* A FIFO ring grown on demand (4, 8, … TB__PQ_MAX entries), so idle
  * connections hold no memory. Once a request could not be queued, every later
  * request is also left out until the untracked ones have been answered:
- * responses pair with requests in order, and skipping one would shift them. */
+ * responses pair with requests in order, and skipping one would shift them.
+ *
+ * An entry's class text is not in the entry but in `txt`, TB__CLASS_MAX bytes
+ * per ring position, allocated the first time a parser asks for it
+ * (tb__pq_cls) and grown with the ring. Why: a pipelined Redis connection
+ * names its classes by slot and never writes one here; with the text inside,
+ * its 16 entries in flight were 9 KiB touched per pipeline (cold again by the
+ * next one) instead of 768 bytes. */
 struct tb__pq {
     struct tb__pend *v;
+    char *txt;
     /* cap is a power of two (it starts at 4 and doubles up to TB__PQ_MAX), so
      * ring positions wrap with a mask: a division per lookup was measurable
-     * on every header line. */
-    uint16_t cap, head, len;
+     * on every header line; 32-bit, as 16-bit fields cost a widening per
+     * use. */
+    uint32_t cap, head, len;
     uint32_t untracked; /* requests sent but not queued (cap hit) */
     uint32_t next_seq;
 };
@@ -58,15 +74,15 @@ static inline struct tb__pend *tb__pq_push(struct tb__pq *q, struct tb_proto_cou
 {
     if (q->len == q->cap || q->untracked > 0)
         return tb__pq_push_slow(q, ctr, ts);
-    struct tb__pend *e = &q->v[(q->head + q->len) & (q->cap - 1)];
+    uint32_t mask = q->cap - 1;
+    uint32_t at = (q->head + q->len) & mask;
+    struct tb__pend *e = &q->v[at];
     q->len++;
-    /* The entry after this one, asked for now: entries are 560 bytes apart,
-     * and a connection's ring (9 KiB at 16 in flight) is cold again by the
-     * time its next pipeline arrives, so each push missed the cache. */
-    __builtin_prefetch(&q->v[(q->head + q->len) & (q->cap - 1)], 1, 3);
+    /* The entry after this one, asked for now: a connection's ring is cold
+     * again by the time its next pipeline arrives. */
+    __builtin_prefetch(&q->v[(at + 1) & mask], 1, 3);
     /* Field by field, not memset: for this size GCC may pick `rep stos`,
      * whose start-up cost was a quarter of a pipelined Redis command. */
-    _Static_assert(offsetof(struct tb__pend, cls) == 48, "every field before cls is set here");
     e->arrival_ns = ts;
     e->last_ns = 0;
     e->req_bytes = 0;
@@ -87,7 +103,7 @@ static inline struct tb__pend *tb__pq_tail(struct tb__pq *q)
 {
     return q->len ? &q->v[(q->head + q->len - 1) & (q->cap - 1)] : NULL;
 }
-static inline struct tb__pend *tb__pq_at(struct tb__pq *q, uint16_t i)
+static inline struct tb__pend *tb__pq_at(struct tb__pq *q, uint32_t i)
 {
     return i < q->len ? &q->v[(q->head + i) & (q->cap - 1)] : NULL;
 }
@@ -103,7 +119,7 @@ static inline struct tb__pend *tb__pq_find(struct tb__pq *q, uint32_t seq)
 static inline void tb__pq_pop(struct tb__pq *q)
 {
     if (q->len) {
-        q->head = (uint16_t)((q->head + 1) & (q->cap - 1));
+        q->head = (q->head + 1) & (q->cap - 1);
         q->len--;
     } else if (q->untracked) {
         q->untracked--;
@@ -115,9 +131,26 @@ void tb__pq_free(struct tb__pq *q);
 /* Requests queued with no response byte yet, plus the untracked ones. */
 uint32_t tb__pq_waiting(const struct tb__pq *q);
 
-/* Emits one request as a finished exchange (its own class unless `cls` is
- * given; departure never before arrival). A request marked TB_REQ_GAP with no
- * captured response byte is not emitted: a hole took its whole answer. */
+/* The class text buffer (TB__CLASS_MAX bytes) of queued entry e, allocated
+ * for the whole ring on first use; NULL when memory ran out (the entry then
+ * keeps class_len 0, reported "unknown"). Valid while e is queued. */
+char *tb__pq_cls_alloc(struct tb__pq *q, const struct tb__pend *e);
+static inline char *tb__pq_cls(struct tb__pq *q, const struct tb__pend *e)
+{
+    if (q->txt)
+        return q->txt + (size_t)(e - q->v) * TB__CLASS_MAX;
+    return tb__pq_cls_alloc(q, e);
+}
+/* The class text of queued entry e, class_len bytes (NULL when it has none). */
+static inline const char *tb__pq_text(const struct tb__pq *q, const struct tb__pend *e)
+{
+    return e->class_len && q->txt ? q->txt + (size_t)(e - q->v) * TB__CLASS_MAX : NULL;
+}
+
+/* Emits one request as a finished exchange with class text cls (cls_len bytes;
+ * none: "unknown"; departure never before arrival). A request marked
+ * TB_REQ_GAP with no captured response byte is not emitted: a hole took its
+ * whole answer. */
 void tb__pend_emit(const struct tb__pend *e, const struct tb_proto_ctx *ctx, int32_t status,
                    uint32_t extra_flags, const char *cls, size_t cls_len);
 /* The same with the class's id memory (tb_exchange.class_id; may be NULL);
@@ -133,8 +166,8 @@ static inline void tb__pend_emit_id(const struct tb__pend *e, const struct tb_pr
         .departure_ns = e->last_ns < e->arrival_ns ? e->arrival_ns : e->last_ns,
         .req_bytes = e->req_bytes,
         .resp_bytes = e->resp_bytes,
-        .class_text = cls ? cls : e->cls,
-        .class_len = cls ? cls_len : e->class_len,
+        .class_text = cls,
+        .class_len = cls ? cls_len : 0,
         .status = status,
         .flags = e->flags | extra_flags,
         .class_id = class_id,
@@ -142,7 +175,8 @@ static inline void tb__pend_emit_id(const struct tb__pend *e, const struct tb_pr
     if (ctx && ctx->emit)
         ctx->emit(ctx->ud, &ex);
 }
-/* Emits the head entry as a finished exchange and pops it. */
+/* Emits the head entry as a finished exchange and pops it: with class text
+ * cls when given, else its own (tb__pq_text). */
 void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t status,
                       uint32_t extra_flags, const char *cls, size_t cls_len);
 
@@ -197,12 +231,22 @@ static inline void tb__copy_small(char *d, const char *s, size_t n)
     }
 }
 
-static inline void tb__pend_set_class(struct tb__pend *e, const char *s, size_t n)
+/* Copies a class of n bytes into buf (TB__CLASS_MAX bytes), cut to fit;
+ * returns the length kept. */
+static inline uint16_t tb__class_copy(char *buf, const char *s, size_t n)
 {
     if (n > TB__CLASS_MAX)
         n = TB__CLASS_MAX;
-    tb__copy_small(e->cls, s, n);
-    e->class_len = (uint16_t)n;
+    tb__copy_small(buf, s, n);
+    return (uint16_t)n;
+}
+
+/* Sets queued entry e's class text (cut to TB__CLASS_MAX bytes). */
+static inline void tb__pq_set_class(struct tb__pq *q, struct tb__pend *e, const char *s,
+                                    size_t n)
+{
+    char *buf = tb__pq_cls(q, e);
+    e->class_len = buf ? tb__class_copy(buf, s, n) : 0;
 }
 
 /* Gathers a fixed-size header that may straddle chunks (a record or packet

@@ -14,23 +14,34 @@ struct tb__pend *tb__pq_push_slow(struct tb__pq *q, struct tb_proto_counters *ct
     if (q->untracked > 0 || q->len == TB__PQ_MAX)
         goto drop;
     if (q->len == q->cap) {
-        uint16_t ncap = q->cap ? (uint16_t)(q->cap * 2) : 4;
+        uint32_t ncap = q->cap ? q->cap * 2 : 4;
         if (ncap > TB__PQ_MAX)
             ncap = TB__PQ_MAX;
         struct tb__pend *nv = malloc((size_t)ncap * sizeof *nv);
-        if (!nv)
+        char *nt = NULL;
+        if (!nv || (q->txt && !(nt = malloc((size_t)ncap * TB__CLASS_MAX)))) {
+            free(nv);
             goto drop;
-        /* Unroll the ring into the new array so head is 0 again. */
-        for (uint16_t i = 0; i < q->len; i++)
-            nv[i] = q->v[(q->head + i) & (q->cap - 1)];
+        }
+        /* Unroll the ring into the new array so head is 0 again; the class
+         * texts move with their entries. */
+        for (uint32_t i = 0; i < q->len; i++) {
+            uint32_t at = (q->head + i) & (q->cap - 1);
+            nv[i] = q->v[at];
+            if (nt)
+                memcpy(nt + (size_t)i * TB__CLASS_MAX, q->txt + (size_t)at * TB__CLASS_MAX,
+                       nv[i].class_len);
+        }
         free(q->v);
+        free(q->txt);
         q->v = nv;
+        q->txt = nt;
         q->cap = ncap;
         q->head = 0;
     }
     struct tb__pend *e = &q->v[(q->head + q->len) & (q->cap - 1)];
     q->len++;
-    memset(e, 0, offsetof(struct tb__pend, cls));
+    memset(e, 0, sizeof *e);
     e->seq = seq;
     e->arrival_ns = ts;
     return e;
@@ -41,9 +52,18 @@ drop:
     return NULL;
 }
 
+char *tb__pq_cls_alloc(struct tb__pq *q, const struct tb__pend *e)
+{
+    /* Entries exist only once the ring does: cap > 0 here. Not zeroed: a
+     * text is written before its length says it is there. */
+    if (!q->txt && !(q->txt = malloc((size_t)q->cap * TB__CLASS_MAX)))
+        return NULL;
+    return q->txt + (size_t)(e - q->v) * TB__CLASS_MAX;
+}
+
 struct tb__pend *tb__pq_find_any(struct tb__pq *q, uint32_t seq)
 {
-    for (uint16_t i = 0; i < q->len; i++) {
+    for (uint32_t i = 0; i < q->len; i++) {
         struct tb__pend *e = &q->v[(q->head + i) & (q->cap - 1)];
         if (e->seq == seq)
             return e;
@@ -61,13 +81,14 @@ void tb__pq_clear(struct tb__pq *q)
 void tb__pq_free(struct tb__pq *q)
 {
     free(q->v);
+    free(q->txt);
     memset(q, 0, sizeof *q);
 }
 
 uint32_t tb__pq_waiting(const struct tb__pq *q)
 {
     uint32_t n = q->untracked;
-    for (uint16_t i = 0; i < q->len; i++)
+    for (uint32_t i = 0; i < q->len; i++)
         if (!q->v[(q->head + i) & (q->cap - 1)].resp_seen)
             n++;
     return n;
@@ -90,6 +111,11 @@ void tb__pq_emit_head(struct tb__pq *q, const struct tb_proto_ctx *ctx, int32_t 
     }
     /* Popped after the emit: the entry (and the class it may hold) stays valid
      * through the callback, and nothing is pushed meanwhile. */
+    if (!cls) {
+        /* tb__pq_text(q, e), the head's position known. */
+        cls = e->class_len && q->txt ? q->txt + (size_t)q->head * TB__CLASS_MAX : NULL;
+        cls_len = e->class_len;
+    }
     tb__pend_emit(e, ctx, status, extra_flags, cls, cls_len);
     tb__pq_pop(q);
 }

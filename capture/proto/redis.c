@@ -50,7 +50,7 @@
 #define RS_BULK_MAX (512ull << 20)    /* proto-max-bulk-len default */
 #define RS_WORD 24u                   /* command, subcommand and argument kept */
 #define RS_SLOTS 4u                   /* classes a connection keeps (see struct rs_slot) */
-#define RS_NOSLOT 0xffu               /* tb__pend.aux: the class is in the entry's own cls */
+#define RS_NOSLOT 0xffu               /* tb__pend.aux: the class is the entry's own text */
 
 /* Error codes, by status number: the first word of an error reply. */
 static const char *const resp_errs[] = {
@@ -79,12 +79,11 @@ struct rs_word {
 /* A class the connection's commands had lately, for commands whose class is
  * the command word alone (all but container commands and odd names): queued
  * entries name their slot (tb__pend.aux) instead of each copying the text
- * into its 512-byte class buffer, and the slot keeps the catalog id the
- * engine gave the text (tb_exchange.class_id). On a pipelined capture the
- * copies and lookups were two fifths of the parser's time: the queue of 16
- * entries a connection is a cold 9 KiB otherwise. A slot is replaced only when
- * no queued entry names it; with none free the class goes into the entry as
- * before. */
+ * into the queue's class text (tb__pq_cls, then never allocated), and the
+ * slot keeps the catalog id the engine gave the text (tb_exchange.class_id).
+ * On a pipelined capture the copies and lookups were two fifths of the
+ * parser's time. A slot is replaced only when no queued entry names it; with
+ * none free the class goes into the entry's text. */
 struct rs_slot {
     char k[RS_WORD]; /* the rs_word's bytes, zero past len */
     uint32_t id;     /* catalog id of the text, 0 not known yet */
@@ -97,6 +96,14 @@ struct rs_slot {
     uint8_t rawlen;
     uint8_t kind;
     uint64_t raw;
+    /* The same spelling's command as sent up to its name's CRLF
+     * ("*2\r\n$3\r\nGET\r\n": a count and a length of one digit, a name of
+     * at most 6 bytes; plen bytes, 0: none), with its count: a command that
+     * starts with these bytes hits the slot by one compare of two words
+     * (the second masked by pmask), its count and name not read. */
+    uint8_t plen;
+    uint8_t pargc;
+    uint64_t pa, pb, pmask;
 };
 
 struct rs_cli {
@@ -119,6 +126,10 @@ struct rs_cli {
     uint64_t raw;
     uint8_t rawlen;
     uint8_t hit;
+    /* fast_cmd(): the command's first bytes for rs_slot.pa/pb (plen 0: not
+     * taken). */
+    uint8_t plen;
+    uint64_t pa, pb, pmask;
 };
 
 struct rs_srv {
@@ -268,6 +279,7 @@ static void cli_reset(struct rs_cli *c)
     c->left = c->bytes = 0;
     memset(c->w, 0, sizeof c->w);
     c->rawlen = 0;
+    c->plen = 0;
     c->hit = RS_NOSLOT;
     tb__line_reset(&c->ln);
 }
@@ -471,8 +483,8 @@ static bool s_line(struct rs *r, const struct tb_proto_ctx *ctx, const char *l, 
 }
 
 /* The common case: a whole scalar reply (+OK, :1, $3 abc, $-1, -ERR …) in
- * this chunk. Returns its size with the status set, or 0. */
-static size_t fast_reply(struct rs_srv *s, const uint8_t *p, const uint8_t *end)
+ * this chunk. Returns its size with *status set, or 0. */
+static size_t fast_reply(const uint8_t *p, const uint8_t *end, int32_t *status)
 {
     uint8_t t = *p;
     if (t != '+' && t != ':' && t != '$' && t != '-')
@@ -483,9 +495,12 @@ static size_t fast_reply(struct rs_srv *s, const uint8_t *p, const uint8_t *end)
         size_t v = (size_t)(p[1] - '0');
         if ((size_t)(end - p - 4) < v + 2)
             return 0;
-        s->push = false;
-        s->status = 0;
+        *status = 0;
         return 4 + v + 2;
+    }
+    if (t == '+' && end - p >= 5 && memcmp(p + 1, "OK\r\n", 4) == 0) {
+        *status = 0; /* the most common reply of all, without the search below */
+        return 5;
     }
     /* The line's end: short replies (+OK) by hand, a call costs more. */
     const uint8_t *nl = NULL;
@@ -500,10 +515,9 @@ static size_t fast_reply(struct rs_srv *s, const uint8_t *p, const uint8_t *end)
     if (!nl || nl - p < 2 || nl[-1] != '\r')
         return 0;
     size_t used = (size_t)(nl + 1 - p);
-    s->push = false;
-    s->status = 0;
+    *status = 0;
     if (t == '-') {
-        s->status = err_status((const char *)p + 1, used - 3);
+        *status = err_status((const char *)p + 1, used - 3);
     } else if (t == '$') {
         int64_t v;
         if (!parse_int((const char *)p + 1, used - 3, &v) || v < -1)
@@ -544,22 +558,32 @@ static enum tb_pstate s_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
             continue;
         }
         if (s->need == 0 && s->ln.len == 0) {
-            size_t used = fast_reply(s, p, end);
-            struct tb__pend *e = tb__pq_head(&r->pq);
-            if (used && e && e->aux < RS_SLOTS && e->kind == K_PLAIN && !s->gap && !r->stream) {
-                /* What s_acct() and reply_done() do for the reply to a plain
-                 * command with a class slot: a pipeline's replies are
-                 * mostly this. */
+            /* Whole scalar replies to plain commands with a class slot, one
+             * after the other while this chunk holds them: what s_acct() and
+             * reply_done() do for each (emitting does not change what makes
+             * them so). A pipeline's replies are mostly this loop. */
+            bool easy = !s->gap && !r->stream;
+            int32_t status;
+            size_t used;
+            struct tb__pend *e;
+            while ((used = fast_reply(p, end, &status)) != 0 && easy &&
+                   (e = tb__pq_head(&r->pq)) != NULL && e->aux < RS_SLOTS &&
+                   e->kind == K_PLAIN) {
                 p += used;
+                s->push = false;
+                s->status = status;
                 tb__pend_answer(e, used, ts);
                 struct rs_slot *sl = &r->slot[e->aux];
-                tb__pend_emit_id(e, ctx, s->status, 0, sl->k, sl->len, &sl->id);
+                tb__pend_emit_id(e, ctx, status, 0, sl->k, sl->len, &sl->id);
                 sl->refs--;
                 tb__pq_pop(&r->pq);
-                continue;
+                if (p == end)
+                    return TB_PS_OK;
             }
             if (used) {
                 p += used;
+                s->push = false;
+                s->status = status;
                 s_acct(r, used, ts);
                 reply_done(r, ctx);
                 continue;
@@ -674,6 +698,7 @@ static bool slot_take(struct rs *r, const struct rs_word *w, struct tb__pend *e)
     memcpy(free_sl->k, w->s, RS_WORD);
     free_sl->len = w->len;
     free_sl->rawlen = 0;
+    free_sl->plen = 0;
     free_sl->id = 0; /* a new text: its id is looked up again */
     free_sl->refs = 1;
     e->aux = (uint32_t)(free_sl - r->slot);
@@ -733,14 +758,21 @@ static void cmd_done(struct rs *r, const struct tb_proto_ctx *ctx)
                     struct rs_slot *sl = &r->slot[e->aux];
                     sl->raw = c->raw;
                     sl->rawlen = c->rawlen;
+                    sl->plen = c->plen;
+                    sl->pargc = (uint8_t)c->argc;
+                    sl->pa = c->pa;
+                    sl->pb = c->pb;
+                    sl->pmask = c->pmask;
                     sl->kind = (uint8_t)k;
                 }
                 goto out;
             }
-            /* Straight into the entry: at most 2 * RS_WORD + 1 bytes, well
-             * within its class buffer. */
+            /* Straight into the entry's text: at most 2 * RS_WORD + 1 bytes,
+             * well within its buffer. */
             _Static_assert(2 * RS_WORD + 1 <= TB__CLASS_MAX, "a Redis class fits an entry");
-            char *cls = e->cls;
+            char *cls = tb__pq_cls(&r->pq, e);
+            if (!cls)
+                goto out; /* class_len 0: "unknown" */
             size_t n = 0;
             if (c->w[0].bad || c->w[0].len == 0) {
                 memcpy(cls, "unknown", 7);
@@ -792,19 +824,103 @@ static void inline_cmd(struct rs *r, const struct tb_proto_ctx *ctx, const char 
     cmd_done(r, ctx);
 }
 
+/* A 4-byte load in little-endian order. */
+static inline uint32_t le32(uint32_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap32(v);
+#endif
+    return v;
+}
+
+/* The first 8 bytes at q as a little-endian number: a bulk string's header
+ * ("$3\r\n", "$16\r\n") checked by a mask and a compare instead of byte by
+ * byte. */
+static inline uint64_t le64_at(const uint8_t *q)
+{
+    uint64_t v;
+    memcpy(&v, q, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+/* One whole bulk string at q ("$<len>" CRLF <len bytes> CRLF, a length of
+ * one to ten digits): the start of its bytes, *len set, or NULL when it is
+ * not that or does not end before `end`. A length of one or two digits (nearly
+ * all of them) is read from one load; the loop reads the same text. */
+static inline const uint8_t *bulk_at(const uint8_t *q, const uint8_t *end, uint64_t *lenp)
+{
+    uint64_t len;
+    uint64_t d1, d2;
+    if (end - q >= 8) {
+        uint64_t v = le64_at(q);
+        d1 = ((v >> 8) & 0xff) - '0';
+        d2 = ((v >> 16) & 0xff) - '0';
+        if ((v & 0xffff00ffu) == 0x0a0d0024u && d1 < 10) {
+            len = d1; /* "$d\r\n" */
+            q += 4;
+            goto data;
+        }
+        if ((v & 0xffff0000ffull) == 0x0a0d000024ull && d1 < 10 && d2 < 10) {
+            len = d1 * 10 + d2; /* "$dd\r\n" */
+            q += 5;
+            goto data;
+        }
+    }
+    if (end - q < 4 || *q != '$')
+        return NULL;
+    const uint8_t *d = ++q;
+    len = 0;
+    while (q < end && *q >= '0' && *q <= '9' && q - d < 10)
+        len = len * 10 + (uint64_t)(*q++ - '0');
+    if (q == d || end - q < 2 || q[0] != '\r' || q[1] != '\n')
+        return NULL;
+    q += 2;
+data:
+    if ((uint64_t)(end - q) < len + 2 || memcmp(q + len, "\r\n", 2) != 0)
+        return NULL;
+    *lenp = len;
+    return q;
+}
+
 /* The common case: a whole command array in this chunk, read in one pass.
  * Returns its size, or 0 (with nothing changed but the words, which the
  * general path starts over) when it is not whole here or not plain. */
 static size_t fast_cmd(struct rs *r, const uint8_t *p, const uint8_t *end, uint8_t *hitp)
 {
     struct rs_cli *c = &r->c;
-    uint8_t hit = RS_NOSLOT;
     const uint8_t *q = p + 1;
     uint32_t argc = 0;
-    /* Counts and lengths of one or two digits by hand (nearly all of them),
-     * longer ones by the loop; both accept exactly the same text. */
-    if (end - p >= 4 && p[1] >= '1' && p[1] <= '9' && p[2] == '\r' && p[3] == '\n') {
-        argc = (uint32_t)(p[1] - '0');
+    uint64_t len;
+    const uint8_t *b;
+    if (end - p >= 16) {
+        /* The command's first bytes as a slot's command was sent: what the
+         * reading below would find, the slot included (rs_slot.pa). */
+        uint64_t pa, pb;
+        memcpy(&pa, p, 8);
+        memcpy(&pb, p + 8, 8);
+        for (uint8_t s = 0; s < RS_SLOTS; s++) {
+            const struct rs_slot *sl = &r->slot[s];
+            if (sl->plen && sl->pa == pa && (pb & sl->pmask) == sl->pb) {
+                q = p + sl->plen;
+                for (uint32_t i = 1; i < sl->pargc; i++) {
+                    if (!(b = bulk_at(q, end, &len)))
+                        goto slow;
+                    q = b + len + 2;
+                }
+                *hitp = s;
+                return (size_t)(q - p);
+            }
+        }
+    }
+    /* Counts of one digit from one load (nearly all of them), longer ones by
+     * the loop; both accept exactly the same text. */
+    uint32_t h;
+    if (end - p >= 4 && (memcpy(&h, p, 4), (le32(h) & 0xffff00ffu) == 0x0a0d002au) &&
+        (uint32_t)((le32(h) >> 8) & 0xff) - '1' < 9) {
+        argc = (uint32_t)((le32(h) >> 8) & 0xff) - '0';
         q = p + 4;
     } else {
         while (q < end && *q >= '0' && *q <= '9' && argc < 1000)
@@ -814,63 +930,56 @@ static size_t fast_cmd(struct rs *r, const uint8_t *p, const uint8_t *end, uint8
             return 0;
         q += 2;
     }
-    uint8_t want = 0;
-    for (uint32_t i = 0; i < argc; i++) {
-        if (end - q < 4 || *q != '$')
-            goto slow;
-        uint64_t len;
-        if (q[1] >= '0' && q[1] <= '9' && q[2] == '\r') {
-            len = (uint64_t)(q[1] - '0');
-            q += 2;
-        } else if (q[1] >= '0' && q[1] <= '9' && q[2] >= '0' && q[2] <= '9' && q[3] == '\r') {
-            len = (uint64_t)(q[1] - '0') * 10 + (uint64_t)(q[2] - '0');
-            q += 3;
-        } else {
-            const uint8_t *d = ++q;
-            len = 0;
-            while (q < end && *q >= '0' && *q <= '9' && q - d < 10)
-                len = len * 10 + (uint64_t)(*q++ - '0');
-            if (q == d || end - q < 2 || q[0] != '\r')
-                goto slow;
-        }
-        /* q is at the length's CR. */
-        if (end - q < 2 || q[1] != '\n')
-            goto slow;
-        q += 2;
-        if ((uint64_t)(end - q) < len + 2 || q[len] != '\r' || q[len + 1] != '\n')
-            goto slow;
-        if (i == 0 && len >= 1 && len <= 8 && end - q >= 8) {
-            /* A spelling seen before: its slot has the rest. */
-            uint64_t raw = raw_key(q, (size_t)len);
-            for (uint8_t s = 0; s < RS_SLOTS; s++)
-                if (r->slot[s].rawlen == len && r->slot[s].raw == raw) {
-                    hit = s;
-                    break;
+    /* The command name. */
+    b = bulk_at(q, end, &len);
+    if (!b)
+        goto slow;
+    if (len >= 1 && len <= 8 && end - b >= 8) {
+        /* A spelling seen before: its slot has the rest, and no other
+         * argument is read, only stepped over. */
+        uint64_t raw = raw_key(b, (size_t)len);
+        for (uint8_t s = 0; s < RS_SLOTS; s++)
+            if (r->slot[s].rawlen == len && r->slot[s].raw == raw) {
+                q = b + len + 2;
+                for (uint32_t i = 1; i < argc; i++) {
+                    if (!(b = bulk_at(q, end, &len)))
+                        goto slow;
+                    q = b + len + 2;
                 }
-            if (hit < RS_SLOTS) {
-                q += len + 2;
-                continue; /* want stays 0: no other argument is read */
+                *hitp = s;
+                return (size_t)(q - p);
             }
-            c->raw = raw;
-            c->rawlen = (uint8_t)len;
+        c->raw = raw;
+        c->rawlen = (uint8_t)len;
+        c->plen = 0;
+        if (b == p + 8 && len <= 6 && end - p >= 16) {
+            /* "*<d>\r\n$<d>\r\n<name>\r\n" within the first 16 bytes. */
+            c->plen = (uint8_t)(10 + len);
+            c->pmask = raw_key((const uint8_t *)"\xff\xff\xff\xff\xff\xff\xff\xff",
+                               (size_t)c->plen - 8);
+            memcpy(&c->pa, p, 8);
+            memcpy(&c->pb, p + 8, 8);
+            c->pb &= c->pmask;
         }
-        if (i == 0 || (i < 3 && (want & (1u << i)))) {
-            word_set(&c->w[i], q, (size_t)len);
-            if (i == 0)
-                want = args_wanted(&c->w[0]);
-        }
-        q += len + 2;
     }
-    *hitp = hit;
-    if (hit == RS_NOSLOT) {
-        /* On a hit the words and these stay as cli_reset() left them. */
-        c->argc = argc;
-        c->want = want;
+    word_set(&c->w[0], b, (size_t)len);
+    uint8_t want = args_wanted(&c->w[0]);
+    q = b + len + 2;
+    for (uint32_t i = 1; i < argc; i++) {
+        if (!(b = bulk_at(q, end, &len)))
+            goto slow;
+        if (i < 3 && (want & (1u << i)))
+            word_set(&c->w[i], b, (size_t)len);
+        q = b + len + 2;
     }
+    *hitp = RS_NOSLOT;
+    c->argc = argc;
+    c->want = want;
     return (size_t)(q - p);
 slow:
     memset(c->w, 0, sizeof c->w);
     c->rawlen = 0;
+    c->plen = 0;
     c->hit = RS_NOSLOT;
     return 0;
 }
@@ -881,7 +990,49 @@ static enum tb_pstate c_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
     struct rs_cli *c = &r->c;
     const uint8_t *end = p + n;
     while (p < end && !r->stopped) {
-        if (!c->started) {
+        if (!c->started && c->st == C_START && c->ln.len == 0 && *p == '*') {
+            /* A command starts here, whole in this chunk as a rule. While
+             * its name hits a slot of a plain command (and no reply mode or
+             * stream is in force, which such a command does not change),
+             * what cmd_done() and cli_reset() do for it, less what is already
+             * so, and on to the next: a pipeline of small commands is mostly
+             * this loop. */
+            bool easy = !r->reply_off && !r->skip_next && !r->stream && !c->gap;
+            bool next = false; /* the loop ended at a byte that starts no command */
+            uint8_t hit = RS_NOSLOT;
+            size_t used;
+            for (;;) {
+                used = fast_cmd(r, p, end, &hit);
+                if (!used || !easy || hit >= RS_SLOTS || r->slot[hit].kind != K_PLAIN)
+                    break;
+                p += used;
+                struct tb__pend *e = tb__pq_push(&r->pq, ctx->ctr, ts);
+                if (e) {
+                    e->req_bytes = used;
+                    e->kind = K_PLAIN;
+                    e->aux = hit;
+                    r->slot[hit].refs++;
+                }
+                c->ln.skipping = false;
+                if (p == end || *p != '*') {
+                    next = true;
+                    break;
+                }
+            }
+            if (next)
+                continue; /* the loop below sees to that byte, or the chunk ended */
+            c->started = true;
+            c->ts0 = ts;
+            c->bytes = 0;
+            if (used) {
+                /* Whole, but not one of those: the general way. */
+                p += used;
+                c->bytes = used;
+                c->hit = hit;
+                cmd_done(r, ctx);
+                continue;
+            }
+        } else if (!c->started) {
             c->started = true;
             c->ts0 = ts;
             c->bytes = 0;
@@ -905,34 +1056,6 @@ static enum tb_pstate c_consume(struct rs *r, const struct tb_proto_ctx *ctx, co
             if (++c->argi == c->argc)
                 cmd_done(r, ctx);
             continue;
-        }
-        if (c->st == C_START && c->ln.len == 0 && *p == '*') {
-            uint8_t hit;
-            size_t used = fast_cmd(r, p, end, &hit);
-            if (used && hit < RS_SLOTS && r->slot[hit].kind == K_PLAIN && !r->reply_off &&
-                !r->skip_next && !r->stream && !c->gap) {
-                /* What cmd_done() and cli_reset() do for a plain command
-                 * whose slot was hit, less what is already so: a pipeline
-                 * of small commands is mostly this. */
-                p += used;
-                struct tb__pend *e = tb__pq_push(&r->pq, ctx->ctr, c->ts0);
-                if (e) {
-                    e->req_bytes = used;
-                    e->kind = K_PLAIN;
-                    e->aux = hit;
-                    r->slot[hit].refs++;
-                }
-                c->started = false;
-                c->ln.skipping = false;
-                continue;
-            }
-            if (used) {
-                p += used;
-                c->bytes = used;
-                c->hit = hit;
-                cmd_done(r, ctx);
-                continue;
-            }
         }
         const char *l;
         size_t ll;

@@ -1012,6 +1012,133 @@ static void test_connection_records(void **state)
     h_fini(&h);
 }
 
+/* ---- requests in batches (tb_engine_set_batch_cb) --------------------------- */
+
+struct ev {
+    char kind; /* 'R' request, 'C' connection record */
+    struct tb_request r;
+    uint64_t conn, requests;
+    uint8_t closed;
+};
+struct evlog {
+    struct ev v[1024];
+    size_t n, batches;
+};
+
+static void ev_req(void *ud, const struct tb_request *r)
+{
+    struct evlog *l = ud;
+    assert_true(l->n < TB_ARRAY_SIZE(l->v));
+    l->v[l->n].kind = 'R';
+    l->v[l->n++].r = *r;
+}
+
+static void ev_batch(void *ud, const struct tb_request *r, size_t n)
+{
+    struct evlog *l = ud;
+    assert_true(n >= 1 && n <= TB_ENGINE_BATCH);
+    l->batches++;
+    for (size_t i = 0; i < n; i++)
+        ev_req(ud, &r[i]);
+}
+
+static void ev_conn(void *ud, const struct tb_conn *c)
+{
+    struct evlog *l = ud;
+    assert_true(l->n < TB_ARRAY_SIZE(l->v));
+    struct ev *e = &l->v[l->n++];
+    e->kind = 'C';
+    e->conn = c->conn;
+    e->requests = c->requests;
+    e->closed = c->closed;
+}
+
+/* Three keep-alive connections, 150 exchanges each; the first reset by its
+ * server after 100 (its record then, mid-way); the others closed idle. */
+static void batch_traffic(struct h *h)
+{
+    struct conn k[3] = {conn4("10.0.0.9:51000", "10.0.0.1:80"),
+                        conn4("10.0.0.9:51001", "10.0.0.1:80"),
+                        conn4("10.0.0.8:40000", "10.0.0.1:80")};
+    for (int c = 0; c < 3; c++)
+        handshake(h, &k[c], 1000u + (uint32_t)c * 7919u, 5000u + (uint32_t)c * 104729u, T0 + c);
+    char req[96];
+    for (int i = 0; i < 150; i++) {
+        for (int c = 0; c < 3; c++) {
+            int64_t t = T0 + MS + (int64_t)(i * 3 + c) * MS;
+            if (c == 0 && i == 100)
+                tcp(h, &k[0], false, k[0].sn, TB_TCP_RST, NULL, 0, t);
+            if (c == 0 && i >= 100)
+                continue;
+            snprintf(req, sizeof req, "GET /item/%d HTTP/1.1\r\nHost: shop\r\n\r\n", i);
+            xmit(h, &k[c], true, req, t);
+            xmit(h, &k[c], false, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", t + 1000);
+        }
+    }
+    tb_engine_expire(h->e, T0 + 400 * TB_NS_PER_SEC);
+    tb_engine_finish(h->e, T0 + 400 * TB_NS_PER_SEC);
+}
+
+/* The same traffic through the per-request callback and through batches:
+ * the same requests and connection records in the same order (a
+ * connection's record after its requests), batches never over
+ * TB_ENGINE_BATCH, nothing left behind by tb_engine_finish. */
+static void test_batch_callback(void **state)
+{
+    (void)state;
+    static struct evlog la, lb;
+    struct h ha, hb;
+    memset(&la, 0, sizeof la);
+    memset(&lb, 0, sizeof lb);
+    h_init(&ha, TB_DLT_EN10MB, NULL, NULL);
+    h_init(&hb, TB_DLT_EN10MB, NULL, NULL);
+    tb_engine_free(ha.e);
+    tb_engine_free(hb.e);
+    assert_int_equal(tb_engine_new(&ha.e, ha.cat, NULL, NULL, ev_req, &la), 0);
+    assert_int_equal(tb_engine_new(&hb.e, hb.cat, NULL, NULL, ev_req, &lb), 0);
+    tb_engine_set_conn_cb(ha.e, ev_conn, &la);
+    tb_engine_set_conn_cb(hb.e, ev_conn, &lb);
+    tb_engine_set_batch_cb(hb.e, ev_batch, &lb);
+    batch_traffic(&ha);
+    batch_traffic(&hb);
+    size_t nreq = 0, nconn = 0;
+    assert_int_equal(la.n, lb.n);
+    for (size_t i = 0; i < la.n; i++) {
+        const struct ev *a = &la.v[i], *b = &lb.v[i];
+        assert_int_equal(a->kind, b->kind);
+        if (a->kind == 'C') {
+            nconn++;
+            assert_int_equal(a->conn, b->conn);
+            assert_int_equal(a->closed, b->closed);
+            assert_int_equal(a->requests, b->requests);
+            /* Its requests all came before it. */
+            uint64_t seen = 0;
+            for (size_t j = 0; j < i; j++)
+                seen += lb.v[j].kind == 'R' && lb.v[j].r.conn == b->conn;
+            assert_int_equal(seen, b->requests);
+            continue;
+        }
+        nreq++;
+        assert_int_equal(a->r.arrival_ns, b->r.arrival_ns);
+        assert_int_equal(a->r.departure_ns, b->r.departure_ns);
+        assert_int_equal(a->r.conn, b->r.conn);
+        assert_int_equal(a->r.req_bytes, b->r.req_bytes);
+        assert_int_equal(a->r.resp_bytes, b->r.resp_bytes);
+        assert_true(tb_addr_eq(&a->r.client, &b->r.client));
+        assert_int_equal(a->r.tier, b->r.tier);
+        assert_int_equal(a->r.server, b->r.server);
+        assert_int_equal(a->r.class_id, b->r.class_id);
+        assert_int_equal(a->r.status, b->r.status);
+        assert_int_equal(a->r.flags, b->r.flags);
+    }
+    assert_int_equal(nreq, 100 + 150 + 150);
+    assert_int_equal(nconn, 6); /* each connection opened and ended */
+    /* 400 requests: whole batches but for the ones cut by a record. */
+    assert_true(lb.batches >= 400 / TB_ENGINE_BATCH && lb.batches < 400 / 8);
+    h_fini(&ha);
+    h_fini(&hb);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1035,6 +1162,7 @@ int main(void)
         cmocka_unit_test(test_database_detection),
         cmocka_unit_test(test_garbage),
         cmocka_unit_test(test_connection_records),
+        cmocka_unit_test(test_batch_callback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

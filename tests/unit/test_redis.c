@@ -148,6 +148,84 @@ static void expect_class(const char *words, char *out, size_t cap)
     out[n] = '\0';
 }
 
+/* The fast paths (a command's first bytes as a slot's command was sent, a
+ * pipeline of slotted commands in one loop, its replies in another) against
+ * what the test works out itself: seeded pipelines of names in several
+ * spellings and argument counts (the same name with one argument more, names
+ * of 1 to 12 bytes, lengths of one to three digits, container commands),
+ * answered by every kind of scalar reply, fed whole, then one byte per chunk
+ * (which only the general path reads) and three. Class, status and both
+ * sizes of every request must be the expected ones in all three. */
+static void test_fast_paths_agree(void **state)
+{
+    (void)state;
+    static const char *const names[] = {"GET", "get", "SET", "Set", "INCR", "DEL",
+                                        "EXISTS", "HGETALL", "a", "LONGCOMMANDX",
+                                        "CONFIG", "GETX"};
+    static const char *const replies[] = {"+OK\r\n", "$3\r\nabc\r\n", "$-1\r\n", ":12\r\n",
+                                          "-ERR x\r\n", "-WRONGTYPE y\r\n",
+                                          "$12\r\nhello world!\r\n", "+QUEUED\r\n"};
+    static const int32_t rstatus[] = {0, 0, 0, 0, 1, 2, 0, 0};
+    enum { ROUNDS = 6, PER = 40 };
+    static char cl[ROUNDS][PER * 400], sv[ROUNDS][PER * 32];
+    size_t cn[ROUNDS], sn[ROUNDS];
+    static char ecls[ROUNDS * PER][64];
+    uint64_t erq[ROUNDS * PER], ers[ROUNDS * PER];
+    int32_t est[ROUNDS * PER];
+    uint32_t x = 12345;
+    size_t want = 0;
+    for (size_t k = 0; k < ROUNDS; k++) {
+        cn[k] = sn[k] = 0;
+        for (size_t i = 0; i < PER; i++) {
+            x = x * 1103515245u + 12345u;
+            const char *nm = names[(x >> 8) % (sizeof names / sizeof names[0])];
+            char words[400];
+            size_t wn = (size_t)snprintf(words, sizeof words, "%s", nm);
+            if (strcmp(nm, "CONFIG") == 0)
+                wn += (size_t)snprintf(words + wn, sizeof words - wn, " GET");
+            size_t extra = 1 + (x >> 16) % 3; /* one to three arguments */
+            for (size_t a = 0; a < extra; a++) {
+                size_t klen = (x >> (a * 5 + 3)) % 7 == 0 ? 120 : 1 + (x >> (a * 3)) % 14;
+                words[wn++] = ' ';
+                for (size_t b = 0; b < klen; b++)
+                    words[wn++] = (char)('k' + (b % 5));
+                words[wn] = '\0';
+            }
+            size_t before = cn[k];
+            cn[k] += cmd(cl[k] + cn[k], sizeof cl[k] - cn[k], words);
+            expect_class(words, ecls[want], sizeof ecls[0]);
+            erq[want] = cn[k] - before;
+            size_t r = (x >> 20) % (sizeof replies / sizeof replies[0]);
+            sn[k] += (size_t)snprintf(sv[k] + sn[k], sizeof sv[k] - sn[k], "%s", replies[r]);
+            ers[want] = strlen(replies[r]);
+            est[want] = rstatus[r];
+            want++;
+        }
+    }
+    static const size_t steps[] = {0, 1, 3};
+    for (size_t si = 0; si < 3; si++) {
+        struct pt *t = pt_new(&tb_proto_redis, false);
+        for (size_t k = 0; k < ROUNDS; k++) {
+            int64_t ts = (int64_t)(1000 * (k + 1));
+            pt_feed_split(t, C2S, cl[k], cn[k], ts, steps[si]);
+            pt_feed_split(t, S2C, sv[k], sn[k], ts + 7, steps[si]);
+        }
+        assert_int_equal(t->n, want);
+        for (size_t i = 0; i < want; i++) {
+            const struct pt_ex *e = &t->v[i];
+            if (strcmp(e->cls, ecls[i]) != 0 || e->rq != erq[i] || e->rs != ers[i] ||
+                e->status != est[i] || e->arr != (int64_t)(1000 * (i / PER + 1)) ||
+                e->dep != e->arr + 7)
+                fail_msg("step %zu, request %zu: class '%s' want '%s', %llu/%llu bytes want "
+                         "%llu/%llu, status %d want %d",
+                         steps[si], i, e->cls, ecls[i], (unsigned long long)e->rq,
+                         (unsigned long long)e->rs, (unsigned long long)erq[i],
+                         (unsigned long long)ers[i], (int)e->status, (int)est[i]);
+        }
+        pt_free(t);
+    }
+}
+
 /* Pipelines mixing more classes than a connection keeps slots for (four),
  * in several spellings, names longer than eight bytes, container commands
  * and unknown names; rounds that change the mix, so slots are replaced while
@@ -522,6 +600,7 @@ int main(void)
         cmocka_unit_test(test_basic),
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_class_slots),
+        cmocka_unit_test(test_fast_paths_agree),
         cmocka_unit_test(test_multi_exec_and_nesting),
         cmocka_unit_test(test_inline_and_classes),
         cmocka_unit_test(test_resp3),
