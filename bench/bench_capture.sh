@@ -69,7 +69,6 @@ print("%.4f %.4f" % (min(walls), min(cpus)))
 PY
 }
 
-<<<<<<< HEAD
 # measure_pair RUNS DB -- CMD_A... -- CMD_B...: runs A and B alternately RUNS
 # times each (B after removing DB and its -wal/-shm, so every B run loads a
 # fresh file), so that load elsewhere touches both alike; prints
@@ -99,11 +98,11 @@ for _ in range(runs):
 print("%.4f %.4f %.4f %.4f" % (best[0][0], best[0][1], best[1][0], best[1][1]))
 PY
 }
-=======
-# measure_pair RUNS CMD_A... -- CMD_B...: runs A and B alternately RUNS times
+
+# measure_alt RUNS CMD_A... -- CMD_B...: runs A and B alternately RUNS times
 # (A, B, A, B, ...: both under the same load, which on a shared machine moves
 # by more than the difference measured); prints "best_cpu_A best_cpu_B".
-measure_pair() {
+measure_alt() {
     python3 - "$@" <<'PY'
 import resource, subprocess, sys
 runs, rest = int(sys.argv[1]), sys.argv[2:]
@@ -121,7 +120,6 @@ print("%.4f %.4f" % tuple(best))
 PY
 }
 prun=${TB_BENCH_PROTO_RUNS:-9}
->>>>>>> speed15d
 
 flows=${TB_BENCH_FLOWS:-300}
 exch=${TB_BENCH_EXCHANGES:-1000}
@@ -193,7 +191,7 @@ for proto in ${TB_BENCH_PROTOS:-postgres redis redis-p16 memcached}; do
         "${TB_BENCH_PROTO_EXCHANGES:-1000}" || exit 1
     cat "$work/p.pcap" >/dev/null
     read -r ppkts _ <<<"$("$bare" "$work/p.pcap")"
-    read -r pbc pnc <<<"$(measure_pair "$prun" "$bare" "$work/p.pcap" -- \
+    read -r pbc pnc <<<"$(measure_alt "$prun" "$bare" "$work/p.pcap" -- \
         "$TBNECK" capture -q --no-store -r "$work/p.pcap")" || exit 1
     preq=$("$TBNECK" capture --no-store -r "$work/p.pcap" 2>&1 |
         sed -n 's/^capture: .* \([0-9]*\) requests,.*/\1/p')
@@ -214,7 +212,7 @@ for proto in ${TB_BENCH_PROTOS:-ajp fastcgi tls}; do
     python3 "$TB_SRCDIR/tests/pcap/protomsg.py" bench "$proto" "$work/p.pcap" "$pflows" "$pexch" || exit 1
     cat "$work/p.pcap" >/dev/null
     read -r ppk _ <<<"$("$bare" "$work/p.pcap")"
-    read -r pbc pnc <<<"$(measure_pair "$prun" "$bare" "$work/p.pcap" -- \
+    read -r pbc pnc <<<"$(measure_alt "$prun" "$bare" "$work/p.pcap" -- \
         "$TBNECK" capture -q --no-store -r "$work/p.pcap")" || exit 1
     recs=$("$TBNECK" capture --no-store -r "$work/p.pcap" 2>&1 | sed -n 's/.*, \([0-9]*\) requests, .*/\1/p')
     python3 -c "import sys; k, b, n, r, want = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), sys.argv[4], sys.argv[5]
