@@ -2275,16 +2275,31 @@ int tb_diagnose_store_inputs(struct tb_store *st, const struct tb_catalog *cat, 
                              .to_ns = INT64_MAX};
     if (!inputs_enabled())
         return 0;
+    /* The catalog as a later diagnose loads it, not the capture's own (which
+     * may hold entries no stored request uses). */
+    struct tb_catalog *own = NULL;
+    int rc = 0;
+    if (!cat) {
+        if (!(rc = tb_catalog_new(&own)))
+            rc = tb_store_load_catalog(st, own);
+        if (rc) {
+            tb_catalog_free(own);
+            tb_seterr(err, errlen, "loading the catalog: %s", tb_strerror(rc));
+            return rc;
+        }
+        cat = own;
+    }
     struct tb_diagnosis d;
     memset(&d, 0, sizeof d);
     struct ctx c = {.st = st, .cat = cat, .o = &o, .d = &d, .err = err, .errlen = errlen,
                     .keep = true};
     tb_buf_init(&c.keep_tiers);
-    int rc = load_inputs(&c);
+    rc = load_inputs(&c);
     if (!rc && d.nwin)
         rc = analyse_tiers(&c);
     ctx_free(&c);
     tb_diagnosis_free(&d);
+    tb_catalog_free(own);
     if (rc && err && errlen && !err[0])
         tb_seterr(err, errlen, "%s", tb_strerror(rc));
     return rc;

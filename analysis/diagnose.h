@@ -136,7 +136,8 @@ void tb_diagnosis_free(struct tb_diagnosis *d);
  * that tb_diagnose with those options reads a few aggregates instead of every
  * request. Called when a capture ends; costs one streamed diagnose. Nothing
  * is stored while a capture is running, into a read-only file, or with
- * TBNECK_DIAGNOSE_STORED=0. Returns 0 or TB_E_* with one line in err. */
+ * TBNECK_DIAGNOSE_STORED=0. cat: the store's catalog, or NULL to load it
+ * from st. Returns 0 or TB_E_* with one line in err. */
 int tb_diagnose_store_inputs(struct tb_store *st, const struct tb_catalog *cat, char *err,
                              size_t errlen);
 

@@ -804,6 +804,8 @@ int tb_capture_live(const struct tb_capture_args *a)
         L->err = rc;
     if (L->st && !L->err)
         final_analysis(L, out);
+    if (L->st && !L->err)
+        tb_cli_store_diagnose_inputs(L->st);
     if (L->err) {
         tb_log_error("capture: interface '%s': stopped on an error: %s", a->iface,
                      tb_strerror(L->err));

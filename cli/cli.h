@@ -86,5 +86,9 @@ void tb_cli_restore_stop(const struct sigaction old[2]);
 /* Parses --max-memory's SIZE: bytes, or with k, m, g (KiB, MiB, GiB). */
 int tb_parse_mem_size(const char *s, size_t *out);
 int tb_capture_live(const struct tb_capture_args *a);
+/* At the end of a capture (offline and live): diagnose's inputs computed and
+ * stored (tb_diagnose_store_inputs); a failure is a warning. */
+struct tb_store;
+void tb_cli_store_diagnose_inputs(struct tb_store *st);
 
 #endif

@@ -15,6 +15,7 @@
 #include "capture.h"
 #include "ch.h"
 #include "cli.h"
+#include "diagnose.h"
 #include "dump.h"
 #include "live.h"
 #include "proto.h"
@@ -590,6 +591,18 @@ int tb_capture_end_make(const struct tb_engine *e, const struct tb_catalog *cat,
     return 0;
 }
 
+/* What diagnose reads from the requests, computed once now that they are all
+ * stored (docs/diagnose.md "Speed"): a diagnose of the capture then reads a
+ * few aggregates. It stands without them: a failure is a warning. */
+void tb_cli_store_diagnose_inputs(struct tb_store *st)
+{
+    char err[512] = "";
+    int rc = tb_diagnose_store_inputs(st, NULL, err, sizeof err);
+    if (rc)
+        tb_log_warn("capture: diagnose's inputs are not stored (%s); diagnose reads the requests",
+                    err[0] ? err : tb_strerror(rc));
+}
+
 static void summary(const struct tb_capture_args *a, const struct tb_capture_stats *s,
                     const struct tb_catalog *cat, const struct run *run)
 {
@@ -803,6 +816,8 @@ static int run_offline(const struct tb_capture_args *a)
         };
         erc = tb_store_capture_finish(st, capture_id, cs, &ce);
     }
+    if (st && !erc && !wrc)
+        tb_cli_store_diagnose_inputs(st);
     if (!a->quiet)
         summary(a, tb_engine_stats(e), cat, &run);
     exit_code = TB_EXIT_OK;
