@@ -1156,6 +1156,52 @@ int tb_tierfeed_mid(struct tb_tierfeed *f)
     return rc;
 }
 
+void tb_tierfeed_summary(const struct tb_tierfeed *f, struct tb_tierfeed_sum *s)
+{
+    s->count = f->p.count;
+    s->nrows = 1 + f->p.nservers;
+    s->lo = f->lo;
+    s->hi = f->hi;
+    s->ndown = f->ndown;
+    s->svc = f->svc;
+    s->nsvc = f->nsvc;
+    s->wu = f->wu;
+}
+
+/* tb_tierfeed_mid with the first pass's results given instead of gathered:
+ * the same grid, stored rows, service times and units. */
+int tb_tierfeed_resume(struct tb_tierfeed *f, const struct tb_tierfeed_sum *s)
+{
+    struct pipe *p = &f->p;
+    if (f->phase != 1 || s->nrows != 1 + p->nservers)
+        return TB_E_NOTFOUND;
+    memcpy(p->count, s->count, s->nrows * sizeof *p->count);
+    f->lo = s->lo;
+    f->hi = s->hi;
+    f->ndown = s->ndown;
+    int rc = pipe_grid(p, f->lo, f->hi);
+    if (rc)
+        return rc;
+    p->calls = p->count[0] && f->ndown > 0;
+    f->nrows = 1 + p->nservers;
+    if (!(f->rows = calloc(f->nrows, sizeof *f->rows)))
+        return TB_E_NOMEM;
+    f->all_stored = load_rows(p, f->rows, f->nrows);
+    if (s->nsvc) {
+        if (!(f->svc = malloc(s->nsvc * sizeof *f->svc)))
+            return TB_E_NOMEM;
+        memcpy(f->svc, s->svc, s->nsvc * sizeof *f->svc);
+    }
+    f->nsvc = s->nsvc;
+    f->wu = s->wu;
+    tb_svcest_free(f->est);
+    f->est = NULL;
+    f->phase = 2;
+    if ((rc = tb_units_new(&f->units, f->svc, f->nsvc, 1.0)))
+        return rc;
+    return f->all_stored || !p->nwin ? 0 : TB_E_NOTFOUND;
+}
+
 void tb_tierfeed_services(const struct tb_tierfeed *f, const struct tb_class_service **svc,
                           size_t *nsvc)
 {

@@ -85,6 +85,29 @@ int tb_tierfeed_finish(struct tb_tierfeed *f, struct tb_analysis_result *total,
                        struct tb_analysis_result **servers, size_t *nservers);
 void tb_tierfeed_free(struct tb_tierfeed *f);
 
+/* What a feed's first pass learned — enough to skip that pass next time
+ * (diagnose's stored inputs, docs/diagnose.md "Speed"): the request count of
+ * each row (the tier, then its servers in catalog order), the tier's span,
+ * how many calls its machines made, the service times and the work unit. */
+struct tb_tierfeed_sum {
+    uint64_t *count;             /* nrows entries */
+    size_t nrows;
+    int64_t lo, hi;              /* first arrival, last departure (INT64_MAX/MIN: none) */
+    uint64_t ndown;
+    struct tb_class_service *svc;
+    size_t nsvc;
+    int64_t wu;
+};
+/* After tb_tierfeed_mid: the summary, pointing into f (valid until finish or
+ * free). */
+void tb_tierfeed_summary(const struct tb_tierfeed *f, struct tb_tierfeed_sum *s);
+/* In place of the first pass and tb_tierfeed_mid on a new feed: takes the
+ * summary (copied) of an earlier feed over the same requests and options.
+ * Returns 0 when every row's analysis is stored, so that tb_tierfeed_finish
+ * follows with no second pass; TB_E_NOTFOUND when one is not (or the summary
+ * does not fit the catalog): the feed is then of no use, free it. */
+int tb_tierfeed_resume(struct tb_tierfeed *f, const struct tb_tierfeed_sum *s);
+
 /* ---- --window auto ----------------------------------------------------------
  * The shortest window at which the main-sequence curve is stable (the method
  * paper's future work): widths 10, 20, 50, 100, 200, 500 ms and 1 s are

@@ -128,6 +128,19 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
                 struct tb_diagnosis *d, char *err, size_t errlen);
 void tb_diagnosis_free(struct tb_diagnosis *d);
 
+/* Computes what tb_diagnose reads from the requests for its default window
+ * over everything — request counts, who calls whom, each tier's service
+ * times and analyses, the layered load of every server and the calls of
+ * every pool, per window — and stores it (table model_parts, name
+ * "diagnose", stamped with the requests; the analyses as any report's), so
+ * that tb_diagnose with those options reads a few aggregates instead of every
+ * request. Called when a capture ends; costs one streamed diagnose. Nothing
+ * is stored while a capture is running, into a read-only file, or with
+ * TBNECK_DIAGNOSE_STORED=0. cat: the store's catalog, or NULL to load it
+ * from st. Returns 0 or TB_E_* with one line in err. */
+int tb_diagnose_store_inputs(struct tb_store *st, const struct tb_catalog *cat, char *err,
+                             size_t errlen);
+
 /* The diagnosis as the JSON object DESIGN.md fixes ("Interfaces"), for the
  * CLI and the dashboard's /api/diagnose alike. */
 struct tb_buf;

@@ -17,6 +17,7 @@
 
 #include "callers.h"
 #include "catalog.h"
+#include "diagnose.h"
 #include "stats.h"
 #include "store.h"
 
@@ -246,10 +247,36 @@ static int read_db(const char *path)
     return 0;
 }
 
+/* --store-inputs PATH: what `tbneck capture` does when it ends (issue 11):
+ * diagnose's inputs computed from the stored requests and stored
+ * (tb_diagnose_store_inputs); CPU seconds on stdout — the capture's extra
+ * cost, for bench/diagnose_rss.sh. */
+static int store_inputs(const char *path)
+{
+    struct tb_store *st;
+    char err[512];
+    if (tb_store_open(&st, path, 0, err, sizeof err)) {
+        fprintf(stderr, "bench_diagnose: cannot open %s: %s\n", path, err);
+        return 1;
+    }
+    double t0 = now_s();
+    int rc = tb_diagnose_store_inputs(st, NULL, err, sizeof err);
+    double t = now_s() - t0;
+    tb_store_close(st);
+    if (rc) {
+        fprintf(stderr, "bench_diagnose: storing diagnose's inputs in %s: %s\n", path, err);
+        return 1;
+    }
+    printf("%.3f\n", t);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--read"))
         return read_db(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "--store-inputs"))
+        return store_inputs(argv[2]);
     uint64_t n = argc > 1 ? strtoull(argv[1], NULL, 10) : NREQ_DEFAULT;
     const char *db = argc > 3 && !strcmp(argv[2], "--db") ? argv[3] : NULL;
     struct tb_catalog *cat;

@@ -826,6 +826,8 @@ int tb_capture_live(const struct tb_capture_args *a)
         final_analysis(L, out);
     if (L->st && !L->err && a->whatif_inputs)
         tb_capture_whatif_inputs(L->st, L->cat, out);
+    if (L->st && !L->err && a->diagnose_inputs)
+        tb_cli_store_diagnose_inputs(L->st);
     if (L->err) {
         tb_log_error("capture: interface '%s': stopped on an error: %s", a->iface,
                      tb_strerror(L->err));

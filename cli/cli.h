@@ -70,6 +70,7 @@ struct tb_capture_args {
     size_t max_memory;   /* --max-memory: bytes of flow and parser state; 0 = no cap */
     int workers;         /* --workers N: live capture threads (PACKET_FANOUT); 1 = one engine */
     bool whatif_inputs;  /* --whatif-inputs: link and store whatif's inputs at the end */
+    bool diagnose_inputs; /* --diagnose-inputs: store diagnose's aggregates at the end */
 };
 /* The end of a capture as the store records it (captures.state, capture_tiers)
  * and as the summary says it: seen per tier from the requests handed to the
@@ -97,5 +98,10 @@ int tb_capture_live(const struct tb_capture_args *a);
  * stored in st, a line on out (NULL: none) saying what it cost. A failure is
  * a warning: the capture stands, whatif computes them on its first run. */
 void tb_capture_whatif_inputs(struct tb_store *st, const struct tb_catalog *cat, FILE *out);
+/* --diagnose-inputs, at the end of a capture (offline and live): diagnose's
+ * inputs computed and stored (tb_diagnose_store_inputs); a failure is a
+ * warning (diagnose computes them on its first run). */
+struct tb_store;
+void tb_cli_store_diagnose_inputs(struct tb_store *st);
 
 #endif

@@ -3,8 +3,9 @@
 # diagnose_same.sh — the same answers from two tbneck binaries (a restructure
 # of diagnose or the report pipeline must not change them): for each
 # configuration given (default: sim/examples/cause-*.conf, gc.conf (the
-# demo's), tests/e2e/lib/diag/*.conf), one simulated run captured once; each
-# binary then works on its own copy of the database: `diagnose --format json`
+# demo's), tests/e2e/lib/diag/*.conf), one simulated run captured by each
+# binary into its own database (so NEW's capture stores diagnose's inputs when
+# it does, and NEW's first diagnose reads them): `diagnose --format json`
 # and `--format csv`, `report --format json` of every tier, then the same again
 # (the stored analyses reused), and `diagnose --window 20ms --recompute`.
 # Prints one line per configuration and fails on any difference (with the diff).
@@ -38,7 +39,7 @@ for conf in "$@"; do
     name=$(basename "$(dirname "$conf")")-$(basename "$conf" .conf)
     "$sim" "$conf" --out "$work/$name" --seed 1 -q
     "$base" capture -q -r "$work/$name.pcap" --db "$work/$name.db"
-    cp "$work/$name.db" "$work/$name-new.db"
+    "$new" capture -q -r "$work/$name.pcap" --db "$work/$name-new.db"
     outputs "$base" "$work/$name.db" "$work/$name.base"
     outputs "$new" "$work/$name-new.db" "$work/$name.new"
     if diff -r "$work/$name.base" "$work/$name.new" >"$work/$name.diff"; then

@@ -35,7 +35,8 @@ refuse() { # refuse WHEN EXPECTED-LINE ARGS...
 refuse fresh "$front" --tier http --speedup 2
 refuse fresh "$front" --tier http --pool 4 --format json
 refuse fresh "$nopool" --tier mysql --pool 4
-for t in models model_parts links; do
+# (the capture stores diagnose's inputs under name 'diagnose': not whatif's)
+for t in "models WHERE name = 'whatif'" "model_parts WHERE name = 'whatif'" links; do
     n=$(sqlite3 "$b.db" "SELECT count(*) FROM $t")
     [ "$n" = 0 ] || { echo "table $t has $n rows after refusals: the inputs were computed"; fail=1; }
 done
