@@ -221,6 +221,7 @@ delta() { echo $(( $(counter "$1" "$out/stats-after.txt") - $(counter "$1" "$out
     done
     awk -v n="$(counter nginx_requests "$out/counts.txt")" -v u="$conns" -v z="$think" -v s="$duration" \
         'BEGIN { printf "rate offered %.1f/s (%d users / %d ms think), served %.1f/s\n", u * 1000 / z, u, z, n / s }'
+    awk '$1 == "Latency" { print "wrk latency mean " $2 ", stdev " $3 ", max " $4 }' "$out/wrk.txt"
 } >"$out/cpu.txt"
 
 say "tiers"
