@@ -1863,20 +1863,24 @@ static int build_verdict(struct ctx *c, size_t nfcong)
                 best.t += ts.v[j].t;
         }
     }
+    /* Without a congestion point the front's windows are its slow ones
+     * (build_series): say so, and cite no N* the report says is not there. */
+    const char *how = d->front_by_slowness ? "had no congestion point and was slow" :
+                                             "was congested";
     if (best.t > 0 && best.t < VERDICT_MIN_WINDOWS) {
         free(ts.v);
-        verdict_none(c, "%s was congested in %zu windows (%.0f%%), but the only root found "
+        verdict_none(c, "%s %s in %zu windows (%.0f%%), but the only root found "
                         "below it holds less than %.0f windows of it: a blip, not a bottleneck",
-                     tname(c, front), nfcong, 100.0 * (double)nfcong / (double)d->nwin,
+                     tname(c, front), how, nfcong, 100.0 * (double)nfcong / (double)d->nwin,
                      VERDICT_MIN_WINDOWS);
         return 0;
     }
     if (best.t <= 0) {
         free(ts.v);
-        verdict_none(c, "%s was congested in %zu windows (%.0f%%), but no server's own time "
-                        "was stretched anywhere below it: load above N* with no queue, not a "
-                        "bottleneck",
-                     tname(c, front), nfcong, 100.0 * (double)nfcong / (double)d->nwin);
+        verdict_none(c, "%s %s in %zu windows (%.0f%%), but no server's own time "
+                        "was stretched anywhere below it: %s, not a bottleneck",
+                     tname(c, front), how, nfcong, 100.0 * (double)nfcong / (double)d->nwin,
+                     d->front_by_slowness ? "no queue anywhere" : "load above N* with no queue");
         return 0;
     }
     free(ts.v);

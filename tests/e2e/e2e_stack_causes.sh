@@ -103,6 +103,11 @@ elif cause == "dbcpu":
 elif cause == "none":
     check(v["cause"] == "none", f"verdict cause {v['cause']} == none ({v['evidence']})")
     check(not diag["episodes"], f"diagnose lists {len(diag['episodes'])} episodes with a root (0)")
+    # Its reason agrees with the report: a front tier without a congestion point
+    # (front_congestion slow) is not said to be congested or above an N*.
+    check(v["front_congestion"] != "slow" or
+          ("N*" not in v["evidence"] and "was congested" not in v["evidence"]),
+          f"front_congestion {v['front_congestion']}: the reason cites no N* or congestion")
     for role in ("web", "app", "db"):
         tier = names[role]
         r = json.load(open(os.path.join(d, f"report-{tier}.json")))
