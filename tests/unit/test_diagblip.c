@@ -97,8 +97,8 @@ static void run(const struct stalls *s, char *dir, struct tb_diagnosis *d)
         int64_t qd = q + 9 * MS + expo(300e3), ad = defer(s, qd + expo(200e3));
         rq[n++] = (struct tb_request){.tier = tier[0], .server = srv[0], .client = user,
                                       .class_id = cl[0], .arrival_ns = t,
-                                      .departure_ns = ad + expo(50e3), .conn = 1 + (uint64_t)(p % 8),
-                                      .status = 200};
+                                      .departure_ns = ad + expo(50e3),
+                                      .conn = 1 + (uint64_t)(p % 8), .status = 200};
         rq[n - 1].client.port = (uint16_t)(40000 + p % 8);
         rq[n++] = (struct tb_request){.tier = tier[1], .server = srv[1], .client = a[0],
                                       .class_id = cl[1], .arrival_ns = u, .departure_ns = ad,
