@@ -8,7 +8,7 @@
 #
 #   bash scripts/stack/run.sh [--out DIR] [--duration 30] [--connections 16] [--think 45]
 #                             [--layout auto|netns|loopback] [--discover] [--pcap]
-#                             [--cause gc|pool|dbcpu] [--tbneck PATH] [--no-deps] [--quick]
+#                             [--cause gc|pool|dbcpu|none] [--tbneck PATH] [--no-deps] [--quick]
 #
 # --discover   let tbneck discover the tiers (names http, http-8080, mysql) instead of
 #              using the tiers file written for the stack (names web, tomcat, mysql)
@@ -17,7 +17,9 @@
 # --cause      the transient bottleneck to induce (docs/stack.md): gc (default) Tomcat's
 #              stop-the-world collections; pool: the webapp's JDBC pool capped at 2
 #              connections while MariaDB idles; dbcpu: MariaDB's CPU capped by a cgroup
-#              quota at 30 ms of every 100 ms while every story query computes MD5 rounds
+#              quota at 30 ms of every 100 ms while every story query computes MD5 rounds;
+#              none: a healthy stack (no cap, no GC pressure) under a light load (8
+#              connections, think 150 ms unless given), with each tier's CPU in cpu.txt
 # --quick      after the capture only the counts and `tbneck diagnose` (text and JSON):
 #              no reports, plots or GC events report
 set -euo pipefail
@@ -26,8 +28,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 out=$PWD/stack-run
 duration=30
-conns=16
-think=45
+conns=""
+think=""
 warmup=6
 layout=auto
 discover=0
@@ -37,7 +39,7 @@ quick=0
 cause=gc
 tbneck=${TBNECK:-}
 
-usage() { sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
     --out) out=$2; shift ;;
@@ -62,7 +64,7 @@ done
 # does not become a second ceiling.
 case "$cause" in
 gc) ;;
-pool|dbcpu)
+pool|dbcpu|none)
     # A heap large enough that collections are rare and short: the cause
     # under test is then the only one.
     export STACK_HEAP=${STACK_HEAP:-"-Xms400m -Xmx400m -Xmn200m"} \
@@ -71,8 +73,13 @@ pool|dbcpu)
 pool) export STACK_JDBC_POOL=${STACK_JDBC_POOL:-2} STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64} ;;
 dbcpu) export STACK_DB_CPU=${STACK_DB_CPU:-30} STACK_DB_CPU_LOOPS=${STACK_DB_CPU_LOOPS:-1000} \
               STACK_DB_DELAY_US=${STACK_DB_DELAY_US:-0} STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64} ;;
-*) echo "run.sh: unknown cause '$cause' (gc, pool or dbcpu)" >&2; exit 2 ;;
+# Nothing wrong: the JDBC pool unbounded, Tomcat's 64 threads, no CPU cap, and a
+# light load (docs/stack.md: why 8 users thinking 150 ms are far below capacity).
+none) export STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64}
+      conns=${conns:-8} think=${think:-150} ;;
+*) echo "run.sh: unknown cause '$cause' (gc, pool, dbcpu or none)" >&2; exit 2 ;;
 esac
+conns=${conns:-16} think=${think:-45}
 
 say() { echo "== $*" >&2; }
 
@@ -162,7 +169,9 @@ fi
 sleep 0.5
 
 say "load: wrk, $conns connections, think time ${think} ms, ${duration}s, through nginx"
+for t in web app db; do echo "$t $(stack_cpu_ticks $t)"; done >"$work/cpu-before.txt"
 stack_load "http://$WEB_ADDR" "$duration" "$conns" "$think" >"$out/wrk.txt"
+for t in web app db; do echo "$t $(stack_cpu_ticks $t)"; done >"$work/cpu-after.txt"
 cat "$out/wrk.txt" >&2
 sleep 1
 kill -INT "$cap_pid"
@@ -201,6 +210,19 @@ delta() { echo $(( $(counter "$1" "$out/stats-after.txt") - $(counter "$1" "$out
     echo "jdbc_connections $(delta connections)"
     echo "app_errors $(delta errors)"
 } >"$out/counts.txt"
+# How busy each tier was (CPU seconds of its processes over the load's --duration,
+# which overstates the share: the load's idle tail is not counted) and the
+# load's offered rate (users / think time) against what nginx served per second.
+{
+    hz=$(getconf CLK_TCK)
+    paste -d " " "$work/cpu-before.txt" "$work/cpu-after.txt" | while read -r t a _ b; do
+        awk -v t="$t" -v d=$((b - a)) -v hz="$hz" -v s="$duration" -v c="$(nproc)" \
+            'BEGIN { printf "cpu_%s %.2f s, %.3f of one core (%d cores)\n", t, d / hz, d / hz / s, c }'
+    done
+    awk -v n="$(counter nginx_requests "$out/counts.txt")" -v u="$conns" -v z="$think" -v s="$duration" \
+        'BEGIN { printf "rate offered %.1f/s (%d users / %d ms think), served %.1f/s\n", u * 1000 / z, u, z, n / s }'
+    awk '$1 == "Latency" { print "wrk latency mean " $2 ", stdev " $3 ", max " $4 }' "$out/wrk.txt"
+} >"$out/cpu.txt"
 
 say "tiers"
 "$tbneck" tiers --db "$out/stack.db" | tee "$out/tiers.txt" >&2
@@ -229,7 +251,7 @@ if [ "$quick" = 1 ]; then
     "$tbneck" diagnose --window 50ms --db "$out/stack.db" | tee "$out/diagnose.txt" >&2
     "$tbneck" diagnose --window 50ms --db "$out/stack.db" --format json >"$out/diagnose.json"
     say "done: $out (counts.txt, tier-counts.txt, diagnose.txt/json)"
-    cat "$out/counts.txt" "$out/tier-counts.txt" >&2
+    cat "$out/counts.txt" "$out/tier-counts.txt" "$out/cpu.txt" >&2
     exit 0
 fi
 say "GC pauses of Tomcat → tier '$app_tier'"
@@ -255,5 +277,5 @@ zoom_len=$(( duration < 12 ? duration : 12 ))
 "$tbneck" events report --tier "$app_tier" --window 50ms --db "$out/stack.db" \
     --from "+${zoom_from}s" --to "+$((zoom_from + zoom_len))s" --plot "$out/gc-load-12s.png" >/dev/null
 
-say "done: $out (counts.txt, tiers.txt, report-*.txt/png, diagnose.txt/json/png, events-report.txt, gc-load*.png)"
-cat "$out/counts.txt" "$out/tier-counts.txt" >&2
+say "done: $out (counts.txt, cpu.txt, tiers.txt, report-*.txt/png, diagnose.txt/json/png, events-report.txt, gc-load*.png)"
+cat "$out/counts.txt" "$out/tier-counts.txt" "$out/cpu.txt" >&2

@@ -146,6 +146,7 @@ stack_db_up() {
         --skip-name-resolve --skip-log-bin --innodb-buffer-pool-size=64M \
         --max-connections=200 --log-error="$d/error.log" </dev/null >/dev/null 2>&1 &
     STACK_PIDS+=($!)
+    STACK_DB_PID=$!
     stack_wait 60 "mariadbd" mariadb --no-defaults -S "$d/mysqld.sock" -uroot -e 'SELECT 1' \
         || { tail -20 "$d/error.log" >&2; return 1; }
     mariadb --no-defaults -S "$d/mysqld.sock" -uroot <"$STACK_HERE/schema.sql"
@@ -251,6 +252,7 @@ stack_app_up() {
     "${PRIO_PREFIX[@]}" "${TIER_PREFIX[@]}" setpriv --reuid=tomcat --regid=tomcat --init-groups \
         java "${jvm[@]}" </dev/null >"$b/logs/stdout.log" 2>&1 &
     STACK_PIDS+=($!)
+    STACK_APP_PID=$!
     stack_wait 90 "Tomcat" in_tier app curl -sf "http://127.0.0.1:$STACK_ADMIN_PORT/app/stats" \
         || { tail -30 "$b/logs/stdout.log" >&2; return 1; }
     stack_log "Tomcat up at $APP_ADDR:8080 (GC log $STACK_GC_LOG)"
@@ -269,6 +271,7 @@ stack_web_up() {
     tier_prefix web
     "${PRIO_PREFIX[@]}" "${TIER_PREFIX[@]}" nginx -e "$n/error.log" -p "$n" -c "$n/nginx.conf" </dev/null >/dev/null 2>&1 &
     STACK_PIDS+=($!)
+    STACK_WEB_PID=$!
     stack_wait 30 "nginx" bash -c "exec 3<>/dev/tcp/$WEB_ADDR/80" || { cat "$n/error.log" >&2; return 1; }
     stack_log "nginx up at $WEB_ADDR:80"
 }
@@ -332,6 +335,26 @@ stack_stats() {
 stack_db_questions() {
     mariadb --no-defaults -S "$STACK_DIR/db/mysqld.sock" -uroot -N -e "SHOW GLOBAL STATUS LIKE 'Questions'" \
         | awk '{ print $2 }'
+}
+
+# stack_cpu_ticks web|app|db — CPU time (user + system, in clock ticks of
+# getconf CLK_TCK, all threads) used so far by the tier's server process and its
+# children (nginx's workers), from /proc/PID/stat: a witness of how busy each
+# tier was that does not come from the wire.
+stack_cpu_ticks() {
+    local pid p sum=0 f
+    case "$1" in
+    web) pid=$STACK_WEB_PID ;; app) pid=$STACK_APP_PID ;; db) pid=$STACK_DB_PID ;;
+    *) stack_die "unknown tier '$1'"; return 1 ;;
+    esac
+    for p in "$pid" $(pgrep -P "$pid" 2>/dev/null); do
+        # Fields after the command name (which may hold spaces): utime is the 14th
+        # field of the line, stime the 15th.
+        f=$(sed 's/^.*) //' "/proc/$p/stat" 2>/dev/null) || continue
+        set -- $f
+        sum=$((sum + ${12} + ${13}))
+    done
+    echo "$sum"
 }
 
 # stack_load URL SECONDS CONNECTIONS THINK_MS — wrk with the Lua mix; connections go

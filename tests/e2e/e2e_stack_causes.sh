@@ -11,8 +11,13 @@
 #          evidence sentence quotes the verdict's share, which is at least 50%
 #   dbcpu  MariaDB held to a CFS quota of 30 ms per 100 ms: verdict mysql <MariaDB> cpu,
 #          its quota period within 2% of the cgroup's cpu.max period
-# About 50-70 s per cause (160-200 s in all at load average ~20). TB_STACK_CAUSES
-# (default "gc pool dbcpu"), TB_STACK_CAUSE_SECONDS (20). The stack runs on its own
+#   none   nothing wrong, a light load (8 users thinking 150 ms): verdict cause none;
+#          `tbneck report` of every tier: no freeze episode and at most 1% of its
+#          windows congested (measured 0 in every run, docs/stack.md); the witness
+#          that the load is light: each tier's CPU from /proc under 0.25 of a core
+#          and no request failed in the webapp
+# About 50-70 s per cause (210-260 s in all at load average ~20). TB_STACK_CAUSES
+# (default "gc pool dbcpu none"), TB_STACK_CAUSE_SECONDS (20). The stack runs on its own
 # bridge and net (STACK_BRIDGE tbcbr0, STACK_NET 10.78.0) so that it never meets
 # e2e_stack's, and at the largest CPU weight (STACK_PRIORITY=1, docs/stack.md) so
 # that a busy machine starves none of its tiers into a second bottleneck.
@@ -29,12 +34,19 @@ trap finish EXIT
 bash "$TB_SRCDIR/scripts/deps.sh" --stack >"$out/deps.log" 2>&1 \
     || { tail -20 "$out/deps.log" >&2; echo "e2e_stack_causes: scripts/deps.sh --stack failed" >&2; exit 1; }
 failed=0
-for cause in ${TB_STACK_CAUSES:-gc pool dbcpu}; do
+for cause in ${TB_STACK_CAUSES:-gc pool dbcpu none}; do
     start=$SECONDS
     bash "$TB_SRCDIR/scripts/stack/run.sh" --out "$out/$cause" --discover --cause "$cause" \
         --duration "${TB_STACK_CAUSE_SECONDS:-20}" --tbneck "$TBNECK" --no-deps --quick \
         >"$out/$cause.log" 2>&1 || { tail -30 "$out/$cause.log" >&2; echo "FAIL run.sh --cause $cause" >&2; failed=1; continue; }
     echo "== $cause: run.sh took $((SECONDS - start)) s"
+    if [ "$cause" = none ]; then
+        # The report's congestion and episodes per tier (run.sh --quick draws none).
+        while read -r _ tier; do
+            "$TBNECK" report --tier "$tier" --window 50ms --db "$out/none/stack.db" --format json \
+                >"$out/none/report-$tier.json" || { echo "FAIL tbneck report --tier $tier" >&2; failed=1; }
+        done <"$out/none/tier-names.txt"
+    fi
     python3 - "$out" "$cause" <<'PY' || failed=1
 import json, os, re, sys
 out, cause = sys.argv[1], sys.argv[2]
@@ -88,6 +100,33 @@ elif cause == "dbcpu":
         got = v.get("cpu_quota_period_ns") or 0
         check(abs(got - period_ns) <= 0.02 * period_ns,
               f"quota period {got / 1e6:.2f} ms within 2% of cpu.max's {period_ns / 1e6:.0f} ms")
+elif cause == "none":
+    check(v["cause"] == "none", f"verdict cause {v['cause']} == none ({v['evidence']})")
+    check(not diag["episodes"], f"diagnose lists {len(diag['episodes'])} episodes with a root (0)")
+    # Its reason agrees with the report: a front tier without a congestion point
+    # (front_congestion slow) is not said to be congested or above an N*.
+    check(v["front_congestion"] != "slow" or
+          ("N*" not in v["evidence"] and "was congested" not in v["evidence"]),
+          f"front_congestion {v['front_congestion']}: the reason cites no N* or congestion")
+    for role in ("web", "app", "db"):
+        tier = names[role]
+        r = json.load(open(os.path.join(d, f"report-{tier}.json")))
+        eps = list(r["episodes"]) + [e for s in r["servers"] for e in s["episodes"]]
+        freezes = [e for e in eps if e.get("kind") == "freeze"]
+        print(f"   {tier}: n_star_status {r['n_star_status']}, congested {r['congested_fraction']:.4f}, "
+              f"{len(eps)} episodes: {r['n_star_reason']}")
+        check(not freezes, f"{tier}: {len(freezes)} freeze episodes (0)")
+        check(r["congested_fraction"] <= 0.01, f"{tier}: congested {r['congested_fraction']:.2%} <= 1%")
+    # The witness that nothing was near its capacity: CPU per tier from /proc.
+    cpu = {}
+    for l in open(os.path.join(d, "cpu.txt")):
+        m = re.match(r"cpu_(\w+) [\d.]+ s, ([\d.]+) of one core", l)
+        if m:
+            cpu[m.group(1)] = float(m.group(2))
+    check(sorted(cpu) == ["app", "db", "web"], f"cpu.txt has each tier's CPU: {cpu}")
+    for role, share in sorted(cpu.items()):
+        check(share < 0.25, f"{role}'s CPU {share:.3f} of one core < 0.25")
+    check(counts["app_errors"] == 0, f"the webapp's errors {counts['app_errors']} == 0")
 sys.exit(1 if failed else 0)
 PY
 done
