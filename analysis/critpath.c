@@ -10,6 +10,7 @@
 
 #include "buf.h"
 #include "json.h"
+#include "linkstore.h"
 #include "sort.h"
 #include "util.h"
 
@@ -514,4 +515,160 @@ void tb_critpath_json(struct tb_buf *b, const struct tb_catalog *cat, const stru
         tb_buf_puts(b, "}");
     }
     tb_buf_puts(b, "]}");
+}
+
+/* ---- stored critical path ------------------------------------------------------ */
+
+/* The critical path over the whole capture depends on the requests and the
+ * catalog only, so it is kept beside diagnose's stored inputs as blob
+ * "critpath" (models/model_parts), stamped like them: a diagnose of the
+ * whole capture reads it instead of loading and linking every request.
+ * Host byte order; a blob that does not decode exactly is "not stored". */
+#define CP_NAME "critpath"
+#define CP_VERSION 1
+#define CP_MAGIC 0x3130485441505043ull /* "CPPATH01" */
+
+static bool cp_stored_enabled(void)
+{
+    const char *e = getenv("TBNECK_DIAGNOSE_STORED");
+    return !(e && !strcmp(e, "0"));
+}
+
+static void cp_put(struct tb_buf *b, uint64_t v)
+{
+    tb_buf_add(b, &v, sizeof v);
+}
+
+static int cp_encode(const struct tb_critpath *cp, struct tb_buf *b)
+{
+    cp_put(b, CP_MAGIC);
+    cp_put(b, cp->front);
+    cp_put(b, cp->ntiers);
+    cp_put(b, cp->ncomp);
+    cp_put(b, cp->ncls);
+    cp_put(b, cp->linked);
+    cp_put(b, cp->children);
+    for (uint32_t i = 0; i < cp->ntiers; i++)
+        cp_put(b, cp->tiers[i]);
+    for (size_t i = 0; i < cp->ncls; i++) {
+        const struct tb_cp_class *x = &cp->cls[i];
+        cp_put(b, x->class_id);
+        cp_put(b, x->requests);
+        tb_buf_add(b, &x->rt_mean_ns, sizeof(double));
+        tb_buf_add(b, &x->rt_p95_ns, sizeof(double));
+        tb_buf_add(b, &x->rt_p99_ns, sizeof(double));
+        tb_buf_add(b, x->mean, cp->ncomp * sizeof(double));
+        tb_buf_add(b, x->p95, cp->ncomp * sizeof(double));
+        tb_buf_add(b, x->p99, cp->ncomp * sizeof(double));
+    }
+    return tb_buf_ok(b) ? 0 : TB_E_NOMEM;
+}
+
+struct cp_cur {
+    const unsigned char *p, *end;
+};
+
+static bool cp_get(struct cp_cur *k, void *dst, size_t n)
+{
+    if ((size_t)(k->end - k->p) < n)
+        return false;
+    memcpy(dst, k->p, n);
+    k->p += n;
+    return true;
+}
+
+static bool cp_get_u64(struct cp_cur *k, uint64_t *v)
+{
+    return cp_get(k, v, sizeof *v);
+}
+
+/* TB_E_NOTFOUND when the blob is not one this build wrote for this catalog. */
+static int cp_decode(const unsigned char *p, size_t len, const struct tb_catalog *cat,
+                     struct tb_critpath *cp)
+{
+    struct cp_cur k = {p, p + len};
+    uint64_t magic, front, ntiers, ncomp, ncls;
+    memset(cp, 0, sizeof *cp);
+    if (!cp_get_u64(&k, &magic) || magic != CP_MAGIC || !cp_get_u64(&k, &front) ||
+        !cp_get_u64(&k, &ntiers) || !cp_get_u64(&k, &ncomp) || !cp_get_u64(&k, &ncls) ||
+        !cp_get_u64(&k, &cp->linked) || !cp_get_u64(&k, &cp->children) ||
+        ntiers != tb_catalog_tier_count(cat) || front == 0 || front > ntiers ||
+        ncomp != ntiers * TB_CP_KINDS + 1 || ncls == 0 ||
+        ncls > (size_t)(k.end - k.p) / (8 * sizeof(uint64_t)))
+        return TB_E_NOTFOUND;
+    cp->front = (uint32_t)front;
+    cp->ntiers = (uint32_t)ntiers;
+    cp->ncomp = (size_t)ncomp;
+    int rc = TB_E_NOMEM;
+    if (!(cp->tiers = malloc(((size_t)ntiers + 1) * sizeof *cp->tiers)) ||
+        !(cp->cls = calloc((size_t)ncls, sizeof *cp->cls)))
+        goto fail;
+    rc = TB_E_NOTFOUND;
+    for (uint32_t i = 0; i < cp->ntiers; i++) {
+        uint64_t t;
+        if (!cp_get_u64(&k, &t) || t == 0 || t > ntiers)
+            goto fail;
+        cp->tiers[i] = (uint32_t)t;
+    }
+    for (size_t i = 0; i < ncls; i++) {
+        struct tb_cp_class *x = &cp->cls[i];
+        uint64_t id;
+        cp->ncls = i + 1; /* freed with what it holds */
+        if (!cp_get_u64(&k, &id) || id > UINT32_MAX || !cp_get_u64(&k, &x->requests) ||
+            !cp_get(&k, &x->rt_mean_ns, sizeof(double)) ||
+            !cp_get(&k, &x->rt_p95_ns, sizeof(double)) ||
+            !cp_get(&k, &x->rt_p99_ns, sizeof(double)))
+            goto fail;
+        x->class_id = (uint32_t)id;
+        size_t bytes = cp->ncomp * sizeof(double);
+        if (!(x->mean = malloc(bytes)) || !(x->p95 = malloc(bytes)) || !(x->p99 = malloc(bytes))) {
+            rc = TB_E_NOMEM;
+            goto fail;
+        }
+        if (!cp_get(&k, x->mean, bytes) || !cp_get(&k, x->p95, bytes) || !cp_get(&k, x->p99, bytes))
+            goto fail;
+    }
+    if (k.p != k.end)
+        goto fail;
+    return 0;
+fail:
+    tb_critpath_free(cp);
+    return rc;
+}
+
+int tb_critpath_stored(struct tb_store *st, const struct tb_catalog *cat, int64_t from_ns,
+                       int64_t to_ns, bool reuse, struct tb_critpath *cp)
+{
+    char stamp[128];
+    bool stable = false;
+    bool whole = from_ns == INT64_MIN && to_ns == INT64_MAX && cp_stored_enabled() &&
+                 tb_store_stamp(st, stamp, sizeof stamp, &stable) == 0 && stable;
+    if (whole && reuse) {
+        void *blob = NULL;
+        size_t len = 0;
+        int rc = tb_store_model_get(st, CP_NAME, CP_VERSION, stamp, &blob, &len);
+        if (rc == 0) {
+            rc = cp_decode(blob, len, cat, cp);
+            free(blob);
+            if (rc == 0)
+                return 0;
+        }
+        if (rc != TB_E_NOTFOUND)
+            return rc;
+    }
+    int rc = tb_critpath_build(st, cat, from_ns, to_ns, cp);
+    if (rc || !whole)
+        return rc;
+    /* Storing is a saving, not a result: a read-only file stores nothing,
+     * another failure is a warning. */
+    struct tb_buf b;
+    tb_buf_init(&b);
+    int prc = cp_encode(cp, &b);
+    if (!prc)
+        prc = tb_store_model_put(st, CP_NAME, CP_VERSION, stamp, b.p, b.len);
+    if (prc && prc != TB_E_PERM)
+        tb_log_warn("diagnose: could not store the critical path (%s); the next run links the "
+                    "requests again", tb_strerror(prc));
+    tb_buf_free(&b);
+    return 0;
 }

@@ -89,6 +89,14 @@ struct tb_critpath {
 int tb_critpath_build(struct tb_store *st, const struct tb_catalog *cat, int64_t from_ns,
                       int64_t to_ns, struct tb_critpath *cp);
 void tb_critpath_free(struct tb_critpath *cp);
+/* tb_critpath_build, kept: over the whole capture (from INT64_MIN, to
+ * INT64_MAX) with no capture running, the critical path stored for these
+ * requests and this catalog (blob "critpath", the same stamp as diagnose's
+ * stored inputs) is read if there is one, else built and stored (a read-only
+ * file: not stored); reuse false (--recompute) builds it and stores it anew.
+ * TBNECK_DIAGNOSE_STORED=0 neither reads nor stores. */
+int tb_critpath_stored(struct tb_store *st, const struct tb_catalog *cat, int64_t from_ns,
+                       int64_t to_ns, bool reuse, struct tb_critpath *cp);
 /* "mysql work", "http-8080 pool", "wire". */
 const char *tb_cp_kind_name(unsigned kind);
 struct tb_buf;

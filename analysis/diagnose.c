@@ -2267,7 +2267,7 @@ int tb_diagnose(struct tb_store *st, const struct tb_catalog *cat, const struct 
         rc = build_verdict(&c, nfcong);
     ctx_free(&c);
     if (!rc && o->critical_path) {
-        int e = tb_critpath_build(st, cat, o->from_ns, o->to_ns, &d->cp);
+        int e = tb_critpath_stored(st, cat, o->from_ns, o->to_ns, !o->recompute, &d->cp);
         d->have_cp = e == 0;
         if (e && e != TB_E_NOTFOUND)
             rc = e;
@@ -2313,6 +2313,18 @@ int tb_diagnose_store_inputs(struct tb_store *st, const struct tb_catalog *cat, 
         rc = analyse_tiers(&c);
     ctx_free(&c);
     tb_diagnosis_free(&d);
+    /* The critical path too (critpath.h tb_critpath_stored): it links every
+     * request, the one part of diagnose the blob above does not cover. */
+    if (!rc) {
+        struct tb_critpath cp;
+        int e = tb_critpath_stored(st, cat, INT64_MIN, INT64_MAX, true, &cp);
+        if (!e)
+            tb_critpath_free(&cp);
+        else if (e != TB_E_NOTFOUND) {
+            rc = e;
+            tb_seterr(err, errlen, "the critical path: %s", tb_strerror(e));
+        }
+    }
     tb_catalog_free(own);
     if (rc && err && errlen && !err[0])
         tb_seterr(err, errlen, "%s", tb_strerror(rc));

@@ -86,6 +86,37 @@ sys.exit(0 if ok else 1)
 PY
     rm -f "$p".moved.db*
 
+    # The critical path (blob 'critpath', stored by capture --diagnose-inputs
+    # beside the inputs): the same JSON as linking every request again, and
+    # really read — every arrival 5 ms earlier under the same stamp leaves the
+    # stored path as it was, while linking again (and --recompute, which
+    # stores it anew) sees every response time 5 ms longer.
+    got=$(sqlite3 "$db" "SELECT version || ' ' || stamp FROM models WHERE name = 'critpath'")
+    [ "$got" = "$want" ] || { echo "FAIL: $c: stored critical path '$got', expected '$want'"; fail=1; }
+    "$TBNECK" diagnose --db "$db" --format json >"$p.cp.json"
+    TBNECK_DIAGNOSE_STORED=0 "$TBNECK" diagnose --db "$db" --format json >"$p.cps.json"
+    check "$c: stored vs linked critical path" "$p.cps.json" "$p.cp.json"
+    cp "$db" "$p.early.db"
+    sqlite3 "$p.early.db" "UPDATE requests SET arrival_ns = arrival_ns - 5000000"
+    "$TBNECK" diagnose --db "$p.early.db" --format json >"$p.early.json"
+    TBNECK_DIAGNOSE_STORED=0 "$TBNECK" diagnose --db "$p.early.db" --format json >"$p.earlys.json"
+    "$TBNECK" diagnose --db "$p.early.db" --recompute --format json >/dev/null
+    "$TBNECK" diagnose --db "$p.early.db" --format json >"$p.early2.json"
+    python3 - "$c" "$p.cp.json" "$p.early.json" "$p.earlys.json" "$p.early2.json" <<'PY' || fail=1
+import json, sys
+c, before, stored, linked, again = sys.argv[1], *(json.load(open(f))["critical_path"]
+                                               for f in sys.argv[2:6])
+mean = lambda cp: cp["classes"][0]["rt_mean_ns"]
+ok = (stored == before and linked != before and again == linked and
+      abs(mean(linked) - mean(before) - 5e6) < 1)
+print(f"{c}: arrivals 5 ms earlier under the same stamp: stored critical path "
+      f"{'unchanged' if stored == before else 'CHANGED'}, linked again mean "
+      f"{mean(before) / 1e6:.3f} -> {mean(linked) / 1e6:.3f} ms, after --recompute "
+      f"{'the new one' if again == linked else 'NOT the new one'}" + ("" if ok else " FAIL"))
+sys.exit(0 if ok else 1)
+PY
+    rm -f "$p".early.db*
+
     # Damaged blob, analyses gone: read the requests, the same answer.
     cp "$db" "$p.bad.db"
     sqlite3 "$p.bad.db" "UPDATE model_parts SET data = substr(data, 1, length(data) - 24)
