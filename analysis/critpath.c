@@ -534,26 +534,22 @@ static bool cp_stored_enabled(void)
     return !(e && !strcmp(e, "0"));
 }
 
-static void cp_put(struct tb_buf *b, uint64_t v)
-{
-    tb_buf_add(b, &v, sizeof v);
-}
 
 static int cp_encode(const struct tb_critpath *cp, struct tb_buf *b)
 {
-    cp_put(b, CP_MAGIC);
-    cp_put(b, cp->front);
-    cp_put(b, cp->ntiers);
-    cp_put(b, cp->ncomp);
-    cp_put(b, cp->ncls);
-    cp_put(b, cp->linked);
-    cp_put(b, cp->children);
+    tb_buf_u64(b, CP_MAGIC);
+    tb_buf_u64(b, cp->front);
+    tb_buf_u64(b, cp->ntiers);
+    tb_buf_u64(b, cp->ncomp);
+    tb_buf_u64(b, cp->ncls);
+    tb_buf_u64(b, cp->linked);
+    tb_buf_u64(b, cp->children);
     for (uint32_t i = 0; i < cp->ntiers; i++)
-        cp_put(b, cp->tiers[i]);
+        tb_buf_u64(b, cp->tiers[i]);
     for (size_t i = 0; i < cp->ncls; i++) {
         const struct tb_cp_class *x = &cp->cls[i];
-        cp_put(b, x->class_id);
-        cp_put(b, x->requests);
+        tb_buf_u64(b, x->class_id);
+        tb_buf_u64(b, x->requests);
         tb_buf_add(b, &x->rt_mean_ns, sizeof(double));
         tb_buf_add(b, &x->rt_p95_ns, sizeof(double));
         tb_buf_add(b, &x->rt_p99_ns, sizeof(double));
@@ -564,34 +560,17 @@ static int cp_encode(const struct tb_critpath *cp, struct tb_buf *b)
     return tb_buf_ok(b) ? 0 : TB_E_NOMEM;
 }
 
-struct cp_cur {
-    const unsigned char *p, *end;
-};
-
-static bool cp_get(struct cp_cur *k, void *dst, size_t n)
-{
-    if ((size_t)(k->end - k->p) < n)
-        return false;
-    memcpy(dst, k->p, n);
-    k->p += n;
-    return true;
-}
-
-static bool cp_get_u64(struct cp_cur *k, uint64_t *v)
-{
-    return cp_get(k, v, sizeof *v);
-}
 
 /* TB_E_NOTFOUND when the blob is not one this build wrote for this catalog. */
 static int cp_decode(const unsigned char *p, size_t len, const struct tb_catalog *cat,
                      struct tb_critpath *cp)
 {
-    struct cp_cur k = {p, p + len};
+    struct tb_rd k = {p, p + len};
     uint64_t magic, front, ntiers, ncomp, ncls;
     memset(cp, 0, sizeof *cp);
-    if (!cp_get_u64(&k, &magic) || magic != CP_MAGIC || !cp_get_u64(&k, &front) ||
-        !cp_get_u64(&k, &ntiers) || !cp_get_u64(&k, &ncomp) || !cp_get_u64(&k, &ncls) ||
-        !cp_get_u64(&k, &cp->linked) || !cp_get_u64(&k, &cp->children) ||
+    if (!tb_rd_u64(&k, &magic) || magic != CP_MAGIC || !tb_rd_u64(&k, &front) ||
+        !tb_rd_u64(&k, &ntiers) || !tb_rd_u64(&k, &ncomp) || !tb_rd_u64(&k, &ncls) ||
+        !tb_rd_u64(&k, &cp->linked) || !tb_rd_u64(&k, &cp->children) ||
         ntiers != tb_catalog_tier_count(cat) || front == 0 || front > ntiers ||
         ncomp != ntiers * TB_CP_KINDS + 1 || ncls == 0 ||
         ncls > (size_t)(k.end - k.p) / (8 * sizeof(uint64_t)))
@@ -606,7 +585,7 @@ static int cp_decode(const unsigned char *p, size_t len, const struct tb_catalog
     rc = TB_E_NOTFOUND;
     for (uint32_t i = 0; i < cp->ntiers; i++) {
         uint64_t t;
-        if (!cp_get_u64(&k, &t) || t == 0 || t > ntiers)
+        if (!tb_rd_u64(&k, &t) || t == 0 || t > ntiers)
             goto fail;
         cp->tiers[i] = (uint32_t)t;
     }
@@ -614,10 +593,10 @@ static int cp_decode(const unsigned char *p, size_t len, const struct tb_catalog
         struct tb_cp_class *x = &cp->cls[i];
         uint64_t id;
         cp->ncls = i + 1; /* freed with what it holds */
-        if (!cp_get_u64(&k, &id) || id > UINT32_MAX || !cp_get_u64(&k, &x->requests) ||
-            !cp_get(&k, &x->rt_mean_ns, sizeof(double)) ||
-            !cp_get(&k, &x->rt_p95_ns, sizeof(double)) ||
-            !cp_get(&k, &x->rt_p99_ns, sizeof(double)))
+        if (!tb_rd_u64(&k, &id) || id > UINT32_MAX || !tb_rd_u64(&k, &x->requests) ||
+            !tb_rd_get(&k, &x->rt_mean_ns, sizeof(double)) ||
+            !tb_rd_get(&k, &x->rt_p95_ns, sizeof(double)) ||
+            !tb_rd_get(&k, &x->rt_p99_ns, sizeof(double)))
             goto fail;
         x->class_id = (uint32_t)id;
         size_t bytes = cp->ncomp * sizeof(double);
@@ -625,7 +604,7 @@ static int cp_decode(const unsigned char *p, size_t len, const struct tb_catalog
             rc = TB_E_NOMEM;
             goto fail;
         }
-        if (!cp_get(&k, x->mean, bytes) || !cp_get(&k, x->p95, bytes) || !cp_get(&k, x->p99, bytes))
+        if (!tb_rd_get(&k, x->mean, bytes) || !tb_rd_get(&k, x->p95, bytes) || !tb_rd_get(&k, x->p99, bytes))
             goto fail;
     }
     if (k.p != k.end)

@@ -513,10 +513,6 @@ static bool inputs_fit(const struct tb_diag_opts *o)
            o->width_ns == TB_WINDOW_DEFAULT_NS;
 }
 
-static void put_u64(struct tb_buf *b, uint64_t v)
-{
-    tb_buf_add(b, &v, sizeof v);
-}
 
 /* A tier's first-pass summary, after tb_tierfeed_mid (analyse_tiers). */
 static void keep_tier(struct ctx *c, uint32_t t)
@@ -524,14 +520,14 @@ static void keep_tier(struct ctx *c, uint32_t t)
     struct tb_tierfeed_sum s;
     tb_tierfeed_summary(c->feeds[t], &s);
     struct tb_buf *b = &c->keep_tiers;
-    put_u64(b, t);
-    put_u64(b, s.nrows);
+    tb_buf_u64(b, t);
+    tb_buf_u64(b, s.nrows);
     tb_buf_add(b, s.count, s.nrows * sizeof *s.count);
-    put_u64(b, (uint64_t)s.lo);
-    put_u64(b, (uint64_t)s.hi);
-    put_u64(b, s.ndown);
-    put_u64(b, (uint64_t)s.wu);
-    put_u64(b, s.nsvc);
+    tb_buf_u64(b, (uint64_t)s.lo);
+    tb_buf_u64(b, (uint64_t)s.hi);
+    tb_buf_u64(b, s.ndown);
+    tb_buf_u64(b, (uint64_t)s.wu);
+    tb_buf_u64(b, s.nsvc);
     tb_buf_add(b, s.svc, s.nsvc * sizeof *s.svc);
 }
 
@@ -547,28 +543,28 @@ static void store_inputs(struct ctx *c)
     size_t m = (size_t)c->ntiers_cat + 1, nwin = tb_layer_nwindows(c->layer);
     struct tb_buf b;
     tb_buf_init(&b);
-    put_u64(&b, INPUTS_MAGIC);
-    put_u64(&b, INPUTS_LAYOUT);
-    put_u64(&b, (uint64_t)c->d->width_ns);
-    put_u64(&b, c->ntiers_cat);
-    put_u64(&b, c->nservers_cat);
-    put_u64(&b, c->nrq);
-    put_u64(&b, (uint64_t)c->lo);
-    put_u64(&b, (uint64_t)c->hi);
+    tb_buf_u64(&b, INPUTS_MAGIC);
+    tb_buf_u64(&b, INPUTS_LAYOUT);
+    tb_buf_u64(&b, (uint64_t)c->d->width_ns);
+    tb_buf_u64(&b, c->ntiers_cat);
+    tb_buf_u64(&b, c->nservers_cat);
+    tb_buf_u64(&b, c->nrq);
+    tb_buf_u64(&b, (uint64_t)c->lo);
+    tb_buf_u64(&b, (uint64_t)c->hi);
     for (uint32_t t = 0; t <= c->ntiers_cat; t++)
-        put_u64(&b, c->tiers[t].requests);
+        tb_buf_u64(&b, c->tiers[t].requests);
     for (uint32_t s = 0; s <= c->nservers_cat; s++)
-        put_u64(&b, c->servers[s].requests);
+        tb_buf_u64(&b, c->servers[s].requests);
     tb_buf_add(&b, c->g.calls, m * m * sizeof *c->g.calls);
     tb_buf_add(&b, c->g.requests, m * sizeof *c->g.requests);
-    put_u64(&b, c->cn_from_requests);
+    tb_buf_u64(&b, c->cn_from_requests);
     if (c->cn_from_requests) {
-        put_u64(&b, c->ncn);
+        tb_buf_u64(&b, c->ncn);
         tb_buf_add(&b, c->cn, c->ncn * sizeof *c->cn);
     }
     tb_buf_add(&b, c->keep_tiers.p, c->keep_tiers.len);
-    put_u64(&b, 0);
-    put_u64(&b, nwin);
+    tb_buf_u64(&b, 0);
+    tb_buf_u64(&b, nwin);
     for (uint32_t s = 0; s <= c->nservers_cat; s++)
         tb_buf_add(&b, tb_layer_row(c->layer, s), nwin * sizeof(struct tb_layer_win));
     for (uint32_t s = 1; s <= c->nservers_cat; s++)
@@ -576,11 +572,11 @@ static void store_inputs(struct ctx *c)
             const struct tb_layer_edge_win *ew = tb_layer_edge(c->layer, s, t);
             if (!ew)
                 continue;
-            put_u64(&b, s);
-            put_u64(&b, t);
+            tb_buf_u64(&b, s);
+            tb_buf_u64(&b, t);
             tb_buf_add(&b, ew, nwin * sizeof *ew);
         }
-    put_u64(&b, 0);
+    tb_buf_u64(&b, 0);
     int rc = tb_buf_ok(&b) && tb_buf_ok(&c->keep_tiers) ? 0 : TB_E_NOMEM;
     if (!rc)
         rc = tb_store_model_put(c->st, INPUTS_NAME, INPUTS_VERSION, stamp, b.p, b.len);
@@ -590,26 +586,9 @@ static void store_inputs(struct ctx *c)
     tb_buf_free(&b);
 }
 
-struct cur {
-    const unsigned char *p, *end;
-};
-
-static bool get(struct cur *k, void *dst, size_t n)
-{
-    if ((size_t)(k->end - k->p) < n)
-        return false;
-    memcpy(dst, k->p, n);
-    k->p += n;
-    return true;
-}
-
-static bool get_u64(struct cur *k, uint64_t *v)
-{
-    return get(k, v, sizeof *v);
-}
 
 /* n elements of size sz into a new array (*out; NULL when n is 0). */
-static bool get_array(struct cur *k, uint64_t n, size_t sz, void **out)
+static bool get_array(struct tb_rd *k, uint64_t n, size_t sz, void **out)
 {
     *out = NULL;
     if (n > (size_t)(k->end - k->p) / sz)
@@ -618,7 +597,7 @@ static bool get_array(struct cur *k, uint64_t n, size_t sz, void **out)
         return true;
     if (!(*out = malloc((size_t)n * sz)))
         return false;
-    return get(k, *out, (size_t)n * sz);
+    return tb_rd_get(k, *out, (size_t)n * sz);
 }
 
 /* load_inputs and the sweep of analyse_tiers from the blob. TB_E_NOTFOUND
@@ -627,34 +606,34 @@ static bool get_array(struct cur *k, uint64_t n, size_t sz, void **out)
  * caller starts again with the stream. */
 static int restore_inputs(struct ctx *c, const unsigned char *blob, size_t len)
 {
-    struct cur k = {blob, blob + len};
+    struct tb_rd k = {blob, blob + len};
     size_t ncn_stored = 0;
     int rc = setup(c, &ncn_stored);
     if (rc)
         return rc;
     uint64_t magic, layout, width, nt, ns, lo, hi, from_req;
-    if (!get_u64(&k, &magic) || !get_u64(&k, &layout) || !get_u64(&k, &width) ||
-        !get_u64(&k, &nt) || !get_u64(&k, &ns) || magic != INPUTS_MAGIC ||
+    if (!tb_rd_u64(&k, &magic) || !tb_rd_u64(&k, &layout) || !tb_rd_u64(&k, &width) ||
+        !tb_rd_u64(&k, &nt) || !tb_rd_u64(&k, &ns) || magic != INPUTS_MAGIC ||
         layout != INPUTS_LAYOUT || (int64_t)width != c->o->width_ns || nt != c->ntiers_cat ||
-        ns != c->nservers_cat || !get_u64(&k, &c->nrq) || !get_u64(&k, &lo) || !get_u64(&k, &hi))
+        ns != c->nservers_cat || !tb_rd_u64(&k, &c->nrq) || !tb_rd_u64(&k, &lo) || !tb_rd_u64(&k, &hi))
         return TB_E_NOTFOUND;
     c->lo = (int64_t)lo;
     c->hi = (int64_t)hi;
     size_t m = (size_t)nt + 1;
     for (uint32_t t = 0; t <= nt; t++)
-        if (!get_u64(&k, &c->tiers[t].requests))
+        if (!tb_rd_u64(&k, &c->tiers[t].requests))
             return TB_E_NOTFOUND;
     for (uint32_t s = 0; s <= ns; s++)
-        if (!get_u64(&k, &c->servers[s].requests))
+        if (!tb_rd_u64(&k, &c->servers[s].requests))
             return TB_E_NOTFOUND;
-    if (!get(&k, c->g.calls, m * m * sizeof *c->g.calls) ||
-        !get(&k, c->g.requests, m * sizeof *c->g.requests) || !get_u64(&k, &from_req) ||
+    if (!tb_rd_get(&k, c->g.calls, m * m * sizeof *c->g.calls) ||
+        !tb_rd_get(&k, c->g.requests, m * sizeof *c->g.requests) || !tb_rd_u64(&k, &from_req) ||
         from_req != c->cn_from_requests)
         return TB_E_NOTFOUND;
     if (from_req) {
         uint64_t ncn;
         void *cn;
-        if (!get_u64(&k, &ncn) || !get_array(&k, ncn, sizeof *c->cn, &cn))
+        if (!tb_rd_u64(&k, &ncn) || !get_array(&k, ncn, sizeof *c->cn, &cn))
             return TB_E_NOTFOUND;
         free(c->cn);
         c->cn = cn;
@@ -666,14 +645,14 @@ static int restore_inputs(struct ctx *c, const unsigned char *blob, size_t len)
     uint64_t t, ntier_sums = 0, ntier_req = 0;
     for (uint32_t u = 1; u <= nt; u++)
         ntier_req += c->tiers[u].requests > 0;
-    while (get_u64(&k, &t) && t) {
+    while (tb_rd_u64(&k, &t) && t) {
         struct tb_tierfeed_sum sum = {0};
         uint64_t nrows, slo, shi, wu, nsvc;
         void *count = NULL, *svc = NULL;
-        bool ok = t <= nt && c->tiers[t].requests && get_u64(&k, &nrows) &&
-                  get_array(&k, nrows, sizeof *sum.count, &count) && get_u64(&k, &slo) &&
-                  get_u64(&k, &shi) && get_u64(&k, &sum.ndown) && get_u64(&k, &wu) &&
-                  get_u64(&k, &nsvc) && get_array(&k, nsvc, sizeof *sum.svc, &svc);
+        bool ok = t <= nt && c->tiers[t].requests && tb_rd_u64(&k, &nrows) &&
+                  get_array(&k, nrows, sizeof *sum.count, &count) && tb_rd_u64(&k, &slo) &&
+                  tb_rd_u64(&k, &shi) && tb_rd_u64(&k, &sum.ndown) && tb_rd_u64(&k, &wu) &&
+                  tb_rd_u64(&k, &nsvc) && get_array(&k, nsvc, sizeof *sum.svc, &svc);
         if (ok) {
             sum.count = count;
             sum.nrows = (size_t)nrows;
@@ -696,7 +675,7 @@ static int restore_inputs(struct ctx *c, const unsigned char *blob, size_t len)
         return TB_E_NOTFOUND;
     /* The sweep's windows. */
     uint64_t nwin;
-    if (!get_u64(&k, &nwin) || nwin != c->d->nwin)
+    if (!tb_rd_u64(&k, &nwin) || nwin != c->d->nwin)
         return TB_E_NOTFOUND;
     if (!c->d->nwin)
         return 0;
@@ -707,9 +686,9 @@ static int restore_inputs(struct ctx *c, const unsigned char *blob, size_t len)
     if (!(c->ledge = calloc((ns + 1) * m, sizeof *c->ledge)))
         return TB_E_NOMEM;
     uint64_t s;
-    while (get_u64(&k, &s) && s) {
+    while (tb_rd_u64(&k, &s) && s) {
         void *ew;
-        if (s > ns || !get_u64(&k, &t) || !t || t > nt || c->ledge[s * m + t] ||
+        if (s > ns || !tb_rd_u64(&k, &t) || !t || t > nt || c->ledge[s * m + t] ||
             !get_array(&k, nwin, sizeof(struct tb_layer_edge_win), &ew))
             return TB_E_NOTFOUND;
         c->ledge[s * m + t] = ew;

@@ -3,6 +3,9 @@
 #ifndef TB_BUF_H
 #define TB_BUF_H
 
+#include <stdint.h>
+#include <string.h>
+
 #include "tb.h"
 
 /* The buffer remembers an allocation failure instead of reporting it on every
@@ -25,5 +28,22 @@ void tb_buf_puts(struct tb_buf *b, const char *s);
 void tb_buf_printf(struct tb_buf *b, const char *fmt, ...) TB_PRINTF(2, 3);
 /* Drops a trailing ',' so loops can emit "x," for every element. */
 void tb_buf_trim_comma(struct tb_buf *b);
+/* Binary blobs (stored model inputs): a 64-bit value in host byte order. */
+static inline void tb_buf_u64(struct tb_buf *b, uint64_t v) { tb_buf_add(b, &v, sizeof v); }
+
+/* Reading such a blob back: a cursor over [p, end); each read copies n bytes
+ * out and moves on, or is false (and moves nothing) when fewer remain. */
+struct tb_rd {
+    const unsigned char *p, *end;
+};
+static inline bool tb_rd_get(struct tb_rd *r, void *dst, size_t n)
+{
+    if ((size_t)(r->end - r->p) < n)
+        return false;
+    memcpy(dst, r->p, n);
+    r->p += n;
+    return true;
+}
+static inline bool tb_rd_u64(struct tb_rd *r, uint64_t *v) { return tb_rd_get(r, v, sizeof *v); }
 
 #endif
