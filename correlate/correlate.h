@@ -79,11 +79,7 @@ struct tb_nstar_opts {
     bool waits_downstream; /* the series' requests call another tier and wait for it: a
                             * request alone in it completes service/u units in its whole
                             * life, which is longer than its service time, so 1/u is not
-                            * the slope of the linear part (no hint is derived from the
-                            * work unit). The caller may give slope_hint = (1/u)·S̄/(S̄ +
-                            * W̄) (tb_analysis_waits_slope): it is taken when the calm
-                            * stretches' own slope is 60-125% of it, or 40-60% with
-                            * their load past half the knee the hint gives. */
+                            * the slope of the linear part (no hint is derived). */
     bool assume_knee;     /* skip the knee test and the sanity bound below (the estimates
                            * as found, before v0.3; for comparisons). Default false. */
 };

@@ -5,10 +5,7 @@
  * N* by intervention analysis (n_star), as implemented:
  *  1. Windows with load > 0, sorted by load. δ_0 = Σtp / Σload over the
  *     lowest-load max(5, n/10) windows, replaced by the work-unit hint (1/u)
- *     when that ratio is 70-200% of it (linear_slope). A series that waits
- *     downstream takes Little's law over calm stretches (chunk_slope), or
- *     its hint (1/u)·S̄/(S̄ + W̄) when that is 60-125% of it (40-60% when
- *     the stretches lie past half the knee the hint gives). tol = 0.2·δ_0.
+ *     when that ratio is 70-200% of it (linear_slope). tol = 0.2·δ_0.
  *  2. k = 100 even bins over [Nmin, Nmax]; a bin with fewer than
  *     max(3, n/(10k)) windows is merged into the next (not skipped). Per
  *     bin, the mean load and mean throughput of its non-freeze windows
@@ -71,18 +68,6 @@
 /* Below one request in service, with room for the estimates' own error (a
  * 1-core server's knee comes out 0.9-1.1). */
 #define KNEE_MIN_LOAD 0.8
-/* The slope of a series that waits downstream: the hint (1/u)·S̄/(S̄ + W̄)
- * (tb_analysis_waits_slope, analysis/analyze.c: a request alone completes
- * its units over its whole life, own work and calls) stands when the calm
- * stretches' slope (chunk_slope) is this close to it. Calm stretches can
- * only read low (queueing inside them: an app tier whose bursts offer 1.7x
- * its capacity is 60% busy between them, and chunk_slope read 0.64-0.81 of
- * 1/R there, N* +18...+39% on bench/nstar appcpu seeds 1-10; 0.63-0.91 in
- * test_nstar's test_waits_hint) or a little high (selection, +3%); a hint
- * the data put far outside that range is wrong (a callee that queued
- * lengthens W̄: the hint reads low) and the stretches' own slope is kept. */
-#define WAITS_HINT_LO 0.6
-#define WAITS_HINT_HI 1.25
 
 void tb_nstar_opts_default(struct tb_nstar_opts *o)
 {
@@ -258,10 +243,8 @@ static double linear_slope(const double *ld, const double *tp, size_t nlow, doub
  * tier (R/D = 1.375) 179 against the true 180 units/s per unit of load,
  * where the lowest-load tenth of the windows gave 221-237 (N* 17% low).
  * NAN with fewer than 5 chunks. */
-static double chunk_slope(const struct pt *p, size_t m, double freeze_frac, double *scratch,
-                          double *mean_load)
+static double chunk_slope(const struct pt *p, size_t m, double freeze_frac, double *scratch)
 {
-    *mean_load = NAN;
     size_t nc = m / KNEE_CHUNK;
     if (nc < 5)
         return NAN;
@@ -309,15 +292,11 @@ static double chunk_slope(const struct pt *p, size_t m, double freeze_frac, doub
      * freeze and left out. */
     double med = quantile(sorted, taken, 0.5);
     double sl = 0, st = 0;
-    size_t used = 0;
     for (size_t c = 0; c < taken; c++)
         if (!(ratio[c] < freeze_frac * med)) {
             sl += own[c];
             st += ratio[c] * own[c];
-            used++;
         }
-    if (used)
-        *mean_load = sl / (double)(used * KNEE_CHUNK);
     return sl > 0 ? st / sl : NAN;
 }
 
@@ -1084,9 +1063,7 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
         p[i].nb = fmin(p[i - 1].l, p[i + 1].l);
     res->samples = m;
     /* Before sorting: the points are still in time order. */
-    double chunk_load = NAN;
-    double d0_chunks =
-        o.waits_downstream ? chunk_slope(p, m, o.freeze_frac, scratch, &chunk_load) : NAN;
+    double d0_chunks = o.waits_downstream ? chunk_slope(p, m, o.freeze_frac, scratch) : NAN;
     qsort(p, m, sizeof *p, cmp_pt);
     double a = NAN, sp = NAN;
     if (m >= 3) {
@@ -1102,9 +1079,6 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
             low_t += p[i].t;
         }
         double d0 = isfinite(d0_chunks) ? d0_chunks : linear_slope(&low_l, &low_t, 1, o.slope_hint);
-        if (isfinite(d0_chunks) && o.slope_hint > 0 && d0_chunks >= WAITS_HINT_LO * o.slope_hint &&
-            d0_chunks <= WAITS_HINT_HI * o.slope_hint)
-            d0 = o.slope_hint;
         estimates(p, m, &o, d0, scratch, res, &a, &sp);
         /* The hint was refused (the lowest windows' slope is under 70% of
          * it), but those windows lie, on average, past half the knee the
@@ -1114,20 +1088,14 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
          * steady near-saturation runs came out +42...+49%), so they cannot
          * refute it, and it stands — unless they are below 40% of it,
          * further than queueing took those runs (64-69%): then the hint is
-         * wrong (test_slope_hint: a hint 3x too high). The same for the
-         * calm stretches of a series that waits downstream, below
-         * WAITS_HINT_LO of its hint: an app tier congested in 65% of its
-         * windows had them at 0.55 of it, mean load past half the knee the
-         * hint gives, and read N* +80% without it. */
-        bool waits = isfinite(d0_chunks);
-        double low_mean = waits ? chunk_load : low_l / (double)nlow;
-        if (o.slope_hint > 0 && d0 != o.slope_hint && d0 >= 0.4 * o.slope_hint &&
-            (!waits || d0 < o.slope_hint)) {
+         * wrong (test_slope_hint: a hint 3x too high). */
+        if (!isfinite(d0_chunks) && o.slope_hint > 0 && d0 != o.slope_hint &&
+            d0 >= 0.4 * o.slope_hint) {
             struct tb_nstar alt = *res;
             double a2 = NAN, sp2 = NAN;
             estimates(p, m, &o, o.slope_hint, scratch, &alt, &a2, &sp2);
             double thr = tb_nstar_threshold(&alt);
-            if (isfinite(thr) && low_mean > thr / 2) {
+            if (isfinite(thr) && low_l / (double)nlow > thr / 2) {
                 *res = alt;
                 a = a2;
                 sp = sp2;
