@@ -85,8 +85,11 @@ static inline void pt_emit(void *ud, const struct tb_exchange *ex)
     e->rs = ex->resp_bytes;
     e->status = ex->status;
     e->flags = ex->flags;
-    size_t k = ex->class_len < sizeof e->cls - 1 ? ex->class_len : sizeof e->cls - 1;
-    memcpy(e->cls, ex->class_text, k);
+    /* No class is NULL with length 0 (tb_exchange), which memcpy may not take. */
+    size_t k = !ex->class_text ? 0 : ex->class_len < sizeof e->cls - 1 ? ex->class_len
+                                                                       : sizeof e->cls - 1;
+    if (k)
+        memcpy(e->cls, ex->class_text, k);
     e->cls[k] = '\0';
 }
 
