@@ -1025,6 +1025,23 @@ int tb_tierfeed_new(struct tb_tierfeed **out, struct tb_store *st, const struct 
     return 0;
 }
 
+/* The window grid and the stored rows of a feed whose span (lo, hi) and
+ * calls (ndown) are known: after a first pass (tb_tierfeed_mid) or from its
+ * stored summary (tb_tierfeed_resume). As estimate_services: a tier without
+ * requests estimates nothing. */
+static int feed_rows(struct pipe *p, struct tb_tierfeed *f)
+{
+    int rc = pipe_grid(p, f->lo, f->hi);
+    if (rc)
+        return rc;
+    p->calls = p->count[0] && f->ndown > 0;
+    f->nrows = 1 + p->nservers;
+    if (!(f->rows = calloc(f->nrows, sizeof *f->rows)))
+        return TB_E_NOMEM;
+    f->all_stored = load_rows(p, f->rows, f->nrows);
+    return 0;
+}
+
 static int feed_flush_calls(struct tb_tierfeed *f)
 {
     int rc = 0;
@@ -1078,15 +1095,9 @@ int tb_tierfeed_mid(struct tb_tierfeed *f)
         return TB_E_INVAL;
     int rc = feed_flush_calls(f);
     if (!rc)
-        rc = pipe_grid(p, f->lo, f->hi);
+        rc = feed_rows(p, f);
     if (rc)
         return rc;
-    /* As estimate_services: a tier without requests estimates nothing. */
-    p->calls = p->count[0] && f->ndown > 0;
-    f->nrows = 1 + p->nservers;
-    if (!(f->rows = calloc(f->nrows, sizeof *f->rows)))
-        return TB_E_NOMEM;
-    f->all_stored = load_rows(p, f->rows, f->nrows);
     if (p->count[0]) {
         rc = tb_svcest_finish(f->est, NULL, 0, &f->svc, &f->nsvc, &f->wu);
         if (rc) {
@@ -1147,14 +1158,9 @@ int tb_tierfeed_resume(struct tb_tierfeed *f, const struct tb_tierfeed_sum *s)
     f->lo = s->lo;
     f->hi = s->hi;
     f->ndown = s->ndown;
-    int rc = pipe_grid(p, f->lo, f->hi);
+    int rc = feed_rows(p, f);
     if (rc)
         return rc;
-    p->calls = p->count[0] && f->ndown > 0;
-    f->nrows = 1 + p->nservers;
-    if (!(f->rows = calloc(f->nrows, sizeof *f->rows)))
-        return TB_E_NOMEM;
-    f->all_stored = load_rows(p, f->rows, f->nrows);
     if (s->nsvc) {
         if (!(f->svc = malloc(s->nsvc * sizeof *f->svc)))
             return TB_E_NOMEM;
