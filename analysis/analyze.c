@@ -48,9 +48,10 @@ struct pipe {
     uint32_t *servers;   /* rows 1..nservers */
     size_t nservers;
     uint64_t *count;     /* requests per row (row 0 = the tier) */
-    bool calls;          /* the tier's machines called other tiers (N* without slope hint) */
+    bool calls;          /* the tier's machines called other tiers (N*'s hint: call_ns) */
     struct tb_request *down; /* ...those calls (for the freeze rule's waiting) */
     size_t ndown;
+    double call_ns;      /* Σ lives of those calls (tb_analysis_waits_slope) */
     char *err;
     size_t errlen;
 };
@@ -546,6 +547,11 @@ int tb_analysis_fill_calls(const struct tb_catalog *cat, const struct tb_request
     return rc;
 }
 
+double tb_analysis_call_life(const struct tb_request *r)
+{
+    return r->departure_ns > r->arrival_ns ? (double)(r->departure_ns - r->arrival_ns) : 0;
+}
+
 /* Requests of other tiers called from the tier's machines. */
 static int downstream(const struct tb_request *all, size_t nall, uint32_t tier,
                       const struct tb_svc_host *hosts, size_t nhosts, struct tb_request **out,
@@ -616,6 +622,9 @@ out:
     free(p->down);
     p->down = down; /* kept for the calls in flight */
     p->ndown = ndown;
+    p->call_ns = 0;
+    for (size_t i = 0; i < ndown; i++)
+        p->call_ns += tb_analysis_call_life(&down[i]);
     free(hosts);
     free(ov);
     return rc;
@@ -623,15 +632,32 @@ out:
 
 /* ---- one row's analysis --------------------------------------------------------- */
 
+double tb_analysis_waits_slope(const struct tb_class_service *svc, size_t nsvc, int64_t wu,
+                               double call_ns, uint64_t requests)
+{
+    double s = 0, n = 0;
+    for (size_t i = 0; i < nsvc; i++) {
+        s += (double)svc[i].service_ns * svc[i].requests;
+        n += svc[i].requests;
+    }
+    if (!(wu > 0) || !(n > 0) || !(s > 0) || !requests || !(call_ns >= 0))
+        return 0;
+    double sbar = s / n, wbar = call_ns / (double)requests;
+    return (double)TB_NS_PER_SEC / (double)wu * sbar / (sbar + wbar);
+}
+
 /* N*, TPmax, congestion, episodes and levels of one row. The identity and the
  * request count are the pipeline's: correlate only sees windows, so it would
  * count completions and take the range from the (possibly empty) windows. */
-static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns, bool calls)
+static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns, bool calls,
+                       double waits_hint)
 {
     struct tb_analysis keep = res->a;
     struct tb_nstar_opts no;
     tb_nstar_opts_default(&no);
     no.waits_downstream = calls;
+    if (calls)
+        no.slope_hint = waits_hint;
     int rc = tb_correlate_analyze(res->win, res->nwin, work_unit_ns, &no, &res->a, &res->ep,
                                   &res->nep);
     res->a.tier = keep.tier;
@@ -758,6 +784,10 @@ static int finish_rows(struct pipe *p, struct tb_analysis_result *rows, size_t n
 {
     const struct tb_analyze_opts *o = p->o;
     int rc = 0;
+    /* A hint the data refute is not taken (nstar.c, WAITS_HINT_LO/HI). */
+    double waits_hint = p->calls && p->count
+                            ? tb_analysis_waits_slope(svc, nsvc, wu, p->call_ns, p->count[0])
+                            : 0;
     if (!all_stored) {
         for (size_t r = 0; r < nrows && !rc; r++) {
             /* With --server the wanted row is that server's (row 1). */
@@ -778,7 +808,7 @@ static int finish_rows(struct pipe *p, struct tb_analysis_result *rows, size_t n
                 memcpy(res->win, w + src * p->nwin, p->nwin * sizeof *w);
                 res->nwin = p->nwin;
             }
-            rc = analyze_row(res, wu, p->calls);
+            rc = analyze_row(res, wu, p->calls, waits_hint);
             if (rc)
                 tb_seterr(p->err, p->errlen, "analysing tier '%s': %s", p->tier_name,
                           tb_strerror(rc));
@@ -792,6 +822,7 @@ static int finish_rows(struct pipe *p, struct tb_analysis_result *rows, size_t n
         if ((rc = copy_svc(&rows[r], svc, nsvc)) != 0 || (rc = row_spans(&rows[r])) != 0)
             goto fail;
         rows[r].waits_downstream = p->calls;
+        rows[r].waits_slope = p->calls ? waits_hint : 0;
     }
     if (nsvc && !o->service_file && !o->calibrate && !all_stored &&
         (rc = tb_store_put_services(p->st, svc, nsvc)) != 0) {
@@ -1067,6 +1098,7 @@ int tb_tierfeed_add(struct tb_tierfeed *f, const struct tb_request *r)
             return tb_svcest_add(f->est, r);
         }
         f->ndown++;
+        p->call_ns += tb_analysis_call_life(r);
         if ((rc = tb_grow(&f->pend, &f->cappend, f->npend + 1, sizeof *f->pend)))
             return rc;
         f->pend[f->npend++] = *r;
@@ -1307,7 +1339,9 @@ int tb_analyze_window_auto(struct tb_store *st, const struct tb_catalog *cat, ui
         struct tb_nstar_opts no;
         tb_nstar_opts_default(&no);
         no.waits_downstream = res.waits_downstream;
-        if (!res.waits_downstream && res.a.work_unit_ns > 0)
+        if (res.waits_downstream)
+            no.slope_hint = res.waits_slope;
+        else if (res.a.work_unit_ns > 0)
             no.slope_hint = (double)TB_NS_PER_SEC / (double)res.a.work_unit_ns;
         struct tb_nstar est;
         double half = NAN;

@@ -34,6 +34,8 @@ struct tb_analysis_result {
                                    * level indices index a.levels (tb_levels_over_time) */
     size_t nspans;
     bool waits_downstream;        /* the tier's machines called other tiers (N* options) */
+    double waits_slope;           /* with waits_downstream: the slope hint N* was given, units/s
+                                   * per unit of load (tb_analysis_waits_slope); 0 = none */
     /* For a series that waits downstream: N* on its self-load (load minus
      * the time spent waiting on its calls, tb_diagnose), the congestion
      * point of its own resources; set by the caller that ran the diagnosis.
@@ -205,6 +207,17 @@ int tb_analysis_svc_hosts(const struct tb_catalog *cat, uint32_t tier,
  * a call made downstream, whose time is subtracted from the caller's. */
 bool tb_analysis_called_from(const struct tb_request *r, const struct tb_svc_host *hosts,
                              size_t n);
+/* The slope of the linear part of a tier that waits on its calls, units/s
+ * per unit of load, for tb_nstar_opts.slope_hint: a request alone in the tier
+ * completes its S/u units over its whole life S + W (S its service time, W
+ * the time in its calls), so the slope is (1/u)·S̄/(S̄ + W̄) over the tier's
+ * requests: S̄ from svc (weighted by their requests), W̄ = call_ns (Σ lives
+ * of the calls its machines made) / requests. 0 when unknown. The report,
+ * the streamed diagnosis and the live stream all take it from here. */
+double tb_analysis_waits_slope(const struct tb_class_service *svc, size_t nsvc, int64_t wu,
+                               double call_ns, uint64_t requests);
+/* A call's life for call_ns: departure - arrival, 0 when not positive. */
+double tb_analysis_call_life(const struct tb_request *r);
 /* Calls in flight per window of a tier (tb_window.calls_busy, which the
  * freeze rule reads: a caller whose requests wait on a paused callee is
  * not itself stalled). w: rows as tb_winacc_finish gives them (the tier,

@@ -25,6 +25,7 @@ struct tier {
     struct tb_units *units;   /* work units from the last service-time estimate */
     int64_t work_unit_ns;
     bool calls;               /* its machines called other tiers at the last re-estimate */
+    double waits_slope;       /* ...and the slope hint of N* then (tb_analysis_waits_slope) */
     struct tb_window *recent; /* closed tier windows for N*, oldest first */
     size_t nrecent, caprecent;
     bool have_rule;
@@ -339,6 +340,10 @@ static void reestimate_units(struct tb_stream *s, uint32_t tier, struct tier *t)
                 tb_units_free(t->units);
             t->units = u;
             t->work_unit_ns = wu;
+            double call_ns = 0;
+            for (size_t i = 0; i < ndown; i++)
+                call_ns += tb_analysis_call_life(&down[i]);
+            t->waits_slope = tb_analysis_waits_slope(svc, nsvc, wu, call_ns, n);
         }
         free(svc);
         free(req);
@@ -357,6 +362,8 @@ static void reestimate_rule(struct tb_stream *s, uint32_t tier, struct tier *t)
     struct tb_nstar_opts no;
     tb_nstar_opts_default(&no);
     no.waits_downstream = t->calls;
+    if (t->calls)
+        no.slope_hint = t->waits_slope;
     if (tb_correlate_analyze(t->recent, t->nrecent, t->work_unit_ns, &no, &a, &ep, &nep) == 0) {
         struct tb_congestion rule;
         tb_congestion_from_analysis(&rule, &a, t->recent, t->nrecent);

@@ -79,7 +79,12 @@ struct tb_nstar_opts {
     bool waits_downstream; /* the series' requests call another tier and wait for it: a
                             * request alone in it completes service/u units in its whole
                             * life, which is longer than its service time, so 1/u is not
-                            * the slope of the linear part (no hint is derived). */
+                            * the slope of the linear part (no hint is derived from the
+                            * work unit). The caller may give slope_hint = (1/u)·S̄/(S̄ +
+                            * W̄) (tb_analysis_waits_slope): it shapes the estimates when
+                            * the calm stretches' own slope reads 60-93% of it (40-60%
+                            * with their load past half the knee it gives), and only
+                            * after the knee test has shown the knee found without it. */
     bool assume_knee;     /* skip the knee test and the sanity bound below (the estimates
                            * as found, before v0.3; for comparisons). Default false. */
 };
@@ -125,6 +130,9 @@ struct tb_nstar {
     size_t beyond;        /* non-freeze windows with load >= candidate */
     double load_top;      /* the highest load of a window that is not a freeze (below
                            * freeze_frac x delta0 x load) */
+    bool hinted;          /* a series that waits downstream: the knee stood as found
+                           * without its slope hint (candidate), the estimates are the
+                           * hint's (tb_nstar_opts.waits_downstream) */
 };
 
 /* One line saying whether and why there is a congestion point, e.g. "no

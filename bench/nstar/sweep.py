@@ -42,6 +42,7 @@ SCENARIOS = {
     "db4": ("sim", "db4.conf", "nstar", "mysql"),
     "db8": ("sim", "db8.conf", "nstar", "mysql"),
     "app": ("sim", "app.conf", "nstar", "http-8080"),
+    "appcpu": ("sim", "appcpu.conf", "nstar", "http-8080"),
     "bursty": ("sim", "bursty.conf", "nstar", "mysql"),
     "steady": ("sim", "steady.conf", "nstar", "mysql"),
     "ramp": ("sim", "ramp.conf", "nstar", "mysql"),

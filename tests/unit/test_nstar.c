@@ -544,6 +544,135 @@ static void test_waits_slope(void **state)
     free(t);
 }
 
+/* An application server that waits on its calls, written here as a Markov
+ * chain: requests arrive (Poisson; bursts of ~1 s every ~4 s), queue for c
+ * cores (each exponential D of work, first come first served), then wait in
+ * a call (exponential W, a callee that never queues), then leave; at most 64
+ * inside (a connection pool). Between bursts it is 60% busy, in bursts it is
+ * offered 1.7x its capacity (bench/nstar appcpu.conf's shape). Load counts
+ * both phases; throughput is completions (one unit each). The oracle is the
+ * configuration: the linear part is 1/(D + W), the plateau c/D, N* =
+ * c·(D + W)/D. */
+static void waiting_windows(int c, size_t n, uint64_t seed, double D, double W, double calm,
+                            double *l, double *t)
+{
+    rs = seed * 0x9E3779B97F4A7C15ull + 11;
+    const double w = 0.05, cap = c / D;
+    int q = 0, nd = 0;
+    bool burst = false;
+    double now = 0, flip = -3 * log(unif());
+    for (size_t i = 0; i < n; i++) {
+        double end = (double)(i + 1) * w, sn = 0;
+        unsigned done = 0;
+        for (;;) {
+            double ra = q + nd < 64 ? (burst ? 1.7 : calm) * cap : 0;
+            double rc = (q < c ? q : c) / D, rw = nd / W, r = ra + rc + rw;
+            double dt = -log(unif()) / r;
+            double next = fmin(fmin(now + dt, flip), end);
+            sn += (q + nd) * (next - now);
+            now = next;
+            if (next == end)
+                break;
+            if (next == flip) { /* memoryless: the pending event is redrawn */
+                burst = !burst;
+                flip = now - (burst ? 1 : 3) * log(unif());
+                continue;
+            }
+            double u = unif() * r;
+            if (u < ra) {
+                q++;
+            } else if (u < ra + rc) {
+                q--;
+                nd++;
+            } else {
+                nd--;
+                done++;
+            }
+        }
+        l[i] = sn / w;
+        t[i] = done / w;
+    }
+}
+
+/* The slope of a tier that waits on its calls, from the hint (1/u)·S/(S + W)
+ * (tb_analysis_waits_slope). Between its bursts this server is
+ * 60% busy, so the calm stretches' slope (chunk_slope, all the estimate had
+ * before v0.5b) already holds queueing: it reads 0.63-0.91 of 1/(D + W) and
+ * N* +7...+57%. With the hint N* is within 4% of c·(D + W)/D on all 20 runs
+ * (2 and 4 cores x 10 seeds); from the windows' slope alone 1 of 20 is
+ * within 10% (the test allows half). The knee test judges the candidate
+ * found without the hint in every run. A hint the data refute (3x too low:
+ * a callee that queued lengthens W) is not taken. */
+static void test_waits_hint(void **state)
+{
+    (void)state;
+    enum { N = 400, SEEDS = 10 };
+    const double D = 0.004, W = 0.0015;
+    double *l = malloc(N * sizeof *l), *t = malloc(N * sizeof *t);
+    int ok_hint = 0, ok_plain = 0;
+    for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+        for (int c = 2; c <= 4; c += 2) {
+            waiting_windows(c, N, seed, D, W, 0.6, l, t);
+            double want = c * (D + W) / D;
+            struct tb_nstar_opts o;
+            tb_nstar_opts_default(&o);
+            o.waits_downstream = true;
+            struct tb_nstar plain, hinted, wrong;
+            assert_int_equal(tb_nstar_estimate(l, t, N, &o, &plain), 0);
+            o.slope_hint = 1 / (D + W);
+            assert_int_equal(tb_nstar_estimate(l, t, N, &o, &hinted), 0);
+            o.slope_hint = 1 / (3 * (D + W));
+            assert_int_equal(tb_nstar_estimate(l, t, N, &o, &wrong), 0);
+            double kp = tb_nstar_threshold(&plain), kh = tb_nstar_threshold(&hinted);
+            print_message("waiting, %d cores, seed %d: N* %.2f hinted (%+.1f%%), %.2f from the "
+                          "windows (%+.1f%%), slope %.1f / %.1f for 1/(D+W) %.1f\n",
+                          c, (int)seed, kh, 100 * (kh - want) / want, kp,
+                          100 * (kp - want) / want, hinted.delta0, plain.delta0, 1 / (D + W));
+            assert_true(fabs(kh - want) <= 0.10 * want);
+            /* The hint never moves the knee test's baseline: the candidate
+             * judged, and its figures, are those found without it (judged
+             * on the hint's own candidate, real Tomcat's knee was refused). */
+            assert_int_equal(hinted.why, plain.why);
+            assert_near(hinted.candidate, plain.candidate, 1e-12);
+            assert_near(hinted.knee_ucb, plain.knee_ucb, 1e-12);
+            assert_true(hinted.hinted || fabs(plain.delta0 * (D + W) - 1) < 0.07);
+            ok_hint++;
+            ok_plain += fabs(kp - want) <= 0.10 * want;
+            assert_near(wrong.delta0, plain.delta0, 1e-9);
+        }
+    }
+    assert_int_equal(ok_hint, 2 * SEEDS);
+    assert_true(ok_plain <= SEEDS);
+    /* Busier still between bursts (80%): the calm stretches' slope falls to
+     * 0.35-0.66 of the hint. From 0.4 to 0.6 they lie past half the knee
+     * the hint gives, so they cannot refute it and it stands (7 of 10 seeds,
+     * within 8%); under 0.4 the hint is refused as wrong, as the work
+     * unit's is (N* +165/+172% on seeds 3 and 5: not asserted, a known
+     * limit). */
+    int rescued = 0;
+    for (uint64_t seed = 1; seed <= SEEDS; seed++) {
+        waiting_windows(2, N, seed, D, W, 0.8, l, t);
+        double want = 2 * (D + W) / D;
+        struct tb_nstar_opts o;
+        tb_nstar_opts_default(&o);
+        o.waits_downstream = true;
+        struct tb_nstar plain, hinted;
+        assert_int_equal(tb_nstar_estimate(l, t, N, &o, &plain), 0);
+        o.slope_hint = 1 / (D + W);
+        assert_int_equal(tb_nstar_estimate(l, t, N, &o, &hinted), 0);
+        double kh = tb_nstar_threshold(&hinted), r = plain.delta0 * (D + W);
+        print_message("waiting, 80%% busy between bursts, seed %d: N* %.2f hinted (%+.1f%%), "
+                      "windows' slope %.2f of the hint\n", (int)seed, kh,
+                      100 * (kh - want) / want, r);
+        if (r >= 0.4)
+            assert_true(fabs(kh - want) <= 0.10 * want);
+        rescued += r >= 0.4 && r < 0.6;
+    }
+    assert_true(rescued >= 5);
+    free(l);
+    free(t);
+}
+
 /* N*'s interval (for --window auto): the M/M/c windows in time order. With
  * 2000 or 200 windows the 90% interval of a 4-core knee is a few percent
  * wide, not zero, and holds the truth; with 32 windows it is unbounded; a
@@ -602,6 +731,7 @@ int main(void)
         cmocka_unit_test(test_one_burst),
         cmocka_unit_test(test_disagree_needs_both),
         cmocka_unit_test(test_waits_slope),
+        cmocka_unit_test(test_waits_hint),
         cmocka_unit_test(test_interval),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
