@@ -75,10 +75,12 @@ struct tb_episode {
  * 1: v0.3, the knee test (before it: 0). 2: levels over time, units per
  * period without the common factor, the chord knee test, the work-unit
  * slope's 40%/200% rules. 3: stalled windows (the freeze rule that needs no
- * knee) are episodes, also where N* is undetermined. (4: a slope hint for
- * tiers that wait on their calls, reverted.) 5: such a tier's N* takes the
- * hint (1/u)·S̄/(S̄ + W̄) when its calm stretches read 40-93% of it, once
- * the knee test has shown the knee found without it. */
+ * knee) are episodes, also where N* is undetermined. 4: a level's step is
+ * judged against at least one completion's worth of noise (levels.c); also
+ * the number of the reverted slope hint for tiers that wait on their calls.
+ * 5: such a tier's N* takes the hint (1/u)·S̄/(S̄ + W̄) when its calm
+ * stretches read 40-93% of it, once the knee test has shown the knee found
+ * without it. */
 #define TB_ANALYSIS_VERSION 5
 
 /* One analysis of one tier (server == 0) or server at one window width over

@@ -285,6 +285,19 @@ int tb_levels_over_time(const struct tb_window *w, size_t n, const struct tb_con
         qsort(d, nd, sizeof *d, tb_cmp_double);
         sd = d[nd / 2] / 0.954;
     }
+    /* But never under one completion's worth: a window's count moves by one
+     * with where its edges fall, whatever the service times. Without this
+     * floor a server of constant service times (neighbours' differences
+     * mostly 0, so the median 0) had sd = 0 and no stretch was ever cut: a
+     * stretch at 0.7 then 1.0 speed read as one level between the two. */
+    size_t nq = 0;
+    for (size_t i = 0; i < n; i++)
+        if (use[i] && w[i].completions)
+            d[nq++] = w[i].norm_throughput / (double)w[i].completions;
+    if (nq) {
+        qsort(d, nq, sizeof *d, tb_cmp_double);
+        sd = fmax(sd, d[nq / 2]);
+    }
     /* Stretches: maximal runs of consecutive congested non-freeze windows
      * of LV_MINSEG or more, each cut into pieces. */
     for (size_t i = 0; i < n;) {

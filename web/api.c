@@ -22,6 +22,7 @@ struct params {
     const char *tier_name;
     uint32_t server;
     int64_t width_ns, from_ns, to_ns;
+    const char *window_reason; /* width=auto: the choice and why (borrowed), else NULL */
 };
 
 /* An answer computed on the worker thread, sent from the loop thread. */
@@ -71,6 +72,41 @@ static bool parse_range(struct tb_web *w, uint32_t tier, const char *from, const
     return true;
 }
 
+/* width=auto: the width `tbneck report --window auto` takes for the same tier,
+ * server and range (tb_analyze_window_auto, the one implementation), kept
+ * while the tier's request count stays (the page asks four endpoints at
+ * once; each choice analyses up to seven widths). */
+static bool choose_width(struct tb_web *w, struct reply *c, struct params *p)
+{
+    uint64_t count = 0;
+    if (tb_store_request_count(w->st, p->tier, &count) < 0) {
+        reply_error(c, 500, "cannot read the database");
+        return false;
+    }
+    struct tb_web_auto *a = &w->auto_width;
+    if (!(a->used && a->tier == p->tier && a->server == p->server && a->from_ns == p->from_ns &&
+          a->to_ns == p->to_ns && a->count == count)) {
+        struct tb_analyze_opts o = {.width_ns = TB_WINDOW_DEFAULT_NS, .from_ns = p->from_ns,
+                                    .to_ns = p->to_ns, .server = p->server};
+        struct tb_window_choice wc;
+        char err[256] = "", msg[400];
+        int rc = tb_analyze_window_auto(w->st, w->cat, p->tier, &o, &wc, err, sizeof err);
+        if (rc != 0) {
+            snprintf(msg, sizeof msg, "width auto for tier '%s' failed: %s", p->tier_name,
+                     err[0] ? err : tb_strerror(rc));
+            reply_error(c, rc == TB_E_NOTFOUND ? 404 : 500, msg);
+            return false;
+        }
+        *a = (struct tb_web_auto){.used = true, .tier = p->tier, .server = p->server,
+                                  .from_ns = p->from_ns, .to_ns = p->to_ns, .count = count,
+                                  .width_ns = wc.width_ns};
+        snprintf(a->reason, sizeof a->reason, "%s", wc.reason);
+    }
+    p->width_ns = a->width_ns;
+    p->window_reason = a->reason;
+    return true;
+}
+
 /* Reads tier, width, server, from and to. Answers the request itself (400 or
  * 404) and returns false when they are not usable. */
 static bool get_params(struct tb_web *w, struct reply *c, const char *q, struct params *p,
@@ -90,7 +126,12 @@ static bool get_params(struct tb_web *w, struct reply *c, const char *q, struct 
         reply_error(c, 400, "malformed query string");
         return false;
     }
-    if (rw == 1) {
+    bool width_auto = rw == 1 && strcmp(width, "auto") == 0;
+    if (width_auto && !need_tier) {
+        reply_error(c, 400, "width 'auto' needs a tier: it is chosen from that tier's windows");
+        return false;
+    }
+    if (rw == 1 && !width_auto) {
         int64_t ns;
         if (tb_parse_window(width, &ns) < 0) {
             snprintf(msg, sizeof msg, "bad width '%.40s': expected a duration from 1ms to 1h", width);
@@ -138,6 +179,8 @@ static bool get_params(struct tb_web *w, struct reply *c, const char *q, struct 
         reply_error(c, 400, "'from' must be before 'to'");
         return false;
     }
+    if (width_auto && !choose_width(w, c, p))
+        return false;
     if (p->from_ns != INT64_MIN && p->to_ns != INT64_MAX &&
         (p->to_ns - p->from_ns) / p->width_ns > API_MAX_WINDOWS) {
         reply_error(c, 400, "range too large for this width: narrow from/to or widen");
@@ -216,6 +259,7 @@ void tb__web_cache_clear(struct tb_web *w)
             tb_analysis_result_free(&w->cache[i].res);
         w->cache[i].used = false;
     }
+    w->auto_width.used = false;
 }
 
 static void head(struct tb_buf *b, const struct params *p)
@@ -223,6 +267,8 @@ static void head(struct tb_buf *b, const struct params *p)
     tb_buf_json_kstr(b, "{\"tier\":", p->tier_name);
     tb_buf_printf(b, ",\"server\":%u,\"width_ns\":", p->server);
     tb_buf_json_i64(b, p->width_ns);
+    if (p->window_reason)
+        tb_buf_json_kstr(b, ",\"window_reason\":", p->window_reason);
 }
 
 /* The analysis the parameters ask for, and b started with its head; NULL

@@ -32,6 +32,15 @@ struct tb_web_cached {
     struct tb_analysis_result res;
 };
 
+/* The last width=auto choice (api.c, choose_width). */
+struct tb_web_auto {
+    bool used;
+    uint32_t tier, server;
+    int64_t from_ns, to_ns, width_ns;
+    uint64_t count;
+    char reason[512];
+};
+
 struct tb_web {
     uv_loop_t *loop;
     struct tb_http *http;
@@ -50,6 +59,7 @@ struct tb_web {
     int64_t health_seen;
     struct tb_web_cached cache[TB_WEB_CACHE];
     uint64_t cache_clock;
+    struct tb_web_auto auto_width;
     /* API jobs (api.c): one runs on the thread pool at a time, the rest wait. */
     struct tb__web_job *jobs_head, *jobs_tail;
     size_t njobs;            /* queued, not yet running (at most TB_WEB_JOBS_MAX) */

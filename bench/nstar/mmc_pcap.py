@@ -28,6 +28,10 @@
 #   PREFIX.expected.csv  tier,server,cores,expected_n_star  (N* = C: a request
 #                        in the system is on a worker or queued for one)
 #   PREFIX.speed.csv     server,t_ns,speed  (the start, then every change)
+#   PREFIX.deep.csv      server,start_ns,end_ns  the intervals during which
+#                        at least 2C requests were in the server (every
+#                        worker busy and as many queued): when it ran at its
+#                        capacity, the only time a speed's plateau can show
 # Exit status 0, 2 on a usage error.
 import argparse
 import bisect
@@ -163,6 +167,18 @@ def main():
         seq += 1
     free = a.cores
     queue = []
+    deep = []  # [start, end) with >= 2C requests in the server
+    deep_from = None
+
+    def inside_changed(t):
+        nonlocal deep_from
+        n = a.cores - free + len(queue)
+        if n >= 2 * a.cores and deep_from is None:
+            deep_from = t
+        elif n < 2 * a.cores and deep_from is not None:
+            deep.append((deep_from, t))
+            deep_from = None
+
     pkts = []
     ids = rng.randrange(1, 100000)
     while ev:
@@ -191,6 +207,7 @@ def main():
                 heapq.heappush(ev, (cpu.finish(t, work()), seq, "depart", u))
             else:
                 queue.append(u)
+            inside_changed(t)
             seq += 1
         else:  # depart
             ns = T0 + int(t * 1e9)
@@ -206,6 +223,7 @@ def main():
                 seq += 1
             else:
                 free += 1
+            inside_changed(t)
             heapq.heappush(ev, (t + think(t), seq, "arrive", u))
             seq += 1
     pkts.sort(key=lambda p: p[0])
@@ -225,6 +243,13 @@ def main():
         for t, v in zip(cpu.t, cpu.v):
             if t <= horizon:
                 f.write("%s,%d,%g\n" % (server, T0 + int(t * 1e9), v))
+    if deep_from is not None:
+        deep.append((deep_from, horizon))
+    with open(a.out + ".deep.csv", "w") as f:
+        f.write("server,start_ns,end_ns\n")
+        for s0, e0 in deep:
+            if s0 < horizon:
+                f.write("%s,%d,%d\n" % (server, T0 + int(s0 * 1e9), T0 + int(min(e0, horizon) * 1e9)))
     return 0
 
 

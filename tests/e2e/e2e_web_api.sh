@@ -91,6 +91,35 @@ if len(r["episodes"]) != a["episodes"]:
     print("episodes: report %d, api %d" % (len(r["episodes"]), a["episodes"])); sys.exit(1)
 PY
 ok "API analysis equals the report's"
+# width=auto: for each tier, the width and reason `report --window auto`
+# gives, and the per-tier endpoints at that width; quick.conf's tiers do not
+# all take the default (http-8080 takes 10 ms), so a width left at 50 ms fails.
+widths=""
+for t in $tiers; do
+  "$TBNECK" report --tier "$t" --window auto --db "$work/web.db" --format json >"$work/auto.json" ||
+    fail "report --window auto on $t"
+  expect 200 "analysis of $t, width auto" "$base/api/analysis?tier=$t&width=auto"
+  python3 - "$work/auto.json" "$work/body" <<'PY' || fail "API width=auto differs from report --window auto on $t"
+import json, sys
+r, a = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+print("width auto: report %d ns, api %d ns" % (r["window_ns"], a["width_ns"]))
+if r["window_ns"] != a["width_ns"] or r["window_reason"] != a.get("window_reason"):
+    print("report %r %r\napi %r %r" % (r["window_ns"], r["window_reason"], a["width_ns"], a.get("window_reason")))
+    sys.exit(1)
+for k in ("requests", "n_star", "n_star_fit"):
+    if r.get(k) != a.get(k):
+        print("%s: report %r, api %r" % (k, r.get(k), a.get(k))); sys.exit(1)
+PY
+  autow=$(python3 -c "import json; print(json.load(open('$work/auto.json'))['window_ns'])")
+  expect 200 "windows of $t, width auto" "$base/api/windows?tier=$t&width=auto"
+  json_ok "assert d['width_ns'] == $autow and d['count'] > 0 and all(b - a == $autow for a, b in zip(d['start_ns'], d['start_ns'][1:]))" \
+    "windows of $t with width auto: want contiguous windows of the chosen width"
+  widths="$widths $t=$autow"
+done
+case "$widths" in *=10000000*|*=20000000*|*=100000000*|*=200000000*|*=500000000*|*=1000000000*) ;;
+  *) fail "width auto: every tier took 50 ms ($widths): the test cannot tell auto from the default" ;; esac
+expect 400 "diagnose: width auto (no tier to choose it from)" "$base/api/diagnose?width=auto"
+ok "width=auto as report --window auto:$widths"
 # The root cause: the same object as `tbneck diagnose --format json`.
 "$TBNECK" diagnose --window 50ms --db "$work/web.db" --format json >"$work/diag.json" ||
   fail "diagnose json"

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <cmocka.h>
 
 #include "correlate.h"
@@ -223,6 +224,46 @@ static void test_levels_over_time_one(void **state)
     free(speed);
 }
 
+/* Constant service times: a saturated window completes exactly as many
+ * requests as its speed allows, so neighbours mostly differ by nothing and
+ * the noise read from their differences is 0. One stretch at 0.7 then 1.0
+ * (the independent generator's pydvfs seed 1: 70 then 100 completions a
+ * window of 50 ms, 1435 and 2051 units/s) is still two levels, cut at the
+ * change. (With no noise floor the stretch was never cut: one level, 1841.) */
+static void test_levels_no_noise(void **state)
+{
+    (void)state;
+    enum { N = 60, CHANGE = 20 };
+    struct tb_window w[N];
+    memset(w, 0, sizeof w);
+    for (size_t i = 0; i < N; i++) {
+        w[i].start_ns = (int64_t)i * W50;
+        w[i].width_ns = W50;
+        w[i].load = i < 5 || i >= N - 5 ? 1.0 : 20 + (double)i;
+        w[i].completions = i < 5 || i >= N - 5 ? 40 : i < CHANGE ? 70 : 100;
+        w[i].norm_throughput = 20.51 * w[i].completions;
+        w[i].work_units = w[i].norm_throughput * 0.05;
+    }
+    struct tb_congestion rule = {.threshold = 1.6, .slope = 1000, .tp_max = 2051,
+                                 .freeze_frac = 0.3, .ubar = 1};
+    double lv[8];
+    uint32_t nl;
+    struct tb_level_span *sp;
+    size_t nsp;
+    assert_int_equal(tb_levels_over_time(w, N, &rule, 8, lv, &nl, &sp, &nsp), 0);
+    assert_int_equal(nl, 2);
+    assert_float_equal(lv[0], 20.51 * 70, 1e-6);
+    assert_float_equal(lv[1], 20.51 * 100, 1e-6);
+    assert_int_equal(nsp, 2);
+    assert_int_equal(sp[0].level, 0);
+    assert_int_equal(sp[0].start_ns, 5 * W50);
+    assert_int_equal(sp[0].end_ns, CHANGE * W50);
+    assert_int_equal(sp[1].level, 1);
+    assert_int_equal(sp[1].start_ns, CHANGE * W50);
+    assert_int_equal(sp[1].end_ns, (N - 5) * W50);
+    free(sp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -231,6 +272,7 @@ int main(void)
         cmocka_unit_test(test_two_and_edge),
         cmocka_unit_test(test_levels_over_time),
         cmocka_unit_test(test_levels_over_time_one),
+        cmocka_unit_test(test_levels_no_noise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -487,6 +487,8 @@ function renderSummary() {
   s.textContent = '';
   if (!a) return;
   s.append(
+    ...(a.window_reason ? [Object.assign(card('window (auto)', fmtDur(a.width_ns)),
+                                         { title: a.window_reason })] : []),
     card('requests', fmt(a.requests, 0)),
     card('N* (intervention)', fmt(a.n_star)),
     card('N* (fit)', fmt(a.n_star_fit)),
@@ -570,6 +572,11 @@ async function loadTier() {
     ]);
     if (seq !== loadSeq) return;
     state.analysis = an;
+    // width=auto: the server chose the width (the report's --window auto).
+    if (state.width === 'auto' && an.width_ns !== state.widthNs) {
+      state.widthNs = an.width_ns;
+      loadDiagnose();
+    }
     state.win = win;
     state.scatter = sc;
     state.episodes = ep.episodes;
@@ -585,7 +592,9 @@ async function loadTier() {
 
 async function loadDiagnose() {
   try {
-    state.diag = await getJSON('/api/diagnose?width=' + encodeURIComponent(state.width));
+    // diagnose reads every tier at one width: with auto, the one chosen for this tier.
+    const width = state.width === 'auto' ? state.widthNs / 1e6 + 'ms' : state.width;
+    state.diag = await getJSON('/api/diagnose?width=' + encodeURIComponent(width));
   } catch (e) {
     state.diag = null;
   }

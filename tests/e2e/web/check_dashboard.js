@@ -133,6 +133,27 @@ function check(cond, what) {
     const n100 = await page.evaluate(() => +document.getElementById('load').dataset.points);
     check(n100 > 0 && n100 < r.loadPoints, 'width 100ms halves the windows (' + n100 + ' vs ' +
       r.loadPoints + ')');
+    // Width "auto": the server picks the width (report --window auto) and
+    // the page says which and why; the diagnosis follows at that width.
+    await page.selectOption('#width', 'auto');
+    await page.waitForFunction(() => [...document.querySelectorAll('#summary .card .k')]
+      .some((k) => k.textContent === 'window (auto)') || !document.getElementById('error').hidden,
+    null, { timeout: 60000 });
+    const au = await page.evaluate(() => {
+      const k = [...document.querySelectorAll('#summary .card .k')]
+        .find((x) => x.textContent === 'window (auto)');
+      return { why: k ? k.parentElement.title : '', width: k ? k.nextSibling.textContent : '',
+               points: +document.getElementById('load').dataset.points,
+               error: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent };
+    });
+    console.log('width auto: ' + JSON.stringify(au));
+    check(!au.error && au.why.startsWith('window '), 'width auto: the chosen width and why shown (' +
+      au.width + ': ' + au.why + ')');
+    check(au.points > 0, 'width auto: timelines drawn (' + au.points + ' windows)');
+    await page.waitForFunction(() => {
+      const v = document.getElementById('verdict').textContent;
+      return v.length > 20 && v !== 'not available';
+    }, null, { timeout: 30000 });
     check(errors.length === 0, 'no page errors (' + errors.join(' | ') + ')');
   } finally {
     if (ctx) await ctx.close();
