@@ -269,6 +269,28 @@ static void test_smeared_mmc(void **state)
  * reach loads of 2.5-5 while the worker still idled for part of them. */
 #define MU1 1000.0 /* completions per second of the worker (1 ms of work each) */
 
+/* One step of the bursty Markov chains below: the next event at total rate r,
+ * unless the burst flips (on ~1 s, off ~3 s) or the window ends first; `inside`
+ * requests accumulate load over the step. Returns 0 at the window's end, 1
+ * when the burst flipped (memoryless: the pending event is redrawn), 2 for an
+ * event of the chain. */
+static int chain_step(double r, double end, double inside, double *now, double *flip, bool *burst,
+                      double *area)
+{
+    double dt = -log(unif()) / r;
+    double next = fmin(fmin(*now + dt, *flip), end);
+    *area += inside * (next - *now);
+    *now = next;
+    if (next == end)
+        return 0;
+    if (next == *flip) {
+        *burst = !*burst;
+        *flip = *now - (*burst ? 1 : 3) * log(unif());
+        return 1;
+    }
+    return 2;
+}
+
 static void mm1_bursty(size_t n, uint64_t seed, double *l, double *t)
 {
     rs = seed * 0x9E3779B97F4A7C15ull + 7;
@@ -281,17 +303,11 @@ static void mm1_bursty(size_t n, uint64_t seed, double *l, double *t)
         unsigned done = 0;
         for (;;) {
             double ra = (400 - q) / (burst ? 0.33 : 1.0), rd = q ? MU1 : 0;
-            double dt = -log(unif()) / (ra + rd);
-            double next = fmin(fmin(now + dt, flip), end);
-            sn += q * (next - now);
-            now = next;
-            if (next == end)
+            int ev = chain_step(ra + rd, end, q, &now, &flip, &burst, &sn);
+            if (ev == 0)
                 break;
-            if (next == flip) { /* memoryless: the pending event is redrawn */
-                burst = !burst;
-                flip = now - (burst ? 1 : 3) * log(unif());
+            if (ev == 1)
                 continue;
-            }
             if (unif() * (ra + rd) < ra) {
                 q++;
             } else {
@@ -567,17 +583,11 @@ static void waiting_windows(int c, size_t n, uint64_t seed, double D, double W, 
         for (;;) {
             double ra = q + nd < 64 ? (burst ? 1.7 : calm) * cap : 0;
             double rc = (q < c ? q : c) / D, rw = nd / W, r = ra + rc + rw;
-            double dt = -log(unif()) / r;
-            double next = fmin(fmin(now + dt, flip), end);
-            sn += (q + nd) * (next - now);
-            now = next;
-            if (next == end)
+            int ev = chain_step(r, end, q + nd, &now, &flip, &burst, &sn);
+            if (ev == 0)
                 break;
-            if (next == flip) { /* memoryless: the pending event is redrawn */
-                burst = !burst;
-                flip = now - (burst ? 1 : 3) * log(unif());
+            if (ev == 1)
                 continue;
-            }
             double u = unif() * r;
             if (u < ra) {
                 q++;
