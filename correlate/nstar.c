@@ -1108,6 +1108,21 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
         }
         double d0 = isfinite(d0_chunks) ? d0_chunks : linear_slope(&low_l, &low_t, 1, o.slope_hint);
         estimates(p, m, &o, d0, scratch, res, &a, &sp);
+        if (isfinite(d0_chunks) && o.slope_hint > 0 && d0_chunks >= 0.4 * o.slope_hint &&
+            d0_chunks < WAITS_HINT_HI * o.slope_hint) {
+            /* Calm stretches that read low against the hint of a series
+             * that waits downstream: the estimates again with the hint, used
+             * only after the knee test (below). Under WAITS_HINT_LO, down to
+             * the work unit's 40% floor, the stretches refute the hint only
+             * when they lie below half the knee it gives (an app tier
+             * congested in 65% of its windows had them at 0.55 of it, past
+             * that, and read N* +80% without it). */
+            waits_alt = *res;
+            estimates(p, m, &o, o.slope_hint, scratch, &waits_alt, &a_alt, &sp_alt);
+            double thr = tb_nstar_threshold(&waits_alt);
+            have_alt = isfinite(thr) && (d0_chunks >= WAITS_HINT_LO * o.slope_hint ||
+                                         chunk_load > thr / 2);
+        }
         /* The hint was refused (the lowest windows' slope is under 70% of
          * it), but those windows lie, on average, past half the knee the
          * hint itself gives: by its account they are not the linear part
@@ -1117,19 +1132,6 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
          * refute it, and it stands — unless they are below 40% of it,
          * further than queueing took those runs (64-69%): then the hint is
          * wrong (test_slope_hint: a hint 3x too high). */
-        if (isfinite(d0_chunks) && o.slope_hint > 0 && d0_chunks >= 0.4 * o.slope_hint &&
-            d0_chunks < WAITS_HINT_HI * o.slope_hint) {
-            /* The same 40% floor as for the work unit: between 40% and
-             * WAITS_HINT_LO the stretches refute the hint only when they lie
-             * below half the knee it gives (an app tier congested in 65% of
-             * its windows had them at 0.55 of it, past that, and read N*
-             * +80% without it). */
-            waits_alt = *res;
-            estimates(p, m, &o, o.slope_hint, scratch, &waits_alt, &a_alt, &sp_alt);
-            double thr = tb_nstar_threshold(&waits_alt);
-            have_alt = isfinite(thr) && (d0_chunks >= WAITS_HINT_LO * o.slope_hint ||
-                                         chunk_load > thr / 2);
-        }
         if (!isfinite(d0_chunks) && o.slope_hint > 0 && d0 != o.slope_hint &&
             d0 >= 0.4 * o.slope_hint) {
             struct tb_nstar alt = *res;
@@ -1163,8 +1165,8 @@ int tb_nstar_estimate(const double *load, const double *tp, size_t n,
      * real Tomcat's knee (nginx -> Tomcat -> MariaDB, e2e_stack: candidate
      * 3.95 -> 3.53, the slope beyond it up to 63% of the one below, over the
      * 60% limit; docs/DESIGN.md), and the stack lost every congestion and
-     * freeze episode. An estimate with no counterpart, or one below one
-     * request in service, keeps the tested one. */
+     * freeze episode. When a candidate that stood has no counterpart, or
+     * one below one request in service, both keep the tested values. */
     if (have_alt && isfinite(tb_nstar_threshold(res)) &&
         (!isfinite(res->n_star) || waits_alt.n_star >= KNEE_MIN_LOAD) &&
         (!isfinite(res->n_star_fit) || waits_alt.n_star_fit >= KNEE_MIN_LOAD)) {
