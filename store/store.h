@@ -19,8 +19,9 @@ struct tb_capture_stats; /* capture/capture.h */
  * episodes. Version 2: health and events. Version 3: connections. Version 4: the
  * analyses' knee verdict and method version. Version 5: capture state, stored
  * vs seen requests, unanswered and abandoned requests per tier, analyses' LRU.
+ * Version 6: links and models. Version 7: requests without types or NOT NULL.
  * (store/schema.c, docs/storage.md) */
-#define TB_STORE_SCHEMA_VERSION 6
+#define TB_STORE_SCHEMA_VERSION 7
 
 enum tb_store_flags {
     TB_STORE_CREATE = 1u << 0,   /* create the file when absent */
