@@ -210,7 +210,7 @@ static const struct migration migrations[] = {
         "  client_id /* INTEGER */, client_port /* INTEGER */, conn /* INTEGER */,\n"
         "  class_id /* INTEGER */, arrival_ns /* INTEGER */, departure_ns /* INTEGER */,\n"
         "  req_bytes /* INTEGER */, resp_bytes /* INTEGER */, status /* INTEGER */,\n"
-        "  flags /* INTEGER; no NOT NULL, no types: schema.c version 7 */);\n"
+        "  flags /* INTEGER; undeclared, and no null checks: schema.c version 7 */);\n"
         "INSERT INTO requests_v7(rowid, capture_id, tier_id, server_id, client_id,\n"
         "  client_port, conn, class_id, arrival_ns, departure_ns, req_bytes, resp_bytes,\n"
         "  status, flags)\n"
