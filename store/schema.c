@@ -58,6 +58,10 @@
 #include <stdio.h>
 #include <string.h>
 
+/* The oldest schema a read-only handle reads without migrating it: every
+ * step after it left what readers query unchanged. */
+#define TB__SCHEMA_READABLE 6
+
 struct migration {
     int to;            /* version after the step */
     const char *sql;
@@ -393,7 +397,10 @@ int tb__schema_check(struct tb__db *d, bool create, char *errbuf, size_t errlen)
         return TB_E_DBVER;
     }
     if (d->readonly) {
-        if (version < TB_STORE_SCHEMA_VERSION) {
+        /* Schema 7 changed how requests are stored, not what a reader sees
+         * (the same tables and columns): a read-only reader takes a schema 6
+         * file as it is rather than asking for a migration it cannot make. */
+        if (version < TB_STORE_SCHEMA_VERSION && version < TB__SCHEMA_READABLE) {
             snprintf(errbuf, errlen, "%s: schema %lld needs migrating to %d; open it once "
                      "without read-only (e.g. tbneck serve)", d->path, (long long)version,
                      TB_STORE_SCHEMA_VERSION);

@@ -393,40 +393,75 @@ static void check_v7_requests(const char *path, bool had_index)
                                    "name = 'requests_tier_arrival'"), had_index ? 1 : 0);
 }
 
+/* requests as schemas 1 to 6 declared it. */
+static const char v6_requests_sql[] =
+    "CREATE TABLE r6 (capture_id INTEGER NOT NULL, tier_id INTEGER NOT NULL,"
+    "  server_id INTEGER NOT NULL, client_id INTEGER NOT NULL, client_port INTEGER NOT NULL,"
+    "  conn INTEGER NOT NULL, class_id INTEGER NOT NULL, arrival_ns INTEGER NOT NULL,"
+    "  departure_ns INTEGER NOT NULL, req_bytes INTEGER NOT NULL,"
+    "  resp_bytes INTEGER NOT NULL, status INTEGER NOT NULL, flags INTEGER NOT NULL);"
+    "INSERT INTO r6(rowid, capture_id, tier_id, server_id, client_id, client_port, conn,"
+    "  class_id, arrival_ns, departure_ns, req_bytes, resp_bytes, status, flags)"
+    "  SELECT rowid, * FROM requests;"
+    "DROP TABLE requests;"
+    "ALTER TABLE r6 RENAME TO requests;"
+    /* Rows out of arrival order and with gaps in their ids, as a file with
+     * deleted or relinked rows has. */
+    "INSERT INTO requests(rowid, capture_id, tier_id, server_id, client_id, client_port, conn,"
+    "  class_id, arrival_ns, departure_ns, req_bytes, resp_bytes, status, flags) VALUES"
+    "  (9, 2, 1, 1, 1, 40002, 44, 1, 500, 2500, 11, 21, 0, 4),"
+    "  (7, 2, 1, 1, 1, 40001, 43, 1, 1500, 1600, 12, 22, 1, 0);"
+    "PRAGMA user_version = 6;"
+    "UPDATE meta SET value = 6 WHERE key = 'schema_version';";
+
+/* The three rows through the current code: arrival order, every value kept. */
+static void check_requests_read(struct tb_store *st)
+{
+    struct tb_request *rq;
+    size_t n;
+    assert_int_equal(tb_store_requests(st, 1, INT64_MIN, INT64_MAX, &rq, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(rq[0].conn, 44);
+    assert_int_equal(rq[0].departure_ns, 2500);
+    assert_int_equal(rq[0].flags, 4);
+    assert_int_equal(rq[1].conn, 42);
+    assert_int_equal(rq[2].conn, 43);
+    assert_int_equal(rq[2].arrival_ns, 1500);
+    assert_int_equal(rq[2].client.port, 40001);
+    free(rq);
+}
+
 static void test_migrate_v6_requests(void **state)
 {
     struct fix *f = *state;
     struct tb_store *st;
-    char err[256];
+    char err[256], p[160];
     for (int had_index = 0; had_index < 2; had_index++) {
-        unlink(f->path);
+        const char *sfx[] = {"", "-wal", "-shm"};
+        for (size_t i = 0; i < 3; i++) {
+            snprintf(p, sizeof p, "%s%s", f->path, sfx[i]);
+            unlink(p);
+        }
+        /* A schema 6 file: every table as steps 1 to 6 made it. */
         raw_exec(f->path, v1_sql);
-        /* Rows out of arrival order and with gaps in their ids, as a file
-         * with deleted or relinked rows has. */
-        raw_exec(f->path, "INSERT INTO requests(rowid, capture_id, tier_id, server_id, client_id,"
-                          "  client_port, conn, class_id, arrival_ns, departure_ns, req_bytes,"
-                          "  resp_bytes, status, flags) VALUES"
-                          "  (9, 2, 1, 1, 1, 40002, 44, 1, 500, 2500, 11, 21, 0, 4),"
-                          "  (7, 2, 1, 1, 1, 40001, 43, 1, 1500, 1600, 12, 22, 1, 0);");
+        assert_int_equal(tb_store_open(&st, f->path, 0, err, sizeof err), 0);
+        tb_store_close(st);
+        raw_exec(f->path, v6_requests_sql);
         if (had_index)
             raw_exec(f->path, "CREATE INDEX requests_tier_arrival ON requests(tier_id, arrival_ns)");
+        /* Read-only reads it as it is, and leaves it at 6. */
+        assert_int_equal(tb_store_open(&st, f->path, TB_STORE_READONLY, err, sizeof err), 0);
+        check_requests_read(st);
+        tb_store_close(st);
+        assert_int_equal(raw_int(f->path, "PRAGMA user_version"), 6);
+        assert_true(raw_int(f->path, "SELECT instr(sql, 'NOT NULL') FROM sqlite_master "
+                                     "WHERE name = 'requests'") > 0);
+        /* Read-write migrates it. */
         assert_int_equal(tb_store_open(&st, f->path, 0, err, sizeof err), 0);
         tb_store_close(st);
         check_v7_requests(f->path, had_index);
-        /* Read through the current code: arrival order, every value kept. */
         assert_int_equal(tb_store_open(&st, f->path, TB_STORE_READONLY, err, sizeof err), 0);
-        struct tb_request *rq;
-        size_t n;
-        assert_int_equal(tb_store_requests(st, 1, INT64_MIN, INT64_MAX, &rq, &n), 0);
-        assert_int_equal(n, 3);
-        assert_int_equal(rq[0].conn, 44);
-        assert_int_equal(rq[0].departure_ns, 2500);
-        assert_int_equal(rq[0].flags, 4);
-        assert_int_equal(rq[1].conn, 42);
-        assert_int_equal(rq[2].conn, 43);
-        assert_int_equal(rq[2].arrival_ns, 1500);
-        assert_int_equal(rq[2].client.port, 40001);
-        free(rq);
+        check_requests_read(st);
         tb_store_close(st);
     }
 }
