@@ -25,7 +25,7 @@ struct tb_capture_stats; /* capture/capture.h */
 
 enum tb_store_flags {
     TB_STORE_CREATE = 1u << 0,   /* create the file when absent */
-    TB_STORE_READONLY = 1u << 1, /* no writes, no migration (fails if a migration is due) */
+    TB_STORE_READONLY = 1u << 1, /* no writes, no migration (schema 6 read as is, older fail) */
 };
 
 struct tb_store;

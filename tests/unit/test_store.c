@@ -448,7 +448,8 @@ static void test_migrate_v6_requests(void **state)
         tb_store_close(st);
         raw_exec(f->path, v6_requests_sql);
         if (had_index)
-            raw_exec(f->path, "CREATE INDEX requests_tier_arrival ON requests(tier_id, arrival_ns)");
+            raw_exec(f->path,
+                     "CREATE INDEX requests_tier_arrival ON requests(tier_id, arrival_ns)");
         /* Read-only reads it as it is, and leaves it at 6. */
         assert_int_equal(tb_store_open(&st, f->path, TB_STORE_READONLY, err, sizeof err), 0);
         check_requests_read(st);
