@@ -50,11 +50,17 @@
  *   models(name, version, stamp, created_ns, bytes, parts)  WITHOUT ROWID;
  *   model_parts(name, part, data BLOB): precomputed inputs (whatif's), valid while
  *         stamp (the requests' largest row id and the captures) is unchanged         [6]
+ *   requests rebuilt without declared types or NOT NULL (cheaper inserts), row ids
+ *         kept                                                                       [7]
  * Raw payloads are never stored: a class is a fingerprint with literals removed. */
 #include "store-int.h"
 
 #include <stdio.h>
 #include <string.h>
+
+/* The oldest schema a read-only handle reads without migrating it: every
+ * step after it left what readers query unchanged. */
+#define TB__SCHEMA_READABLE 6
 
 struct migration {
     int to;            /* version after the step */
@@ -193,6 +199,30 @@ static const struct migration migrations[] = {
         "  parts INTEGER NOT NULL) WITHOUT ROWID;\n"
         "CREATE TABLE model_parts (name TEXT NOT NULL, part INTEGER NOT NULL,\n"
         "  data BLOB NOT NULL, UNIQUE (name, part));\n"},
+    /* Version 7 (issue 17, storage cost): requests without declared types or
+     * NOT NULL. Every value comes from the writer as a C integer, so neither
+     * ever changed a stored byte, but SQLite paid for both on every row: 13
+     * HaltIfNull steps and an integer affinity per column, about 510 of the
+     * 4 760 instructions a row costs to insert and index (callgrind, the
+     * 300 000-row synthetic capture; storage.md "What storage costs"). The
+     * types stay in the comments, which SQLite keeps in sqlite_master. The
+     * table is rebuilt with the rows' ids kept (links and the model stamps
+     * refer to them); the read index goes with the old table and comes back
+     * after the step when there were rows (step_done). */
+    {7, "CREATE TABLE requests_v7 (\n"
+        "  capture_id /* INTEGER */, tier_id /* INTEGER */, server_id /* INTEGER */,\n"
+        "  client_id /* INTEGER */, client_port /* INTEGER */, conn /* INTEGER */,\n"
+        "  class_id /* INTEGER */, arrival_ns /* INTEGER */, departure_ns /* INTEGER */,\n"
+        "  req_bytes /* INTEGER */, resp_bytes /* INTEGER */, status /* INTEGER */,\n"
+        "  flags /* INTEGER; undeclared, and no null checks: schema.c version 7 */);\n"
+        "INSERT INTO requests_v7(rowid, capture_id, tier_id, server_id, client_id,\n"
+        "  client_port, conn, class_id, arrival_ns, departure_ns, req_bytes, resp_bytes,\n"
+        "  status, flags)\n"
+        "  SELECT rowid, capture_id, tier_id, server_id, client_id, client_port, conn,\n"
+        "  class_id, arrival_ns, departure_ns, req_bytes, resp_bytes, status, flags\n"
+        "  FROM requests ORDER BY rowid;\n"
+        "DROP TABLE requests;\n"
+        "ALTER TABLE requests_v7 RENAME TO requests;\n"},
 };
 
 _Static_assert(sizeof migrations / sizeof migrations[0] == TB_STORE_SCHEMA_VERSION,
@@ -305,6 +335,19 @@ static int migrate(struct tb__db *d, char *errbuf, size_t errlen)
      * between our first look and now. */
     if ((rc = read_version(d, &version, errbuf, errlen)))
         goto out;
+    /* Step 7 rebuilds requests, which drops its read index: an index the
+     * file had comes back after the steps, so readers do not sort anew. */
+    int64_t had_index = 0;
+    bool found;
+    int src;
+    if (version >= 1 && version < 7 &&
+        query_int(d, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
+                  "name = 'requests_tier_arrival'", &had_index, &found, &src)) {
+        snprintf(errbuf, errlen, "%s: cannot read the schema: %s", d->path,
+                 sqlite3_errmsg(d->db));
+        rc = TB_E_DB;
+        goto out;
+    }
     for (size_t i = 0; i < TB_ARRAY_SIZE(migrations); i++) {
         if (migrations[i].to <= version)
             continue;
@@ -318,6 +361,14 @@ static int migrate(struct tb__db *d, char *errbuf, size_t errlen)
             rc = TB_E_DB;
             goto out;
         }
+    }
+    if (had_index && sqlite3_exec(d->db, "CREATE INDEX requests_tier_arrival ON "
+                                         "requests(tier_id, arrival_ns)", NULL, NULL,
+                                  NULL) != SQLITE_OK) {
+        snprintf(errbuf, errlen, "%s: migration to schema 7 failed (read index): %s", d->path,
+                 sqlite3_errmsg(d->db));
+        rc = TB_E_DB;
+        goto out;
     }
     if (sqlite3_exec(d->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
         snprintf(errbuf, errlen, "%s: cannot commit the migration: %s", d->path,
@@ -346,7 +397,10 @@ int tb__schema_check(struct tb__db *d, bool create, char *errbuf, size_t errlen)
         return TB_E_DBVER;
     }
     if (d->readonly) {
-        if (version < TB_STORE_SCHEMA_VERSION) {
+        /* Schema 7 changed how requests are stored, not what a reader sees
+         * (the same tables and columns): a read-only reader takes a schema 6
+         * file as it is rather than asking for a migration it cannot make. */
+        if (version < TB_STORE_SCHEMA_VERSION && version < TB__SCHEMA_READABLE) {
             snprintf(errbuf, errlen, "%s: schema %lld needs migrating to %d; open it once "
                      "without read-only (e.g. tbneck serve)", d->path, (long long)version,
                      TB_STORE_SCHEMA_VERSION);

@@ -19,12 +19,13 @@ struct tb_capture_stats; /* capture/capture.h */
  * episodes. Version 2: health and events. Version 3: connections. Version 4: the
  * analyses' knee verdict and method version. Version 5: capture state, stored
  * vs seen requests, unanswered and abandoned requests per tier, analyses' LRU.
+ * Version 6: links and models. Version 7: requests without types or NOT NULL.
  * (store/schema.c, docs/storage.md) */
-#define TB_STORE_SCHEMA_VERSION 6
+#define TB_STORE_SCHEMA_VERSION 7
 
 enum tb_store_flags {
     TB_STORE_CREATE = 1u << 0,   /* create the file when absent */
-    TB_STORE_READONLY = 1u << 1, /* no writes, no migration (fails if a migration is due) */
+    TB_STORE_READONLY = 1u << 1, /* no writes, no migration (schema 6 read as is, older fail) */
 };
 
 struct tb_store;

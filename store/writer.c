@@ -268,9 +268,13 @@ struct bvtab {
     struct tb_writer *w;
 };
 
+/* The cursor holds the row's record and client id, so that xColumn, called
+ * 12 times a row, only loads the value. */
 struct bcur {
     sqlite3_vtab_cursor base;
     size_t i;
+    const struct tb_request *r;
+    const uint32_t *cid;
 };
 
 static int bt_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
@@ -329,13 +333,20 @@ static int bt_filter(sqlite3_vtab_cursor *c, int idx, const char *idxs, int argc
     (void)idxs;
     (void)argc;
     (void)argv;
-    ((struct bcur *)c)->i = 0;
+    struct bcur *bc = (struct bcur *)c;
+    const struct tb_writer *w = ((struct bvtab *)c->pVtab)->w;
+    bc->i = 0;
+    bc->r = w->brq;
+    bc->cid = w->bcid;
     return SQLITE_OK;
 }
 
 static int bt_next(sqlite3_vtab_cursor *c)
 {
-    ((struct bcur *)c)->i++;
+    struct bcur *bc = (struct bcur *)c;
+    bc->i++;
+    bc->r++;
+    bc->cid++;
     return SQLITE_OK;
 }
 
@@ -347,14 +358,13 @@ static int bt_eof(sqlite3_vtab_cursor *c)
 
 static int bt_column(sqlite3_vtab_cursor *c, sqlite3_context *ctx, int col)
 {
-    const struct tb_writer *w = ((struct bvtab *)c->pVtab)->w;
-    size_t i = ((struct bcur *)c)->i;
-    const struct tb_request *r = &w->brq[i];
+    const struct bcur *bc = (const struct bcur *)c;
+    const struct tb_request *r = bc->r;
     int64_t v;
     switch (col) {
     case BC_TIER: v = r->tier; break;
     case BC_SERVER: v = r->server; break;
-    case BC_CLIENT: v = w->bcid[i]; break;
+    case BC_CLIENT: v = *bc->cid; break;
     case BC_PORT: v = r->client.port; break;
     case BC_CONN: v = (int64_t)r->conn; break;
     case BC_CLASS: v = r->class_id; break;

@@ -208,13 +208,13 @@ static void test_create_and_newer(void **state)
                      TB_E_DBVER);
     assert_string_equal(err, want);
     raw_exec(f->path, "PRAGMA user_version = 2; "
-                      "UPDATE meta SET value = 7 WHERE key = 'schema_version'");
+                      "UPDATE meta SET value = 42 WHERE key = 'schema_version'");
     assert_int_equal(tb_store_open(&st, f->path, 0, err, sizeof err), TB_E_DBVER);
-    snprintf(want, sizeof want, "%s: written by a newer tbneck (schema 7, this build knows %d)",
+    snprintf(want, sizeof want, "%s: written by a newer tbneck (schema 42, this build knows %d)",
              f->path, TB_STORE_SCHEMA_VERSION);
     assert_string_equal(err, want);
     /* The file was not touched by the refused opens. */
-    assert_int_equal(raw_int(f->path, "SELECT value FROM meta WHERE key = 'schema_version'"), 7);
+    assert_int_equal(raw_int(f->path, "SELECT value FROM meta WHERE key = 'schema_version'"), 42);
 }
 
 /* The schema of version 1 as released, written by hand: if a later edit of
@@ -366,6 +366,105 @@ static void test_migrate_v1(void **state)
     /* A second open finds nothing to do. */
     assert_int_equal(tb_store_open(&st, f->path, TB_STORE_READONLY, err, sizeof err), 0);
     tb_store_close(st);
+}
+
+/* Version 7 rebuilds requests without types or NOT NULL. What must survive:
+ * every row with its row id (links and model stamps refer to them), the
+ * values as integers, the read index when the file had one (and no index
+ * when it had none: the next capture would otherwise keep it up row by
+ * row), and a file SQLite itself finds consistent. */
+static void check_v7_requests(const char *path, bool had_index)
+{
+    assert_int_equal(raw_int(path, "PRAGMA user_version"), TB_STORE_SCHEMA_VERSION);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM pragma_integrity_check "
+                                   "WHERE integrity_check = 'ok'"), 1);
+    assert_int_equal(raw_int(path, "SELECT instr(sql, 'NOT NULL') FROM sqlite_master "
+                                   "WHERE name = 'requests'"), 0);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE name = 'requests_v7'"),
+                     0);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM requests"), 3);
+    /* Each row keeps its id: conn 42 is row 1, 43 row 7, 44 row 9. */
+    assert_int_equal(raw_int(path, "SELECT sum(rowid * conn) FROM requests"),
+                     1 * 42 + 7 * 43 + 9 * 44);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM requests WHERE typeof(arrival_ns) = "
+                                   "'integer' AND typeof(tier_id) = 'integer' AND "
+                                   "typeof(flags) = 'integer'"), 3);
+    assert_int_equal(raw_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND "
+                                   "name = 'requests_tier_arrival'"), had_index ? 1 : 0);
+}
+
+/* requests as schemas 1 to 6 declared it. */
+static const char v6_requests_sql[] =
+    "CREATE TABLE r6 (capture_id INTEGER NOT NULL, tier_id INTEGER NOT NULL,"
+    "  server_id INTEGER NOT NULL, client_id INTEGER NOT NULL, client_port INTEGER NOT NULL,"
+    "  conn INTEGER NOT NULL, class_id INTEGER NOT NULL, arrival_ns INTEGER NOT NULL,"
+    "  departure_ns INTEGER NOT NULL, req_bytes INTEGER NOT NULL,"
+    "  resp_bytes INTEGER NOT NULL, status INTEGER NOT NULL, flags INTEGER NOT NULL);"
+    "INSERT INTO r6(rowid, capture_id, tier_id, server_id, client_id, client_port, conn,"
+    "  class_id, arrival_ns, departure_ns, req_bytes, resp_bytes, status, flags)"
+    "  SELECT rowid, * FROM requests;"
+    "DROP TABLE requests;"
+    "ALTER TABLE r6 RENAME TO requests;"
+    /* Rows out of arrival order and with gaps in their ids, as a file with
+     * deleted or relinked rows has. */
+    "INSERT INTO requests(rowid, capture_id, tier_id, server_id, client_id, client_port, conn,"
+    "  class_id, arrival_ns, departure_ns, req_bytes, resp_bytes, status, flags) VALUES"
+    "  (9, 2, 1, 1, 1, 40002, 44, 1, 500, 2500, 11, 21, 0, 4),"
+    "  (7, 2, 1, 1, 1, 40001, 43, 1, 1500, 1600, 12, 22, 1, 0);"
+    "PRAGMA user_version = 6;"
+    "UPDATE meta SET value = 6 WHERE key = 'schema_version';";
+
+/* The three rows through the current code: arrival order, every value kept. */
+static void check_requests_read(struct tb_store *st)
+{
+    struct tb_request *rq;
+    size_t n;
+    assert_int_equal(tb_store_requests(st, 1, INT64_MIN, INT64_MAX, &rq, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(rq[0].conn, 44);
+    assert_int_equal(rq[0].departure_ns, 2500);
+    assert_int_equal(rq[0].flags, 4);
+    assert_int_equal(rq[1].conn, 42);
+    assert_int_equal(rq[2].conn, 43);
+    assert_int_equal(rq[2].arrival_ns, 1500);
+    assert_int_equal(rq[2].client.port, 40001);
+    free(rq);
+}
+
+static void test_migrate_v6_requests(void **state)
+{
+    struct fix *f = *state;
+    struct tb_store *st;
+    char err[256], p[160];
+    for (int had_index = 0; had_index < 2; had_index++) {
+        const char *sfx[] = {"", "-wal", "-shm"};
+        for (size_t i = 0; i < 3; i++) {
+            snprintf(p, sizeof p, "%s%s", f->path, sfx[i]);
+            unlink(p);
+        }
+        /* A schema 6 file: every table as steps 1 to 6 made it. */
+        raw_exec(f->path, v1_sql);
+        assert_int_equal(tb_store_open(&st, f->path, 0, err, sizeof err), 0);
+        tb_store_close(st);
+        raw_exec(f->path, v6_requests_sql);
+        if (had_index)
+            raw_exec(f->path,
+                     "CREATE INDEX requests_tier_arrival ON requests(tier_id, arrival_ns)");
+        /* Read-only reads it as it is, and leaves it at 6. */
+        assert_int_equal(tb_store_open(&st, f->path, TB_STORE_READONLY, err, sizeof err), 0);
+        check_requests_read(st);
+        tb_store_close(st);
+        assert_int_equal(raw_int(f->path, "PRAGMA user_version"), 6);
+        assert_true(raw_int(f->path, "SELECT instr(sql, 'NOT NULL') FROM sqlite_master "
+                                     "WHERE name = 'requests'") > 0);
+        /* Read-write migrates it. */
+        assert_int_equal(tb_store_open(&st, f->path, 0, err, sizeof err), 0);
+        tb_store_close(st);
+        check_v7_requests(f->path, had_index);
+        assert_int_equal(tb_store_open(&st, f->path, TB_STORE_READONLY, err, sizeof err), 0);
+        check_requests_read(st);
+        tb_store_close(st);
+    }
 }
 
 /* ---- catalog ------------------------------------------------------------------------------ */
@@ -1053,6 +1152,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),
         cmocka_unit_test_setup_teardown(test_create_and_newer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_migrate_v1, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrate_v6_requests, setup, teardown),
         cmocka_unit_test_setup_teardown(test_catalog_roundtrip, setup, teardown),
         cmocka_unit_test_setup_teardown(test_captures, setup, teardown),
         cmocka_unit_test_setup_teardown(test_requests_export, setup, teardown),
