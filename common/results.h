@@ -29,6 +29,11 @@ struct tb_window {
                             * (tb_windows_calls_busy); 0 when it calls nothing. The freeze
                             * rule's "waiting, not stalled". Not stored: windows read back
                             * have 0. */
+    double calls_load;     /* (1/w) ∫ C(τ) dτ: the calls of calls_busy in flight, counted
+                            * each (the load the server's requests spend waiting on
+                            * them: load - calls_load is its own, "self" load; the
+                            * stall rule's promise from the work it does itself).
+                            * Set with calls_busy; not stored either. */
 };
 
 /* How a class's service time was obtained. */
