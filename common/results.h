@@ -80,8 +80,10 @@ struct tb_episode {
  * 1: v0.3, the knee test (before it: 0). 2: levels over time, units per
  * period without the common factor, the chord knee test, the work-unit
  * slope's 40%/200% rules. 3: stalled windows (the freeze rule that needs no
- * knee) are episodes, also where N* is undetermined. */
-#define TB_ANALYSIS_VERSION 3
+ * knee) are episodes, also where N* is undetermined. 4: a server that waits
+ * on its calls is also stalled by its own work's promise (calls_load,
+ * tb_congestion.self_tp). */
+#define TB_ANALYSIS_VERSION 4
 
 /* One analysis of one tier (server == 0) or server at one window width over
  * [from_ns, to_ns). */
