@@ -689,6 +689,16 @@ static void test_stall(void **state)
     assert_int_equal(nep, 0);
 }
 
+/* A window of a server that calls others: 1 unit per completion, calls out
+ * for `busy` of it, `cload` of them in flight on average. */
+static void setc(struct tb_window *w, size_t k, double load, double tp, double busy,
+                 double cload)
+{
+    setu(w, k, load, tp, 1);
+    w[k].calls_busy = busy;
+    w[k].calls_load = cload;
+}
+
 /* A server that waits on its calls, with no knee (issue 12's gap): an
  * application server whose requests spend 99% of their life waiting on the
  * database, like real Tomcat. One request inside completes 100 units/s (5
@@ -705,49 +715,29 @@ static void test_stall_waiting(void **state)
     struct tb_window w[N];
     for (size_t k = 0; k < N; k++) { /* healthy: its requests in their calls */
         double l = 0.5 + 0.05 * (double)k;
-        setu(w, k, l, 100 * l, 1);
-        w[k].calls_busy = fmin(0.95, 0.9 * l);
-        w[k].calls_load = 0.98 * l;
+        setc(w, k, l, 100 * l, fmin(0.95, 0.9 * l), 0.98 * l);
     }
     /* A GC pause: requests pile up, no call goes out, none completes; its
      * first window still had calls for 40% of it, and the drain after. */
-    setu(w, 5, 3.0, 50, 1);
-    w[5].calls_busy = 0.4;
-    w[5].calls_load = 0.4;
-    for (size_t k = 6; k <= 8; k++) {
-        setu(w, k, 4.0 * (double)(k - 4), 0, 1);
-        w[k].calls_busy = w[k].calls_load = 0;
-    }
-    setu(w, 9, 6.0, 1200, 1); /* the drain: 1 200 units/s, calls flowing again */
-    w[9].calls_busy = 1.0;
-    w[9].calls_load = 3.0;
+    setc(w, 5, 3.0, 50, 0.4, 0.4);
+    for (size_t k = 6; k <= 8; k++)
+        setc(w, k, 4.0 * (double)(k - 4), 0, 0, 0);
+    setc(w, 9, 6.0, 1200, 1.0, 3.0); /* the drain: 1 200 units/s, calls flowing again */
     /* A burst that came late: 2.5 requests' worth, all in their calls for the
      * last 20% of the window, none completed yet — not a stall. */
-    setu(w, 13, 2.5, 0, 1);
-    w[13].calls_busy = 0.2;
-    w[13].calls_load = 2.4;
+    setc(w, 13, 2.5, 0, 0.2, 2.4);
     /* Waiting on a paused callee: its calls out all the window. */
-    setu(w, 16, 6.0, 0, 1);
-    w[16].calls_busy = 1.0;
-    w[16].calls_load = 1.0;
+    setc(w, 16, 6.0, 0, 1.0, 1.0);
     /* Its own CPU saturated (2 cores): 20 000 units/s — not a stall. */
-    setu(w, 19, 4.0, 20000, 1);
-    w[19].calls_busy = 0.3;
-    w[19].calls_load = 0.3;
+    setc(w, 19, 4.0, 20000, 0.3, 0.3);
     /* Self load exactly 2 stalls; 1.99 does not. */
-    setu(w, 22, 2.0, 0, 1);
-    w[22].calls_busy = w[22].calls_load = 0;
-    setu(w, 25, 2.3, 0, 1);
-    w[25].calls_busy = 0.31;
-    w[25].calls_load = 0.31;
+    setc(w, 22, 2.0, 0, 0, 0);
+    setc(w, 25, 2.3, 0, 0.31, 0.31);
     /* Just below and just above 15% of self_tp. */
-    setu(w, 28, 3.0, 1490, 1);
-    w[28].calls_busy = w[28].calls_load = 0.1;
-    setu(w, 31, 3.0, 1510, 1);
-    w[31].calls_busy = w[31].calls_load = 0.1;
+    setc(w, 28, 3.0, 1490, 0.1, 0.1);
+    setc(w, 31, 3.0, 1510, 0.1, 0.1);
     /* Load 1.99 whatever else: one request alone may outlive a window. */
-    setu(w, 34, 1.99, 0, 1);
-    w[34].calls_busy = w[34].calls_load = 0;
+    setc(w, 34, 1.99, 0, 0, 0);
 
     /* The analysis: no knee (N* undetermined), the line's slope 100, work
      * unit 100 us; the rule every view builds from it. */
