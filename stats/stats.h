@@ -88,7 +88,7 @@ int tb_windows_calls_busy(struct tb_window *w, size_t n, const struct tb_request
  * calls added in non-decreasing arrival order (TB_E_INVAL otherwise; calls
  * with departure < arrival are skipped); finish sets w[0..n).calls_busy and
  * calls_load to exactly what tb_windows_calls_busy gives for the same calls (the same
- * additions in the same order). Memory: n doubles and the calls in flight. */
+ * additions in the same order). Memory: 2n doubles and the calls in flight. */
 struct tb_busyacc;
 int tb_busyacc_new(struct tb_busyacc **out, int64_t w0, int64_t width_ns, size_t n);
 int tb_busyacc_add(struct tb_busyacc *b, const struct tb_request *call);
