@@ -69,7 +69,13 @@ static int pipe_all(struct pipe *p)
 {
     if (p->have_all)
         return 0;
-    int rc = tb_store_requests(p->st, 0, p->o->from_ns, p->o->to_ns, &p->own_all, &p->nall);
+    /* Over the window grid, as the tier's own requests (pipe_load): a ranged
+     * report's first and last windows reach past --from and --to, and calls
+     * there left out made their calls_busy and calls_load too low, so that
+     * the stall rule took requests waiting on their calls for a pause. */
+    int64_t qf, qt;
+    tb_analyze_query_range(p->o->from_ns, p->o->to_ns, p->o->width_ns, &qf, &qt);
+    int rc = tb_store_requests(p->st, 0, qf, qt, &p->own_all, &p->nall);
     p->all = p->own_all;
     if (rc) {
         tb_seterr(p->err, p->errlen, "reading the requests of every tier: %s",

@@ -29,6 +29,11 @@ struct tb_window {
                             * (tb_windows_calls_busy); 0 when it calls nothing. The freeze
                             * rule's "waiting, not stalled". Not stored: windows read back
                             * have 0. */
+    double calls_load;     /* (1/w) ∫ C(τ) dτ: the calls of calls_busy in flight, counted
+                            * each (the load the server's requests spend waiting on
+                            * them: load - calls_load is its own, "self" load; the
+                            * stall rule's promise from the work it does itself).
+                            * Set with calls_busy; not stored either. */
 };
 
 /* How a class's service time was obtained. */
@@ -80,8 +85,9 @@ struct tb_episode {
  * the number of the reverted slope hint for tiers that wait on their calls.
  * 5: such a tier's N* takes the hint (1/u)·S̄/(S̄ + W̄) when its calm
  * stretches read 40-93% of it, once the knee test has shown the knee found
- * without it. */
-#define TB_ANALYSIS_VERSION 5
+ * without it. 6: a server that waits on its calls is also stalled by its own
+ * work's promise (calls_load, tb_congestion.self_tp). */
+#define TB_ANALYSIS_VERSION 6
 
 /* One analysis of one tier (server == 0) or server at one window width over
  * [from_ns, to_ns). */

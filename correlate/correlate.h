@@ -194,8 +194,19 @@ double tb_analysis_threshold(const struct tb_analysis *a);
  * once 10 completions were due). The curve at load 1 is promised whatever the cores; the
  * line beyond is not (without a knee, the cores are unknown; the curve is
  * then slope·load, used only for the other kind tests inside episodes, which
- * are all stalls there). Why these bounds: see tb_congestion_stalled in
- * correlate/episodes.c. */
+ * are all stalls there).
+ *
+ * A server that waits on its calls (an application server waiting on its
+ * database) completes only a few requests' worth per window with one inside,
+ * under TB_STALL_MIN_EXPECTED, so the curve at load 1 promises nothing there.
+ * Its own work does (v0.4, self_tp): a window is also stalled when, besides
+ * load >= TB_STALL_MIN_LOAD and calls_busy < TB_STALL_MAX_CALLS_BUSY, its
+ * requests outside calls (load - calls_load, the self load) are at least
+ * TB_STALL_MIN_LOAD and its normalized throughput is below TB_STALL_FRAC x
+ * self_tp (one request's own work), which promises at least
+ * TB_STALL_MIN_EXPECTED completions: requests inside, not waiting on any call,
+ * and next to nothing completing — whether or not a knee was shown. Why
+ * these bounds: see tb_congestion_stalled in correlate/episodes.c. */
 #define TB_STALL_MIN_LOAD 2.0
 #define TB_STALL_MIN_EXPECTED 10.0
 #define TB_STALL_MAX_CALLS_BUSY 0.5
@@ -206,6 +217,10 @@ struct tb_congestion {
     double tp_max;
     double freeze_frac; /* frozen below freeze_frac x the curve (default 0.3) */
     double ubar;        /* mean work units per completion of the series (1 when unknown) */
+    double self_tp;     /* what one request in the server's own work completes, in work
+                         * units per second (1 s / the work unit), for a series that
+                         * calls other tiers (calls_busy > 0 somewhere); NAN otherwise
+                         * or when the work unit is unknown (tb_congestion_self) */
 };
 /* From an N* estimate: threshold tb_nstar_threshold(ns), its curve, and ubar
  * over the series w[0..n). */
@@ -213,9 +228,16 @@ void tb_congestion_from_nstar(struct tb_congestion *c, const struct tb_nstar *ns
                               double freeze_frac, const struct tb_window *w, size_t n);
 /* From an analysis (stored, re-estimated live, or just computed): threshold
  * tb_analysis_threshold(a), its slope and tp_max, the default freeze_frac,
- * ubar over w[0..n) (the series the analysis was made from). */
+ * ubar over w[0..n) (the series the analysis was made from), self_tp from
+ * its work unit (tb_congestion_self). */
 void tb_congestion_from_analysis(struct tb_congestion *c, const struct tb_analysis *a,
                                  const struct tb_window *w, size_t n);
+/* Sets c->self_tp: 1 s / work_unit_ns when the series w[0..n) has calls in
+ * flight somewhere (a work unit is the server's own time, its calls
+ * subtracted: one request doing its own work completes one unit per unit of
+ * time), else NAN (tb_congestion_from_nstar leaves it NAN). */
+void tb_congestion_self(struct tb_congestion *c, int64_t work_unit_ns, const struct tb_window *w,
+                        size_t n);
 /* Mean work units per completion over w[0..n); 1 when there is none. */
 double tb_congestion_ubar(const struct tb_window *w, size_t n);
 bool tb_congestion_congested(const struct tb_congestion *c, double load);

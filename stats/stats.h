@@ -79,15 +79,16 @@ int tb_windows_compute(const struct tb_request *req, size_t nreq, const struct t
 /* Sets w[k].calls_busy, for the n consecutive windows w[0..n) (one series,
  * w[0].start_ns on, width w[0].width_ns), to the fraction of each window
  * during which at least one of `calls` (requests of other tiers the series'
- * machines sent) was in flight. Calls with departure < arrival are skipped.
+ * machines sent) was in flight, and w[k].calls_load to their mean number in
+ * flight over the window ((1/w) ∫ C dτ). Calls with departure < arrival are skipped.
  * Returns 0, TB_E_INVAL or TB_E_NOMEM. */
 int tb_windows_calls_busy(struct tb_window *w, size_t n, const struct tb_request *calls,
                           size_t ncalls);
 /* The same as a stream, for calls too many to hold: the n windows from w0 on;
  * calls added in non-decreasing arrival order (TB_E_INVAL otherwise; calls
- * with departure < arrival are skipped); finish sets w[0..n).calls_busy to
- * exactly what tb_windows_calls_busy gives for the same calls (the same
- * additions in the same order). Memory: n doubles and the calls in flight. */
+ * with departure < arrival are skipped); finish sets w[0..n).calls_busy and
+ * calls_load to exactly what tb_windows_calls_busy gives for the same calls (the same
+ * additions in the same order). Memory: 2n doubles and the calls in flight. */
 struct tb_busyacc;
 int tb_busyacc_new(struct tb_busyacc **out, int64_t w0, int64_t width_ns, size_t n);
 int tb_busyacc_add(struct tb_busyacc *b, const struct tb_request *call);

@@ -400,6 +400,7 @@ static int cmp_call_ev(const void *pa, const void *pb)
  * order and give the same doubles). Events come in non-decreasing time. */
 struct busy_sweep {
     double *busy; /* per window */
+    double *cload; /* per window: ∫ C dτ / w (tb_window.calls_load) */
     int64_t w0, width, end;
     int64_t last_t;
     long c;
@@ -414,6 +415,7 @@ static void busy_event(struct busy_sweep *s, int64_t t, int d)
             size_t k = (size_t)((a - s->w0) / s->width);
             int64_t e = TB_MIN(b, s->w0 + (int64_t)(k + 1) * s->width);
             s->busy[k] += (double)(e - a) / (double)s->width;
+            s->cload[k] += (double)s->c * (double)(e - a) / (double)s->width;
             a = e;
         }
     }
@@ -428,14 +430,14 @@ int tb_windows_calls_busy(struct tb_window *w, size_t n, const struct tb_request
     if ((n && !w) || (ncalls && !calls))
         return TB_E_INVAL;
     for (size_t k = 0; k < n; k++)
-        w[k].calls_busy = 0;
+        w[k].calls_busy = w[k].calls_load = 0;
     if (!n || !ncalls)
         return 0;
     int64_t width = w[0].width_ns, w0 = w[0].start_ns;
     if (width <= 0)
         return TB_E_INVAL;
     struct call_ev *ev = malloc(2 * ncalls * sizeof *ev);
-    double *busy = calloc(n, sizeof *busy);
+    double *busy = calloc(2 * n, sizeof *busy);
     if (!ev || !busy) {
         free(ev);
         free(busy);
@@ -449,11 +451,13 @@ int tb_windows_calls_busy(struct tb_window *w, size_t n, const struct tb_request
         ev[ne++] = (struct call_ev){calls[i].departure_ns, -1};
     }
     qsort(ev, ne, sizeof *ev, cmp_call_ev);
-    struct busy_sweep s = {busy, w0, width, w0 + (int64_t)n * width, 0, 0, false};
+    struct busy_sweep s = {busy, busy + n, w0, width, w0 + (int64_t)n * width, 0, 0, false};
     for (size_t i = 0; i < ne; i++)
         busy_event(&s, ev[i].t, ev[i].d);
-    for (size_t k = 0; k < n; k++)
+    for (size_t k = 0; k < n; k++) {
         w[k].calls_busy = busy[k];
+        w[k].calls_load = busy[n + k];
+    }
     free(ev);
     free(busy);
     return 0;
@@ -473,10 +477,11 @@ int tb_busyacc_new(struct tb_busyacc **out, int64_t w0, int64_t width_ns, size_t
     if (width_ns <= 0)
         return TB_E_INVAL;
     struct tb_busyacc *b = calloc(1, sizeof *b);
-    if (!b || !(b->s.busy = calloc(n ? n : 1, sizeof *b->s.busy))) {
+    if (!b || !(b->s.busy = calloc(n ? 2 * n : 1, sizeof *b->s.busy))) {
         free(b);
         return TB_E_NOMEM;
     }
+    b->s.cload = b->s.busy + n;
     b->n = n;
     b->s.w0 = w0;
     b->s.width = width_ns;
@@ -535,8 +540,10 @@ int tb_busyacc_add(struct tb_busyacc *b, const struct tb_request *call)
 int tb_busyacc_finish(struct tb_busyacc *b, struct tb_window *w)
 {
     busy_pop_until(b, 0, true);
-    for (size_t k = 0; k < b->n; k++)
+    for (size_t k = 0; k < b->n; k++) {
         w[k].calls_busy = b->s.busy[k];
+        w[k].calls_load = b->s.cload[k];
+    }
     return 0;
 }
 

@@ -68,6 +68,7 @@ void tb__web_json_window(struct tb_buf *b, const char *tier, const struct tb_win
     /* The freeze rule's input beside load and throughput (0 in windows read
      * back from a database: it is not stored). */
     tb_buf_json_knum(b, ",\"calls_busy\":", win->calls_busy);
+    tb_buf_json_knum(b, ",\"calls_load\":", win->calls_load);
     tb_buf_printf(b, ",\"congested\":%s}", congested ? "true" : "false");
 }
 
@@ -149,6 +150,7 @@ void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb
     tb_buf_json_knum(&b, ",\"threshold\":", rule->threshold);
     tb_buf_json_knum(&b, ",\"freeze_frac\":", rule->freeze_frac);
     tb_buf_json_knum(&b, ",\"units_per_completion\":", rule->ubar);
+    tb_buf_json_knum(&b, ",\"self_tp\":", rule->self_tp);
     /* The stall rule's constants (correlate.h, "Stalled"), so that a client
      * can check every window as the episodes were cut. */
     tb_buf_printf(&b, ",\"stall\":{\"min_load\":%.17g,\"max_calls_busy\":%.17g,"

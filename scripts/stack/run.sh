@@ -182,6 +182,7 @@ stack_stats >"$out/stats-after.txt"
 echo "questions $(stack_db_questions)" >>"$out/stats-after.txt"
 cp "$STACK_GC_LOG" "$out/gc.log"
 cp "$STACK_ACCESS_LOG" "$out/access.log"
+cp "$(dirname "$STACK_ACCESS_LOG")/timing.log" "$out/timing.log" 2>/dev/null || true
 cp "$work/tomcat/logs/stdout.log" "$out/tomcat.log"
 if [ "$pcap" = 1 ]; then
     [ "$cap_rc" = 0 ] || { cat "$out/capture.log" >&2; echo "run.sh: tcpdump failed" >&2; exit 1; }

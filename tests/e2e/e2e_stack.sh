@@ -22,7 +22,7 @@ bash "$TB_SRCDIR/scripts/stack/run.sh" --out "$out" --discover --duration "${TB_
 app_tier=$(awk '$1 == "app" { print $2 }' "$out/tier-names.txt")
 "$TBNECK" export windows --tier "$app_tier" --window 50ms --db "$out/stack.db" >"$out/windows-app.csv"
 python3 - "$out" <<'PY'
-import calendar, csv, json, os, re, sys
+import calendar, csv, json, os, re, subprocess, sys
 out = sys.argv[1]
 failed = []
 def check(cond, what):
@@ -108,6 +108,41 @@ check(len(freeze) >= 3, f"Tomcat has freeze episodes: {len(freeze)}")
 # it, so a freeze need not be a logged pause (15 of 15 and 14 of 15 in two runs).
 check(freeze and len(freeze_gc) >= 0.8 * len(freeze),
       f"Tomcat freeze episodes overlapping a GC pause: {len(freeze_gc)}/{len(freeze)} >= 80%")
+# The pauses without a knee (issue 12): Tomcat waits on MariaDB for ~99% of
+# each request, so the line at load 1 promises ~5 completions a window and
+# its pauses were found only when the knee test accepted Tomcat's knee.
+# Forced off here without any knob: each long pause is reported over 1.5 s
+# around it (300 ms before its start to 1.2 s after; 30 windows, fewer than
+# the knee test's 33, so N* is undetermined and nothing is congested), with
+# the whole run's service times (--service-times, the report's classes: a
+# work unit measured over a range that is mostly the pause would hold the
+# pause). Every such pause must still lie in a freeze episode (the stall
+# rule's own-work promise), and every freeze episode there on a logged pause.
+with open(os.path.join(out, "svc-times.txt"), "w") as f:
+    for c in rep["classes"]:
+        f.write("%s\t%dus\n" % (c["class"], round(c["service_ns"] / 1000)))
+nk_found = nk_fz = nk_fz_gc = nk_knee = 0
+for p in long_:
+    a, b = p[0] - 300 * 10**6, p[0] + 1200 * 10**6
+    r = json.loads(subprocess.run(
+        [os.environ["TBNECK"], "report", "--tier", app, "--db", os.path.join(out, "stack.db"),
+         "--format", "json", "--from", str(a), "--to", str(b),
+         "--service-times", os.path.join(out, "svc-times.txt")],
+        capture_output=True, text=True, check=True).stdout)
+    nk_knee += r["n_star_status"] == "knee" or r["threshold"] is not None
+    fz = [(e["start_ns"], e["end_ns"]) for e in r["episodes"] if e["kind"] == "freeze"]
+    nk_found += any(over(p, e) for e in fz)
+    nk_fz += len(fz)
+    nk_fz_gc += sum(any(over(q, e) for q in pauses) for e in fz)
+print(f"no knee: {nk_found} of {len(long_)} long pauses in a freeze episode of their 1.5 s; "
+      f"{nk_fz_gc} of {nk_fz} freeze episodes there on a logged pause")
+check(nk_knee == 0, f"no knee in the 1.5 s around each long pause: {nk_knee} had a threshold")
+check(long_ and nk_found == len(long_),
+      f"GC pauses >= 50 ms in a freeze episode with N* undetermined: {nk_found}/{len(long_)}")
+# The tolerance of the whole run's check below (a JVM also stops for what its
+# GC log does not record); 23/23 measured.
+check(nk_fz and nk_fz_gc >= 0.8 * nk_fz,
+      f"freeze episodes with N* undetermined on a GC pause: {nk_fz_gc}/{nk_fz} >= 80%")
 # `tbneck events report` must give the same counts as computed here.
 for key, mine in (("pauses", len(pauses)), ("long_pauses", len(long_)),
                   ("pauses_in_episodes", len(in_ep)), ("long_pauses_in_episodes", len(long_in)),

@@ -689,6 +689,132 @@ static void test_stall(void **state)
     assert_int_equal(nep, 0);
 }
 
+/* The episodes the streaming tracker closes over w[0..n) by `rule`, at most
+ * max of them into out[]; returns how many closed. */
+static size_t track_all(const struct tb_congestion *rule, const struct tb_window *w, size_t n,
+                        struct tb_episode *out, size_t max)
+{
+    struct tb_episode_track t;
+    tb_episode_track_init(&t, rule);
+    size_t got = 0;
+    for (size_t k = 0; k <= n; k++) {
+        struct tb_episode e;
+        bool closed = k < n ? (tb_episode_track_push(&t, &w[k], &e) & TB_TRACK_CLOSED) != 0
+                            : tb_episode_track_end(&t, &e);
+        if (closed && got < max)
+            out[got] = e;
+        got += closed;
+    }
+    return got;
+}
+
+/* A window of a server that calls others: 1 unit per completion, calls out
+ * for `busy` of it, `cload` of them in flight on average. */
+static void setc(struct tb_window *w, size_t k, double load, double tp, double busy,
+                 double cload)
+{
+    setu(w, k, load, tp, 1);
+    w[k].calls_busy = busy;
+    w[k].calls_load = cload;
+}
+
+/* A server that waits on its calls, with no knee (issue 12's gap): an
+ * application server whose requests spend 99% of their life waiting on the
+ * database, like real Tomcat. One request inside completes 100 units/s (5
+ * per 50 ms window: the line promises under 10, so the old rule never
+ * spoke), while its own work is 100 us a request: self_tp 10 000 units/s,
+ * 500 completions per window for one request outside calls (1 unit each).
+ * The oracle is correlate.h's rule applied by hand: stalled when load >= 2,
+ * calls out < half the window, load - calls_load >= 2 and throughput below
+ * 1 500 units/s (15% of 10 000). */
+static void test_stall_waiting(void **state)
+{
+    (void)state;
+    enum { N = 40 };
+    struct tb_window w[N];
+    for (size_t k = 0; k < N; k++) { /* healthy: its requests in their calls */
+        double l = 0.5 + 0.05 * (double)k;
+        setc(w, k, l, 100 * l, fmin(0.95, 0.9 * l), 0.98 * l);
+    }
+    /* A GC pause: requests pile up, no call goes out, none completes; its
+     * first window still had calls for 40% of it, and the drain after. */
+    setc(w, 5, 3.0, 50, 0.4, 0.4);
+    for (size_t k = 6; k <= 8; k++)
+        setc(w, k, 4.0 * (double)(k - 4), 0, 0, 0);
+    setc(w, 9, 6.0, 1200, 1.0, 3.0); /* the drain: 1 200 units/s, calls flowing again */
+    /* A burst that came late: 2.5 requests' worth, all in their calls for the
+     * last 20% of the window, none completed yet — not a stall. */
+    setc(w, 13, 2.5, 0, 0.2, 2.4);
+    /* Waiting on a paused callee: its calls out all the window. */
+    setc(w, 16, 6.0, 0, 1.0, 1.0);
+    /* Its own CPU saturated (2 cores): 20 000 units/s — not a stall. */
+    setc(w, 19, 4.0, 20000, 0.3, 0.3);
+    /* Self load exactly 2 stalls; 1.99 does not. */
+    setc(w, 22, 2.0, 0, 0, 0);
+    setc(w, 25, 2.3, 0, 0.31, 0.31);
+    /* Just below and just above 15% of self_tp. */
+    setc(w, 28, 3.0, 1490, 0.1, 0.1);
+    setc(w, 31, 3.0, 1510, 0.1, 0.1);
+    /* Load 1.99 whatever else: one request alone may outlive a window. */
+    setc(w, 34, 1.99, 0, 0, 0);
+
+    /* The analysis: no knee (N* undetermined), the line's slope 100, work
+     * unit 100 us; the rule every view builds from it. */
+    struct tb_analysis a;
+    memset(&a, 0, sizeof a);
+    a.n_star = a.n_star_fit = a.tp_max = NAN;
+    a.slope = 100;
+    a.work_unit_ns = 100000; /* 100 us */
+    struct tb_congestion rule;
+    tb_congestion_from_analysis(&rule, &a, w, N);
+    assert_true(isnan(rule.threshold));
+    assert_near(rule.self_tp, 10000, 1e-9);
+    const bool want[N] = {[5] = true, [6] = true, [7] = true, [8] = true, [22] = true,
+                          [28] = true};
+    for (size_t k = 0; k < N; k++)
+        if (tb_congestion_stalled(&rule, &w[k]) != want[k])
+            fail_msg("window %zu: stalled %d, expected %d", k, !want[k], want[k]);
+
+    /* The old rule (v0.3: no own-work promise) misses the whole pause. */
+    struct tb_congestion old = rule;
+    old.self_tp = NAN;
+    for (size_t k = 0; k < N; k++)
+        if (tb_congestion_stalled(&old, &w[k]))
+            fail_msg("window %zu: stalled by the line's promise alone", k);
+
+    /* Episodes, streamed: the pause and its drain are one freeze episode,
+     * [5, 9), the drain not being stalled; then 22 and 28 alone. */
+    const int64_t st[3] = {5, 22, 28}, en[3] = {9, 23, 29};
+    struct tb_episode got[4];
+    assert_int_equal(track_all(&rule, w, N, got, 4), 3);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(got[i].start_ns, st[i] * W);
+        assert_int_equal(got[i].end_ns, en[i] * W);
+        assert_int_equal(got[i].kind, TB_EP_FREEZE);
+    }
+
+    /* The one-series analysis applies the same rule from the work unit it is
+     * given: the pause is a freeze episode whether or not a knee is shown. */
+    struct tb_analysis b;
+    struct tb_episode *ep;
+    size_t nep;
+    assert_int_equal(tb_correlate_analyze(w, N, a.work_unit_ns, NULL, &b, &ep, &nep), 0);
+    bool pause = false;
+    for (size_t i = 0; i < nep; i++)
+        pause |= ep[i].start_ns <= 6 * W && 6 * W < ep[i].end_ns && ep[i].kind == TB_EP_FREEZE;
+    assert_true(pause);
+    free(ep);
+
+    /* A series that never calls anything has no own-work promise (its line
+     * is its own work already). */
+    for (size_t k = 0; k < N; k++)
+        w[k].calls_busy = w[k].calls_load = 0;
+    tb_congestion_from_analysis(&rule, &a, w, N);
+    assert_true(isnan(rule.self_tp));
+    tb_congestion_self(&rule, 0, NULL, 0);
+    assert_true(isnan(rule.self_tp));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -700,6 +826,7 @@ int main(void)
         cmocka_unit_test(test_stream_same),
         cmocka_unit_test(test_stream_rule_change),
         cmocka_unit_test(test_stall),
+        cmocka_unit_test(test_stall_waiting),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -304,6 +304,10 @@ static void test_busyacc(void **state)
     assert_true(fabs(w[0].calls_busy - 0.8) < 1e-12);
     assert_true(fabs(w[1].calls_busy - 0.2) < 1e-12);
     assert_true(fabs(w[2].calls_busy - 0.2) < 1e-12);
+    /* calls_load counts the overlap twice: 3 + 6 call-ms in window 0. */
+    assert_true(fabs(w[0].calls_load - 0.9) < 1e-12);
+    assert_true(fabs(w[1].calls_load - 0.2) < 1e-12);
+    assert_true(fabs(w[2].calls_load - 0.2) < 1e-12);
     /* Out of arrival order is refused. */
     assert_int_equal(tb_busyacc_new(&b, 0, 10 * MS, 3), 0);
     assert_int_equal(tb_busyacc_add(b, &c[1]), 0);
@@ -334,9 +338,10 @@ static void test_busyacc(void **state)
     assert_int_equal(tb_busyacc_finish(b, wb), 0);
     tb_busyacc_free(b);
     for (int k = 0; k < NW; k++)
-        if (memcmp(&wa[k].calls_busy, &wb[k].calls_busy, sizeof(double)))
-            fail_msg("window %d: %.17g streamed, %.17g from the array", k, wb[k].calls_busy,
-                     wa[k].calls_busy);
+        if (memcmp(&wa[k].calls_busy, &wb[k].calls_busy, sizeof(double)) ||
+            memcmp(&wa[k].calls_load, &wb[k].calls_load, sizeof(double)))
+            fail_msg("window %d: %.17g/%.17g streamed, %.17g/%.17g from the array", k,
+                     wb[k].calls_busy, wb[k].calls_load, wa[k].calls_busy, wa[k].calls_load);
     free(r);
     free(wa);
     free(wb);
@@ -378,8 +383,10 @@ static void same_result(const struct tb_analysis_result *s, const struct tb_anal
         same_double(x->norm_throughput, y->norm_throughput, "norm_throughput", k);
         same_double(x->rt_mean_ns, y->rt_mean_ns, "rt_mean_ns", k);
         same_double(x->rt_p95_ns, y->rt_p95_ns, "rt_p95_ns", k);
-        if (!skip_calls_busy)
+        if (!skip_calls_busy) {
             same_double(x->calls_busy, y->calls_busy, "calls_busy", k);
+            same_double(x->calls_load, y->calls_load, "calls_load", k);
+        }
     }
     assert_int_equal(s->nep, a->nep);
     for (size_t e = 0; e < s->nep; e++) {

@@ -320,7 +320,7 @@ static void test_calls_busy(void **state)
     for (int k = 0; k < 4; k++) {
         w[k].start_ns = 1000 * MS + k * 50 * MS;
         w[k].width_ns = 50 * MS;
-        w[k].calls_busy = 7; /* overwritten */
+        w[k].calls_busy = w[k].calls_load = 7; /* overwritten */
     }
     const int64_t t0 = 1000 * MS;
     struct tb_request c[] = {
@@ -336,10 +336,17 @@ static void test_calls_busy(void **state)
     assert_near(w[1].calls_busy, 1.0, 1e-12);
     assert_near(w[2].calls_busy, 20.0 / 50, 1e-12);
     assert_near(w[3].calls_busy, 10.0 / 50, 1e-12);
+    /* calls_load counts each call: window 0 holds 20 + 30 call-ms. */
+    assert_near(w[0].calls_load, 50.0 / 50, 1e-12);
+    assert_near(w[1].calls_load, 1.0, 1e-12);
+    assert_near(w[2].calls_load, 20.0 / 50, 1e-12);
+    assert_near(w[3].calls_load, 10.0 / 50, 1e-12);
     /* No calls: every window 0. */
     assert_int_equal(tb_windows_calls_busy(w, 4, NULL, 0), 0);
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < 4; k++) {
         assert_near(w[k].calls_busy, 0, 0);
+        assert_near(w[k].calls_load, 0, 0);
+    }
     assert_int_equal(tb_windows_calls_busy(NULL, 4, c, 1), TB_E_INVAL);
 }
 

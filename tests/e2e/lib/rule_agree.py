@@ -25,7 +25,10 @@ FREEZE_RUN = 2          # consecutive frozen windows that make a freeze
 FREEZE_MIN_EXPECTED = 5.0
 # A stall (correlate.h "Stalled", v0.3): load >= 2, calls out < half the
 # window, normalized throughput < 15% of the promise (the curve at the load
-# when a plateau is known, else at load 1), which is >= 10 completions.
+# when a plateau is known, else at load 1), which is >= 10 completions; or
+# (v0.4, a server that calls other tiers) load - calls_load >= 2 (its
+# requests outside calls) and throughput < 15% of self_tp (1 s / the work
+# unit: one request's own work), which is >= 10 completions.
 STALL_MIN_LOAD = 2.0
 STALL_MAX_CALLS_BUSY = 0.5
 STALL_FRAC = 0.15
@@ -63,14 +66,24 @@ def frozen(load, tp, dur_ns, r):
 
 
 def stalled(w, r):
-    if r["slope"] is None:
-        return False
     if w["load"] < STALL_MIN_LOAD or w["calls_busy"] >= STALL_MAX_CALLS_BUSY:
         return False
-    promise = curve(w["load"], r["slope"], r["tp_max"]) if r["tp_max"] is not None \
-        else r["slope"]
-    return (promise * w["width_ns"] / 1e9 / r["ubar"] >= STALL_MIN_EXPECTED
-            and w["norm_throughput"] < STALL_FRAC * promise)
+    per = w["width_ns"] / 1e9 / r["ubar"]
+    if r["slope"] is not None:
+        promise = curve(w["load"], r["slope"], r["tp_max"]) if r["tp_max"] is not None \
+            else r["slope"]
+        if promise * per >= STALL_MIN_EXPECTED and w["norm_throughput"] < STALL_FRAC * promise:
+            return True
+    st = r.get("self_tp")
+    return (st is not None and w["load"] - w["calls_load"] >= STALL_MIN_LOAD
+            and st * per >= STALL_MIN_EXPECTED and w["norm_throughput"] < STALL_FRAC * st)
+
+
+def self_tp(work_unit_ns, wins):
+    """One request's own work, units/s, for a series that calls others."""
+    if not work_unit_ns or not any(w["calls_busy"] > 0 for w in wins):
+        return None
+    return 1e9 / work_unit_ns
 
 
 def episodes(wins, cong, rules):
@@ -128,15 +141,23 @@ def calls_busy(reqcsv, tier, wins, server=None):
     """Per window of the tier (or of one of its servers, 'ip:port'), the
     fraction of it during which a request of another tier sent from one of
     the tier's servers' machines (its client's address is a server's; with
-    `server`, that server's) was in flight, from `export requests`."""
+    `server`, that server's) was in flight, and their mean number in flight
+    (calls_load), from `export requests`: (busy, load) pairs."""
     rows = list(csv.DictReader(open(reqcsv)))
+    width = wins[0]["width_ns"] if wins else 1  # consecutive windows from w0 on
+    w0 = wins[0]["start_ns"] if wins else 0
     ips = {ip_of(r["server"]) for r in rows if r["tier"] == tier} if server is None \
         else {ip_of(server)}
     iv = sorted((int(r["arrival_ns"]), int(r["departure_ns"])) for r in rows
                 if r["tier"] != tier and ip_of(r["client"]) in ips
                 and int(r["departure_ns"]) >= int(r["arrival_ns"]))
-    merged = []
+    merged, by_win = [], {}
     for a, b in iv:
+        for k in range((a - w0) // width, (b - w0) // width + 1):
+            lo = w0 + k * width
+            ov = min(b, lo + width) - max(a, lo)
+            if ov > 0:
+                by_win[lo] = by_win.get(lo, 0) + ov
         if merged and a <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], b)
         else:
@@ -150,7 +171,7 @@ def calls_busy(reqcsv, tier, wins, server=None):
         while q < len(merged) and merged[q][0] < hi:
             busy += min(hi, merged[q][1]) - max(lo, merged[q][0])
             q += 1
-        out.append(busy / w["width_ns"])
+        out.append((busy / w["width_ns"], by_win.get(lo, 0) / w["width_ns"]))
     return out
 
 
@@ -182,8 +203,8 @@ def offline(d, tiers):
                     for r in csv.DictReader(f) if r["server"] == "*"]
         if not wins:
             fail("%s: no windows exported" % t)
-        for w, b in zip(wins, calls_busy(d + "/requests.csv", t, wins)):
-            w["calls_busy"] = b
+        for w, (b, cl) in zip(wins, calls_busy(d + "/requests.csv", t, wins)):
+            w["calls_busy"], w["calls_load"] = b, cl
         # The threshold: the intervention N*, else the fit's knee.
         thr = rep["n_star"] if rep["n_star"] is not None else rep["n_star_fit"]
         if rep["threshold"] != thr:
@@ -192,7 +213,8 @@ def offline(d, tiers):
         units = sum(w["work_units"] for w in wins)
         comps = sum(w["completions"] for w in wins)
         rule = {"slope": rep["slope"], "tp_max": rep["tp_max"], "freeze_frac": 0.3,
-                "ubar": units / comps if units > 0 and comps > 0 else 1.0}
+                "ubar": units / comps if units > 0 and comps > 0 else 1.0,
+                "self_tp": self_tp(rep["work_unit_ns"], wins)}
         cong = [thr is not None and w["load"] >= thr for w in wins]
         want, _, inep = episodes(wins, cong, [rule] * len(wins))
         nstall = sum(e and not c for e, c in zip(inep, cong))
@@ -211,13 +233,14 @@ def offline(d, tiers):
                     "work_units": float(r["work_units"]),
                     "norm_throughput": float(r["norm_throughput"])}
                    for r in allw if r["server"] == sv["server"]]
-            for w, b in zip(sw_, calls_busy(d + "/requests.csv", t, sw_, sv["server"])):
-                w["calls_busy"] = b
+            for w, (b, cl) in zip(sw_, calls_busy(d + "/requests.csv", t, sw_, sv["server"])):
+                w["calls_busy"], w["calls_load"] = b, cl
             sthr = sv["n_star"] if sv["n_star"] is not None else sv["n_star_fit"]
             su = sum(w["work_units"] for w in sw_)
             sc_ = sum(w["completions"] for w in sw_)
             srule = {"slope": sv["slope"], "tp_max": sv["tp_max"], "freeze_frac": 0.3,
-                     "ubar": su / sc_ if su > 0 and sc_ > 0 else 1.0}
+                     "ubar": su / sc_ if su > 0 and sc_ > 0 else 1.0,
+                     "self_tp": self_tp(sv["work_unit_ns"], sw_)}
             scong = [sthr is not None and w["load"] >= sthr for w in sw_]
             swant, _, sinep = episodes(sw_, scong, [srule] * len(sw_))
             sst = sum(e and not c for e, c in zip(sinep, scong))
@@ -277,7 +300,8 @@ def live(path):
                 continue
             if k == "analysis":
                 rule = {"threshold": e["threshold"], "slope": e["slope"], "tp_max": e["tp_max"],
-                        "freeze_frac": e["freeze_frac"], "ubar": e["units_per_completion"]}
+                        "freeze_frac": e["freeze_frac"], "ubar": e["units_per_completion"],
+                        "self_tp": e["self_tp"]}
             elif k == "window":
                 c = rule["threshold"] is not None and e["load"] >= rule["threshold"]
                 if e["congested"] != c:
