@@ -272,8 +272,15 @@ static int send_ring(int s, struct run *r)
         unsigned k = batch_size(r), filled = 0;
         for (; filled < k; filled++) {
             struct tpacket2_hdr *h = (void *)(ring + (slot & (RING_FRAMES - 1)) * fsz);
-            if (h->tp_status != TP_STATUS_AVAILABLE)
-                break; /* the kernel still holds it (or it failed: TP_STATUS_WRONG_FORMAT) */
+            unsigned st = __atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE);
+            if (st & TP_STATUS_WRONG_FORMAT) {
+                fprintf(stderr, "blast: the kernel refused a frame of %u bytes (tx ring)\n",
+                        h->tp_len);
+                rc = 1;
+                goto out;
+            }
+            if (st != TP_STATUS_AVAILABLE)
+                break; /* the kernel still holds it */
             size_t l = p->off[r->next + 1] - p->off[r->next];
             memcpy((unsigned char *)h + hdr, p->data + p->off[r->next], l);
             h->tp_len = (unsigned)l;
@@ -288,7 +295,10 @@ static int send_ring(int s, struct run *r)
             poll(&pfd, 1, 10);
             r->retries++;
         }
-        /* Blocking send: returns once the marked frames went out. */
+        /* Blocking send: returns once the marked frames went out. Marked
+         * frames are the kernel's: a transient error leaves them to the
+         * next send, so they count as sent either way. */
+        r->sent += filled;
         if (send(s, NULL, 0, 0) < 0) {
             if (errno == ENOBUFS || errno == EAGAIN || errno == EINTR) {
                 r->retries++;
@@ -298,7 +308,6 @@ static int send_ring(int s, struct run *r)
             rc = 1;
             break;
         }
-        r->sent += filled;
     }
     /* Flush: the last frames are sent before the ring goes. */
     for (int i = 0; i < 1000 && !rc; i++) {
@@ -307,6 +316,7 @@ static int send_ring(int s, struct run *r)
             break;
         send(s, NULL, 0, 0);
     }
+out:
     munmap(ring, len);
     return rc;
 }

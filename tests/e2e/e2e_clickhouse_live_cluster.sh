@@ -24,6 +24,9 @@
 #   - `report` of every tier (text, JSON) and `diagnose` (text, JSON) read
 #     through the cluster equal the single-sensor SQLite ones byte for byte,
 #     and `export requests` row for row (minus conn, a sensor's numbering).
+# And again with one sensor while shard b fails its part of every insert
+# for 3 s: a batch the cluster held in part is completed (the rest sent, only
+# the rest): the shards hold each request once, equal to the single sensor.
 # Root only (packet sockets, namespaces): exit 77 otherwise.
 set -uo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}"
