@@ -549,7 +549,7 @@ static int finish_clickhouse(struct live *L, FILE *out)
             fprintf(out, "; %" PRIu64 " outage%s, %" PRIu64 " batches through the spool %s",
                     s.outages, s.outages == 1 ? "" : "s", s.spooled_batches, dir);
         if (s.refilled_batches)
-            fprintf(out, "; %" PRIu64 " batch%s held in part by the cluster completed",
+            fprintf(out, "; %" PRIu64 " batch%s held in part completed",
                     s.refilled_batches, s.refilled_batches == 1 ? "" : "es");
         fputc('\n', out);
     }

@@ -24,8 +24,9 @@
  * counts the batch's seq range: all there, it is done; none, it is sent
  * again; some (a cluster whose shards took their parts apart: an error
  * answer through a Distributed table counts as maybe sent too), the rows
- * missing are sent again (tb__ch_fill), the others not. That wait cannot be proven long enough — a server
- * frozen long enough may start the old insert after the count — so readers
+ * missing are sent again (tb__ch_fill), the others not. That wait cannot be
+ * proven long enough — a server frozen long enough may start the old
+ * insert after the count — so readers
  * also skip a (sensor, seq) they have seen (tb_ch_scan): a batch stored
  * twice is read once. Connections carry no seq; a connection row sent
  * twice is one connection to every reader (the SQLite copy replaces by
@@ -328,7 +329,7 @@ static int ship(struct tb_ch_live *cl, struct batch *b, const struct tb_buf *bod
              * there go again (each to its shard), the others not. */
             if ((rc = tb__ch_fill(cl->send, body->p, body->len, qid, b->seq_first, b->seq_last)))
                 return rc; /* still maybe sent: counted again next time */
-            tb_log_warn("clickhouse at %s: the cluster held %" PRIu64 " of batch %" PRIu64
+            tb_log_warn("clickhouse at %s: the store held %" PRIu64 " of batch %" PRIu64
                         "'s %" PRIu64 " requests after a failed insert; the other %" PRIu64
                         " were sent again", tb__ch_where(cl->send), n, b->no, b->rows,
                         b->rows - n);

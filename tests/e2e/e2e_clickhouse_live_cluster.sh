@@ -167,7 +167,7 @@ wait "$outage" || fail "shard b: ALTER TABLE failed"
 echo "outage run: replay and the sensor's end took $(python3 -c "import time; print('%.1f s' % (time.time() - $replay_start))")"
 sensor_ok all
 grep -v '^  tier' "$work/all.err" | grep -i 'clickhouse' | head -6
-grep -q "the cluster held [0-9]* of batch [0-9]*'s [0-9]* requests after a failed insert; the other [0-9]* were sent again" \
+grep -q "the store held [0-9]* of batch [0-9]*'s [0-9]* requests after a failed insert; the other [0-9]* were sent again" \
     "$work/all.err" || fail "no batch was held in part by the cluster (the outage did not split one)"
 copy_ok dump2
 single dump2
