@@ -39,6 +39,17 @@ done
 want=${TB_BENCH_PACKETS:-2000000}
 readers=(${TB_BENCH_READERS:-none tcpdump w1 w2 w1db w2db})
 sender=${TB_BENCH_SENDER:-tcpreplay}
+rates=(max)
+if [ "$sender" = blast ]; then
+  read -ra rates <<<"${TB_BENCH_RATES:-max}"
+  secs=${TB_BENCH_SECONDS:-4}
+  for r in "${rates[@]}"; do
+    [[ "$r" =~ ^([1-9][0-9]*|max)$ ]] || { echo "bench_fanout: bad rate $r" >&2; exit 1; }
+  done
+elif [ -n "${TB_BENCH_RATES:-}" ]; then
+  echo "bench_fanout: TB_BENCH_RATES needs TB_BENCH_SENDER=blast" >&2
+  exit 1
+fi
 ns="fobench$$"
 work=$(mktemp -d "$TB_BUILDDIR/bench-fanout.XXXXXX")
 rpid=""
@@ -61,17 +72,6 @@ ip -n "$ns" link set fobb mtu 65535
 "$TBNECK_SIM" "$TB_SRCDIR/sim/examples/gc.conf" --out "$work/sim" -q || exit 1
 total=$(tcpdump -nr "$work/sim.pcap" 2>/dev/null | wc -l)
 loops=$(( (want + total - 1) / total ))
-rates=(max)
-if [ "$sender" = blast ]; then
-  read -ra rates <<<"${TB_BENCH_RATES:-max}"
-  secs=${TB_BENCH_SECONDS:-4}
-  for r in "${rates[@]}"; do
-    [[ "$r" =~ ^([1-9][0-9]*|max)$ ]] || { echo "bench_fanout: bad rate $r" >&2; exit 1; }
-  done
-elif [ -n "${TB_BENCH_RATES:-}" ]; then
-  echo "bench_fanout: TB_BENCH_RATES needs TB_BENCH_SENDER=blast" >&2
-  exit 1
-fi
 tck=$(getconf CLK_TCK)
 echo "bench_fanout: sender $sender, $(nproc) CPUs, $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg);" \
   "$total packets a loop, $(( total * loops )) packets a run at max"
