@@ -16,7 +16,8 @@
 # sendmmsg 256 frames a call, PACKET_QDISC_BYPASS). With blast,
 # TB_BENCH_RATES="100000 300000 max" sends at each of these rates in turn
 # (blast --pps; `max` = as fast as it can; a paced run sends
-# TB_BENCH_SECONDS, default 4, of traffic, at most TB_BENCH_PACKETS).
+# TB_BENCH_SECONDS, default 4, of traffic, at most TB_BENCH_PACKETS), from
+# TB_BENCH_THREADS sending threads (default 1; blast --threads).
 # Prints per reader and rate: the rate asked and the rate the sender
 # achieved, packets captured, kernel drops (pcap_stats), lost (sent -
 # captured: every packet the capture did not process, wherever it went),
@@ -118,7 +119,7 @@ run() { # READER RATE: one reader listening while the sender sends at RATE
       pace=(--pps "$rate")
     fi
     ip netns exec "$ns" timeout 300 "$TB_BUILDDIR/bench/blast" --count "$count" "${pace[@]}" \
-      foba "$work/sim.pcap" >"$work/replay" 2>&1
+      --threads "${TB_BENCH_THREADS:-1}" foba "$work/sim.pcap" >"$work/replay" 2>&1
   else
     ip netns exec "$ns" timeout 300 tcpreplay -i foba --topspeed --preload-pcap --loop "$loops" \
       "$work/sim.pcap" >"$work/replay" 2>&1

@@ -7,10 +7,15 @@
  * a batch). tcpreplay --topspeed makes one syscall a packet and tops out
  * near 430 k pkt/s here.
  *
- *   blast [--loops N] [--count N] [--pps R] [--batch N] [--tx-ring] IFACE FILE.pcap
+ *   blast [--loops N] [--count N] [--pps R] [--batch N] [--tx-ring] [--threads N]
+ *         IFACE FILE.pcap
  *
  * Bounded: it sends the file LOOPS times (default 1), or COUNT packets when
- * --count is given (looping the file as often as needed). Prints
+ * --count is given (looping the file as often as needed). With --threads N
+ * (at most 8), N threads with a socket each share the count and the rate,
+ * thread i starting at the i-th N-th of the file (on a veth the kernel's
+ * work then runs on several CPUs; the packets of a flow may leave out of
+ * order). Prints
  *   blast: N packets in S s, R pps
  *   blast: CPU user U s, system S s; K busy retries; rate R1 asked
  * (the CPU of the sending, the file's loading left out).
@@ -32,6 +37,7 @@
 #include <net/if.h>
 #include <pcap/pcap.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -44,6 +50,7 @@
 #include <unistd.h>
 
 #define BATCH_MAX 1024
+#define MAX_THREADS 8
 #define RING_FRAMES 4096 /* a power of two: the slot index wraps by mask */
 
 struct pkts {
@@ -57,14 +64,14 @@ struct opts {
     const char *iface, *file;
     uint64_t loops, count; /* count 0: loops * n */
     double pps;            /* 0: as fast as possible */
-    unsigned batch;
+    unsigned batch, threads;
     bool ring;
 };
 
 static int usage(const char *why)
 {
     fprintf(stderr, "blast: %s (usage: blast [--loops N] [--count N] [--pps R] [--batch N] "
-                    "[--tx-ring] IFACE FILE.pcap)\n",
+                    "[--tx-ring] [--threads N] IFACE FILE.pcap)\n",
             why);
     return 2;
 }
@@ -82,7 +89,7 @@ static bool parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *v)
 
 static int parse(int argc, char **argv, struct opts *o)
 {
-    *o = (struct opts){.loops = 1, .batch = 256};
+    *o = (struct opts){.loops = 1, .batch = 256, .threads = 1};
     int i = 1;
     for (; i < argc && argv[i][0] == '-' && argv[i][1] == '-'; i++) {
         const char *a = argv[i];
@@ -102,6 +109,8 @@ static int parse(int argc, char **argv, struct opts *o)
             o->pps = (double)v;
         else if (!strcmp(a, "--batch") && parse_u64(val, 1, BATCH_MAX, &v))
             o->batch = (unsigned)v;
+        else if (!strcmp(a, "--threads") && parse_u64(val, 1, MAX_THREADS, &v))
+            o->threads = (unsigned)v;
         else {
             fprintf(stderr, "blast: bad option %s %s\n", a, val);
             return 2;
@@ -180,26 +189,32 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-/* Waits until `sent` packets are due at o->pps since t0 (token bucket
- * paced per batch); returns at once when unpaced or behind schedule. */
-static void pace(const struct opts *o, double t0, uint64_t sent)
+/* Waits until `sent` packets are due at pps since t0 (token bucket paced
+ * per batch); returns at once when unpaced or behind schedule. */
+static void pace(double pps, double t0, uint64_t sent)
 {
-    if (o->pps <= 0)
+    if (pps <= 0)
         return;
-    double due = t0 + (double)sent / o->pps, wait = due - now_s();
+    double due = t0 + (double)sent / pps, wait = due - now_s();
     if (wait > 20e-6) {
         struct timespec d = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
         nanosleep(&d, NULL);
     }
 }
 
-/* The state both send paths share: where in the file, how many sent. */
+/* A sending thread's state (both send paths): its socket, its share of the
+ * count and rate, where in the file, how many sent. */
 struct run {
     const struct opts *o;
     const struct pkts *p;
+    int sock, rc;
+    pthread_t th;
+    double pps; /* this thread's share; 0: unpaced */
     uint64_t total, sent, retries;
     size_t next; /* the next frame of the file */
-    double t0;
+    double t0, t1;
+    struct mmsghdr msg[BATCH_MAX];
+    struct iovec iov[BATCH_MAX];
 };
 
 static unsigned batch_size(const struct run *r)
@@ -207,18 +222,18 @@ static unsigned batch_size(const struct run *r)
     uint64_t left = r->total - r->sent;
     unsigned b = r->o->batch;
     /* About a millisecond of traffic a batch when paced (at least 1). */
-    if (r->o->pps > 0 && r->o->pps / 1000 < b)
-        b = r->o->pps >= 1000 ? (unsigned)(r->o->pps / 1000) : 1;
+    if (r->pps > 0 && r->pps / 1000 < b)
+        b = r->pps >= 1000 ? (unsigned)(r->pps / 1000) : 1;
     return left < b ? (unsigned)left : b;
 }
 
 static int send_mmsg(int s, struct run *r)
 {
-    static struct mmsghdr msg[BATCH_MAX];
-    static struct iovec iov[BATCH_MAX];
+    struct mmsghdr *msg = r->msg;
+    struct iovec *iov = r->iov;
     const struct pkts *p = r->p;
     while (r->sent < r->total) {
-        pace(r->o, r->t0, r->sent);
+        pace(r->pps, r->t0, r->sent);
         unsigned k = batch_size(r);
         size_t f = r->next;
         for (unsigned j = 0; j < k; j++) {
@@ -274,7 +289,7 @@ static int send_ring(int s, struct run *r)
     size_t slot = 0;
     int rc = 0;
     while (r->sent < r->total) {
-        pace(r->o, r->t0, r->sent);
+        pace(r->pps, r->t0, r->sent);
         unsigned k = batch_size(r), filled = 0;
         for (; filled < k; filled++) {
             struct tpacket2_hdr *h = (void *)(ring + (slot & (RING_FRAMES - 1)) * fsz);
@@ -327,6 +342,35 @@ out:
     return rc;
 }
 
+/* A packet socket bound to the interface, bypassing the qdisc. */
+static int open_socket(const struct opts *o, unsigned ifindex, int *out)
+{
+    int s = socket(AF_PACKET, SOCK_RAW, 0);
+    if (s < 0) {
+        perror("blast: socket");
+        return 1;
+    }
+    int one = 1;
+    if (setsockopt(s, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one) < 0)
+        perror("blast: PACKET_QDISC_BYPASS (sending through the qdisc)");
+    struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_ifindex = (int)ifindex};
+    if (bind(s, (struct sockaddr *)&sll, sizeof sll) < 0) {
+        fprintf(stderr, "blast: %s: %s\n", o->iface, strerror(errno));
+        close(s);
+        return 1;
+    }
+    *out = s;
+    return 0;
+}
+
+static void *sender_main(void *arg)
+{
+    struct run *r = arg;
+    r->rc = r->o->ring ? send_ring(r->sock, r) : send_mmsg(r->sock, r);
+    r->t1 = now_s();
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     struct opts o;
@@ -341,34 +385,53 @@ int main(int argc, char **argv)
     struct pkts p;
     if ((rc = load(o.file, &p)))
         return rc;
-    int s = socket(AF_PACKET, SOCK_RAW, 0);
-    if (s < 0) {
-        perror("blast: socket");
+    uint64_t total = o.count ? o.count : o.loops * p.n;
+    struct run *runs = calloc(o.threads, sizeof *runs);
+    if (!runs) {
+        fprintf(stderr, "blast: out of memory\n");
         return 1;
     }
-    int one = 1;
-    if (setsockopt(s, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one) < 0)
-        perror("blast: PACKET_QDISC_BYPASS (sending through the qdisc)");
-    struct sockaddr_ll sll = {.sll_family = AF_PACKET, .sll_ifindex = (int)ifindex};
-    if (bind(s, (struct sockaddr *)&sll, sizeof sll) < 0) {
-        fprintf(stderr, "blast: %s: %s\n", o.iface, strerror(errno));
-        return 1;
+    for (unsigned i = 0; i < o.threads && !rc; i++) {
+        struct run *r = &runs[i];
+        *r = (struct run){.o = &o, .p = &p, .pps = o.pps / o.threads,
+                          .total = total / o.threads + (i < total % o.threads),
+                          .next = p.n * i / o.threads};
+        rc = open_socket(&o, ifindex, &r->sock);
     }
-    struct run r = {.o = &o, .p = &p, .total = o.count ? o.count : o.loops * p.n};
     /* The CPU of the sending only: loading the file (and faulting its
      * memory in) costs about 0.5 s for 400 MB, which would swamp a short run. */
     struct rusage ru0, ru1;
     getrusage(RUSAGE_SELF, &ru0);
-    r.t0 = now_s();
-    rc = o.ring ? send_ring(s, &r) : send_mmsg(s, &r);
-    double secs = now_s() - r.t0;
+    double t0 = now_s(), t1 = t0;
+    unsigned started = 0;
+    for (; started < o.threads && !rc; started++) {
+        runs[started].t0 = t0;
+        if (pthread_create(&runs[started].th, NULL, sender_main, &runs[started])) {
+            fprintf(stderr, "blast: cannot start a sending thread\n");
+            rc = 1;
+            break;
+        }
+    }
+    uint64_t sent = 0, retries = 0;
+    for (unsigned i = 0; i < started; i++) {
+        pthread_join(runs[i].th, NULL);
+        rc = rc ? rc : runs[i].rc;
+        sent += runs[i].sent;
+        retries += runs[i].retries;
+        t1 = runs[i].t1 > t1 ? runs[i].t1 : t1;
+    }
     getrusage(RUSAGE_SELF, &ru1);
-    printf("blast: %llu packets in %.3f s, %.0f pps\n", (unsigned long long)r.sent, secs,
-           secs > 0 ? (double)r.sent / secs : 0);
-    printf("blast: CPU user %.3f s, system %.3f s; %llu busy retries; rate %.0f asked\n",
+    double secs = t1 - t0;
+    printf("blast: %llu packets in %.3f s, %.0f pps\n", (unsigned long long)sent, secs,
+           secs > 0 ? (double)sent / secs : 0);
+    printf("blast: CPU user %.3f s, system %.3f s; %llu busy retries; rate %.0f asked; "
+           "%u thread%s\n",
            tv_s(ru1.ru_utime) - tv_s(ru0.ru_utime), tv_s(ru1.ru_stime) - tv_s(ru0.ru_stime),
-           (unsigned long long)r.retries, o.pps);
-    close(s);
+           (unsigned long long)retries, o.pps, o.threads, o.threads == 1 ? "" : "s");
+    for (unsigned i = 0; i < o.threads; i++)
+        if (runs[i].sock > 0)
+            close(runs[i].sock);
+    free(runs);
     free(p.data);
     free(p.off);
     return rc;
