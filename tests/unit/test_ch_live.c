@@ -288,6 +288,20 @@ static void env_close(struct fake *f, struct env *e, const char *dir)
     rmdir(dir);
 }
 
+/* env_open, a sender with a 1 MiB spool, and a first batch of 10 that goes
+ * straight through (the server up). */
+static struct tb_ch_live *open_up(struct fake *f, struct env *e, char *dir,
+                                  struct tb_ch_live_stats *s)
+{
+    env_open(f, e, dir);
+    struct tb_ch_live *cl = start(e, dir, 1 << 20);
+    add(e, cl, 10);
+    wait_for(cl, 10, s);
+    assert_int_equal(s->stored_requests, 10);
+    assert_int_equal(s->spooled_batches, 0);
+    return cl;
+}
+
 static void test_live(void **state)
 {
     (void)state;
@@ -295,14 +309,7 @@ static void test_live(void **state)
     struct env e = {0};
     struct tb_ch_live_stats s;
     char dir[] = "/tmp/test_ch_live.XXXXXX";
-    env_open(&f, &e, dir);
-
-    /* Up: a batch goes straight through. */
-    struct tb_ch_live *cl = start(&e, dir, 1 << 20);
-    add(&e, cl, 10);
-    wait_for(cl, 10, &s);
-    assert_int_equal(s.stored_requests, 10);
-    assert_int_equal(s.spooled_batches, 0);
+    struct tb_ch_live *cl = open_up(&f, &e, dir, &s);
 
     /* Down for six batches: four wait in memory, two in the spool; up: all
      * sent, in order. */
@@ -369,11 +376,7 @@ static void test_partial(void **state)
     struct env e = {0};
     struct tb_ch_live_stats s;
     char dir[] = "/tmp/test_ch_live.XXXXXX";
-    env_open(&f, &e, dir);
-
-    struct tb_ch_live *cl = start(&e, dir, 1 << 20);
-    add(&e, cl, 10);
-    wait_for(cl, 10, &s);
+    struct tb_ch_live *cl = open_up(&f, &e, dir, &s);
     atomic_store(&f.partial, true);
     add(&e, cl, 20); /* seq 10..29: 10..19 stored, then the connection closes */
     add(&e, cl, 5);  /* seq 30..34: waits behind it */
