@@ -28,8 +28,11 @@
 # out), packets per CPU-second (the rate one core sustains), ns of CPU per
 # packet, and how busy the host's CPUs were over the send (/proc/stat, all
 # processes: other users of the machine included); for the workers, each
-# worker thread's packets and CPU. Needs root. TB_BENCH_READERS="tcpdump w1
-# w2 w1db w2db" chooses the readers (default: none first, then all five).
+# worker thread's packets and CPU; for a full-speed run with blast, the
+# `ceiling` two whole cores would carry (2 s / (sender + reader CPU a
+# packet)). 1 M pkt/s into --workers 2 with 0 drops took TB_BENCH_THREADS=2
+# on a quiet host (docs/capture.md). Needs root. TB_BENCH_READERS="tcpdump
+# w1 w2 w1db w2db" chooses the readers (default: none first, then all five).
 set -uo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}" "${TB_BUILDDIR:?}"
 [ "$(id -u)" -eq 0 ] || { echo "bench_fanout: needs root" >&2; exit 1; }
