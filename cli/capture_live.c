@@ -548,6 +548,9 @@ static int finish_clickhouse(struct live *L, FILE *out)
         if (s.spooled_batches || s.outages)
             fprintf(out, "; %" PRIu64 " outage%s, %" PRIu64 " batches through the spool %s",
                     s.outages, s.outages == 1 ? "" : "s", s.spooled_batches, dir);
+        if (s.refilled_batches)
+            fprintf(out, "; %" PRIu64 " batch%s held in part completed",
+                    s.refilled_batches, s.refilled_batches == 1 ? "" : "es");
         fputc('\n', out);
     }
     if (s.dropped_requests || s.dropped_conns)

@@ -20,11 +20,21 @@ int tb__ch_put_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct
 /* One INSERT of len bytes of rows into table t, under query_id when not
  * NULL (ClickHouse refuses a second query under an id still running). On
  * failure *maybe_sent says whether the server may have read it all (a
- * timeout or a reset after connecting): the caller must then ask before
- * sending it again. No retry here (tb_ch_set_retry is not consulted beyond
+ * timeout or a reset after connecting), or a cluster may hold part of it
+ * (an error answer through a Distributed table): the caller must then ask
+ * before sending it again. No retry here (tb_ch_set_retry is not consulted beyond
  * what http() does: give ch a retry of 0). */
 int tb__ch_insert(struct tb_ch *ch, enum tb__ch_table t, const void *p, size_t len,
                   const char *query_id, bool *maybe_sent);
+/* After an insert a cluster took only in part (some shards wrote their
+ * parts, one failed): inserts those rows of the requests batch p whose seq,
+ * within [seq_first, seq_last], the sensor's table does not hold yet, so
+ * that it holds each once. The batch is staged in a Memory table named
+ * query_id on the endpoint spoken to and inserted from there, under
+ * query_id, through the Distributed table (each row to its shard). Any
+ * failure may leave part done: count again, then call again. */
+int tb__ch_fill(struct tb_ch *ch, const void *p, size_t len, const char *query_id,
+                uint64_t seq_first, uint64_t seq_last);
 /* Runs sql (one UInt64 column, FORMAT RowBinary) and returns its first value. */
 int tb__ch_count(struct tb_ch *ch, const char *sql, uint64_t *n);
 /* Bounds each request to ms (connecting to at most 10 s of it); default none. */

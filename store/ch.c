@@ -12,6 +12,7 @@
 #include "store-int.h"
 
 #include <curl/curl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -621,7 +622,10 @@ int tb_ch_request(struct tb_ch *ch, const struct tb_catalog *cat, const struct t
     return 0;
 }
 
-static void insert_sql(const struct tb_ch *ch, enum tb__ch_table t, char *sql, size_t n)
+/* The INSERT of a batch of table t's rows, into `into` (a backquoted table
+ * name) instead of the table itself when not NULL. */
+static void insert_sql(const struct tb_ch *ch, enum tb__ch_table t, const char *into, char *sql,
+                       size_t n)
 {
     if (t == TB__CH_CONNECTIONS)
         snprintf(sql, n,
@@ -630,9 +634,10 @@ static void insert_sql(const struct tb_ch *ch, enum tb__ch_table t, char *sql, s
                  "bytes_s2c) FORMAT RowBinary", ch->db);
     else
         snprintf(sql, n,
-                 "INSERT INTO %s.requests (sensor, tier, proto, tier_hash, server, client, conn, "
+                 "INSERT INTO %s.%s%s%s (sensor, tier, proto, tier_hash, server, client, conn, "
                  "class, class_hash, arrival_ns, departure_ns, req_bytes, resp_bytes, status, "
-                 "flags, seq) FORMAT RowBinary", ch->db);
+                 "flags, seq) FORMAT RowBinary", ch->db, into ? "`" : "",
+                 into ? into : "requests", into ? "`" : "");
 }
 
 int tb__ch_insert(struct tb_ch *ch, enum tb__ch_table t, const void *p, size_t len,
@@ -640,15 +645,56 @@ int tb__ch_insert(struct tb_ch *ch, enum tb__ch_table t, const void *p, size_t l
 {
     char sql[512];
     struct tb_buf r;
-    insert_sql(ch, t, sql, sizeof sql);
+    insert_sql(ch, t, NULL, sql, sizeof sql);
     tb_buf_init(&r);
     int rc = http_id(ch, sql, p, len, query_id, &r);
     tb_buf_free(&r);
-    /* Refused or unresolved: nothing reached the server. An answer, even an
-     * error, settles it (an INSERT of one block is all or nothing). Anything
+    /* Refused or unresolved: nothing reached the server. On one server an
+     * answer, even an error, settles it (an INSERT of one block is all or
+     * nothing); through a cluster's Distributed table it does not: an error
+     * (a shard away) may come after other shards wrote their parts. Anything
      * else (a timeout, a reset) may have come after the server read it all. */
-    *maybe_sent = rc == TB_E_IO && ch->last_cc != CURLE_COULDNT_CONNECT &&
-                  ch->last_cc != CURLE_COULDNT_RESOLVE_HOST;
+    *maybe_sent = (rc == TB_E_IO && ch->last_cc != CURLE_COULDNT_CONNECT &&
+                   ch->last_cc != CURLE_COULDNT_RESOLVE_HOST) ||
+                  (rc == TB_E_DB && ch->cluster[0]);
+    return rc;
+}
+
+int tb__ch_fill(struct tb_ch *ch, const void *p, size_t len, const char *query_id,
+                uint64_t seq_first, uint64_t seq_last)
+{
+    char sql[1024];
+    struct tb_buf r;
+    tb_buf_init(&r);
+    /* A Memory table on the endpoint spoken to, named after the insert (one
+     * per sensor, capture and batch); made anew, so a fill interrupted after
+     * staging does not stage the rows twice. */
+    snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS %s.`%s`", ch->db, query_id);
+    int rc = exec_sql(ch, sql);
+    if (!rc) {
+        snprintf(sql, sizeof sql, "CREATE TABLE %s.`%s` AS %s.requests%s ENGINE = Memory",
+                 ch->db, query_id, ch->db, ch->cluster[0] ? "_local" : "");
+        rc = exec_sql(ch, sql);
+    }
+    if (!rc) {
+        insert_sql(ch, TB__CH_REQUESTS, query_id, sql, sizeof sql);
+        rc = http(ch, sql, p, len, &r);
+    }
+    if (!rc) {
+        /* Under the batch's query id, so that the sender's wait for a
+         * running insert covers this one too; the SQL as the query with an
+         * empty body, so that the cluster's settings go with it. */
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO %s.requests SELECT * FROM %s.`%s` WHERE seq NOT IN (SELECT seq "
+                 "FROM %s.requests WHERE sensor = '%s' AND seq >= %" PRIu64 " AND seq <= %" PRIu64
+                 ")", ch->db, ch->db, query_id, ch->db, ch->sensor, seq_first, seq_last);
+        rc = http_id(ch, sql, "", 0, query_id, &r);
+    }
+    tb_buf_free(&r);
+    if (!rc) {
+        snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS %s.`%s`", ch->db, query_id);
+        exec_sql(ch, sql); /* a table left behind is dropped by the next fill of that name */
+    }
     return rc;
 }
 

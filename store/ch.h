@@ -157,6 +157,7 @@ struct tb_ch_live_stats {
     uint64_t spool_bytes, spool_files;        /* on disk now */
     uint64_t spooled_batches;                 /* written to the spool since the start */
     uint64_t replayed_batches;                /* sent from the spool */
+    uint64_t refilled_batches;                /* a cluster held part: the rest sent again */
     uint64_t dropped_requests, dropped_conns; /* the spool was full (or unwritable) */
     uint64_t leftover_requests;               /* an earlier capture's, sent at the start */
     uint64_t outages;                         /* times the server went away */

@@ -22,9 +22,11 @@
  * (an insert it received before it stalled may still sit in its accept
  * queue), and until it no longer runs the INSERT's query id; then it
  * counts the batch's seq range: all there, it is done; none, it is sent
- * again; some (a cluster whose shards took their parts apart), the rest is
- * counted dropped. That wait cannot be proven long enough — a server
- * frozen long enough may start the old insert after the count — so readers
+ * again; some (a cluster whose shards took their parts apart: an error
+ * answer through a Distributed table counts as maybe sent too), the rows
+ * missing are sent again (tb__ch_fill), the others not. That wait cannot be
+ * proven long enough — a server frozen long enough may start the old
+ * insert after the count — so readers
  * also skip a (sensor, seq) they have seen (tb_ch_scan): a batch stored
  * twice is read once. Connections carry no seq; a connection row sent
  * twice is one connection to every reader (the SQLite copy replaces by
@@ -318,8 +320,21 @@ static int ship(struct tb_ch_live *cl, struct batch *b, const struct tb_buf *bod
                  tb__ch_db(cl->send), sensor, b->seq_first, b->seq_last);
         if ((rc = tb__ch_count(cl->send, sql, &n)))
             return rc;
+        if (n >= b->rows) {
+            *stored = b->rows;
+            return 0;
+        }
         if (n) {
-            *stored = TB_MIN(n, b->rows);
+            /* A cluster whose shards took their parts apart: the rows not
+             * there go again (each to its shard), the others not. */
+            if ((rc = tb__ch_fill(cl->send, body->p, body->len, qid, b->seq_first, b->seq_last)))
+                return rc; /* still maybe sent: counted again next time */
+            tb_log_warn("clickhouse at %s: the store held %" PRIu64 " of batch %" PRIu64
+                        "'s %" PRIu64 " requests after a failed insert; the other %" PRIu64
+                        " were sent again", tb__ch_where(cl->send), n, b->no, b->rows,
+                        b->rows - n);
+            cl->st.refilled_batches++;
+            *stored = b->rows;
             return 0;
         }
         b->maybe_sent = false;
@@ -368,15 +383,10 @@ static void *sender(void *arg)
 
         pthread_mutex_lock(&cl->mu);
         if (rc == 0 || unreadable) {
-            /* Done: stored (maybe partly) or unreadable. */
-            if (stored < b->rows) {
-                if (rc == 0)
-                    tb_log_warn("clickhouse at %s: after an interrupted insert the server holds "
-                                "%" PRIu64 " of batch %" PRIu64 "'s %" PRIu64 " %s; the rest is "
-                                "counted dropped", tb__ch_where(cl->send), stored, b->no,
-                                b->rows, table_name(b->t));
+            /* Done: stored (whole: ship() completes a batch held in part) or
+             * unreadable. */
+            if (stored < b->rows)
                 count_dropped(cl, b->t, b->rows - stored);
-            }
             if (b->t == TB__CH_REQUESTS)
                 cl->st.stored_requests += stored;
             else

@@ -34,26 +34,15 @@ command -v tcpreplay >/dev/null || fail "tcpreplay missing (scripts/deps.sh)"
 source "$TB_SRCDIR/tests/e2e/lib/clickhouse.sh"
 ch_test_setup
 
-ns="sp$$"
-va="sp$$a"
-vb="sp$$b"
 cap_pid=""
 cleanup() {
     [ -n "$cap_pid" ] && kill -KILL "$cap_pid" 2>/dev/null
     for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null; done
-    ip link del "$vb" 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
+    ch_veth_cleanup
     ch_test_cleanup
 }
 trap cleanup EXIT
-
-# The replay end in the namespace, the capture end here (where ClickHouse's
-# loopback is); no address on either, IPv6 off so the capture end says nothing.
-ip netns add "$ns" || fail "ip netns add"
-ip link add "$va" type veth peer name "$vb" || fail "veth pair"
-ip link set "$va" netns "$ns" || fail "veth into the namespace"
-sysctl -qw "net.ipv6.conf.$vb.disable_ipv6=1" 2>/dev/null
-ip link set "$vb" mtu 65535 up && ip -n "$ns" link set "$va" mtu 65535 up || fail "links up"
+ch_veth sp || exit 1
 
 "$TBNECK_SIM" "$TB_SRCDIR/tests/e2e/lib/spool.conf" --out "$work/sim" -q || fail "simulator"
 "$TBNECK" capture -q -r "$work/sim.pcap" --db "$work/off.db" || fail "offline capture"

@@ -2,7 +2,8 @@
 /* test_ch_live.c — the live ClickHouse sender against a stand-in HTTP server in the test (not
  * ClickHouse: it stores each INSERT's body and answers 500 while "down"): batches in seal
  * order, the spool used and replayed in order, what an ended capture left sent by the next
- * one first, and drops counted exactly when the spool is full. */
+ * one first, drops counted exactly when the spool is full, and a batch stored in part
+ * completed with its missing rows only. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -35,6 +36,12 @@ struct fake {
     uint64_t seqs[4096]; /* the seq of every request row received, in order */
     size_t nseq;
     unsigned inserts;
+    /* The next INSERT into requests keeps only its first half and gets no
+     * answer (as a cluster one shard of which failed, or a reset). */
+    atomic_bool partial;
+    uint64_t staged[4096]; /* rows staged by a fill (INSERT INTO a `table`) */
+    size_t nstaged;
+    unsigned fills;
 };
 
 static uint64_t le(const uint8_t *p, int n)
@@ -45,8 +52,9 @@ static uint64_t le(const uint8_t *p, int n)
     return v;
 }
 
-/* Request rows (ch.c's column order): strings are short here (one length byte). */
-static void take_rows(struct fake *f, const uint8_t *p, const uint8_t *end)
+/* Request rows (ch.c's column order): strings are short here (one length byte).
+ * Appends their seq to out (at most 4096). */
+static void take_rows(uint64_t *out, size_t *nout, const uint8_t *p, const uint8_t *end)
 {
     while (p < end) {
         for (int s = 0; s < 3; s++)
@@ -57,10 +65,18 @@ static void take_rows(struct fake *f, const uint8_t *p, const uint8_t *end)
         p += 8;            /* conn */
         p += 1 + p[0];     /* class */
         p += 8 + 8 + 8 + 8 + 8 + 4 + 4; /* class_hash, arrival, departure, bytes x2, status, flags */
-        if (f->nseq < 4096)
-            f->seqs[f->nseq++] = le(p, 8);
+        if (*nout < 4096)
+            out[(*nout)++] = le(p, 8);
         p += 8;
     }
+}
+
+static bool have_seq(const struct fake *f, uint64_t seq)
+{
+    for (size_t i = 0; i < f->nseq; i++)
+        if (f->seqs[i] == seq)
+            return true;
+    return false;
 }
 
 static void serve_one(struct fake *f, int fd)
@@ -95,23 +111,51 @@ static void serve_one(struct fake *f, int fd)
             return;
         return;
     }
-    bool insert = strstr(buf, "query=INSERT") && strstr(buf, "requests") < hend;
+    /* The request line: INSERTs carry their SQL there (URL-encoded). */
+    const char *eol = strstr(buf, "\r\n");
+    bool insert = strstr(buf, "query=INSERT") && strstr(buf, "query=INSERT") < eol;
     bool select = !strstr(buf, "query=") && blen >= 6 && !memcmp(body, "SELECT", 6);
-    if (insert && strstr(buf, "connections") == NULL) {
-        pthread_mutex_lock(&f->mu);
-        take_rows(f, (const uint8_t *)body, (const uint8_t *)body + blen);
+    bool staging = insert && strstr(buf, "%60") && strstr(buf, "%60") < eol;
+    bool fill = insert && strstr(buf, "%20SELECT%20") && strstr(buf, "%20SELECT%20") < eol;
+    uint64_t answer_n = 0;
+    pthread_mutex_lock(&f->mu);
+    if (fill) {
+        /* INSERT INTO requests SELECT * FROM `stage` WHERE seq NOT IN (stored). */
+        for (size_t i = 0; i < f->nstaged; i++)
+            if (!have_seq(f, f->staged[i]) && f->nseq < 4096)
+                f->seqs[f->nseq++] = f->staged[i];
+        f->fills++;
+    } else if (staging) {
+        take_rows(f->staged, &f->nstaged, (const uint8_t *)body, (const uint8_t *)body + blen);
+    } else if (insert && strstr(buf, "requests") && strstr(buf, "requests") < eol) {
+        size_t from = f->nseq;
+        take_rows(f->seqs, &f->nseq, (const uint8_t *)body, (const uint8_t *)body + blen);
         f->inserts++;
-        pthread_mutex_unlock(&f->mu);
+        if (atomic_exchange(&f->partial, false)) {
+            f->nseq = from + (f->nseq - from) / 2;
+            pthread_mutex_unlock(&f->mu);
+            return; /* no answer: the connection closes */
+        }
+    } else if (select && strstr(body, "seq >= ")) {
+        /* The sender counting a batch's seq range. */
+        uint64_t lo = strtoull(strstr(body, "seq >= ") + 7, NULL, 10);
+        uint64_t hi = strtoull(strstr(body, "seq <= ") + 7, NULL, 10);
+        for (size_t i = 0; i < f->nseq; i++)
+            answer_n += f->seqs[i] >= lo && f->seqs[i] <= hi;
     }
-    /* A SELECT gets zeros: count() 0, max() 0 (three UInt64 cover every query here). */
+    pthread_mutex_unlock(&f->mu);
+    /* A SELECT gets zeros but a range count: count() 0, max() 0 (three
+     * UInt64 cover every query here). */
     size_t alen = select ? 24 : 0;
     snprintf(answer, sizeof answer,
              "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", alen);
     if (write(fd, answer, strlen(answer)) < 0)
         return;
     if (alen) {
-        static const char zeros[24];
-        if (write(fd, zeros, alen) < 0)
+        uint8_t v[24] = {0};
+        for (int i = 0; i < 8; i++)
+            v[i] = (uint8_t)(answer_n >> (8 * i));
+        if (write(fd, v, alen) < 0)
             return;
     }
 }
@@ -215,31 +259,57 @@ static size_t spool_files(const char *dir)
     return n;
 }
 
+/* The stand-in server, a store URL to it, an encoder and a catalog of one
+ * tier, server and class; dir (a mkdtemp template) made for the spool. */
+static void env_open(struct fake *f, struct env *e, char *dir)
+{
+    struct tb_addr sa;
+    char url[128], err[512];
+    fake_start(f);
+    assert_non_null(mkdtemp(dir));
+    snprintf(url, sizeof url, "clickhouse://127.0.0.1:%u/t", f->port);
+    assert_int_equal(tb_store_url_parse(url, &e->u, err, sizeof err), 0);
+    assert_int_equal(tb_ch_open(&e->enc, &e->u, "unit", true, 0, err, sizeof err), 0);
+    assert_int_equal(tb_catalog_new(&e->cat), 0);
+    assert_int_equal(tb_catalog_tier(e->cat, "http", "http", &e->tier), 0);
+    assert_int_equal(tb_addr_parse("10.0.0.1:80", &sa), 0);
+    assert_int_equal(tb_catalog_server(e->cat, e->tier, &sa, &e->server), 0);
+    assert_int_equal(tb_catalog_class(e->cat, e->tier, "GET /", 5, &e->cls), 0);
+}
+
+static void env_close(struct fake *f, struct env *e, const char *dir)
+{
+    tb_ch_close(e->enc);
+    tb_catalog_free(e->cat);
+    fake_stop(f);
+    char lock[64];
+    snprintf(lock, sizeof lock, "%s/lock", dir);
+    unlink(lock);
+    rmdir(dir);
+}
+
+/* env_open, a sender with a 1 MiB spool, and a first batch of 10 that goes
+ * straight through (the server up). */
+static struct tb_ch_live *open_up(struct fake *f, struct env *e, char *dir,
+                                  struct tb_ch_live_stats *s)
+{
+    env_open(f, e, dir);
+    struct tb_ch_live *cl = start(e, dir, 1 << 20);
+    add(e, cl, 10);
+    wait_for(cl, 10, s);
+    assert_int_equal(s->stored_requests, 10);
+    assert_int_equal(s->spooled_batches, 0);
+    return cl;
+}
+
 static void test_live(void **state)
 {
     (void)state;
     struct fake f;
     struct env e = {0};
     struct tb_ch_live_stats s;
-    struct tb_addr sa;
-    char url[128], err[512], dir[] = "/tmp/test_ch_live.XXXXXX";
-    fake_start(&f);
-    assert_non_null(mkdtemp(dir));
-    snprintf(url, sizeof url, "clickhouse://127.0.0.1:%u/t", f.port);
-    assert_int_equal(tb_store_url_parse(url, &e.u, err, sizeof err), 0);
-    assert_int_equal(tb_ch_open(&e.enc, &e.u, "unit", true, 0, err, sizeof err), 0);
-    assert_int_equal(tb_catalog_new(&e.cat), 0);
-    assert_int_equal(tb_catalog_tier(e.cat, "http", "http", &e.tier), 0);
-    assert_int_equal(tb_addr_parse("10.0.0.1:80", &sa), 0);
-    assert_int_equal(tb_catalog_server(e.cat, e.tier, &sa, &e.server), 0);
-    assert_int_equal(tb_catalog_class(e.cat, e.tier, "GET /", 5, &e.cls), 0);
-
-    /* Up: a batch goes straight through. */
-    struct tb_ch_live *cl = start(&e, dir, 1 << 20);
-    add(&e, cl, 10);
-    wait_for(cl, 10, &s);
-    assert_int_equal(s.stored_requests, 10);
-    assert_int_equal(s.spooled_batches, 0);
+    char dir[] = "/tmp/test_ch_live.XXXXXX";
+    struct tb_ch_live *cl = open_up(&f, &e, dir, &s);
 
     /* Down for six batches: four wait in memory, two in the spool; up: all
      * sent, in order. */
@@ -291,19 +361,47 @@ static void test_live(void **state)
         assert_int_equal(f.seqs[i], i);
     pthread_mutex_unlock(&f.mu);
 
-    tb_ch_close(e.enc);
-    tb_catalog_free(e.cat);
-    fake_stop(&f);
-    char lock[64];
-    snprintf(lock, sizeof lock, "%s/lock", dir);
-    unlink(lock);
-    rmdir(dir);
+    env_close(&f, &e, dir);
+}
+
+/* A batch the store took only in part (the stand-in keeps the first half of
+ * an insert and closes without answering): once the store answers again and
+ * the settling wait is over, the sender counts the batch's seq range, finds
+ * half, and sends the rest (staged, then INSERT ... SELECT ... NOT IN): every
+ * seq stored once, nothing counted dropped. */
+static void test_partial(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct env e = {0};
+    struct tb_ch_live_stats s;
+    char dir[] = "/tmp/test_ch_live.XXXXXX";
+    struct tb_ch_live *cl = open_up(&f, &e, dir, &s);
+    atomic_store(&f.partial, true);
+    add(&e, cl, 20); /* seq 10..29: 10..19 stored, then the connection closes */
+    add(&e, cl, 5);  /* seq 30..34: waits behind it */
+    wait_for(cl, 35, &s);
+    assert_int_equal(s.stored_requests, 35);
+    assert_int_equal(s.dropped_requests, 0);
+    assert_int_equal(s.refilled_batches, 1);
+    assert_int_equal(tb_ch_live_finish(cl, 0, NULL, &s), 0);
+
+    pthread_mutex_lock(&f.mu);
+    assert_int_equal(f.fills, 1);
+    assert_int_equal(f.nstaged, 20); /* the whole batch staged, only its missing half inserted */
+    assert_int_equal(f.nseq, 35);
+    for (size_t i = 0; i < f.nseq; i++)
+        assert_int_equal(f.seqs[i], i); /* each once, in order */
+    pthread_mutex_unlock(&f.mu);
+
+    env_close(&f, &e, dir);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_live),
+        cmocka_unit_test(test_partial),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
