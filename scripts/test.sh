@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 root=$PWD
 bash scripts/deps.sh || { echo "test: dependency install failed"; echo "0 passed, 1 failed"; exit 1; }
 
-passed=0; failed=0; failures=(); allowed_skipped=()
+passed=0; failed=0; failures=(); failure_tails=(); allowed_skipped=()
 TB_ROOT=$root
 source scripts/testrun.sh
 

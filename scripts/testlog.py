@@ -22,6 +22,9 @@ at or after T0, that did not skip. Everything else is a failure, one per test
     "[  SKIPPED ]"), unless the test is allowed to skip with --allow; an
     allowed test that passes is a pass, one that skips counts as neither;
   - any other result (FAIL, TIMEOUT, ERROR, UNEXPECTEDPASS, ...).
+For each failed test with output, its last lines come first, each printed as
+"TAIL: LABEL: NAME: LINE" (scripts/test.sh repeats them just above its last
+line, where a log that shows only a run's head and tail still has them).
 The last line printed is "RESULT <passed> <failed> <allowed skips>".
 Exit status 0 when nothing failed, 1 otherwise, 2 on a usage error.
 """
@@ -32,6 +35,7 @@ import sys
 
 PASS_RESULTS = ("OK", "EXPECTEDFAIL")
 CMOCKA_SKIP = "[  SKIPPED ]"
+TAIL_LINES = 12  # of each failed test's output, repeated at the run's end
 NAME_RE = re.compile(r'"name":\s*"((?:[^"\\]|\\.)*)"')
 
 
@@ -52,12 +56,14 @@ def read_expected(path):
 
 
 def judge(log, expected, since, allow):
-    """Returns (passed, failures [(name, why)], allowed_skips [name])."""
+    """Returns (passed, failures [(name, why)], allowed_skips [name], tails
+    {name: [last lines of the test's output]})."""
     failures = {}  # name -> why; a test fails once however many reasons it has
     anonymous = []  # problems that cannot be tied to a test
     allowed_skips = []
     passed = set()
     seen = {}
+    outputs = {}  # name -> the test's stdout and stderr
     expected_set = set(expected)
 
     def fail(name, why):
@@ -100,6 +106,7 @@ def judge(log, expected, since, allow):
                 fail(name, f"stale result (started {since - start:.0f} s before this run)")
                 continue
             out = (r.get("stdout") or "") + (r.get("stderr") or "")
+            outputs[name] = out
             skipped = result == "SKIP" or (result in PASS_RESULTS and CMOCKA_SKIP in out)
             if skipped:
                 if short(name) in allow:
@@ -117,7 +124,12 @@ def judge(log, expected, since, allow):
         if name not in seen and name not in failures:
             fail(name, "no result (not run, or the log was cut short)")
     out = sorted(failures.items()) + [(None, why) for why in anonymous]
-    return len(passed), out, allowed_skips
+    tails = {}
+    for name in failures:
+        lines = [l for l in outputs.get(name, "").split("\n") if l.strip()]
+        if lines:
+            tails[name] = lines[-TAIL_LINES:]
+    return len(passed), out, allowed_skips, tails
 
 
 def main():
@@ -134,10 +146,13 @@ def main():
         print(f"testlog: {a.expected}: {e.strerror}", file=sys.stderr)
         print("RESULT 0 1 0")
         return 1
-    passed, failures, allowed = judge(a.log, expected, a.since, set(a.allow))
+    passed, failures, allowed, tails = judge(a.log, expected, a.since, set(a.allow))
     if not expected:
         failures.append((None, f"{a.expected} lists no test"))
     label = a.label + ": " if a.label else ""
+    for name, lines in sorted(tails.items()):
+        for line in lines:
+            print(f"TAIL: {label}{short(name)}: {line[:300]}")
     for name, why in failures:
         print(f"FAILED: {label}{short(name) if name else '(log)'} ({why})")
     for name in allowed:

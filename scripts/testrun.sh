@@ -3,7 +3,8 @@
 # drives it with a fake meson): runs meson test suites in a build folder and
 # counts the results strictly with scripts/testlog.py.
 #
-# The caller defines: passed, failed (numbers), failures (array of lines) and
+# The caller defines: passed, failed (numbers), failures and failure_tails
+# (arrays of lines) and
 # allow_skip (array of test names allowed to skip; see test.sh). TB_ROOT is the
 # source folder.
 
@@ -34,6 +35,7 @@ tb_run_suites() {
         case $line in
             "RESULT "*) read -r _ p f a <<<"$line" ;;
             FAILED:*) failures+=("${line#FAILED: }") ;;
+            "TAIL: "*) failure_tails+=("${line#TAIL: }") ;;
             "ALLOWED SKIP: "*) allowed_skipped+=("${line#ALLOWED SKIP: }") ;;
         esac
     done <<<"$out"
@@ -54,6 +56,12 @@ tb_run_summary() {
     else
         echo "allowed to skip: ${allow_skip[*]}"
         for t in "${allowed_skipped[@]}"; do echo "  skipped (allowed): $t"; done
+    fi
+    # The failed tests' last lines, where a log that keeps only a run's head
+    # and tail still shows why.
+    if [ ${#failure_tails[@]} -gt 0 ]; then
+        echo "last lines of the failed tests:"
+        for t in "${failure_tails[@]}"; do echo "  $t"; done
     fi
     for t in "${failures[@]}"; do echo "FAILED: $t"; done
     echo "$passed passed, $failed failed"

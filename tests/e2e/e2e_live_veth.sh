@@ -63,6 +63,13 @@ rc=$?
 [ ! -e "$work/x.db" ] || fail "missing interface: a database was created anyway"
 ok "missing interface: $(cat "$work/missing.err")"
 
+# One attempt: live capture of the replay, checked against the offline
+# capture and the simulator's freezes. Returns 3 when the replay itself
+# stalled around too many freezes to judge them (a loaded machine delays
+# tcpreplay: see the judge below); every real mismatch fails at once.
+attempt() {
+rm -f "$work"/live.* "$work"/off.* "$work"/sse.out "$work"/replay.out "$work"/live-conns.csv \
+  "$work"/off-conns.csv
 ip netns exec "$ns" "$TBNECK" capture -i tbvb --duration "${dur}s" --db "$work/live.db" --serve 127.0.0.1:0 \
   >"$work/live.out" 2>"$work/live.err" &
 cap_pid=$!
@@ -184,13 +191,14 @@ ok "live and offline connections identical apart from times"
 # freeze episode with or without a threshold), and is judged only when one
 # of the two has one. The front tier waits on the frozen one (its calls are
 # in flight), so its episode there is not a freeze: the hit is the frozen
-# tier's. Where the replay itself stalled (offsets of the
-# requests around spread by more than two windows around a pause, by more
-# than one window around a freeze episode elsewhere) the live wire had pauses
-# the capture does not have, and the span is reported, not judged. At least 3
-# of the 4 freezes must be judged (the first gives the analysis its first
-# congestion to estimate from).
-python3 - "$work/sse.out" "$work/sim.freezes.csv" "$work/live.csv" "$work/off.csv" <<'PY' ||
+# tier's. Where the replay itself stalled (offsets of the requests around,
+# less the replay's steady drift, spread by more than two windows around a
+# pause, by more than one window around a freeze episode elsewhere) the live
+# wire had pauses the capture does not have, and the span is reported, not
+# judged. At least 3 of the 4 freezes must be judged (the first gives the
+# analysis its first congestion to estimate from); with fewer, the attempt
+# is made again (exit 3), at most three times.
+python3 - "$work/sse.out" "$work/sim.freezes.csv" "$work/live.csv" "$work/off.csv" <<'PY'
 import bisect, collections, csv, json, sys
 sse, freezes_csv, live_csv, off_csv = sys.argv[1:]
 W, AROUND = 50_000_000, 200_000_000
@@ -211,6 +219,22 @@ def around(pairs, t0, t1):
     i, j = bisect.bisect_left(keys, t0 - AROUND), bisect.bisect_right(keys, t1 + AROUND)
     i, j = min(i, max(0, j - 10)), max(j, min(len(pairs), i + 10))
     return sorted(o for _, o in pairs[i:j])
+
+def stalled(pairs, t0, t1):
+    """How far the replay stalled around [t0, t1]: the spread of the offsets
+    of the requests around it after a straight line through them is taken
+    out. A replay that runs uniformly slow (it drifts on a loaded machine)
+    stretches time without making pauses: ~0; one that stopped for X ms
+    leaves a step of X, and a step keeps a spread of about X."""
+    keys = [p[0] for p in pairs]
+    i, j = bisect.bisect_left(keys, t0 - AROUND), bisect.bisect_right(keys, t1 + AROUND)
+    i, j = min(i, max(0, j - 10)), max(j, min(len(pairs), i + 10))
+    xs, ys = [p[0] for p in pairs[i:j]], [p[1] for p in pairs[i:j]]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    b = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx if sxx else 0.0
+    r = [y - my - b * (x - mx) for x, y in zip(xs, ys)]
+    return max(r) - min(r)
 
 def back(t0, t1):
     """A live span as capture time, with its slack and the replay's spread there."""
@@ -261,8 +285,7 @@ def in_force(tier, t):
 
 bad = judged = 0
 for fa, fb in freezes:
-    o = around(pc, fa, fb)
-    spread = o[-1] - o[0]
+    spread = stalled(pc, fa, fb)
     near = [c for c in closed if c[0] < fb + c[4] and fa - c[4] < c[1]]
     desc = ["%s %+.3f..%+.3f %s%s" % (h[6], rel(h[0]), rel(h[1]), h[2],
                                       "" if h[3] else " (not announced while ongoing)")
@@ -291,9 +314,10 @@ for a, b, kind, _, slack, spread, tier in closed:
         continue
     # Two frozen windows in a row need about 70 ms without a departure: a
     # replay stall longer than one window can make them.
-    if spread > W:
+    st = stalled(pl, a, b)
+    if st > W:
         print("a live freeze episode of %s %+.3f s .. %+.3f s where the replay stalled (spread "
-              "%.0f ms)" % (tier, rel(a), rel(b), spread / 1e6))
+              "%.0f ms)" % (tier, rel(a), rel(b), st / 1e6))
     else:
         print("FAIL: a live freeze episode of %s %+.3f s .. %+.3f s where nothing froze"
               % (tier, rel(a), rel(b)))
@@ -301,12 +325,28 @@ for a, b, kind, _, slack, spread, tier in closed:
 print("live episodes of %s: %d closed (%d freeze), %d opened; simulated freezes: %d, judged %d"
       % ("/".join(TIERS), len(closed), sum(1 for c in closed if c[2] == "freeze"), len(ongoing),
          len(freezes), judged))
+if bad or len(freezes) != 4:
+    sys.exit(1)
 if judged < 3:
-    print("FAIL: only %d of the freezes after the first could be judged" % judged)
-sys.exit(1 if bad or len(freezes) != 4 or judged < 3 else 0)
+    print("only %d of the freezes after the first could be judged" % judged)
+    sys.exit(3)
 PY
-  fail "live episode events do not match the simulator's freezes"
+rc=$?
+[ "$rc" -eq 3 ] && return 3
+[ "$rc" -eq 0 ] || fail "live episode events do not match the simulator's freezes"
 ok "live stream: every simulated freeze flagged while it happened, nothing else flagged freeze"
+}
+
+# Up to three attempts (each about 25 s): only a replay that stalled around
+# the freezes, not a wrong answer, is tried again.
+for try in 1 2 3; do
+  attempt
+  rc=$?
+  [ "$rc" -eq 0 ] && break
+  [ "$try" -lt 3 ] ||
+    fail "the replay stalled around the freezes in 3 attempts of 3: too loaded a machine to judge them"
+  echo "attempt $try: the replay stalled around the freezes; once more"
+done
 
 # The live database holds per-second health and the analysis stored at the end.
 "$TBNECK" report --tier http-8080 --window 50ms --db "$work/live.db" --format json >"$work/live-report.json" ||

@@ -46,7 +46,7 @@ ok3() { res "tbneck:unit / a" OK; res "tbneck:e2e+e2e-asan / b" OK; res "tbneck:
 run() {
     local name=$1 want_p=$2 want_f=$3
     shift 3
-    passed=0; failed=0; failures=(); allowed_skipped=()
+    passed=0; failed=0; failures=(); failure_tails=(); allowed_skipped=()
     TB_ROOT=$TB_SRCDIR
     # shellcheck source=../../scripts/testrun.sh
     source "$TB_SRCDIR/scripts/testrun.sh"
@@ -90,6 +90,17 @@ run "a cmocka skip() exiting 0 fails" 2 1 "FAILED: plain: a (a cmocka test skipp
 { res "tbneck:unit / a" OK; res "tbneck:e2e+e2e-asan / b" FAIL; res "tbneck:fuzz / c" TIMEOUT; } \
     >"$work/log"
 run "FAIL and TIMEOUT fail" 1 2 "FAILED: plain: b (FAIL)" "FAILED: plain: c (TIMEOUT)"
+# A failed test's last lines are repeated at the end, above the counts; a
+# passing test's output is not.
+{ res "tbneck:unit / a" OK 'all fine'; res "tbneck:e2e+e2e-asan / b" FAIL 'step 1 ok\nFAIL: the reason'
+  res "tbneck:fuzz / c" OK; } >"$work/log"
+run "a failed test's last lines come last" 2 1 "  plain: b: FAIL: the reason" "  plain: b: step 1 ok"
+if grep -q "plain: a: all fine" "$work/out.txt" ||
+    [ "$(tail -3 "$work/out.txt" | head -1)" != "  plain: b: FAIL: the reason" ]; then
+    echo "FAIL tails: a passing test's output shown, or the tail not just above the summary"
+    sed 's/^/    /' "$work/out.txt"
+    bad=1
+fi
 
 # Truncated: meson killed while writing c's line, after its name.
 { res "tbneck:unit / a" OK; res "tbneck:e2e+e2e-asan / b" OK
