@@ -605,6 +605,11 @@ static void *worker_main(void *arg)
             continue;
         }
         poll(&pfd, 1, POLL_MS);
+        /* Read before the ring is looked at: a worker preempted between an
+         * empty drain and reading the clock must not vouch for the packets
+         * that reached its ring meanwhile (a loaded machine stalls a thread
+         * for longer than IDLE_LAG_NS). */
+        int64_t seen = wall_ns();
         int n = drain(w, on_worker_packet);
         if (n < 0) {
             w->err = n;
@@ -614,7 +619,7 @@ static void *worker_main(void *arg)
         /* Idle flows close on the capture clock, as the one-engine path's
          * tick closes them (capture_live.c). */
         if (now - last_expire >= TB_NS_PER_SEC) {
-            int64_t clock = TB_MAX(w->key, now - 200 * TB_NS_PER_MS);
+            int64_t clock = TB_MAX(w->key, seen - IDLE_LAG_NS); /* w->key is the watermark too */
             w->key = clock;
             tb_engine_expire(w->eng, clock);
             last_expire = now;
@@ -624,7 +629,7 @@ static void *worker_main(void *arg)
             read_stats(w, &ls);
             last_stats = now;
         }
-        hand_over(w, n > 0 ? w->key : TB_MAX(w->key, now - IDLE_LAG_NS), stats ? &ls : NULL);
+        hand_over(w, n > 0 ? w->key : TB_MAX(w->key, seen - IDLE_LAG_NS), stats ? &ls : NULL);
     }
     /* What the kernel already holds belongs to the capture. */
     if (!w->err) {
