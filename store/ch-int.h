@@ -7,7 +7,7 @@
 #include "buf.h"
 #include "ch.h"
 
-enum tb__ch_table { TB__CH_REQUESTS, TB__CH_CONNECTIONS };
+enum tb__ch_table { TB__CH_REQUESTS, TB__CH_CONNECTIONS, TB__CH_HOSTS };
 
 /* Appends one request row (RowBinary, the columns of tb_ch_request) to b and
  * numbers it with the sensor's next seq (*seq, when not NULL). Texts are
@@ -35,6 +35,36 @@ int tb__ch_insert(struct tb_ch *ch, enum tb__ch_table t, const void *p, size_t l
  * failure may leave part done: count again, then call again. */
 int tb__ch_fill(struct tb_ch *ch, const void *p, size_t len, const char *query_id,
                 uint64_t seq_first, uint64_t seq_last);
+/* A batch that may have reached the server, as tb__ch_settle needs it. */
+struct tb__ch_batch {
+    enum tb__ch_table t;
+    const void *p;           /* the rows as sent (RowBinary) */
+    size_t len;
+    uint64_t no, rows;
+    uint64_t first, last;    /* requests: the seq range */
+    const char *query_id;    /* the id its insert ran under (tb__ch_batch_id) */
+};
+#define TB__CH_BUSY 1   /* tb__ch_settle: the insert may still run: ask again later */
+#define TB__CH_RESEND 2 /* tb__ch_settle: none of the batch is stored: send it whole */
+/* After an insert of b failed with maybe_sent (tb__ch_insert), settles it:
+ * the one rule for live sensors and offline captures. TB__CH_BUSY until the
+ * server has answered for SETTLE (2 s, once per return of the server: an
+ * insert it got before it stalled may still wait in its accept queue) and no
+ * longer runs b's query id; then counts b's seq range: all there, 0; none,
+ * TB__CH_RESEND; some (a cluster whose shards took their parts apart), the
+ * rest is sent (tb__ch_fill, only the rest), a warning line says so, *filled
+ * is set and 0 returned. Connections carry no seq: TB__CH_RESEND (readers
+ * take a repeated (sensor, conn) once). A negative code: the server failed;
+ * call again later. */
+int tb__ch_settle(struct tb_ch *ch, const struct tb__ch_batch *b, bool *filled);
+/* The query id of batch no of this handle's run ("tbneck-SENSOR-START-NO"),
+ * which also names its staging table. */
+void tb__ch_batch_id(const struct tb_ch *ch, uint64_t no, char *buf, size_t n);
+/* Whether name is one of sensor's staging tables (tb__ch_batch_id's form). */
+bool tb__ch_is_staging(const char *name, const char *sensor);
+/* Drops the staging table of query_id if there (best effort: a fill that
+ * never succeeded). */
+void tb__ch_drop_staging(struct tb_ch *ch, const char *query_id);
 /* Runs sql (one UInt64 column, FORMAT RowBinary) and returns its first value. */
 int tb__ch_count(struct tb_ch *ch, const char *sql, uint64_t *n);
 /* Bounds each request to ms (connecting to at most 10 s of it); default none. */

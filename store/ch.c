@@ -37,6 +37,9 @@ struct tb_ch {
     int64_t retry_ns;  /* tb_ch_set_retry */
     int last_cc;       /* the last request's CURLcode */
     bool told;         /* the "retrying" line was logged */
+    int64_t answering_ns; /* since when the server answers (0: the last request failed) */
+    int64_t started_ns;   /* when opened (CLOCK_REALTIME): names this run's batches */
+    uint64_t batches;     /* offline: batches sent so far */
     char sensor[65];
     struct tb_buf body; /* queued rows, RowBinary */
     struct tb_buf conns; /* queued connections */
@@ -218,6 +221,9 @@ static int http_id(struct tb_ch *ch, const char *sql, const void *data, size_t l
                  (int)TB_MIN(n, 400), resp->p ? resp->p : "");
         rc = TB_E_DB;
     }
+    /* tb__ch_settle's clock: a failure restarts it. */
+    if (rc)
+        ch->answering_ns = 0;
     free(url);
     return rc;
 }
@@ -296,6 +302,10 @@ static bool get_str(struct rd *r, const char **s, size_t *n)
     r->p += len;
     return true;
 }
+
+#define SHORT_ROW 1 /* a row parser's "the answer ended inside me" */
+static int scan(struct tb_ch *ch, const char *sql, int (*row)(struct rd *d, void *arg),
+                void *arg);
 
 /* ---- the store --------------------------------------------------------------------------- */
 
@@ -421,6 +431,102 @@ static int check_cluster(struct tb_ch *ch, const struct tb_store_url *u)
     return rc;
 }
 
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * TB_NS_PER_SEC + ts.tv_nsec;
+}
+
+static int64_t wall_ns(void)
+{
+    return clock_ns(CLOCK_REALTIME);
+}
+
+static int64_t mono_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC);
+}
+
+void tb__ch_batch_id(const struct tb_ch *ch, uint64_t no, char *buf, size_t n)
+{
+    snprintf(buf, n, "tbneck-%s-%" PRId64 "-%" PRIu64, ch->sensor, ch->started_ns, no);
+}
+
+static bool all_digits(const char *s, size_t n)
+{
+    if (!n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    return true;
+}
+
+bool tb__ch_is_staging(const char *name, const char *sensor)
+{
+    size_t n = strlen(name), sn = strlen(sensor);
+    /* tbneck-SENSOR-START-NO: the sensor may hold '-', so read from the end. */
+    const char *no = memrchr(name, '-', n);
+    if (!no || !all_digits(no + 1, n - (size_t)(no - name) - 1))
+        return false;
+    const char *start = no > name ? memrchr(name, '-', (size_t)(no - name)) : NULL;
+    if (!start || !all_digits(start + 1, (size_t)(no - start) - 1))
+        return false;
+    return (size_t)(start - name) == 7 + sn && !strncmp(name, "tbneck-", 7) &&
+           !memcmp(name + 7, sensor, sn);
+}
+
+void tb__ch_drop_staging(struct tb_ch *ch, const char *query_id)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS %s.`%s`", ch->db, query_id);
+    exec_sql(ch, sql);
+}
+
+static int name_row(struct rd *d, void *arg)
+{
+    const char *s;
+    size_t n;
+    if (!get_str(d, &s, &n))
+        return SHORT_ROW;
+    /* Names NUL-separated; a name cannot hold a NUL worth keeping. */
+    tb_buf_add(arg, s, n);
+    tb_buf_add(arg, "", 1);
+    return 0;
+}
+
+/* A fill that never succeeded (the capture gave up while the server failed,
+ * or it was killed) leaves its staging table behind: the next capture of the
+ * same sensor drops it, since only one capture of a sensor runs at a time and
+ * a batch it left in a spool is filled under this run's id, never the old one. */
+static int drop_leftovers(struct tb_ch *ch)
+{
+    char sql[256];
+    struct tb_buf names;
+    unsigned dropped = 0;
+    tb_buf_init(&names);
+    snprintf(sql, sizeof sql, "SELECT name FROM system.tables WHERE database = '%s' AND name "
+             "LIKE 'tbneck-%%' FORMAT RowBinary", ch->db);
+    int rc = scan(ch, sql, name_row, &names);
+    if (!rc && !tb_buf_ok(&names))
+        rc = TB_E_NOMEM;
+    for (size_t at = 0; !rc && at < names.len; at += strlen(names.p + at) + 1) {
+        const char *name = names.p + at;
+        if (!tb__ch_is_staging(name, ch->sensor))
+            continue;
+        snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS %s.`%s`", ch->db, name);
+        if (!(rc = exec_sql(ch, sql)))
+            dropped++;
+    }
+    if (dropped)
+        tb_log_warn("clickhouse at %s: dropped %u staging table%s an earlier capture of sensor %s "
+                    "left (the completion of a batch held in part that never succeeded)",
+                    ch->where, dropped, dropped == 1 ? "" : "s", ch->sensor);
+    tb_buf_free(&names);
+    return rc;
+}
+
 void tb_ch_set_retry(struct tb_ch *ch, int64_t ns)
 {
     ch->retry_ns = ns > 0 ? ns : 0;
@@ -445,6 +551,7 @@ int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sen
     tb_buf_init(&ch->body);
     tb_buf_init(&ch->conns);
     tb_ch_set_retry(ch, retry_ns);
+    ch->started_ns = wall_ns();
     snprintf(ch->db, sizeof ch->db, "%s", u->db);
     snprintf(ch->cluster, sizeof ch->cluster, "%s", u->cluster);
     snprintf(ch->sensor, sizeof ch->sensor, "%s", sensor);
@@ -466,6 +573,8 @@ int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sen
     }
     snprintf(sql, sizeof sql, "SELECT count() FROM %s.requests WHERE 0", ch->db);
     if ((rc = exec_sql(ch, sql)))
+        goto out;
+    if (create && (rc = drop_leftovers(ch)))
         goto out;
     *out = ch;
     ch = NULL;
@@ -627,7 +736,9 @@ int tb_ch_request(struct tb_ch *ch, const struct tb_catalog *cat, const struct t
 static void insert_sql(const struct tb_ch *ch, enum tb__ch_table t, const char *into, char *sql,
                        size_t n)
 {
-    if (t == TB__CH_CONNECTIONS)
+    if (t == TB__CH_HOSTS)
+        snprintf(sql, n, "INSERT INTO %s.hosts (sensor, tier, addr) FORMAT RowBinary", ch->db);
+    else if (t == TB__CH_CONNECTIONS)
         snprintf(sql, n,
                  "INSERT INTO %s.connections (sensor, conn, client, server, tier, proto, "
                  "server_addr, open_ns, close_ns, opened, closed, requests, packets, bytes_c2s, "
@@ -698,6 +809,52 @@ int tb__ch_fill(struct tb_ch *ch, const void *p, size_t len, const char *query_i
     return rc;
 }
 
+/* After a failure, the server must answer this long before a batch that may
+ * have reached it is counted (tb__ch_settle). */
+#define SETTLE_NS (2 * TB_NS_PER_SEC)
+
+int tb__ch_settle(struct tb_ch *ch, const struct tb__ch_batch *b, bool *filled)
+{
+    char sql[512];
+    uint64_t n;
+    int rc;
+    *filled = false;
+    if (b->t != TB__CH_REQUESTS)
+        return TB__CH_RESEND;
+    snprintf(sql, sizeof sql,
+             "SELECT count() FROM system.processes WHERE query_id = '%s' FORMAT RowBinary",
+             b->query_id);
+    if ((rc = tb__ch_count(ch, sql, &n)))
+        return rc;
+    /* The server answers again. An insert it received before it went away
+     * may still be waiting in its accept queue, not yet among its processes:
+     * give it SETTLE_NS to start before counting (once per return, not per
+     * batch). */
+    if (!ch->answering_ns)
+        ch->answering_ns = mono_ns();
+    if (n || mono_ns() < ch->answering_ns + SETTLE_NS)
+        return TB__CH_BUSY;
+    snprintf(sql, sizeof sql,
+             "SELECT count() FROM %s.requests WHERE sensor = '%s' AND seq >= %" PRIu64
+             " AND seq <= %" PRIu64 " FORMAT RowBinary", ch->db, ch->sensor, b->first, b->last);
+    if ((rc = tb__ch_count(ch, sql, &n)))
+        return rc;
+    if (n >= b->rows)
+        return 0;
+    if (!n)
+        return TB__CH_RESEND;
+    /* A cluster whose shards took their parts apart: the rows not there go
+     * again (each to its shard), the others not. A fill that fails may
+     * itself store part: the caller settles again. */
+    if ((rc = tb__ch_fill(ch, b->p, b->len, b->query_id, b->first, b->last)))
+        return rc;
+    tb_log_warn("clickhouse at %s: the store held %" PRIu64 " of batch %" PRIu64 "'s %" PRIu64
+                " requests after a failed insert; the other %" PRIu64 " were sent again",
+                ch->where, n, b->no, b->rows, b->rows - n);
+    *filled = true;
+    return 0;
+}
+
 int tb__ch_count(struct tb_ch *ch, const char *sql, uint64_t *n)
 {
     struct tb_buf r;
@@ -736,18 +893,72 @@ const char *tb__ch_where(const struct tb_ch *ch)
     return ch->where;
 }
 
+static const char *const table_names[] = {"requests", "connections", "hosts"};
+
+/* Sends one batch of table t's rows (offline): one INSERT, which blocks the
+ * capture (its back-pressure). When it may have reached the server — a
+ * cluster's error answer can come after some shards wrote their parts — the
+ * batch is settled as a live sensor's is (tb__ch_settle: the part stored
+ * completed, or the whole sent again), once a second for up to the retry
+ * time; then, given up, its staging table is dropped and the error says
+ * what may be stored. */
+static int send_batch(struct tb_ch *ch, enum tb__ch_table t, const struct tb_buf *body,
+                      uint64_t rows, uint64_t first, uint64_t last)
+{
+    char qid[160], last_err[sizeof ch->err];
+    bool maybe = false, filled;
+    struct tb__ch_batch b = {.t = t, .p = body->p, .len = body->len, .no = ++ch->batches,
+                             .rows = rows, .first = first, .last = last, .query_id = qid};
+    tb__ch_batch_id(ch, b.no, qid, sizeof qid);
+    int rc = tb__ch_insert(ch, t, b.p, b.len, qid, &maybe);
+    if (!rc || !maybe)
+        return rc;
+    snprintf(last_err, sizeof last_err, "%s", ch->err);
+    int64_t retry = ch->retry_ns, deadline = mono_ns() + retry;
+    if (retry)
+        tb_log_warn("%s; the %s batch %" PRIu64 " may be stored in part: settling it every "
+                    "second for up to %lld s", last_err, table_names[t], b.no,
+                    (long long)(retry / TB_NS_PER_SEC));
+    /* The loop keeps the time; each request fails at once. */
+    ch->retry_ns = 0;
+    while (mono_ns() < deadline) {
+        struct timespec one = {1, 0};
+        nanosleep(&one, NULL);
+        rc = tb__ch_settle(ch, &b, &filled);
+        if (rc == TB__CH_RESEND) {
+            rc = tb__ch_insert(ch, t, b.p, b.len, qid, &maybe);
+        }
+        if (rc == 0)
+            break;
+        if (rc < 0)
+            snprintf(last_err, sizeof last_err, "%s", ch->err);
+    }
+    ch->retry_ns = retry;
+    if (rc == 0)
+        return 0;
+    tb__ch_drop_staging(ch, qid);
+    if (t == TB__CH_REQUESTS)
+        snprintf(ch->err, sizeof ch->err, "%.380s; the insert of requests %" PRIu64 "-%" PRIu64
+                 " (seq) could not be completed within --store-retry, part of them may be "
+                 "stored", last_err, first, last);
+    else
+        snprintf(ch->err, sizeof ch->err, "%.400s; the insert of %s rows could not be completed "
+                 "within --store-retry", last_err, table_names[t]);
+    return rc < 0 ? rc : TB_E_IO;
+}
+
 int tb_ch_flush(struct tb_ch *ch)
 {
-    bool maybe;
     if (ch->conns.len) {
-        int rc = tb__ch_insert(ch, TB__CH_CONNECTIONS, ch->conns.p, ch->conns.len, NULL, &maybe);
+        int rc = send_batch(ch, TB__CH_CONNECTIONS, &ch->conns, 0, 0, 0);
         if (rc)
             return rc;
         ch->conns.len = 0;
     }
     if (!ch->queued)
         return 0;
-    int rc = tb__ch_insert(ch, TB__CH_REQUESTS, ch->body.p, ch->body.len, NULL, &maybe);
+    int rc = send_batch(ch, TB__CH_REQUESTS, &ch->body, ch->queued, ch->seq - ch->queued,
+                        ch->seq - 1);
     if (rc == 0) {
         ch->rows += ch->queued;
         ch->queued = 0;
@@ -758,8 +969,7 @@ int tb_ch_flush(struct tb_ch *ch)
 
 int tb_ch_put_hosts(struct tb_ch *ch, const struct tb_catalog *cat)
 {
-    char sql[256];
-    struct tb_buf body, r;
+    struct tb_buf body;
     uint32_t n = tb_catalog_host_count(cat);
     if (n == 0)
         return 0;
@@ -780,11 +990,8 @@ int tb_ch_put_hosts(struct tb_ch *ch, const struct tb_catalog *cat)
         tb_buf_free(&body);
         return TB_E_NOMEM;
     }
-    snprintf(sql, sizeof sql, "INSERT INTO %s.hosts (sensor, tier, addr) FORMAT RowBinary",
-             ch->db);
-    tb_buf_init(&r);
-    int rc = http(ch, sql, body.p, body.len, &r);
-    tb_buf_free(&r);
+    /* A set: readers take each (tier, addr) once, so a retry may resend it whole. */
+    int rc = send_batch(ch, TB__CH_HOSTS, &body, n, 0, 0);
     tb_buf_free(&body);
     return rc;
 }
@@ -839,7 +1046,6 @@ int tb_ch_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_c
 
 /* ---- scans: one query, one parser per row -------------------------------------------- */
 
-#define SHORT_ROW 1 /* a row parser's "the answer ended inside me" */
 
 /* Runs sql (FORMAT RowBinary) and hands the reader to row() until the answer
  * is consumed, row() returns nonzero, or a row is cut short (TB_E_BADFMT,

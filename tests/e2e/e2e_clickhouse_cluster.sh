@@ -47,4 +47,71 @@ rc=$?
 set -e
 [ "$rc" -eq 2 ] && [ "$(wc -l <"$work/err")" -eq 1 ] && grep -q "has 2 shards" "$work/err" ||
     { echo "FAIL: one endpoint for 2 shards: exit $rc"; cat "$work/err"; exit 1; }
+
+# An offline capture into a cluster that stores its insert only in part.
+# Shard b's requests table gets a column whose value throws (MATERIALIZED
+# throwIf, as the live test does: a shard failing while it writes), so the
+# insert through shard a's Distributed table fails after a wrote its part.
+# stage DB: makes DB's tables (a capture that stores nothing) and breaks b's.
+stage() {
+    "$TBNECK" capture -q -r "$pcap" --store "${url/\/tbc\?//$1?}" --sensor pre tcp port 9 ||
+        { echo "FAIL: making $1's tables"; exit 1; }
+    ch_query b "ALTER TABLE $1.requests_local ADD COLUMN boom UInt8 MATERIALIZED throwIf(seq > 0)" ||
+        { echo "FAIL: ALTER on shard b"; exit 1; }
+}
+mend() { ch_query b "ALTER TABLE $1.requests_local DROP COLUMN boom" || { echo "FAIL: mend $1"; exit 1; }; }
+# staging DB: the staging tables (tbneck-*) left on shard a.
+staging() {
+    ch_query a "SELECT count() FROM system.tables WHERE database = '$1' AND name LIKE 'tbneck-%'"
+}
+
+# 1. b mended 3 s after the capture started: the batch is completed (the
+# missing rows sent, only those), exit 0, each request on its shard once,
+# the same rows and analyses as the SQLite capture; no staging table left.
+stage tbo
+url_o=${url/\/tbc\?//tbo?}
+t0=$(date +%s.%N)
+"$TBNECK" capture -q -r "$pcap" --store "$url_o" --sensor all >"$work/o.out" 2>"$work/o.err" &
+cap=$!
+sleep 3
+mend tbo
+wait "$cap" || { cat "$work/o.err"; echo "FAIL: the offline capture did not complete the batch"; exit 1; }
+echo "partial insert completed in $(python3 -c "import time; print('%.1f s' % (time.time() - $t0))")"
+cat "$work/o.err"
+grep -q "the store held [1-9][0-9]* of batch [0-9]*'s $n requests after a failed insert; the other [1-9][0-9]* were sent again" \
+    "$work/o.err" || { echo "FAIL: no batch was held in part (the test did not split one)"; exit 1; }
+ch_check_shards "$n" tbo || { echo "FAIL: rows on the shards after the partial insert"; exit 1; }
+"$TBNECK" export requests --store "$url_o" >"$work/merged_o.csv"
+ch_same_requests "$work/sqlite.csv" "$work/merged_o.csv" || exit 1
+ch_same_analyses "$work/one.db" "$url_o" || exit 1
+[ "$(staging tbo)" = 0 ] || { echo "FAIL: a staging table is left on shard a"; exit 1; }
+echo "offline capture, shard b failing its part for 3 s: batch completed, $n requests stored once"
+
+# 2. b never mended within --store-retry 3s: exit 1, the error the last
+# line of stderr; the capture drops its staging table before it exits.
+stage tbx
+url_x=${url/\/tbc\?//tbx?}
+set +e
+"$TBNECK" capture -q -r "$pcap" --store "$url_x" --sensor all --store-retry 3s >/dev/null 2>"$work/x.err"
+rc=$?
+set -e
+tail -1 "$work/x.err" | grep -q "^tbneck: capture: clickhouse at .*could not be completed" && [ "$rc" -eq 1 ] ||
+    { cat "$work/x.err"; echo "FAIL: a batch that cannot be completed: exit $rc"; exit 1; }
+tail -1 "$work/x.err"
+[ "$(staging tbx)" = 0 ] || { echo "FAIL: the capture that gave up left its staging table"; exit 1; }
+
+# 3. A capture killed while its fill fails leaves the staging table; the
+# next capture of that sensor drops it when it starts (one warning line).
+"$TBNECK" capture -q -r "$pcap" --store "$url_x" --sensor killed >/dev/null 2>"$work/k.err" &
+cap=$!
+for _ in $(seq 100); do [ "$(staging tbx)" != 0 ] && break; sleep 0.1; done
+kill -KILL "$cap"
+wait "$cap" 2>/dev/null || true
+[ "$(staging tbx)" = 1 ] || { cat "$work/k.err"; echo "FAIL: no staging table to clean up"; exit 1; }
+mend tbx
+"$TBNECK" capture -q -r "$pcap" --store "$url_x" --sensor killed tcp port 9 2>"$work/k2.err" ||
+    { cat "$work/k2.err"; echo "FAIL: the next capture"; exit 1; }
+grep -q "dropped 1 staging table" "$work/k2.err" || { cat "$work/k2.err"; echo "FAIL: no line about it"; exit 1; }
+[ "$(staging tbx)" = 0 ] || { echo "FAIL: the next capture left the staging table"; exit 1; }
+echo "a staging table left by a killed capture: dropped by the next capture of its sensor"
 echo "PASS"
