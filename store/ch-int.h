@@ -26,22 +26,15 @@ int tb__ch_put_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct
  * what http() does: give ch a retry of 0). */
 int tb__ch_insert(struct tb_ch *ch, enum tb__ch_table t, const void *p, size_t len,
                   const char *query_id, bool *maybe_sent);
-/* After an insert a cluster took only in part (some shards wrote their
- * parts, one failed): inserts those rows of the requests batch p whose seq,
- * within [seq_first, seq_last], the sensor's table does not hold yet, so
- * that it holds each once. The batch is staged in a Memory table named
- * query_id on the endpoint spoken to and inserted from there, under
- * query_id, through the Distributed table (each row to its shard). Any
- * failure may leave part done: count again, then call again. */
-int tb__ch_fill(struct tb_ch *ch, const void *p, size_t len, const char *query_id,
-                uint64_t seq_first, uint64_t seq_last);
 /* A batch that may have reached the server, as tb__ch_settle needs it. */
 struct tb__ch_batch {
     enum tb__ch_table t;
     const void *p;           /* the rows as sent (RowBinary) */
     size_t len;
     uint64_t no, rows;
-    uint64_t first, last;    /* requests: the seq range */
+    /* requests: the seq range; connections: the range of their conn ids
+     * (0, 0: unknown, sent again whole) */
+    uint64_t first, last;
     const char *query_id;    /* the id its insert ran under (tb__ch_batch_id) */
 };
 #define TB__CH_BUSY 1   /* tb__ch_settle: the insert may still run: ask again later */
@@ -52,10 +45,13 @@ struct tb__ch_batch {
  * insert it got before it stalled may still wait in its accept queue) and no
  * longer runs b's query id; then counts b's seq range: all there, 0; none,
  * TB__CH_RESEND; some (a cluster whose shards took their parts apart), the
- * rest is sent (tb__ch_fill, only the rest), a warning line says so, *filled
- * is set and 0 returned. Connections carry no seq: TB__CH_RESEND (readers
- * take a repeated (sensor, conn) once). A negative code: the server failed;
- * call again later. */
+ * rest is sent (only the rest: the batch is staged in a Memory table named
+ * after its query id and inserted from there where its seq is not stored), a
+ * warning line says so, *filled is set and 0 returned. Connections are
+ * completed the same way by conn id (staged and counted there: a batch's
+ * conn ids are not a range of its own). Hosts: TB__CH_RESEND (a set). A
+ * negative code: the server failed (a fill may have stored part); call again
+ * later. */
 int tb__ch_settle(struct tb_ch *ch, const struct tb__ch_batch *b, bool *filled);
 /* The query id of batch no of this handle's run ("tbneck-SENSOR-START-NO"),
  * which also names its staging table. */

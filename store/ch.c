@@ -43,6 +43,7 @@ struct tb_ch {
     char sensor[65];
     struct tb_buf body; /* queued rows, RowBinary */
     struct tb_buf conns; /* queued connections */
+    uint64_t nconns, conn_lo, conn_hi; /* their count and conn ids' range */
     size_t queued;
     uint64_t rows, seq;
     struct text_slot *servers, *classes, *tiers; /* by catalog id */
@@ -731,24 +732,21 @@ int tb_ch_request(struct tb_ch *ch, const struct tb_catalog *cat, const struct t
     return 0;
 }
 
+static const char *const table_names[] = {"requests", "connections", "hosts"};
+
 /* The INSERT of a batch of table t's rows, into `into` (a backquoted table
  * name) instead of the table itself when not NULL. */
 static void insert_sql(const struct tb_ch *ch, enum tb__ch_table t, const char *into, char *sql,
                        size_t n)
 {
-    if (t == TB__CH_HOSTS)
-        snprintf(sql, n, "INSERT INTO %s.hosts (sensor, tier, addr) FORMAT RowBinary", ch->db);
-    else if (t == TB__CH_CONNECTIONS)
-        snprintf(sql, n,
-                 "INSERT INTO %s.connections (sensor, conn, client, server, tier, proto, "
-                 "server_addr, open_ns, close_ns, opened, closed, requests, packets, bytes_c2s, "
-                 "bytes_s2c) FORMAT RowBinary", ch->db);
-    else
-        snprintf(sql, n,
-                 "INSERT INTO %s.%s%s%s (sensor, tier, proto, tier_hash, server, client, conn, "
-                 "class, class_hash, arrival_ns, departure_ns, req_bytes, resp_bytes, status, "
-                 "flags, seq) FORMAT RowBinary", ch->db, into ? "`" : "",
-                 into ? into : "requests", into ? "`" : "");
+    static const char *const cols[] = {
+        "sensor, tier, proto, tier_hash, server, client, conn, class, class_hash, arrival_ns, "
+        "departure_ns, req_bytes, resp_bytes, status, flags, seq",
+        "sensor, conn, client, server, tier, proto, server_addr, open_ns, close_ns, opened, "
+        "closed, requests, packets, bytes_c2s, bytes_s2c",
+        "sensor, tier, addr"};
+    snprintf(sql, n, "INSERT INTO %s.%s%s%s (%s) FORMAT RowBinary", ch->db, into ? "`" : "",
+             into ? into : table_names[t], into ? "`" : "", cols[t]);
 }
 
 int tb__ch_insert(struct tb_ch *ch, enum tb__ch_table t, const void *p, size_t len,
@@ -771,41 +769,58 @@ int tb__ch_insert(struct tb_ch *ch, enum tb__ch_table t, const void *p, size_t l
     return rc;
 }
 
-int tb__ch_fill(struct tb_ch *ch, const void *p, size_t len, const char *query_id,
-                uint64_t seq_first, uint64_t seq_last)
+/* The key that tells a sensor's rows of table t apart, within a batch's
+ * [first, last]: requests by seq, connections by conn (a connection's final
+ * record is stored once). */
+static const char *const fill_keys[] = {"seq", "conn"};
+
+/* Completes batch b of table t (requests or connections) in a store that may
+ * hold part of it: the batch is staged in a Memory table on the endpoint
+ * spoken to, named after its query id (one per sensor, run and batch), and
+ * the rows whose key the sensor's table does not hold yet are inserted from
+ * there through the (Distributed) table, each to its shard, under the
+ * batch's query id; then the stage is dropped. With held, how many of its
+ * rows the store held is counted first (into *held), and nothing is
+ * inserted when it held them all. Any failure may leave part done (the
+ * insert through a cluster): count again, then call again. */
+static int fill(struct tb_ch *ch, const struct tb__ch_batch *b, uint64_t *held)
 {
-    char sql[1024];
+    char sql[1024], key_in[384];
     struct tb_buf r;
+    const char *tn = table_names[b->t], *key = fill_keys[b->t];
     tb_buf_init(&r);
-    /* A Memory table on the endpoint spoken to, named after the insert (one
-     * per sensor, capture and batch); made anew, so a fill interrupted after
-     * staging does not stage the rows twice. */
-    snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS %s.`%s`", ch->db, query_id);
+    /* Made anew, so a fill interrupted after staging does not stage the
+     * rows twice. */
+    snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS %s.`%s`", ch->db, b->query_id);
     int rc = exec_sql(ch, sql);
     if (!rc) {
-        snprintf(sql, sizeof sql, "CREATE TABLE %s.`%s` AS %s.requests%s ENGINE = Memory",
-                 ch->db, query_id, ch->db, ch->cluster[0] ? "_local" : "");
+        snprintf(sql, sizeof sql, "CREATE TABLE %s.`%s` AS %s.%s%s ENGINE = Memory", ch->db,
+                 b->query_id, ch->db, tn, ch->cluster[0] ? "_local" : "");
         rc = exec_sql(ch, sql);
     }
     if (!rc) {
-        insert_sql(ch, TB__CH_REQUESTS, query_id, sql, sizeof sql);
-        rc = http(ch, sql, p, len, &r);
+        insert_sql(ch, b->t, b->query_id, sql, sizeof sql);
+        rc = http(ch, sql, b->p, b->len, &r);
     }
-    if (!rc) {
-        /* Under the batch's query id, so that the sender's wait for a
-         * running insert covers this one too; the SQL as the query with an
-         * empty body, so that the cluster's settings go with it. */
-        snprintf(sql, sizeof sql,
-                 "INSERT INTO %s.requests SELECT * FROM %s.`%s` WHERE seq NOT IN (SELECT seq "
-                 "FROM %s.requests WHERE sensor = '%s' AND seq >= %" PRIu64 " AND seq <= %" PRIu64
-                 ")", ch->db, ch->db, query_id, ch->db, ch->sensor, seq_first, seq_last);
-        rc = http_id(ch, sql, "", 0, query_id, &r);
+    snprintf(key_in, sizeof key_in, "%s IN (SELECT %s FROM %s.%s WHERE sensor = '%s' AND %s >= %"
+             PRIu64 " AND %s <= %" PRIu64 ")", key, key, ch->db, tn, ch->sensor, key, b->first,
+             key, b->last);
+    if (!rc && held) {
+        snprintf(sql, sizeof sql, "SELECT count() FROM %s.`%s` WHERE %s FORMAT RowBinary", ch->db,
+                 b->query_id, key_in);
+        rc = tb__ch_count(ch, sql, held);
+    }
+    if (!rc && !(held && *held >= b->rows)) {
+        /* Under the batch's query id, so that a wait for a running insert
+         * covers this one too; the SQL as the query with an empty body, so
+         * that the cluster's settings go with it. */
+        snprintf(sql, sizeof sql, "INSERT INTO %s.%s SELECT * FROM %s.`%s` WHERE NOT (%s)", ch->db,
+                 tn, ch->db, b->query_id, key_in);
+        rc = http_id(ch, sql, "", 0, b->query_id, &r);
     }
     tb_buf_free(&r);
-    if (!rc) {
-        snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS %s.`%s`", ch->db, query_id);
-        exec_sql(ch, sql); /* a table left behind is dropped by the next fill of that name */
-    }
+    if (!rc)
+        tb__ch_drop_staging(ch, b->query_id); /* one left is dropped by the next fill or capture */
     return rc;
 }
 
@@ -819,7 +834,10 @@ int tb__ch_settle(struct tb_ch *ch, const struct tb__ch_batch *b, bool *filled)
     uint64_t n;
     int rc;
     *filled = false;
-    if (b->t != TB__CH_REQUESTS)
+    /* Hosts are a set (readers take each once); connections without a range
+     * (a spool file of an older tbneck) are taken once per (sensor, conn) by
+     * readers: both are sent again whole. */
+    if (b->t == TB__CH_HOSTS || (b->t == TB__CH_CONNECTIONS && !b->last))
         return TB__CH_RESEND;
     snprintf(sql, sizeof sql,
              "SELECT count() FROM system.processes WHERE query_id = '%s' FORMAT RowBinary",
@@ -834,23 +852,35 @@ int tb__ch_settle(struct tb_ch *ch, const struct tb__ch_batch *b, bool *filled)
         ch->answering_ns = mono_ns();
     if (n || mono_ns() < ch->answering_ns + SETTLE_NS)
         return TB__CH_BUSY;
-    snprintf(sql, sizeof sql,
-             "SELECT count() FROM %s.requests WHERE sensor = '%s' AND seq >= %" PRIu64
-             " AND seq <= %" PRIu64 " FORMAT RowBinary", ch->db, ch->sensor, b->first, b->last);
-    if ((rc = tb__ch_count(ch, sql, &n)))
-        return rc;
-    if (n >= b->rows)
-        return 0;
-    if (!n)
-        return TB__CH_RESEND;
-    /* A cluster whose shards took their parts apart: the rows not there go
-     * again (each to its shard), the others not. A fill that fails may
-     * itself store part: the caller settles again. */
-    if ((rc = tb__ch_fill(ch, b->p, b->len, b->query_id, b->first, b->last)))
+    if (b->t == TB__CH_REQUESTS) {
+        /* A batch's seq range is its own: counting it settles all or none
+         * without staging anything. */
+        snprintf(sql, sizeof sql,
+                 "SELECT count() FROM %s.requests WHERE sensor = '%s' AND seq >= %" PRIu64
+                 " AND seq <= %" PRIu64 " FORMAT RowBinary", ch->db, ch->sensor, b->first,
+                 b->last);
+        if ((rc = tb__ch_count(ch, sql, &n)))
+            return rc;
+        if (n >= b->rows)
+            return 0;
+        if (!n)
+            return TB__CH_RESEND;
+        /* A cluster whose shards took their parts apart: the rows not there
+         * go again (each to its shard), the others not. A fill that fails
+         * may itself store part: the caller settles again. */
+        rc = fill(ch, b, NULL);
+    } else {
+        /* Connections that ended in one batch have ids spread among other
+         * batches': only the staged batch itself can be counted. */
+        rc = fill(ch, b, &n);
+        if (!rc && (n == 0 || n >= b->rows))
+            return 0;
+    }
+    if (rc)
         return rc;
     tb_log_warn("clickhouse at %s: the store held %" PRIu64 " of batch %" PRIu64 "'s %" PRIu64
-                " requests after a failed insert; the other %" PRIu64 " were sent again",
-                ch->where, n, b->no, b->rows, b->rows - n);
+                " %s after a failed insert; the other %" PRIu64 " were sent again",
+                ch->where, n, b->no, b->rows, table_names[b->t], b->rows - n);
     *filled = true;
     return 0;
 }
@@ -892,8 +922,6 @@ const char *tb__ch_where(const struct tb_ch *ch)
 {
     return ch->where;
 }
-
-static const char *const table_names[] = {"requests", "connections", "hosts"};
 
 /* Sends one batch of table t's rows (offline): one INSERT, which blocks the
  * capture (its back-pressure). When it may have reached the server — a
@@ -950,10 +978,12 @@ static int send_batch(struct tb_ch *ch, enum tb__ch_table t, const struct tb_buf
 int tb_ch_flush(struct tb_ch *ch)
 {
     if (ch->conns.len) {
-        int rc = send_batch(ch, TB__CH_CONNECTIONS, &ch->conns, 0, 0, 0);
+        int rc = send_batch(ch, TB__CH_CONNECTIONS, &ch->conns, ch->nconns, ch->conn_lo,
+                            ch->conn_hi);
         if (rc)
             return rc;
         ch->conns.len = 0;
+        ch->nconns = ch->conn_lo = ch->conn_hi = 0;
     }
     if (!ch->queued)
         return 0;
@@ -1038,6 +1068,9 @@ int tb_ch_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_c
     int rc = tb__ch_put_conn(ch, cat, c, b);
     if (rc)
         return rc;
+    if (!ch->nconns++ || c->conn < ch->conn_lo)
+        ch->conn_lo = c->conn;
+    ch->conn_hi = TB_MAX(ch->conn_hi, c->conn);
     /* Connections are few next to requests; bound them all the same. */
     if (b->len >= 16u << 20)
         return tb_ch_flush(ch);

@@ -60,7 +60,7 @@ struct batch {
     struct batch *next;
     uint64_t no;
     enum tb__ch_table t;
-    uint64_t rows, seq_first, seq_last;
+    uint64_t rows, seq_first, seq_last; /* connections: their conn ids' range */
     struct tb_buf body;  /* in memory (empty when on disk) */
     bool on_disk;
     uint64_t disk_bytes;
@@ -75,6 +75,7 @@ struct tb_ch_live {
     /* The capture thread's batches being filled. */
     struct tb_buf cur[2];
     uint64_t cur_rows[2], cur_seq_first, cur_seq_last;
+    uint64_t cur_conn_lo, cur_conn_hi; /* the conn ids' range of the connections filled */
     bool disk_told; /* the capture thread said the spool failed */
 
     pthread_t thread;
@@ -239,6 +240,9 @@ static int seal(struct tb_ch_live *cl, enum tb__ch_table t)
     if (t == TB__CH_REQUESTS) {
         b->seq_first = cl->cur_seq_first;
         b->seq_last = cl->cur_seq_last;
+    } else {
+        b->seq_first = cl->cur_conn_lo;
+        b->seq_last = cl->cur_conn_hi;
     }
     b->body = cl->cur[t];
     tb_buf_init(&cl->cur[t]);
@@ -630,6 +634,10 @@ int tb_ch_live_conn(struct tb_ch_live *cl, const struct tb_catalog *cat, const s
     int rc = tb__ch_put_conn(cl->enc, cat, c, &cl->cur[TB__CH_CONNECTIONS]);
     if (rc)
         return rc;
+    if (!cl->cur_rows[TB__CH_CONNECTIONS] || c->conn < cl->cur_conn_lo)
+        cl->cur_conn_lo = c->conn;
+    if (!cl->cur_rows[TB__CH_CONNECTIONS] || c->conn > cl->cur_conn_hi)
+        cl->cur_conn_hi = c->conn;
     if (++cl->cur_rows[TB__CH_CONNECTIONS] >= TB_CH_BATCH)
         return seal(cl, TB__CH_CONNECTIONS);
     return 0;

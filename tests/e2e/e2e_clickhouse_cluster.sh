@@ -52,14 +52,17 @@ set -e
 # Shard b's requests table gets a column whose value throws (MATERIALIZED
 # throwIf, as the live test does: a shard failing while it writes), so the
 # insert through shard a's Distributed table fails after a wrote its part.
-# stage DB: makes DB's tables (a capture that stores nothing) and breaks b's.
+# stage DB [TABLE KEY]: makes DB's tables (a capture that stores nothing)
+# and breaks shard b's TABLE (default requests, by seq).
 stage() {
     "$TBNECK" capture -q -r "$pcap" --store "${url/\/tbc\?//$1?}" --sensor pre tcp port 9 ||
         { echo "FAIL: making $1's tables"; exit 1; }
-    ch_query b "ALTER TABLE $1.requests_local ADD COLUMN boom UInt8 MATERIALIZED throwIf(seq > 0)" ||
-        { echo "FAIL: ALTER on shard b"; exit 1; }
+    ch_query b "ALTER TABLE $1.${2:-requests}_local ADD COLUMN boom UInt8 MATERIALIZED
+        throwIf(${3:-seq} > 0)" || { echo "FAIL: ALTER on shard b"; exit 1; }
 }
-mend() { ch_query b "ALTER TABLE $1.requests_local DROP COLUMN boom" || { echo "FAIL: mend $1"; exit 1; }; }
+mend() {
+    ch_query b "ALTER TABLE $1.${2:-requests}_local DROP COLUMN boom" || { echo "FAIL: mend $1"; exit 1; }
+}
 # staging DB: the staging tables (tbneck-*) left on shard a.
 staging() {
     ch_query a "SELECT count() FROM system.tables WHERE database = '$1' AND name LIKE 'tbneck-%'"
@@ -86,6 +89,30 @@ grep -q "the store held [1-9][0-9]* of batch [0-9]*'s $n requests after a failed
 ch_same_analyses "$work/one.db" "$url_o" || exit 1
 [ "$(staging tbo)" = 0 ] || { echo "FAIL: a staging table is left on shard a"; exit 1; }
 echo "offline capture, shard b failing its part for 3 s: batch completed, $n requests stored once"
+
+# 1b. The same with shard b failing its part of the connections: the
+# batch is completed by conn id (only the missing rows sent), so the shards
+# hold each connection once, as many as the SQLite capture (before: the
+# whole batch was sent again, and the rows shard a held were there twice).
+stage tbq connections conn
+url_q=${url/\/tbc\?//tbq?}
+"$TBNECK" capture -q -r "$pcap" --store "$url_q" --sensor all >"$work/q.out" 2>"$work/q.err" &
+cap=$!
+sleep 3
+mend tbq connections
+wait "$cap" || { cat "$work/q.err"; echo "FAIL: the connections were not completed"; exit 1; }
+nconn=$(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute(
+    "SELECT count(*) FROM connections").fetchone()[0])' "$work/one.db")
+got=$(ch_query a "SELECT count(), uniqExact(sensor, conn) FROM tbq.connections WHERE sensor = 'all'
+    FORMAT TSV")
+[ "$got" = "$nconn	$nconn" ] ||
+    { cat "$work/q.err"; echo "FAIL: connections (rows, distinct) $got, SQLite holds $nconn"; exit 1; }
+ch_check_shards "$n" tbq || { echo "FAIL: rows on the shards"; exit 1; }
+ch_same_analyses "$work/one.db" "$url_q" || exit 1
+grep "connections after a failed insert" "$work/q.err" ||
+    { cat "$work/q.err"; echo "FAIL: no connections batch was held in part"; exit 1; }
+[ "$(staging tbq)" = 0 ] || { echo "FAIL: a staging table is left on shard a"; exit 1; }
+echo "offline capture, shard b failing its part of the connections: $nconn connections stored once"
 
 # 2. b never mended within --store-retry 3s: exit 1, the error the last
 # line of stderr; the capture drops its staging table before it exits.
