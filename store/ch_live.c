@@ -24,13 +24,15 @@
  * counts the batch's seq range: all there, it is done; none, it is sent
  * again; some (a cluster whose shards took their parts apart: an error
  * answer through a Distributed table counts as maybe sent too), the rows
- * missing are sent again (tb__ch_fill), the others not. That wait cannot be
+ * missing are sent again, the others not (tb__ch_settle: the one rule, which
+ * offline captures follow too). That wait cannot be
  * proven long enough — a server frozen long enough may start the old
  * insert after the count — so readers
  * also skip a (sensor, seq) they have seen (tb_ch_scan): a batch stored
- * twice is read once. Connections carry no seq; a connection row sent
- * twice is one connection to every reader (the SQLite copy replaces by
- * (sensor, conn)), so they are just sent again. */
+ * twice is read once. Connections are settled by conn id the same way (a
+ * batch's range of conn ids goes in its spool header); a connection row
+ * stored twice all the same is one connection to every reader (the SQLite
+ * copy replaces by (sensor, conn)). */
 #include "ch-int.h"
 
 #include <dirent.h>
