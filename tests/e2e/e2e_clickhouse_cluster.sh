@@ -14,7 +14,15 @@
 #     `export requests` minus conn,
 #     read through the Distributed tables, equal the single-sensor SQLite
 #     ones byte for byte (report) and row for row (requests);
-#   - a URL naming fewer shards than system.clusters lists exits 2, one line.
+#   - a URL naming fewer shards than system.clusters lists exits 2, one line;
+#   - an offline capture whose insert the cluster stores in part (shard b's
+#     local table made to throw for 3 s): the requests batch, then in another
+#     database the connections batch, is completed — exit 0, every row on its
+#     shard once (requests: the shards add up to the SQLite count; connections:
+#     as many rows, all distinct, as SQLite holds), report/diagnose equal;
+#   - shard b never mended within --store-retry 3s: exit 1, the error the last
+#     line, no staging table left; a capture killed mid-completion leaves one,
+#     which the next capture of that sensor drops (one warning line).
 set -euo pipefail
 : "${TBNECK:?}" "${TBNECK_SIM:?}" "${TB_SRCDIR:?}"
 # shellcheck source=lib/clickhouse.sh
@@ -132,8 +140,7 @@ tail -1 "$work/x.err"
 "$TBNECK" capture -q -r "$pcap" --store "$url_x" --sensor killed >/dev/null 2>"$work/k.err" &
 cap=$!
 for _ in $(seq 100); do [ "$(staging tbx)" != 0 ] && break; sleep 0.1; done
-kill -KILL "$cap"
-wait "$cap" 2>/dev/null || true
+{ kill -KILL "$cap"; wait "$cap"; } 2>/dev/null || true
 [ "$(staging tbx)" = 1 ] || { cat "$work/k.err"; echo "FAIL: no staging table to clean up"; exit 1; }
 mend tbx
 "$TBNECK" capture -q -r "$pcap" --store "$url_x" --sensor killed tcp port 9 2>"$work/k2.err" ||

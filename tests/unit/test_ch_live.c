@@ -2,8 +2,9 @@
 /* test_ch_live.c — the live ClickHouse sender against a stand-in HTTP server in the test (not
  * ClickHouse: it stores each INSERT's body and answers 500 while "down"): batches in seal
  * order, the spool used and replayed in order, what an ended capture left sent by the next
- * one first, drops counted exactly when the spool is full, and a batch stored in part
- * completed with its missing rows only. */
+ * one first, drops counted exactly when the spool is full, a batch stored in part
+ * completed with its missing rows only, and a connections batch's conn id range in its
+ * spool file. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -397,11 +398,52 @@ static void test_partial(void **state)
     env_close(&f, &e, dir);
 }
 
+/* A connections batch carries the range of its conn ids (not their order:
+ * connections end out of order) to the spool file's header, which is what a
+ * later completion of that batch counts within. */
+static void test_conn_range(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct env e = {0};
+    struct tb_ch_live_stats s;
+    char dir[] = "/tmp/test_ch_live.XXXXXX";
+    struct tb_ch_live *cl = open_up(&f, &e, dir, &s);
+    atomic_store(&f.down, true);
+    static const uint64_t ids[] = {7, 3, 9, 5};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        struct tb_conn c = {.conn = ids[i], .closed = 1};
+        assert_int_equal(tb_addr_parse("10.0.0.2:1234", &c.client), 0);
+        assert_int_equal(tb_addr_parse("10.0.0.1:80", &c.server), 0);
+        assert_int_equal(tb_ch_live_conn(cl, e.cat, &c), 0);
+    }
+    assert_int_equal(tb_ch_live_finish(cl, 0, NULL, &s), 0);
+    assert_int_equal(s.pending_conns, 4);
+    assert_int_equal(spool_files(dir), 1);
+
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[512] = "", line[160] = "";
+    while ((de = readdir(d)))
+        if (strstr(de->d_name, ".spool"))
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    closedir(d);
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    assert_non_null(fgets(line, sizeof line, fp));
+    fclose(fp);
+    assert_string_equal(line, "tbneck-spool 1 connections 4 3 9\n");
+    unlink(path);
+    atomic_store(&f.down, false);
+    env_close(&f, &e, dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_live),
         cmocka_unit_test(test_partial),
+        cmocka_unit_test(test_conn_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
