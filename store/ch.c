@@ -953,9 +953,8 @@ static int send_batch(struct tb_ch *ch, enum tb__ch_table t, const struct tb_buf
         struct timespec one = {1, 0};
         nanosleep(&one, NULL);
         rc = tb__ch_settle(ch, &b, &filled);
-        if (rc == TB__CH_RESEND) {
+        if (rc == TB__CH_RESEND)
             rc = tb__ch_insert(ch, t, b.p, b.len, qid, &maybe);
-        }
         if (rc == 0)
             break;
         if (rc < 0)
