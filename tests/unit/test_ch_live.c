@@ -3,8 +3,8 @@
  * ClickHouse: it stores each INSERT's body and answers 500 while "down"): batches in seal
  * order, the spool used and replayed in order, what an ended capture left sent by the next
  * one first, drops counted exactly when the spool is full, a batch stored in part
- * completed with its missing rows only, and a connections batch's conn id range in its
- * spool file. */
+ * completed with its missing rows only (requests by seq, connections by conn id), and a
+ * connections batch's conn id range in its spool file. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -43,6 +43,11 @@ struct fake {
     uint64_t staged[4096]; /* rows staged by a fill (INSERT INTO a `table`) */
     size_t nstaged;
     unsigned fills;
+    /* The same for connections (their conn ids): stored, staged, and the
+     * next INSERT into connections kept in half. */
+    uint64_t conns[4096], cstaged[4096];
+    size_t nconns, ncstaged;
+    atomic_bool cpartial;
 };
 
 static uint64_t le(const uint8_t *p, int n)
@@ -70,6 +75,28 @@ static void take_rows(uint64_t *out, size_t *nout, const uint8_t *p, const uint8
             out[(*nout)++] = le(p, 8);
         p += 8;
     }
+}
+
+/* Connection rows: appends their conn ids to out. */
+static void take_conns(uint64_t *out, size_t *nout, const uint8_t *p, const uint8_t *end)
+{
+    while (p < end) {
+        p += 1 + p[0]; /* sensor */
+        if (*nout < 4096)
+            out[(*nout)++] = le(p, 8);
+        p += 8;
+        for (int s = 0; s < 5; s++)
+            p += 1 + p[0]; /* client, server, tier, proto, server_addr */
+        p += 8 + 8 + 1 + 1 + 8 * 4; /* open, close, opened, closed, requests, packets, bytes */
+    }
+}
+
+static bool have_conn(const struct fake *f, uint64_t conn)
+{
+    for (size_t i = 0; i < f->nconns; i++)
+        if (f->conns[i] == conn)
+            return true;
+    return false;
 }
 
 static bool have_seq(const struct fake *f, uint64_t seq)
@@ -118,9 +145,31 @@ static void serve_one(struct fake *f, int fd)
     bool select = !strstr(buf, "query=") && blen >= 6 && !memcmp(body, "SELECT", 6);
     bool staging = insert && strstr(buf, "%60") && strstr(buf, "%60") < eol;
     bool fill = insert && strstr(buf, "%20SELECT%20") && strstr(buf, "%20SELECT%20") < eol;
+    /* Connections: their column list (sensor, conn, ...) or table name. */
+    bool conn = (strstr(buf, "sensor%2C%20conn%2C") && strstr(buf, "sensor%2C%20conn%2C") < eol) ||
+                (strstr(buf, ".connections%20SELECT") && strstr(buf, ".connections%20SELECT") < eol);
     uint64_t answer_n = 0;
     pthread_mutex_lock(&f->mu);
-    if (fill) {
+    if (conn && fill) {
+        for (size_t i = 0; i < f->ncstaged; i++)
+            if (!have_conn(f, f->cstaged[i]) && f->nconns < 4096)
+                f->conns[f->nconns++] = f->cstaged[i];
+        f->fills++;
+    } else if (conn && staging) {
+        take_conns(f->cstaged, &f->ncstaged, (const uint8_t *)body, (const uint8_t *)body + blen);
+    } else if (conn && insert) {
+        size_t from = f->nconns;
+        take_conns(f->conns, &f->nconns, (const uint8_t *)body, (const uint8_t *)body + blen);
+        if (atomic_exchange(&f->cpartial, false)) {
+            f->nconns = from + (f->nconns - from) / 2;
+            pthread_mutex_unlock(&f->mu);
+            return; /* no answer: the connection closes */
+        }
+    } else if (select && strstr(body, "WHERE conn IN (")) {
+        /* The staged connections the store holds. */
+        for (size_t i = 0; i < f->ncstaged; i++)
+            answer_n += have_conn(f, f->cstaged[i]);
+    } else if (fill) {
         /* INSERT INTO requests SELECT * FROM `stage` WHERE seq NOT IN (stored). */
         for (size_t i = 0; i < f->nstaged; i++)
             if (!have_seq(f, f->staged[i]) && f->nseq < 4096)
@@ -398,6 +447,51 @@ static void test_partial(void **state)
     env_close(&f, &e, dir);
 }
 
+/* A connections batch the store took only in part (the stand-in keeps the
+ * first half and closes without answering): once settled, the batch is
+ * staged, the stage counted against what is stored, and only the missing
+ * connections inserted from it: each conn id stored once. */
+static void test_conn_partial(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct env e = {0};
+    struct tb_ch_live_stats s;
+    char dir[] = "/tmp/test_ch_live.XXXXXX";
+    struct tb_ch_live *cl = open_up(&f, &e, dir, &s);
+    atomic_store(&f.cpartial, true);
+    static const uint64_t ids[] = {7, 3, 9, 5, 4, 8};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        struct tb_conn c = {.conn = ids[i], .closed = 1};
+        assert_int_equal(tb_addr_parse("10.0.0.2:1234", &c.client), 0);
+        assert_int_equal(tb_addr_parse("10.0.0.1:80", &c.server), 0);
+        assert_int_equal(tb_ch_live_conn(cl, e.cat, &c), 0);
+    }
+    assert_int_equal(tb_ch_live_tick(cl), 0);
+    for (int i = 0; i < 200; i++) {
+        tb_ch_live_stats(cl, &s);
+        if (s.stored_conns >= 6)
+            break;
+        struct timespec t = {0, 50 * 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+    assert_int_equal(s.stored_conns, 6);
+    assert_int_equal(s.dropped_conns, 0);
+    assert_int_equal(s.refilled_batches, 1);
+    assert_int_equal(tb_ch_live_finish(cl, 0, NULL, &s), 0);
+
+    pthread_mutex_lock(&f.mu);
+    assert_int_equal(f.ncstaged, 6); /* the whole batch staged */
+    assert_int_equal(f.nconns, 6);   /* 3 kept by the failed insert, 3 filled */
+    uint64_t got[6];
+    memcpy(got, f.conns, sizeof got);
+    pthread_mutex_unlock(&f.mu);
+    for (size_t i = 0; i < 6; i++)
+        for (size_t j = i + 1; j < 6; j++)
+            assert_true(got[i] != got[j]); /* each once */
+    env_close(&f, &e, dir);
+}
+
 /* A connections batch carries the range of its conn ids (not their order:
  * connections end out of order) to the spool file's header, which is what a
  * later completion of that batch counts within. */
@@ -444,6 +538,7 @@ int main(void)
         cmocka_unit_test(test_live),
         cmocka_unit_test(test_partial),
         cmocka_unit_test(test_conn_range),
+        cmocka_unit_test(test_conn_partial),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
