@@ -500,8 +500,10 @@ static int name_row(struct rd *d, void *arg)
 /* A fill that never succeeded (the capture gave up while the server failed,
  * or it was killed) leaves its staging table behind: the next capture of the
  * same sensor drops it, since only one capture of a sensor runs at a time and
- * a batch it left in a spool is filled under this run's id, never the old one. */
-static int drop_leftovers(struct tb_ch *ch)
+ * a batch it left in a spool is filled under this run's id, never the old one.
+ * Best effort: a table that cannot be listed or dropped is said in a warning
+ * line and left (readers never read it); the capture goes on. */
+static void drop_leftovers(struct tb_ch *ch)
 {
     char sql[256];
     struct tb_buf names;
@@ -524,8 +526,12 @@ static int drop_leftovers(struct tb_ch *ch)
         tb_log_warn("clickhouse at %s: dropped %u staging table%s an earlier capture of sensor %s "
                     "left (the completion of a batch held in part that never succeeded)",
                     ch->where, dropped, dropped == 1 ? "" : "s", ch->sensor);
+    if (rc)
+        tb_log_warn("%s: the staging tables an earlier capture of sensor %s may have left (%s.`"
+                    "tbneck-%s-*`) are not dropped", ch->err[0] ? ch->err : tb_strerror(rc),
+                    ch->sensor, ch->db, ch->sensor);
+    ch->err[0] = '\0';
     tb_buf_free(&names);
-    return rc;
 }
 
 void tb_ch_set_retry(struct tb_ch *ch, int64_t ns)
@@ -575,8 +581,8 @@ int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sen
     snprintf(sql, sizeof sql, "SELECT count() FROM %s.requests WHERE 0", ch->db);
     if ((rc = exec_sql(ch, sql)))
         goto out;
-    if (create && (rc = drop_leftovers(ch)))
-        goto out;
+    if (create)
+        drop_leftovers(ch);
     *out = ch;
     ch = NULL;
 out:
