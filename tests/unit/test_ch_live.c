@@ -270,6 +270,17 @@ static void add(struct env *e, struct tb_ch_live *cl, int n)
     assert_int_equal(tb_ch_live_tick(cl), 0);
 }
 
+/* Ended connections with these ids, in this order (as connections end). */
+static void add_conns(struct env *e, struct tb_ch_live *cl, const uint64_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct tb_conn c = {.conn = ids[i], .closed = 1};
+        assert_int_equal(tb_addr_parse("10.0.0.2:1234", &c.client), 0);
+        assert_int_equal(tb_addr_parse("10.0.0.1:80", &c.server), 0);
+        assert_int_equal(tb_ch_live_conn(cl, e->cat, &c), 0);
+    }
+}
+
 static void wait_for(struct tb_ch_live *cl, uint64_t stored, struct tb_ch_live_stats *s)
 {
     for (int i = 0; i < 200; i++) {
@@ -461,12 +472,7 @@ static void test_conn_partial(void **state)
     struct tb_ch_live *cl = open_up(&f, &e, dir, &s);
     atomic_store(&f.cpartial, true);
     static const uint64_t ids[] = {7, 3, 9, 5, 4, 8};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-        struct tb_conn c = {.conn = ids[i], .closed = 1};
-        assert_int_equal(tb_addr_parse("10.0.0.2:1234", &c.client), 0);
-        assert_int_equal(tb_addr_parse("10.0.0.1:80", &c.server), 0);
-        assert_int_equal(tb_ch_live_conn(cl, e.cat, &c), 0);
-    }
+    add_conns(&e, cl, ids, sizeof ids / sizeof ids[0]);
     assert_int_equal(tb_ch_live_tick(cl), 0);
     for (int i = 0; i < 200; i++) {
         tb_ch_live_stats(cl, &s);
@@ -505,12 +511,7 @@ static void test_conn_range(void **state)
     struct tb_ch_live *cl = open_up(&f, &e, dir, &s);
     atomic_store(&f.down, true);
     static const uint64_t ids[] = {7, 3, 9, 5};
-    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
-        struct tb_conn c = {.conn = ids[i], .closed = 1};
-        assert_int_equal(tb_addr_parse("10.0.0.2:1234", &c.client), 0);
-        assert_int_equal(tb_addr_parse("10.0.0.1:80", &c.server), 0);
-        assert_int_equal(tb_ch_live_conn(cl, e.cat, &c), 0);
-    }
+    add_conns(&e, cl, ids, sizeof ids / sizeof ids[0]);
     assert_int_equal(tb_ch_live_finish(cl, 0, NULL, &s), 0);
     assert_int_equal(s.pending_conns, 4);
     assert_int_equal(spool_files(dir), 1);
