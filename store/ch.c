@@ -37,9 +37,13 @@ struct tb_ch {
     int64_t retry_ns;  /* tb_ch_set_retry */
     int last_cc;       /* the last request's CURLcode */
     bool told;         /* the "retrying" line was logged */
+    int64_t answering_ns; /* since when the server answers (0: the last request failed) */
+    int64_t started_ns;   /* when opened (CLOCK_REALTIME): names this run's batches */
+    uint64_t batches;     /* offline: batches sent so far */
     char sensor[65];
     struct tb_buf body; /* queued rows, RowBinary */
     struct tb_buf conns; /* queued connections */
+    uint64_t nconns, conn_lo, conn_hi; /* their count and conn ids' range */
     size_t queued;
     uint64_t rows, seq;
     struct text_slot *servers, *classes, *tiers; /* by catalog id */
@@ -218,6 +222,9 @@ static int http_id(struct tb_ch *ch, const char *sql, const void *data, size_t l
                  (int)TB_MIN(n, 400), resp->p ? resp->p : "");
         rc = TB_E_DB;
     }
+    /* tb__ch_settle's clock: a failure restarts it. */
+    if (rc)
+        ch->answering_ns = 0;
     free(url);
     return rc;
 }
@@ -296,6 +303,10 @@ static bool get_str(struct rd *r, const char **s, size_t *n)
     r->p += len;
     return true;
 }
+
+#define SHORT_ROW 1 /* a row parser's "the answer ended inside me" */
+static int scan(struct tb_ch *ch, const char *sql, int (*row)(struct rd *d, void *arg),
+                void *arg);
 
 /* ---- the store --------------------------------------------------------------------------- */
 
@@ -421,6 +432,108 @@ static int check_cluster(struct tb_ch *ch, const struct tb_store_url *u)
     return rc;
 }
 
+static int64_t clock_ns(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * TB_NS_PER_SEC + ts.tv_nsec;
+}
+
+static int64_t wall_ns(void)
+{
+    return clock_ns(CLOCK_REALTIME);
+}
+
+static int64_t mono_ns(void)
+{
+    return clock_ns(CLOCK_MONOTONIC);
+}
+
+void tb__ch_batch_id(const struct tb_ch *ch, uint64_t no, char *buf, size_t n)
+{
+    snprintf(buf, n, "tbneck-%s-%" PRId64 "-%" PRIu64, ch->sensor, ch->started_ns, no);
+}
+
+static bool all_digits(const char *s, size_t n)
+{
+    if (!n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+    return true;
+}
+
+bool tb__ch_is_staging(const char *name, const char *sensor)
+{
+    size_t n = strlen(name), sn = strlen(sensor);
+    /* tbneck-SENSOR-START-NO: the sensor may hold '-', so read from the end. */
+    const char *no = memrchr(name, '-', n);
+    if (!no || !all_digits(no + 1, n - (size_t)(no - name) - 1))
+        return false;
+    const char *start = no > name ? memrchr(name, '-', (size_t)(no - name)) : NULL;
+    if (!start || !all_digits(start + 1, (size_t)(no - start) - 1))
+        return false;
+    return (size_t)(start - name) == 7 + sn && !strncmp(name, "tbneck-", 7) &&
+           !memcmp(name + 7, sensor, sn);
+}
+
+void tb__ch_drop_staging(struct tb_ch *ch, const char *query_id)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS %s.`%s`", ch->db, query_id);
+    exec_sql(ch, sql);
+}
+
+static int name_row(struct rd *d, void *arg)
+{
+    const char *s;
+    size_t n;
+    if (!get_str(d, &s, &n))
+        return SHORT_ROW;
+    /* Names NUL-separated; a name cannot hold a NUL worth keeping. */
+    tb_buf_add(arg, s, n);
+    tb_buf_add(arg, "", 1);
+    return 0;
+}
+
+/* A fill that never succeeded (the capture gave up while the server failed,
+ * or it was killed) leaves its staging table behind: the next capture of the
+ * same sensor drops it, since only one capture of a sensor runs at a time and
+ * a batch it left in a spool is filled under this run's id, never the old one.
+ * Best effort: a table that cannot be listed or dropped is said in a warning
+ * line and left (readers never read it); the capture goes on. */
+static void drop_leftovers(struct tb_ch *ch)
+{
+    char sql[256];
+    struct tb_buf names;
+    unsigned dropped = 0;
+    tb_buf_init(&names);
+    snprintf(sql, sizeof sql, "SELECT name FROM system.tables WHERE database = '%s' AND name "
+             "LIKE 'tbneck-%%' FORMAT RowBinary", ch->db);
+    int rc = scan(ch, sql, name_row, &names);
+    if (!rc && !tb_buf_ok(&names))
+        rc = TB_E_NOMEM;
+    for (size_t at = 0; !rc && at < names.len; at += strlen(names.p + at) + 1) {
+        const char *name = names.p + at;
+        if (!tb__ch_is_staging(name, ch->sensor))
+            continue;
+        snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS %s.`%s`", ch->db, name);
+        if (!(rc = exec_sql(ch, sql)))
+            dropped++;
+    }
+    if (dropped)
+        tb_log_warn("clickhouse at %s: dropped %u staging table%s an earlier capture of sensor %s "
+                    "left (the completion of a batch held in part that never succeeded)",
+                    ch->where, dropped, dropped == 1 ? "" : "s", ch->sensor);
+    if (rc)
+        tb_log_warn("%s: the staging tables an earlier capture of sensor %s may have left (%s.`"
+                    "tbneck-%s-*`) are not dropped", ch->err[0] ? ch->err : tb_strerror(rc),
+                    ch->sensor, ch->db, ch->sensor);
+    ch->err[0] = '\0';
+    tb_buf_free(&names);
+}
+
 void tb_ch_set_retry(struct tb_ch *ch, int64_t ns)
 {
     ch->retry_ns = ns > 0 ? ns : 0;
@@ -445,6 +558,7 @@ int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sen
     tb_buf_init(&ch->body);
     tb_buf_init(&ch->conns);
     tb_ch_set_retry(ch, retry_ns);
+    ch->started_ns = wall_ns();
     snprintf(ch->db, sizeof ch->db, "%s", u->db);
     snprintf(ch->cluster, sizeof ch->cluster, "%s", u->cluster);
     snprintf(ch->sensor, sizeof ch->sensor, "%s", sensor);
@@ -467,6 +581,8 @@ int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sen
     snprintf(sql, sizeof sql, "SELECT count() FROM %s.requests WHERE 0", ch->db);
     if ((rc = exec_sql(ch, sql)))
         goto out;
+    if (create)
+        drop_leftovers(ch);
     *out = ch;
     ch = NULL;
 out:
@@ -622,22 +738,21 @@ int tb_ch_request(struct tb_ch *ch, const struct tb_catalog *cat, const struct t
     return 0;
 }
 
+static const char *const table_names[] = {"requests", "connections", "hosts"};
+
 /* The INSERT of a batch of table t's rows, into `into` (a backquoted table
  * name) instead of the table itself when not NULL. */
 static void insert_sql(const struct tb_ch *ch, enum tb__ch_table t, const char *into, char *sql,
                        size_t n)
 {
-    if (t == TB__CH_CONNECTIONS)
-        snprintf(sql, n,
-                 "INSERT INTO %s.connections (sensor, conn, client, server, tier, proto, "
-                 "server_addr, open_ns, close_ns, opened, closed, requests, packets, bytes_c2s, "
-                 "bytes_s2c) FORMAT RowBinary", ch->db);
-    else
-        snprintf(sql, n,
-                 "INSERT INTO %s.%s%s%s (sensor, tier, proto, tier_hash, server, client, conn, "
-                 "class, class_hash, arrival_ns, departure_ns, req_bytes, resp_bytes, status, "
-                 "flags, seq) FORMAT RowBinary", ch->db, into ? "`" : "",
-                 into ? into : "requests", into ? "`" : "");
+    static const char *const cols[] = {
+        "sensor, tier, proto, tier_hash, server, client, conn, class, class_hash, arrival_ns, "
+        "departure_ns, req_bytes, resp_bytes, status, flags, seq",
+        "sensor, conn, client, server, tier, proto, server_addr, open_ns, close_ns, opened, "
+        "closed, requests, packets, bytes_c2s, bytes_s2c",
+        "sensor, tier, addr"};
+    snprintf(sql, n, "INSERT INTO %s.%s%s%s (%s) FORMAT RowBinary", ch->db, into ? "`" : "",
+             into ? into : table_names[t], into ? "`" : "", cols[t]);
 }
 
 int tb__ch_insert(struct tb_ch *ch, enum tb__ch_table t, const void *p, size_t len,
@@ -660,42 +775,120 @@ int tb__ch_insert(struct tb_ch *ch, enum tb__ch_table t, const void *p, size_t l
     return rc;
 }
 
-int tb__ch_fill(struct tb_ch *ch, const void *p, size_t len, const char *query_id,
-                uint64_t seq_first, uint64_t seq_last)
+/* The key that tells a sensor's rows of table t apart, within a batch's
+ * [first, last]: requests by seq, connections by conn (a connection's final
+ * record is stored once). */
+static const char *const fill_keys[] = {"seq", "conn"};
+
+/* Completes batch b of table t (requests or connections) in a store that may
+ * hold part of it: the batch is staged in a Memory table on the endpoint
+ * spoken to, named after its query id (one per sensor, run and batch), and
+ * the rows whose key the sensor's table does not hold yet are inserted from
+ * there through the (Distributed) table, each to its shard, under the
+ * batch's query id; then the stage is dropped. With held, how many of its
+ * rows the store held is counted first (into *held), and nothing is
+ * inserted when it held them all. Any failure may leave part done (the
+ * insert through a cluster): count again, then call again. */
+static int fill(struct tb_ch *ch, const struct tb__ch_batch *b, uint64_t *held)
 {
-    char sql[1024];
+    char sql[1024], key_in[384];
     struct tb_buf r;
+    const char *tn = table_names[b->t], *key = fill_keys[b->t];
     tb_buf_init(&r);
-    /* A Memory table on the endpoint spoken to, named after the insert (one
-     * per sensor, capture and batch); made anew, so a fill interrupted after
-     * staging does not stage the rows twice. */
-    snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS %s.`%s`", ch->db, query_id);
+    /* Made anew, so a fill interrupted after staging does not stage the
+     * rows twice. */
+    snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS %s.`%s`", ch->db, b->query_id);
     int rc = exec_sql(ch, sql);
     if (!rc) {
-        snprintf(sql, sizeof sql, "CREATE TABLE %s.`%s` AS %s.requests%s ENGINE = Memory",
-                 ch->db, query_id, ch->db, ch->cluster[0] ? "_local" : "");
+        snprintf(sql, sizeof sql, "CREATE TABLE %s.`%s` AS %s.%s%s ENGINE = Memory", ch->db,
+                 b->query_id, ch->db, tn, ch->cluster[0] ? "_local" : "");
         rc = exec_sql(ch, sql);
     }
     if (!rc) {
-        insert_sql(ch, TB__CH_REQUESTS, query_id, sql, sizeof sql);
-        rc = http(ch, sql, p, len, &r);
+        insert_sql(ch, b->t, b->query_id, sql, sizeof sql);
+        rc = http(ch, sql, b->p, b->len, &r);
     }
-    if (!rc) {
-        /* Under the batch's query id, so that the sender's wait for a
-         * running insert covers this one too; the SQL as the query with an
-         * empty body, so that the cluster's settings go with it. */
-        snprintf(sql, sizeof sql,
-                 "INSERT INTO %s.requests SELECT * FROM %s.`%s` WHERE seq NOT IN (SELECT seq "
-                 "FROM %s.requests WHERE sensor = '%s' AND seq >= %" PRIu64 " AND seq <= %" PRIu64
-                 ")", ch->db, ch->db, query_id, ch->db, ch->sensor, seq_first, seq_last);
-        rc = http_id(ch, sql, "", 0, query_id, &r);
+    snprintf(key_in, sizeof key_in, "%s IN (SELECT %s FROM %s.%s WHERE sensor = '%s' AND %s >= %"
+             PRIu64 " AND %s <= %" PRIu64 ")", key, key, ch->db, tn, ch->sensor, key, b->first,
+             key, b->last);
+    if (!rc && held) {
+        snprintf(sql, sizeof sql, "SELECT count() FROM %s.`%s` WHERE %s FORMAT RowBinary", ch->db,
+                 b->query_id, key_in);
+        rc = tb__ch_count(ch, sql, held);
+    }
+    if (!rc && !(held && *held >= b->rows)) {
+        /* Under the batch's query id, so that a wait for a running insert
+         * covers this one too; the SQL as the query with an empty body, so
+         * that the cluster's settings go with it. */
+        snprintf(sql, sizeof sql, "INSERT INTO %s.%s SELECT * FROM %s.`%s` WHERE NOT (%s)", ch->db,
+                 tn, ch->db, b->query_id, key_in);
+        rc = http_id(ch, sql, "", 0, b->query_id, &r);
     }
     tb_buf_free(&r);
-    if (!rc) {
-        snprintf(sql, sizeof sql, "DROP TABLE IF EXISTS %s.`%s`", ch->db, query_id);
-        exec_sql(ch, sql); /* a table left behind is dropped by the next fill of that name */
-    }
+    if (!rc)
+        tb__ch_drop_staging(ch, b->query_id); /* one left is dropped by the next fill or capture */
     return rc;
+}
+
+/* After a failure, the server must answer this long before a batch that may
+ * have reached it is counted (tb__ch_settle). */
+#define SETTLE_NS (2 * TB_NS_PER_SEC)
+
+int tb__ch_settle(struct tb_ch *ch, const struct tb__ch_batch *b, bool *filled)
+{
+    char sql[512];
+    uint64_t n;
+    int rc;
+    *filled = false;
+    /* Hosts are a set (readers take each once); connections without a range
+     * (a spool file of an older tbneck) are taken once per (sensor, conn) by
+     * readers: both are sent again whole. */
+    if (b->t == TB__CH_HOSTS || (b->t == TB__CH_CONNECTIONS && !b->last))
+        return TB__CH_RESEND;
+    snprintf(sql, sizeof sql,
+             "SELECT count() FROM system.processes WHERE query_id = '%s' FORMAT RowBinary",
+             b->query_id);
+    if ((rc = tb__ch_count(ch, sql, &n)))
+        return rc;
+    /* The server answers again. An insert it received before it went away
+     * may still be waiting in its accept queue, not yet among its processes:
+     * give it SETTLE_NS to start before counting (once per return, not per
+     * batch). */
+    if (!ch->answering_ns)
+        ch->answering_ns = mono_ns();
+    if (n || mono_ns() < ch->answering_ns + SETTLE_NS)
+        return TB__CH_BUSY;
+    if (b->t == TB__CH_REQUESTS) {
+        /* A batch's seq range is its own: counting it settles all or none
+         * without staging anything. */
+        snprintf(sql, sizeof sql,
+                 "SELECT count() FROM %s.requests WHERE sensor = '%s' AND seq >= %" PRIu64
+                 " AND seq <= %" PRIu64 " FORMAT RowBinary", ch->db, ch->sensor, b->first,
+                 b->last);
+        if ((rc = tb__ch_count(ch, sql, &n)))
+            return rc;
+        if (n >= b->rows)
+            return 0;
+        if (!n)
+            return TB__CH_RESEND;
+        /* A cluster whose shards took their parts apart: the rows not there
+         * go again (each to its shard), the others not. A fill that fails
+         * may itself store part: the caller settles again. */
+        rc = fill(ch, b, NULL);
+    } else {
+        /* Connections that ended in one batch have ids spread among other
+         * batches': only the staged batch itself can be counted. */
+        rc = fill(ch, b, &n);
+        if (!rc && (n == 0 || n >= b->rows))
+            return 0;
+    }
+    if (rc)
+        return rc;
+    tb_log_warn("clickhouse at %s: the store held %" PRIu64 " of batch %" PRIu64 "'s %" PRIu64
+                " %s after a failed insert; the other %" PRIu64 " were sent again",
+                ch->where, n, b->no, b->rows, table_names[b->t], b->rows - n);
+    *filled = true;
+    return 0;
 }
 
 int tb__ch_count(struct tb_ch *ch, const char *sql, uint64_t *n)
@@ -736,18 +929,71 @@ const char *tb__ch_where(const struct tb_ch *ch)
     return ch->where;
 }
 
+/* Sends one batch of table t's rows (offline): one INSERT, which blocks the
+ * capture (its back-pressure). When it may have reached the server — a
+ * cluster's error answer can come after some shards wrote their parts — the
+ * batch is settled as a live sensor's is (tb__ch_settle: the part stored
+ * completed, or the whole sent again), once a second for up to the retry
+ * time; then, given up, its staging table is dropped and the error says
+ * what may be stored. */
+static int send_batch(struct tb_ch *ch, enum tb__ch_table t, const struct tb_buf *body,
+                      uint64_t rows, uint64_t first, uint64_t last)
+{
+    char qid[160], last_err[sizeof ch->err];
+    bool maybe = false, filled;
+    struct tb__ch_batch b = {.t = t, .p = body->p, .len = body->len, .no = ++ch->batches,
+                             .rows = rows, .first = first, .last = last, .query_id = qid};
+    tb__ch_batch_id(ch, b.no, qid, sizeof qid);
+    int rc = tb__ch_insert(ch, t, b.p, b.len, qid, &maybe);
+    if (!rc || !maybe)
+        return rc;
+    snprintf(last_err, sizeof last_err, "%s", ch->err);
+    int64_t retry = ch->retry_ns, deadline = mono_ns() + retry;
+    if (retry)
+        tb_log_warn("%s; the %s batch %" PRIu64 " may be stored in part: settling it every "
+                    "second for up to %lld s", last_err, table_names[t], b.no,
+                    (long long)(retry / TB_NS_PER_SEC));
+    /* The loop keeps the time; each request fails at once. */
+    ch->retry_ns = 0;
+    while (mono_ns() < deadline) {
+        struct timespec one = {1, 0};
+        nanosleep(&one, NULL);
+        rc = tb__ch_settle(ch, &b, &filled);
+        if (rc == TB__CH_RESEND)
+            rc = tb__ch_insert(ch, t, b.p, b.len, qid, &maybe);
+        if (rc == 0)
+            break;
+        if (rc < 0)
+            snprintf(last_err, sizeof last_err, "%s", ch->err);
+    }
+    ch->retry_ns = retry;
+    if (rc == 0)
+        return 0;
+    tb__ch_drop_staging(ch, qid);
+    if (t == TB__CH_REQUESTS)
+        snprintf(ch->err, sizeof ch->err, "%.380s; the insert of requests %" PRIu64 "-%" PRIu64
+                 " (seq) could not be completed within --store-retry, part of them may be "
+                 "stored", last_err, first, last);
+    else
+        snprintf(ch->err, sizeof ch->err, "%.400s; the insert of %s rows could not be completed "
+                 "within --store-retry", last_err, table_names[t]);
+    return rc < 0 ? rc : TB_E_IO;
+}
+
 int tb_ch_flush(struct tb_ch *ch)
 {
-    bool maybe;
     if (ch->conns.len) {
-        int rc = tb__ch_insert(ch, TB__CH_CONNECTIONS, ch->conns.p, ch->conns.len, NULL, &maybe);
+        int rc = send_batch(ch, TB__CH_CONNECTIONS, &ch->conns, ch->nconns, ch->conn_lo,
+                            ch->conn_hi);
         if (rc)
             return rc;
         ch->conns.len = 0;
+        ch->nconns = ch->conn_lo = ch->conn_hi = 0;
     }
     if (!ch->queued)
         return 0;
-    int rc = tb__ch_insert(ch, TB__CH_REQUESTS, ch->body.p, ch->body.len, NULL, &maybe);
+    int rc = send_batch(ch, TB__CH_REQUESTS, &ch->body, ch->queued, ch->seq - ch->queued,
+                        ch->seq - 1);
     if (rc == 0) {
         ch->rows += ch->queued;
         ch->queued = 0;
@@ -758,8 +1004,7 @@ int tb_ch_flush(struct tb_ch *ch)
 
 int tb_ch_put_hosts(struct tb_ch *ch, const struct tb_catalog *cat)
 {
-    char sql[256];
-    struct tb_buf body, r;
+    struct tb_buf body;
     uint32_t n = tb_catalog_host_count(cat);
     if (n == 0)
         return 0;
@@ -780,11 +1025,8 @@ int tb_ch_put_hosts(struct tb_ch *ch, const struct tb_catalog *cat)
         tb_buf_free(&body);
         return TB_E_NOMEM;
     }
-    snprintf(sql, sizeof sql, "INSERT INTO %s.hosts (sensor, tier, addr) FORMAT RowBinary",
-             ch->db);
-    tb_buf_init(&r);
-    int rc = http(ch, sql, body.p, body.len, &r);
-    tb_buf_free(&r);
+    /* A set: readers take each (tier, addr) once, so a retry may resend it whole. */
+    int rc = send_batch(ch, TB__CH_HOSTS, &body, n, 0, 0);
     tb_buf_free(&body);
     return rc;
 }
@@ -831,6 +1073,9 @@ int tb_ch_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_c
     int rc = tb__ch_put_conn(ch, cat, c, b);
     if (rc)
         return rc;
+    if (!ch->nconns++ || c->conn < ch->conn_lo)
+        ch->conn_lo = c->conn;
+    ch->conn_hi = TB_MAX(ch->conn_hi, c->conn);
     /* Connections are few next to requests; bound them all the same. */
     if (b->len >= 16u << 20)
         return tb_ch_flush(ch);
@@ -839,7 +1084,6 @@ int tb_ch_conn(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_c
 
 /* ---- scans: one query, one parser per row -------------------------------------------- */
 
-#define SHORT_ROW 1 /* a row parser's "the answer ended inside me" */
 
 /* Runs sql (FORMAT RowBinary) and hands the reader to row() until the answer
  * is consumed, row() returns nonzero, or a row is cut short (TB_E_BADFMT,

@@ -62,13 +62,18 @@ struct tb_ch;
  * address), after checking that system.clusters lists as many shards as the
  * URL names; rows are written through the first endpoint's Distributed
  * tables with insert_distributed_sync, so they are on their shards when the
- * capture ends, and read back through them.
+ * capture ends, and read back through them. With create, the staging tables
+ * an earlier capture of this sensor left (a completion that never
+ * succeeded) are dropped, with a warning line.
  * sensor: [A-Za-z0-9_.:-]{1,64}. On failure err holds one line. */
 /* A writer's patience (tb_ch_set_retry): for this long after a failure to
  * connect, each request is tried again once a second; the rows wait in
- * memory meanwhile (the capture blocks: back-pressure). Only a refused or
- * unreachable connection is retried, never a request the server may have
- * received, so a row is never inserted twice. 0 = fail at once (readers). */
+ * memory meanwhile (the capture blocks: back-pressure). An insert the server
+ * may have received in part (a cluster's error answer: some shards may have
+ * written their parts; a reset) is never simply sent again: for as long, it
+ * is settled as a live sensor's batch is (its query id gone, its rows
+ * counted, only the missing ones sent), so a row is never inserted twice.
+ * 0 = fail at once (readers). */
 void tb_ch_set_retry(struct tb_ch *ch, int64_t ns);
 int tb_ch_open(struct tb_ch **out, const struct tb_store_url *u, const char *sensor,
                bool create, int64_t retry_ns, char *err, size_t errlen);
@@ -81,7 +86,8 @@ int tb_ch_next_conn(struct tb_ch *ch, uint64_t *conn);
  * that is the back-pressure. */
 #define TB_CH_BATCH 65536
 int tb_ch_request(struct tb_ch *ch, const struct tb_catalog *cat, const struct tb_request *r);
-/* Sends what is queued. */
+/* Sends what is queued. On failure tb_ch_error says what may be stored; a
+ * staging table the completion made is dropped. */
 int tb_ch_flush(struct tb_ch *ch);
 uint64_t tb_ch_rows(const struct tb_ch *ch);
 /* Queues one connection's final record (texts from cat); sent with the

@@ -24,13 +24,15 @@
  * counts the batch's seq range: all there, it is done; none, it is sent
  * again; some (a cluster whose shards took their parts apart: an error
  * answer through a Distributed table counts as maybe sent too), the rows
- * missing are sent again (tb__ch_fill), the others not. That wait cannot be
+ * missing are sent again, the others not (tb__ch_settle: the one rule, which
+ * offline captures follow too). That wait cannot be
  * proven long enough — a server frozen long enough may start the old
  * insert after the count — so readers
  * also skip a (sensor, seq) they have seen (tb_ch_scan): a batch stored
- * twice is read once. Connections carry no seq; a connection row sent
- * twice is one connection to every reader (the SQLite copy replaces by
- * (sensor, conn)), so they are just sent again. */
+ * twice is read once. Connections are settled by conn id the same way (a
+ * batch's range of conn ids goes in its spool header); a connection row
+ * stored twice all the same is one connection to every reader (the SQLite
+ * copy replaces by (sensor, conn)). */
 #include "ch-int.h"
 
 #include <dirent.h>
@@ -55,14 +57,12 @@
  * a tick's requests and connections, twice. */
 #define MEM_BATCHES 4
 #define SPOOL_MAGIC "tbneck-spool 1"
-#define BUSY 1 /* ship(): the interrupted insert still runs on the server; ask later */
-#define SETTLE_NS (2 * TB_NS_PER_SEC)
 
 struct batch {
     struct batch *next;
     uint64_t no;
     enum tb__ch_table t;
-    uint64_t rows, seq_first, seq_last;
+    uint64_t rows, seq_first, seq_last; /* connections: their conn ids' range */
     struct tb_buf body;  /* in memory (empty when on disk) */
     bool on_disk;
     uint64_t disk_bytes;
@@ -74,10 +74,10 @@ struct tb_ch_live {
     char dir[4096];
     int lock_fd;
     uint64_t spool_max;
-    int64_t started_ns;
     /* The capture thread's batches being filled. */
     struct tb_buf cur[2];
     uint64_t cur_rows[2], cur_seq_first, cur_seq_last;
+    uint64_t cur_conn_lo, cur_conn_hi; /* the conn ids' range of the connections filled */
     bool disk_told; /* the capture thread said the spool failed */
 
     pthread_t thread;
@@ -86,7 +86,6 @@ struct tb_ch_live {
     pthread_cond_t cv;      /* a batch, stop or abort */
     struct batch *head, *tail;
     size_t in_memory; /* queued batches held in memory */
-    int64_t answering_ns; /* sender: since when the server answers (0: it failed last) */
     uint64_t next_no;
     bool stop, gave_up;
     int64_t deadline_ns;
@@ -243,6 +242,9 @@ static int seal(struct tb_ch_live *cl, enum tb__ch_table t)
     if (t == TB__CH_REQUESTS) {
         b->seq_first = cl->cur_seq_first;
         b->seq_last = cl->cur_seq_last;
+    } else {
+        b->seq_first = cl->cur_conn_lo;
+        b->seq_last = cl->cur_conn_hi;
     }
     b->body = cl->cur[t];
     tb_buf_init(&cl->cur[t]);
@@ -291,52 +293,29 @@ static int seal(struct tb_ch_live *cl, enum tb__ch_table t)
 
 /* ---- the sender ------------------------------------------------------------------------- */
 
-/* Sends b; on success *stored is how many of its rows the server holds. */
+/* Sends b; on success *stored is how many of its rows the server holds. A
+ * batch that may have reached the server is settled first (tb__ch_settle, the
+ * rule offline captures follow too). */
 static int ship(struct tb_ch_live *cl, struct batch *b, const struct tb_buf *body,
                 uint64_t *stored)
 {
-    char qid[160], sql[512];
-    const char *sensor = tb__ch_sensor(cl->send);
+    char qid[160];
     int rc;
-    snprintf(qid, sizeof qid, "tbneck-%s-%" PRId64 "-%" PRIu64, sensor, cl->started_ns, b->no);
-    if (b->maybe_sent && b->t == TB__CH_REQUESTS) {
-        uint64_t n;
-        snprintf(sql, sizeof sql,
-                 "SELECT count() FROM system.processes WHERE query_id = '%s' FORMAT RowBinary",
-                 qid);
-        if ((rc = tb__ch_count(cl->send, sql, &n)))
-            return rc;
-        /* The server answers again. An insert it received before it went
-         * away may still be waiting in its accept queue, not yet among its
-         * processes: give it SETTLE_NS to start before counting (once per
-         * return, not per batch). */
-        if (!cl->answering_ns)
-            cl->answering_ns = now_ns();
-        if (n || now_ns() < cl->answering_ns + SETTLE_NS)
-            return BUSY;
-        snprintf(sql, sizeof sql,
-                 "SELECT count() FROM %s.requests WHERE sensor = '%s' AND seq >= %" PRIu64
-                 " AND seq <= %" PRIu64 " FORMAT RowBinary",
-                 tb__ch_db(cl->send), sensor, b->seq_first, b->seq_last);
-        if ((rc = tb__ch_count(cl->send, sql, &n)))
-            return rc;
-        if (n >= b->rows) {
+    tb__ch_batch_id(cl->send, b->no, qid, sizeof qid);
+    if (b->maybe_sent) {
+        const struct tb__ch_batch tb = {.t = b->t, .p = body->p, .len = body->len, .no = b->no,
+                                        .rows = b->rows, .first = b->seq_first,
+                                        .last = b->seq_last, .query_id = qid};
+        bool filled;
+        rc = tb__ch_settle(cl->send, &tb, &filled);
+        if (rc == 0) {
+            if (filled)
+                cl->st.refilled_batches++;
             *stored = b->rows;
             return 0;
         }
-        if (n) {
-            /* A cluster whose shards took their parts apart: the rows not
-             * there go again (each to its shard), the others not. */
-            if ((rc = tb__ch_fill(cl->send, body->p, body->len, qid, b->seq_first, b->seq_last)))
-                return rc; /* still maybe sent: counted again next time */
-            tb_log_warn("clickhouse at %s: the store held %" PRIu64 " of batch %" PRIu64
-                        "'s %" PRIu64 " requests after a failed insert; the other %" PRIu64
-                        " were sent again", tb__ch_where(cl->send), n, b->no, b->rows,
-                        b->rows - n);
-            cl->st.refilled_batches++;
-            *stored = b->rows;
-            return 0;
-        }
+        if (rc != TB__CH_RESEND)
+            return rc; /* still maybe sent: settled again next time */
         b->maybe_sent = false;
     }
     bool maybe = false;
@@ -413,10 +392,8 @@ static void *sender(void *arg)
             continue;
         }
         /* Not now: the server is away (or busy settling an insert). */
-        if (rc != BUSY)
-            cl->answering_ns = 0;
         snprintf(cl->last_err, sizeof cl->last_err, "%s",
-                 rc == BUSY ? "an interrupted insert is still running"
+                 rc == TB__CH_BUSY ? "an interrupted insert is still running"
                  : tb_ch_error(cl->send)[0] ? tb_ch_error(cl->send) : tb_strerror(rc));
         if (!cl->st.down) {
             cl->st.down = true;
@@ -561,7 +538,6 @@ int tb_ch_live_start(struct tb_ch_live **out, struct tb_ch *enc, struct tb_ch *s
     cl->send = send;
     cl->lock_fd = -1;
     cl->spool_max = o->spool_max;
-    cl->started_ns = now_ns();
     cl->next_no = 1;
     tb_buf_init(&cl->cur[0]);
     tb_buf_init(&cl->cur[1]);
@@ -660,6 +636,10 @@ int tb_ch_live_conn(struct tb_ch_live *cl, const struct tb_catalog *cat, const s
     int rc = tb__ch_put_conn(cl->enc, cat, c, &cl->cur[TB__CH_CONNECTIONS]);
     if (rc)
         return rc;
+    if (!cl->cur_rows[TB__CH_CONNECTIONS] || c->conn < cl->cur_conn_lo)
+        cl->cur_conn_lo = c->conn;
+    if (!cl->cur_rows[TB__CH_CONNECTIONS] || c->conn > cl->cur_conn_hi)
+        cl->cur_conn_hi = c->conn;
     if (++cl->cur_rows[TB__CH_CONNECTIONS] >= TB_CH_BATCH)
         return seal(cl, TB__CH_CONNECTIONS);
     return 0;

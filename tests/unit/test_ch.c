@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* test_ch.c — store URLs (sqlite:, clickhouse:// with shards and a cluster) and the FNV-1a
- * identity hash against the published test vectors. */
+/* test_ch.c — store URLs (sqlite:, clickhouse:// with shards and a cluster), the FNV-1a
+ * identity hash against the published test vectors, and which tables are a sensor's staging
+ * tables (the ones a capture drops when it starts). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <cmocka.h>
 
 #include "ch.h"
+#include "ch-int.h"
 
 static void test_url_ok(void **state)
 {
@@ -87,12 +89,40 @@ static void test_fnv1a(void **state)
                 0x85944171f73967e8ull);
 }
 
+/* A capture drops, when it starts, the staging tables an earlier capture of
+ * its sensor left: exactly "tbneck-SENSOR-START-NO", never another
+ * sensor's, even one whose name extends this one's or holds '-'. */
+static void test_staging_names(void **state)
+{
+    (void)state;
+    assert_true(tb__ch_is_staging("tbneck-web-1764380000123456789-7", "web"));
+    assert_true(tb__ch_is_staging("tbneck-web-switch-1-1", "web-switch"));
+    assert_true(tb__ch_is_staging("tbneck-a.b:c_d-12-3", "a.b:c_d"));
+    static const char *const not_web[] = {
+        "tbneck-web-switch-1-1", /* sensor web-switch */
+        "tbneck-we-1-1",         /* sensor we */
+        "tbneck-web-1-",         /* no batch number */
+        "tbneck-web--1",         /* no start */
+        "tbneck-web-1-1x",       /* not digits */
+        "tbneck-web-1",          /* one number */
+        "tbneck-web",
+        "xbneck-web-1-1",
+        "requests",
+        "",
+    };
+    for (size_t i = 0; i < sizeof not_web / sizeof not_web[0]; i++)
+        if (tb__ch_is_staging(not_web[i], "web"))
+            fail_msg("%s: taken as sensor web's staging table", not_web[i]);
+    assert_false(tb__ch_is_staging("tbneck-web-1-1", "web-switch"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_url_ok),
         cmocka_unit_test(test_url_bad),
         cmocka_unit_test(test_fnv1a),
+        cmocka_unit_test(test_staging_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

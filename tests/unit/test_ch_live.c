@@ -2,8 +2,9 @@
 /* test_ch_live.c — the live ClickHouse sender against a stand-in HTTP server in the test (not
  * ClickHouse: it stores each INSERT's body and answers 500 while "down"): batches in seal
  * order, the spool used and replayed in order, what an ended capture left sent by the next
- * one first, drops counted exactly when the spool is full, and a batch stored in part
- * completed with its missing rows only. */
+ * one first, drops counted exactly when the spool is full, a batch stored in part
+ * completed with its missing rows only (requests by seq, connections by conn id), and a
+ * connections batch's conn id range in its spool file. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -42,6 +43,11 @@ struct fake {
     uint64_t staged[4096]; /* rows staged by a fill (INSERT INTO a `table`) */
     size_t nstaged;
     unsigned fills;
+    /* The same for connections (their conn ids): stored, staged, and the
+     * next INSERT into connections kept in half. */
+    uint64_t conns[4096], cstaged[4096];
+    size_t nconns, ncstaged;
+    atomic_bool cpartial;
 };
 
 static uint64_t le(const uint8_t *p, int n)
@@ -69,6 +75,28 @@ static void take_rows(uint64_t *out, size_t *nout, const uint8_t *p, const uint8
             out[(*nout)++] = le(p, 8);
         p += 8;
     }
+}
+
+/* Connection rows: appends their conn ids to out. */
+static void take_conns(uint64_t *out, size_t *nout, const uint8_t *p, const uint8_t *end)
+{
+    while (p < end) {
+        p += 1 + p[0]; /* sensor */
+        if (*nout < 4096)
+            out[(*nout)++] = le(p, 8);
+        p += 8;
+        for (int s = 0; s < 5; s++)
+            p += 1 + p[0]; /* client, server, tier, proto, server_addr */
+        p += 8 + 8 + 1 + 1 + 8 * 4; /* open, close, opened, closed, requests, packets, bytes */
+    }
+}
+
+static bool have_conn(const struct fake *f, uint64_t conn)
+{
+    for (size_t i = 0; i < f->nconns; i++)
+        if (f->conns[i] == conn)
+            return true;
+    return false;
 }
 
 static bool have_seq(const struct fake *f, uint64_t seq)
@@ -117,9 +145,31 @@ static void serve_one(struct fake *f, int fd)
     bool select = !strstr(buf, "query=") && blen >= 6 && !memcmp(body, "SELECT", 6);
     bool staging = insert && strstr(buf, "%60") && strstr(buf, "%60") < eol;
     bool fill = insert && strstr(buf, "%20SELECT%20") && strstr(buf, "%20SELECT%20") < eol;
+    /* Connections: their column list (sensor, conn, ...) or table name. */
+    bool conn = (strstr(buf, "sensor%2C%20conn%2C") && strstr(buf, "sensor%2C%20conn%2C") < eol) ||
+                (strstr(buf, ".connections%20SELECT") && strstr(buf, ".connections%20SELECT") < eol);
     uint64_t answer_n = 0;
     pthread_mutex_lock(&f->mu);
-    if (fill) {
+    if (conn && fill) {
+        for (size_t i = 0; i < f->ncstaged; i++)
+            if (!have_conn(f, f->cstaged[i]) && f->nconns < 4096)
+                f->conns[f->nconns++] = f->cstaged[i];
+        f->fills++;
+    } else if (conn && staging) {
+        take_conns(f->cstaged, &f->ncstaged, (const uint8_t *)body, (const uint8_t *)body + blen);
+    } else if (conn && insert) {
+        size_t from = f->nconns;
+        take_conns(f->conns, &f->nconns, (const uint8_t *)body, (const uint8_t *)body + blen);
+        if (atomic_exchange(&f->cpartial, false)) {
+            f->nconns = from + (f->nconns - from) / 2;
+            pthread_mutex_unlock(&f->mu);
+            return; /* no answer: the connection closes */
+        }
+    } else if (select && strstr(body, "WHERE conn IN (")) {
+        /* The staged connections the store holds. */
+        for (size_t i = 0; i < f->ncstaged; i++)
+            answer_n += have_conn(f, f->cstaged[i]);
+    } else if (fill) {
         /* INSERT INTO requests SELECT * FROM `stage` WHERE seq NOT IN (stored). */
         for (size_t i = 0; i < f->nstaged; i++)
             if (!have_seq(f, f->staged[i]) && f->nseq < 4096)
@@ -218,6 +268,17 @@ static void add(struct env *e, struct tb_ch_live *cl, int n)
         assert_int_equal(tb_ch_live_request(cl, e->cat, &r), 0);
     }
     assert_int_equal(tb_ch_live_tick(cl), 0);
+}
+
+/* Ended connections with these ids, in this order (as connections end). */
+static void add_conns(struct env *e, struct tb_ch_live *cl, const uint64_t *ids, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct tb_conn c = {.conn = ids[i], .closed = 1};
+        assert_int_equal(tb_addr_parse("10.0.0.2:1234", &c.client), 0);
+        assert_int_equal(tb_addr_parse("10.0.0.1:80", &c.server), 0);
+        assert_int_equal(tb_ch_live_conn(cl, e->cat, &c), 0);
+    }
 }
 
 static void wait_for(struct tb_ch_live *cl, uint64_t stored, struct tb_ch_live_stats *s)
@@ -397,11 +458,88 @@ static void test_partial(void **state)
     env_close(&f, &e, dir);
 }
 
+/* A connections batch the store took only in part (the stand-in keeps the
+ * first half and closes without answering): once settled, the batch is
+ * staged, the stage counted against what is stored, and only the missing
+ * connections inserted from it: each conn id stored once. */
+static void test_conn_partial(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct env e = {0};
+    struct tb_ch_live_stats s;
+    char dir[] = "/tmp/test_ch_live.XXXXXX";
+    struct tb_ch_live *cl = open_up(&f, &e, dir, &s);
+    atomic_store(&f.cpartial, true);
+    static const uint64_t ids[] = {7, 3, 9, 5, 4, 8};
+    add_conns(&e, cl, ids, sizeof ids / sizeof ids[0]);
+    assert_int_equal(tb_ch_live_tick(cl), 0);
+    for (int i = 0; i < 200; i++) {
+        tb_ch_live_stats(cl, &s);
+        if (s.stored_conns >= 6)
+            break;
+        struct timespec t = {0, 50 * 1000 * 1000};
+        nanosleep(&t, NULL);
+    }
+    assert_int_equal(s.stored_conns, 6);
+    assert_int_equal(s.dropped_conns, 0);
+    assert_int_equal(s.refilled_batches, 1);
+    assert_int_equal(tb_ch_live_finish(cl, 0, NULL, &s), 0);
+
+    pthread_mutex_lock(&f.mu);
+    assert_int_equal(f.ncstaged, 6); /* the whole batch staged */
+    assert_int_equal(f.nconns, 6);   /* 3 kept by the failed insert, 3 filled */
+    uint64_t got[6];
+    memcpy(got, f.conns, sizeof got);
+    pthread_mutex_unlock(&f.mu);
+    for (size_t i = 0; i < 6; i++)
+        for (size_t j = i + 1; j < 6; j++)
+            assert_true(got[i] != got[j]); /* each once */
+    env_close(&f, &e, dir);
+}
+
+/* A connections batch carries the range of its conn ids (not their order:
+ * connections end out of order) to the spool file's header, which is what a
+ * later completion of that batch counts within. */
+static void test_conn_range(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct env e = {0};
+    struct tb_ch_live_stats s;
+    char dir[] = "/tmp/test_ch_live.XXXXXX";
+    struct tb_ch_live *cl = open_up(&f, &e, dir, &s);
+    atomic_store(&f.down, true);
+    static const uint64_t ids[] = {7, 3, 9, 5};
+    add_conns(&e, cl, ids, sizeof ids / sizeof ids[0]);
+    assert_int_equal(tb_ch_live_finish(cl, 0, NULL, &s), 0);
+    assert_int_equal(s.pending_conns, 4);
+    assert_int_equal(spool_files(dir), 1);
+
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char path[512] = "", line[160] = "";
+    while ((de = readdir(d)))
+        if (strstr(de->d_name, ".spool"))
+            snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+    closedir(d);
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    assert_non_null(fgets(line, sizeof line, fp));
+    fclose(fp);
+    assert_string_equal(line, "tbneck-spool 1 connections 4 3 9\n");
+    unlink(path);
+    atomic_store(&f.down, false);
+    env_close(&f, &e, dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_live),
         cmocka_unit_test(test_partial),
+        cmocka_unit_test(test_conn_range),
+        cmocka_unit_test(test_conn_partial),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
