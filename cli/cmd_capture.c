@@ -829,7 +829,8 @@ static int run_offline(const struct tb_capture_args *a)
         if ((rc = tb_store_capture_begin(st, source, &capture_id)) ||
             (rc = tb_store_next_conn(st, &first_conn)) ||
             (rc = tb_writer_start_opts(&run.w, st, capture_id,
-                                       &(struct tb_writer_opts){.bulk = true})) ||
+                                       &(struct tb_writer_opts){.bulk = true,
+                                                                .keep_index = true})) ||
             (rc = tb_writer_catalog(run.w, cat))) {
             tb_log_error("capture: %s: %s", a->db, tb_strerror(rc));
             goto out;

@@ -19,8 +19,8 @@
  *   endpoints(id, addr 'ip')                                  [1] interned client addresses
  *   requests(capture_id, tier_id, server_id, client_id, client_port, conn, class_id,
  *            arrival_ns, departure_ns, req_bytes, resp_bytes, status, flags)       [1]
- *       no index while a capture inserts; requests_tier_arrival(tier_id, arrival_ns)
- *       is created when the capture ends or on the first read
+ *       requests_tier_arrival(tier_id, arrival_ns): kept by an offline capture's
+ *       writer from its start, created when a live capture ends or on the first read
  *   windows(tier_id, server_id, width_ns, start_ns, load, completions, work_units,
  *           throughput, norm_throughput, rt_mean_ns, rt_p95_ns)  WITHOUT ROWID      [1]
  *   service_times(tier_id, class_id, period_start_ns, service_ns, units, samples,

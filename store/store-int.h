@@ -61,6 +61,11 @@ int tb__db_fail(struct tb__db *d, const char *what);
 void tb__row_request(sqlite3_stmt *s, int base, const struct tb_addr *ep, size_t nep, bool full,
                      struct tb_request *r);
 int tb__db_exec(struct tb__db *d, const char *sql);
+/* Builds requests_tier_arrival, the read index, when the file lacks it (a no-op
+ * otherwise), with a 64 MiB page cache for that one statement; the
+ * connection's cache size is put back. Used at a capture's end and by a
+ * writer that keeps the index during its load (tb_writer_opts.keep_index). */
+int tb__db_read_index(struct tb__db *d);
 int tb__db_begin(struct tb__db *d);
 /* Commits when rc == 0, else rolls back; returns rc or the commit's error. */
 int tb__db_end(struct tb__db *d, int rc);

@@ -105,9 +105,10 @@ void tb_store_close(struct tb_store *st)
 
 const char *tb_store_path(const struct tb_store *st) { return st->d.path; }
 
-/* The read index is built once the bulk insert is over: maintaining it row by
- * row would slow the writer several times over. Readers build it on first
- * use only when no capture is running, because CREATE INDEX holds the write
+/* The read index is built once a live capture is over, or kept by an offline
+ * capture's writer as it loads (tb_writer_opts.keep_index: the writer thread
+ * pays for it beside the capture thread instead of a sort after it). Readers
+ * build it on first use only when no capture is running, because CREATE INDEX holds the write
  * lock for as long as it takes (seconds on a large table) and a live
  * capture's writer would wait on it, then pay for the index on every insert.
  * Until then, and on a read-only handle, reads scan. */
@@ -128,27 +129,7 @@ static int ensure_index(struct tb_store *st, bool force)
         if (running > 0)
             return 0;
     }
-    /* SQLite's sorter keeps as much in memory as the page cache may hold
-     * (at least 250 pages) and spills the rest to temporary files it merges
-     * back: at the default 2 MiB, 160 000 rows of a real capture spilled,
-     * which cost more than the sort itself (SorterWrite 1 430 instructions a
-     * row against 300 when it all fits). 64 MiB sorts about 1.5 M rows in
-     * one pass, and only for this statement. */
-    int64_t cache = -2000; /* SQLite's default, unless the connection says otherwise */
-    if (tb__db_prep(&st->d, "PRAGMA cache_size", &s) == 0) {
-        if (sqlite3_step(s) == SQLITE_ROW)
-            cache = sqlite3_column_int64(s, 0);
-        sqlite3_reset(s);
-    }
-    char restore[64];
-    snprintf(restore, sizeof restore, "PRAGMA cache_size = %lld", (long long)cache);
-    if ((rc = tb__db_exec(&st->d, "PRAGMA cache_size = -65536")))
-        return rc;
-    rc = tb__db_exec(&st->d, "CREATE INDEX IF NOT EXISTS requests_tier_arrival "
-                             "ON requests(tier_id, arrival_ns)");
-    int rc2 = tb__db_exec(&st->d, restore);
-    if (rc == 0)
-        rc = rc2;
+    rc = tb__db_read_index(&st->d);
     if (rc == 0)
         st->index_ready = true;
     return rc;

@@ -117,13 +117,20 @@ int tb_writer_start(struct tb_writer **out, struct tb_store *st, int64_t capture
  * the one tb_writer_finish makes, runs with sync on. A crash or power loss
  * during the load can lose the batches since the last checkpoint (the file
  * stays consistent: the database file is only written by synced
- * checkpoints); once tb_writer_finish returns 0 everything is on disk. */
+ * checkpoints); once tb_writer_finish returns 0 everything is on disk.
+ * keep_index (an offline capture): the writer thread builds the read index
+ * (requests_tier_arrival) before its first batch, when the file lacks it, and
+ * SQLite keeps it up as each batch goes in, so the index costs the writer
+ * thread, which runs beside the capture, instead of a sort on the caller's
+ * thread once the capture is over (docs/storage.md "What storage costs").
+ * Without it the index is built when the capture ends (tb_store_capture_end). */
 #define TB_WRITER_BULK_WAL (256 * 1024 * 1024)
 struct tb_writer_opts {
     size_t batch_rows;
     size_t queue_cap;
     bool bulk;
     size_t bulk_wal;
+    bool keep_index;
 };
 int tb_writer_start_opts(struct tb_writer **out, struct tb_store *st, int64_t capture_id,
                          const struct tb_writer_opts *opts);

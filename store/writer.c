@@ -62,6 +62,7 @@ struct tb_writer {
     int64_t blocked_ns, write_ns, cpu_ns;
 
     bool bulk;               /* tb_writer_opts.bulk */
+    bool keep_index;         /* tb_writer_opts.keep_index */
     int wal_frames;          /* frames in the write-ahead log after the last commit */
     int64_t page_size;       /* the file's (older files have 4 KiB pages) */
     int64_t bulk_wal;        /* checkpoint when the log holds this many bytes */
@@ -558,6 +559,15 @@ static void count_tiers(struct tb_writer *w, const struct batch *b)
 static void *writer_main(void *arg)
 {
     struct tb_writer *w = arg;
+    /* The read index kept during the load rather than sorted at the end: on
+     * a fresh file this is instant, on one whose rows lack it (a capture
+     * killed before its end) it sorts them here, beside the capture thread.
+     * A failure stops the writer as a failed batch would. */
+    if (w->keep_index) {
+        int rc = tb__db_read_index(&w->d);
+        if (rc)
+            set_err(w, rc);
+    }
     for (;;) {
         pthread_mutex_lock(&w->mu);
         while (!w->head && !w->stop)
@@ -660,6 +670,7 @@ int tb_writer_start_opts(struct tb_writer **out, struct tb_store *st, int64_t ca
     atomic_init(&w->rows, 0);
     w->capture_id = capture_id;
     w->bulk = o && o->bulk;
+    w->keep_index = o && o->keep_index;
     w->bulk_wal = o && o->bulk_wal ? (int64_t)o->bulk_wal : TB_WRITER_BULK_WAL;
     w->ep_mask = 255;
     w->ep = calloc((size_t)w->ep_mask + 1, sizeof *w->ep);
