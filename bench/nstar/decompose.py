@@ -46,7 +46,8 @@ def mean_of(dist):
 
 def truth(prefix, tier):
     cp = configparser.ConfigParser(interpolation=None)
-    cp.read(prefix + ".truth.conf")
+    if not cp.read(prefix + ".truth.conf"):
+        raise ValueError("%s.truth.conf: cannot be read (a run kept by sweep.py --keep?)" % prefix)
     sec = [s for s in cp.sections() if s.startswith("tier ") and cp[s].get("name") == tier]
     cls = [s for s in cp.sections() if s.startswith("class ")]
     if len(sec) != 1 or len(cls) != 1:
