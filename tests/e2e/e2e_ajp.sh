@@ -73,6 +73,17 @@ PidFile $work/httpd/httpd.pid
 ServerName localhost
 Listen 127.0.0.1:$web
 LoadModule mpm_event_module $mods/mod_mpm_event.so
+# One child process: mod_proxy's connection pool is per process, so the
+# pooled AJP connections the warm-up opened are the ones the captured
+# requests reuse (with the default three children the captured requests
+# could all land in a child that never served the warm-up: e2e_ajp then
+# saw no connection picked up mid-stream, once in CI on a loaded host).
+ServerLimit 1
+StartServers 1
+ThreadsPerChild 25
+MaxRequestWorkers 25
+MinSpareThreads 1
+MaxSpareThreads 25
 LoadModule authz_core_module $mods/mod_authz_core.so
 LoadModule proxy_module $mods/mod_proxy.so
 LoadModule proxy_ajp_module $mods/mod_proxy_ajp.so
