@@ -1141,7 +1141,10 @@ static int pool_isolated(struct tb_svcest *e, struct pooled **out, size_t *nout)
  *   SVC_LAT_TOL of it and the server held more requests than that c for
  *   long enough that the next candidate is ≥ SVC_LAT_GAP above (else W(c)
  *   is the requests' lives, queueing included, not their demands);
- * - else K stands.
+ * - else K stands, as it does when the two agree within SVC_LAT_AGREE: the
+ *   periods' edges cut lives (a period's time is counted where it is
+ *   spent, its requests where they arrive), and a constant demand, which
+ *   the product-limit estimate gets exactly, must stay exact.
  *
  * Per period, every estimated class is scaled by Σ taken / Σ K over the
  * servers (classes keep their ratios). When the lattice holds the truth,
@@ -1154,6 +1157,7 @@ static int pool_isolated(struct tb_svcest *e, struct pooled **out, size_t *nout)
  * subtracted from W as known work). */
 #define SVC_LAT_TOL 0.223 /* ln 1.25 */
 #define SVC_LAT_GAP 0.05
+#define SVC_LAT_AGREE 0.01
 
 /* The candidate taken for k, the product-limit total, from tn (the time with
  * m in flight, m = 1 .. SVC_OCC_K) less `known`, the work of the given
@@ -1177,7 +1181,7 @@ static double lattice_pick(const double *tn, double known, double k)
             bc = c;
         }
     }
-    if (!bc || bc == SVC_OCC_K || bestd > SVC_LAT_TOL)
+    if (!bc || bc == SVC_OCC_K || bestd > SVC_LAT_TOL || bestd < SVC_LAT_AGREE)
         return k;
     if (log((best + above[bc + 1]) / best) < SVC_LAT_GAP)
         return k;
