@@ -451,7 +451,7 @@ static void iv_prune(struct tb_svcest *e)
     e->iv_prune_at = TB_MAX((size_t)4096, e->iv_total * 2);
 }
 
-/* ------------------------------------------------------ the work done --- */
+/* ------------------------------------ the work done: requests in flight --- */
 
 static int64_t period_of(const struct tb_svcest *e, int64_t t);
 
@@ -1154,7 +1154,10 @@ static int pool_isolated(struct tb_svcest *e, struct pooled **out, size_t *nout)
  * compared: a server whose requests have calls subtracted (their lives
  * wait on other tiers), or with unclassified requests (work of unknown
  * demands), and classes without an estimate or given one (overrides are
- * subtracted from W as known work). */
+ * subtracted from W as known work). whatif's trees (analysis/critpath.c)
+ * use the same conservation to find cores; there c is the one that fits
+ * the mean of the requests alone at arrival within 1% (else the largest),
+ * and the result is per server, not per class and period. */
 #define SVC_LAT_TOL 0.223 /* ln 1.25 */
 #define SVC_LAT_GAP 0.05
 #define SVC_LAT_AGREE 0.01
