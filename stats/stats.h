@@ -219,8 +219,9 @@ void tb_svc_opts_default(struct tb_svc_opts *o);
  * Then, per period, the estimated classes are scaled together to the work
  * their servers did, W(c) = Σ_m (time with m in flight) × min(m, c), for
  * the c whose W is nearest the estimates' total, when it is within 25% of
- * it and not within 1% (servers with calls subtracted or unclassified
- * requests left out; stats/service.c "the work done").
+ * it, not within 1%, and both neighbouring candidates are ≥ 22% away
+ * (servers with calls subtracted or unclassified requests left out;
+ * stats/service.c "the work done").
  *
  * The work unit is computed once over all periods (so normalized throughput
  * stays comparable across periods) from per-class service times over the
