@@ -86,8 +86,11 @@ struct tb_episode {
  * 5: such a tier's N* takes the hint (1/u)·S̄/(S̄ + W̄) when its calm
  * stretches read 40-93% of it, once the knee test has shown the knee found
  * without it. 6: a server that waits on its calls is also stalled by its own
- * work's promise (calls_load, tb_congestion.self_tp). */
-#define TB_ANALYSIS_VERSION 6
+ * work's promise (calls_load, tb_congestion.self_tp). 7: a server's
+ * service times are scaled to the work it did, Σ time × min(in flight, c),
+ * when that is near the product-limit estimate (stats/service.c "the work
+ * done"): the work unit and so N* change on busy servers. */
+#define TB_ANALYSIS_VERSION 7
 
 /* One analysis of one tier (server == 0) or server at one window width over
  * [from_ns, to_ns). */

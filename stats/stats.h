@@ -216,6 +216,12 @@ void tb_svc_opts_default(struct tb_svc_opts *o);
  * no request alone, and its low quantile would be queueing); otherwise the
  * fallback_q quantile of all its samples (non-isolated ones minus their
  * calls' time likewise). An override replaces all of these in every period.
+ * Then, per period, the estimated classes are scaled together to the work
+ * their servers did, W(c) = Σ_m (time with m in flight) × min(m, c), for
+ * the c whose W is nearest the estimates' total, when it is within 25% of
+ * it, not within 1%, and both neighbouring candidates are ≥ 22% away
+ * (servers with calls subtracted or unclassified requests left out;
+ * stats/service.c "the work done").
  *
  * The work unit is computed once over all periods (so normalized throughput
  * stays comparable across periods) from per-class service times over the
@@ -231,7 +237,9 @@ int tb_service_estimate(const struct tb_request *req, size_t nreq, const struct 
  * requests (tb_svcest_add) and the downstream calls (tb_svcest_add_down)
  * merged in non-decreasing arrival order; memory is bounded by the
  * reservoirs (and 16 bytes per (class, period) and bin of the times at
- * which a request alone at arrival was cut short, at most 113 bins).
+ * which a request alone at arrival was cut short, at most 113 bins; per
+ * (server, period) 560 bytes of times by requests in flight and 24 per
+ * class served; 8 bytes per request in flight).
  * Results are identical to tb_service_estimate while no (class, period)
  * exceeds the reservoir size. */
 struct tb_svcest;
