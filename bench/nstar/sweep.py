@@ -6,7 +6,7 @@
 # the independent generator's own truth (bench/nstar/mmc_pcap.py).
 #
 #   bench/nstar/sweep.py [--build DIR] [--seeds 101-120] [--only a,b] [--out DIR]
-#                        [--window 50ms] [--keep]
+#                        [--window 50ms] [--duration 40s] [--keep]
 #
 # Each run: generate a capture, `tbneck capture -r`, `tbneck report --format
 # json`, and check one of:
@@ -89,12 +89,14 @@ def tiers(tb, db):
     return names
 
 
-def generate(gen, arg, prefix, seed):
+def generate(gen, arg, prefix, seed, duration_s=None):
     if gen == "sim":
-        run([SIM, os.path.join(HERE, arg), "--out", prefix, "--seed", str(seed), "-q"])
+        run([SIM, os.path.join(HERE, arg), "--out", prefix, "--seed", str(seed), "-q"] +
+            (["--duration", "%gs" % duration_s] if duration_s else []))
     else:
         run([sys.executable, os.path.join(HERE, "mmc_pcap.py")] + arg.split() +
-            ["--out", prefix, "--seed", str(seed)])
+            ["--out", prefix, "--seed", str(seed)] +
+            (["--duration", "%g" % duration_s] if duration_s else []))
 
 
 def expected_nstar(prefix, tier):
@@ -184,11 +186,11 @@ def check_levels(rep, prefix):
         " (never at capacity: %s)" % " ".join("%g" % s for s in unseen) if unseen else "", right, total)
 
 
-def one(name, seed, work, window):
+def one(name, seed, work, window, duration_s=None):
     gen, arg, kind, tier = SCENARIOS[name]
     prefix = os.path.join(work, "%s_%d" % (name, seed))
     db = prefix + ".db"
-    generate(gen, arg, prefix, seed)
+    generate(gen, arg, prefix, seed, duration_s)
     run([TBNECK, "capture", "-r", prefix + ".pcap", "--db", db, "-q"])
     os.unlink(prefix + ".pcap")
     if kind == "light":
@@ -219,7 +221,18 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--window", default="50ms")
     ap.add_argument("--keep", action="store_true", help="keep the databases and truth files")
+    ap.add_argument("--duration", default=None,
+                    help="every capture this long, e.g. 40s (default: each scenario's own, 10 s)")
     a = ap.parse_args()
+    duration_s = None
+    if a.duration is not None:
+        try:
+            duration_s = float(a.duration[:-1] if a.duration.endswith("s") else a.duration)
+        except ValueError:
+            duration_s = -1
+        if not duration_s > 0:
+            print("sweep.py: bad --duration '%s' (seconds, e.g. 40s)" % a.duration, file=sys.stderr)
+            return 2
     TBNECK = os.path.join(a.build, "tbneck")
     SIM = os.path.join(a.build, "sim", "tbneck-sim")
     names = a.only.split(",")
@@ -247,7 +260,7 @@ def main():
         for n in names:
             for s in seeds:
                 try:
-                    ok, err, detail = one(n, s, work, a.window)
+                    ok, err, detail = one(n, s, work, a.window, duration_s)
                 except Exception as e:  # one broken run is a failed run, not a stop
                     ok, err, detail = False, None, "error: %s" % e
                 rows.append((n, s, ok, err, detail))
