@@ -313,11 +313,16 @@ for a, b, kind, _, slack, spread, tier in closed:
     if kind != "freeze" or any(a < fb + slack and fa - slack < b for fa, fb in freezes):
         continue
     # Two frozen windows in a row need about 70 ms without a departure: a
-    # replay stall longer than one window can make them.
+    # replay stall longer than one window can make them. Here the raw
+    # spread counts (the drift included), as before the detrended measure:
+    # in one CI run whose replay drifted 2.2 s over 13 s, a freeze episode
+    # came where the detrended spread was under a window, at the time of
+    # the 1.6 s stop of the capture below (the weak list in README.md).
     st = stalled(pl, a, b)
-    if st > W:
-        print("a live freeze episode of %s %+.3f s .. %+.3f s where the replay stalled (spread "
-              "%.0f ms)" % (tier, rel(a), rel(b), st / 1e6))
+    if spread > W:
+        print("a live freeze episode of %s %+.3f s .. %+.3f s where the replay stalled or "
+              "drifted (spread %.0f ms, %.0f ms net of the drift)"
+              % (tier, rel(a), rel(b), spread / 1e6, st / 1e6))
     else:
         print("FAIL: a live freeze episode of %s %+.3f s .. %+.3f s where nothing froze"
               % (tier, rel(a), rel(b)))
