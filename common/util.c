@@ -128,3 +128,40 @@ void tb_csv_field(FILE *f, const char *s)
 {
     tb_csv_field_n(f, s, strlen(s));
 }
+
+int tb_i64heap_push(struct tb_i64heap *h, int64_t x)
+{
+    if (tb_grow(&h->v, &h->cap, h->n + 1, sizeof *h->v))
+        return TB_E_NOMEM;
+    size_t i = h->n++;
+    for (; i && h->v[(i - 1) / 2] > x; i = (i - 1) / 2)
+        h->v[i] = h->v[(i - 1) / 2];
+    h->v[i] = x;
+    return 0;
+}
+
+int64_t tb_i64heap_pop(struct tb_i64heap *h)
+{
+    int64_t top = h->v[0], x = h->v[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, m = l;
+        if (l >= h->n)
+            break;
+        if (l + 1 < h->n && h->v[l + 1] < h->v[l])
+            m = l + 1;
+        if (h->v[m] >= x)
+            break;
+        h->v[i] = h->v[m];
+        i = m;
+    }
+    if (h->n)
+        h->v[i] = x;
+    return top;
+}
+
+void tb_i64heap_free(struct tb_i64heap *h)
+{
+    free(h->v);
+    *h = (struct tb_i64heap){0};
+}

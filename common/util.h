@@ -19,6 +19,18 @@ int tb_grow(void *pp, size_t *cap, size_t need, size_t elem);
  * zero bytes: for arrays indexed by an id that grow to the largest id seen. */
 int tb_grow_zero(void *pp, size_t *cap, size_t need, size_t elem);
 
+/* A min-heap of int64 values (departure times waiting for time to pass
+ * them), zero-initialised to empty; tb_i64heap_free releases its array. */
+struct tb_i64heap {
+    int64_t *v;
+    size_t n, cap;
+};
+/* Adds x; TB_E_NOMEM leaves the heap as it was. */
+int tb_i64heap_push(struct tb_i64heap *h, int64_t x);
+/* Removes and returns the smallest value; h->n must be > 0. */
+int64_t tb_i64heap_pop(struct tb_i64heap *h);
+void tb_i64heap_free(struct tb_i64heap *h);
+
 /* qsort comparators, ascending. NaN sorts as equal to everything: callers
  * keep NaN out. */
 int tb_cmp_i64(const void *a, const void *b);

@@ -139,8 +139,7 @@ struct srv {
     /* Its requests in flight (a min-heap of their departures) and the time
      * up to which their number has been counted into struct occ ("the work
      * done" below); whether some life of its own had a call subtracted. */
-    int64_t *oh;
-    size_t noh, cap_oh;
+    struct tb_i64heap oh;
     int64_t occ_t;
     bool called, unclassified;
 };
@@ -460,7 +459,7 @@ static int64_t period_of(const struct tb_svcest *e, int64_t t);
  * crossing a period's end is split there). */
 static int occ_account(struct tb_svcest *e, struct srv *s, int64_t t)
 {
-    while (t > s->occ_t && s->noh) {
+    while (t > s->occ_t && s->oh.n) {
         int64_t from = s->occ_t, to = t, p = period_of(e, from);
         if (e->o.period_ns > 0 && p != INT64_MIN && p <= INT64_MAX - e->o.period_ns)
             to = TB_MIN(t, p + e->o.period_ns);
@@ -471,41 +470,22 @@ static int occ_account(struct tb_svcest *e, struct srv *s, int64_t t)
         struct occ *o = v;
         if (!o->idx)
             o->idx = (uint32_t)e->occ.n;
-        o->tn[TB_MIN(s->noh, (size_t)SVC_OCC_K)] += (double)(to - from);
+        o->tn[TB_MIN(s->oh.n, (size_t)SVC_OCC_K)] += (double)(to - from);
         s->occ_t = to;
     }
     s->occ_t = TB_MAX(s->occ_t, t);
     return 0;
 }
 
-static void oh_pop(struct srv *s)
-{
-    int64_t *h = s->oh;
-    h[0] = h[--s->noh];
-    for (size_t i = 0;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < s->noh && h[l] < h[m])
-            m = l;
-        if (r < s->noh && h[r] < h[m])
-            m = r;
-        if (m == i)
-            break;
-        int64_t x = h[i];
-        h[i] = h[m];
-        h[m] = x;
-        i = m;
-    }
-}
-
 /* Brings the server's count of requests in flight up to t: the departures
  * at or before t leave, each counted at its time. */
 static int occ_to(struct tb_svcest *e, struct srv *s, int64_t t)
 {
-    while (s->noh && s->oh[0] <= t) {
-        int rc = occ_account(e, s, s->oh[0]);
+    while (s->oh.n && s->oh.v[0] <= t) {
+        int rc = occ_account(e, s, s->oh.v[0]);
         if (rc)
             return rc;
-        oh_pop(s);
+        tb_i64heap_pop(&s->oh);
     }
     return occ_account(e, s, t);
 }
@@ -516,16 +496,8 @@ static int occ_arrive(struct tb_svcest *e, struct srv *s, const struct tb_reques
     int rc = occ_to(e, s, r->arrival_ns);
     if (rc)
         return rc;
-    if (tb_grow(&s->oh, &s->cap_oh, s->noh + 1, sizeof *s->oh))
+    if (tb_i64heap_push(&s->oh, r->departure_ns))
         return TB_E_NOMEM;
-    size_t i = s->noh++;
-    s->oh[i] = r->departure_ns;
-    while (i && s->oh[(i - 1) / 2] > s->oh[i]) {
-        int64_t x = s->oh[i];
-        s->oh[i] = s->oh[(i - 1) / 2];
-        s->oh[(i - 1) / 2] = x;
-        i = (i - 1) / 2;
-    }
     if (!r->class_id) {
         s->unclassified = true;
         return 0;
@@ -835,7 +807,7 @@ void tb_svcest_free(struct tb_svcest *e)
         free(e->iv[g].e);
     }
     for (size_t i = 0; i < e->nsrv; i++)
-        free(e->srv[i].oh);
+        tb_i64heap_free(&e->srv[i].oh);
     free(e->occ.v);
     free(e->ccount.v);
     free(e->cells.v);
@@ -1287,7 +1259,7 @@ int tb_svcest_finish(struct tb_svcest *e, const struct tb_svc_override *ov, size
             e->srv[i].has_direct = false;
             rc = settle(e, &e->srv[i].direct);
         }
-        if (!rc && e->srv[i].seen && e->srv[i].noh)
+        if (!rc && e->srv[i].seen && e->srv[i].oh.n)
             rc = occ_to(e, &e->srv[i], INT64_MAX);
     }
     if (rc)

@@ -467,8 +467,7 @@ int tb_windows_calls_busy(struct tb_window *w, size_t n, const struct tb_request
 struct tb_busyacc {
     struct busy_sweep s;
     size_t n;
-    int64_t *heap;
-    size_t nh, cap;
+    struct tb_i64heap heap;
     int64_t last_arrival;
 };
 
@@ -493,24 +492,8 @@ int tb_busyacc_new(struct tb_busyacc **out, int64_t w0, int64_t width_ns, size_t
 
 static void busy_pop_until(struct tb_busyacc *b, int64_t t, bool all)
 {
-    while (b->nh && (all || b->heap[0] <= t)) {
-        int64_t d = b->heap[0];
-        b->heap[0] = b->heap[--b->nh];
-        for (size_t i = 0;;) {
-            size_t l = 2 * i + 1, m = i;
-            if (l < b->nh && b->heap[l] < b->heap[m])
-                m = l;
-            if (l + 1 < b->nh && b->heap[l + 1] < b->heap[m])
-                m = l + 1;
-            if (m == i)
-                break;
-            int64_t x = b->heap[i];
-            b->heap[i] = b->heap[m];
-            b->heap[m] = x;
-            i = m;
-        }
-        busy_event(&b->s, d, -1);
-    }
+    while (b->heap.n && (all || b->heap.v[0] <= t))
+        busy_event(&b->s, tb_i64heap_pop(&b->heap), -1);
 }
 
 int tb_busyacc_add(struct tb_busyacc *b, const struct tb_request *call)
@@ -523,16 +506,8 @@ int tb_busyacc_add(struct tb_busyacc *b, const struct tb_request *call)
     /* Ends at or before this start come first (at the same instant either
      * order gives the same sums: no time passes between them). */
     busy_pop_until(b, call->arrival_ns, false);
-    if (tb_grow(&b->heap, &b->cap, b->nh + 1, sizeof *b->heap))
+    if (tb_i64heap_push(&b->heap, call->departure_ns))
         return TB_E_NOMEM;
-    size_t i = b->nh++;
-    b->heap[i] = call->departure_ns;
-    while (i && b->heap[(i - 1) / 2] > b->heap[i]) {
-        int64_t x = b->heap[i];
-        b->heap[i] = b->heap[(i - 1) / 2];
-        b->heap[(i - 1) / 2] = x;
-        i = (i - 1) / 2;
-    }
     busy_event(&b->s, call->arrival_ns, +1);
     return 0;
 }
@@ -552,6 +527,6 @@ void tb_busyacc_free(struct tb_busyacc *b)
     if (!b)
         return;
     free(b->s.busy);
-    free(b->heap);
+    tb_i64heap_free(&b->heap);
     free(b);
 }

@@ -182,6 +182,36 @@ static void test_seterr(void **state)
     assert_string_equal(e, "tier 'd"); /* cut to fit, NUL-terminated */
 }
 
+/* The heap against a sorted copy: pushes and pops interleaved, duplicates
+ * and negative values included, every pop the smallest value still held. */
+static void test_i64heap(void **state)
+{
+    (void)state;
+    struct tb_i64heap h = {0};
+    int64_t held[600];
+    size_t nheld = 0;
+    uint64_t x = 88172645463325252ull;
+    for (int step = 0; step < 3000; step++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        if (nheld < 600 && (x % 3 || !nheld)) {
+            int64_t v = (int64_t)(x % 401) - 200;
+            assert_int_equal(tb_i64heap_push(&h, v), 0);
+            held[nheld++] = v;
+        } else {
+            size_t lo = 0;
+            for (size_t i = 1; i < nheld; i++)
+                if (held[i] < held[lo])
+                    lo = i;
+            assert_int_equal(tb_i64heap_pop(&h), held[lo]);
+            held[lo] = held[--nheld];
+        }
+        assert_int_equal(h.n, nheld);
+    }
+    tb_i64heap_free(&h);
+    assert_null(h.v);
+    assert_int_equal(h.n, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -190,6 +220,7 @@ int main(void)
         cmocka_unit_test(test_pearson),
         cmocka_unit_test(test_csv_field),
         cmocka_unit_test(test_seterr), cmocka_unit_test(test_mix64),
+        cmocka_unit_test(test_i64heap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
