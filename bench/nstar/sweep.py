@@ -35,7 +35,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# name: (generator, config or generator arguments, check, tier)
+# name: (generator, config [--set overrides] or generator arguments, check, tier)
 SCENARIOS = {
     "db1": ("sim", "db1.conf", "nstar", "mysql"),
     "db2": ("sim", "db2.conf", "nstar", "mysql"),
@@ -48,6 +48,16 @@ SCENARIOS = {
     "ramp": ("sim", "ramp.conf", "nstar", "mysql"),
     "light": ("sim", "light.conf", "light", None),
     "dvfs": ("sim", "dvfs.conf", "levels", "mysql"),
+    # Held-out shapes (round 12f): the db scenarios above with variable
+    # database demands instead of const(1ms), never tuned on.
+    "db1exp": ("sim", "db1.conf --set class.ViewStory.demand.db=exp(1ms)", "nstar", "mysql"),
+    "db2exp": ("sim", "db2.conf --set class.ViewStory.demand.db=exp(1ms)", "nstar", "mysql"),
+    "db4exp": ("sim", "db4.conf --set class.ViewStory.demand.db=exp(1ms)", "nstar", "mysql"),
+    "db8exp": ("sim", "db8.conf --set class.ViewStory.demand.db=exp(1ms)", "nstar", "mysql"),
+    "db2logn": ("sim", "db2.conf --set class.ViewStory.demand.db=lognormal(1ms,1.0)", "nstar",
+                "mysql"),
+    "db8logn": ("sim", "db8.conf --set class.ViewStory.demand.db=lognormal(1ms,1.0)", "nstar",
+                "mysql"),
     # The independent generator (mmc_pcap.py): first come first served on c
     # workers, exponential work of 1 ms, users thinking 1 s, bursts of 1 s
     # every 4 s at 3x the rate (steady: none, 95% busy).
@@ -91,7 +101,8 @@ def tiers(tb, db):
 
 def generate(gen, arg, prefix, seed, duration_s=None):
     if gen == "sim":
-        run([SIM, os.path.join(HERE, arg), "--out", prefix, "--seed", str(seed), "-q"] +
+        conf, *extra = arg.split()
+        run([SIM, os.path.join(HERE, conf)] + extra + ["--out", prefix, "--seed", str(seed), "-q"] +
             (["--duration", "%gs" % duration_s] if duration_s else []))
     else:
         run([sys.executable, os.path.join(HERE, "mmc_pcap.py")] + arg.split() +
