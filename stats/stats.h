@@ -194,7 +194,11 @@ struct tb_svc_opts {
     int64_t wu_floor_ns;     /* work unit: smallest u tried (default 100 us) */
     double wu_min_share;     /* work unit: classes below this share of requests are not
                               * allowed to shrink u (default 0.01) */
+    uint32_t levels;         /* largest level k tried: a request is censored when more
+                              * than k are in flight at its server (default and at most
+                              * TB_SVC_LEVELS_MAX; 1 = alone at arrival only, as v0.7) */
 };
+#define TB_SVC_LEVELS_MAX 16
 void tb_svc_opts_default(struct tb_svc_opts *o);
 
 /* Service time of every (class, period) of a tier, and the work unit.
@@ -211,7 +215,11 @@ void tb_svc_opts_default(struct tb_svc_opts *o);
  * arrived at an idle server, each either dying alone (an isolated sample)
  * or censored by the next arrival at its server, with an exponential tail
  * where most are censored (stats/service.c "service times of the requests
- * alone at arrival"); otherwise that estimate over all the class's periods
+ * alone at arrival"); generalised to level k: over the requests that
+ * arrived with at most k in flight at their server (themselves included),
+ * censored when more than k were, k chosen per server and period from the
+ * data, 1..o->levels (stats/service.c "the level k"; k = 1 is the rule
+ * above, exactly); otherwise that estimate over all the class's periods
  * when those are enough (a period of sustained overload has
  * no request alone, and its low quantile would be queueing); otherwise the
  * fallback_q quantile of all its samples (non-isolated ones minus their
@@ -236,10 +244,11 @@ int tb_service_estimate(const struct tb_request *req, size_t nreq, const struct 
 /* Streaming form of the same, for inputs too large to hold: feed the tier's
  * requests (tb_svcest_add) and the downstream calls (tb_svcest_add_down)
  * merged in non-decreasing arrival order; memory is bounded by the
- * reservoirs (and 16 bytes per (class, period) and bin of the times at
- * which a request alone at arrival was cut short, at most 113 bins; per
+ * reservoirs (per (class, period) and per (server, period): one for the
+ * requests alone, one per level 2..levels; and 16 bytes per level and bin
+ * of the times at which a request was cut short, at most 113 bins; per
  * (server, period) 560 bytes of times by requests in flight and 24 per
- * class served; 8 bytes per request in flight).
+ * class served; 48 bytes per request in flight).
  * Results are identical to tb_service_estimate while no (class, period)
  * exceeds the reservoir size. */
 struct tb_svcest;
