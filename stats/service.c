@@ -170,6 +170,11 @@ struct tent {
     int32_t prev, next;
 };
 
+struct theap_e {
+    int64_t d;
+    int32_t slot;
+};
+
 struct srv {
     uint32_t id;
     int64_t maxdep;    /* latest departure of its requests so far */
@@ -269,7 +274,8 @@ struct tb_svcest {
      * choose each server's level, and the generator of the `lv`
      * reservoirs (apart, so that level 1 draws exactly as before). */
     struct tent *tpool;
-    int32_t *tfree, *theap;
+    int32_t *tfree;
+    struct theap_e *theap; /* departure kept beside the slot: no indirection */
     size_t ntpool, ntfree, ntheap;
     struct kptab scells;
     uint64_t rng2;
@@ -745,12 +751,12 @@ static int drain(struct tb_svcest *e, int64_t t)
 
 static bool theap_less(const struct tb_svcest *e, size_t i, size_t j)
 {
-    return e->tpool[e->theap[i]].d < e->tpool[e->theap[j]].d;
+    return e->theap[i].d < e->theap[j].d;
 }
 
 static void theap_swap(struct tb_svcest *e, size_t i, size_t j)
 {
-    int32_t t = e->theap[i];
+    struct theap_e t = e->theap[i];
     e->theap[i] = e->theap[j];
     e->theap[j] = t;
 }
@@ -846,8 +852,8 @@ static void t_unlink(struct tb_svcest *e, struct srv *s, int32_t slot)
  * the samples of the requests with calls. */
 static int tdrain(struct tb_svcest *e, int64_t t)
 {
-    while (e->ntheap && e->tpool[e->theap[0]].d <= t) {
-        int32_t slot = e->theap[0];
+    while (e->ntheap && e->theap[0].d <= t) {
+        int32_t slot = e->theap[0].slot;
         struct tent *x = &e->tpool[slot];
         struct srv *s = &e->srv[x->server];
         s->nfl--;
@@ -911,7 +917,7 @@ static int t_arrive(struct tb_svcest *e, struct srv *s, const struct tb_request 
     t_link(e, s, slot);
     s->nfl++;
     size_t i = e->ntheap++;
-    e->theap[i] = slot;
+    e->theap[i] = (struct theap_e){r->departure_ns, slot};
     while (i && theap_less(e, i, (i - 1) / 2)) {
         theap_swap(e, i, (i - 1) / 2);
         i = (i - 1) / 2;
@@ -1336,6 +1342,23 @@ static void km_run(const struct wsample *v, uint32_t nd, const struct cutlist *c
 #define SVC_K_Z 2.0
 #define SVC_K_MIN 400
 
+/* Relative noise of an estimate over the deaths v: that of a mean of their
+ * samples (their coefficient of variation over the square root of their
+ * weight). */
+static double wsample_noise(const struct wsample *v, uint32_t n)
+{
+    double sw = 0, s1 = 0, s2 = 0;
+    for (uint32_t x = 0; x < n; x++) {
+        double y = (double)v[x].v;
+        sw += v[x].w;
+        s1 += v[x].w * y;
+        s2 += v[x].w * y * y;
+    }
+    double m = sw > 0 ? s1 / sw : 0;
+    double cv = m > 0 ? sqrt(fmax(0, s2 / sw - m * m)) / m : 0;
+    return cv / sqrt(fmax(sw, 1));
+}
+
 static int cmp_wsample(const void *a, const void *b)
 {
     const struct wsample *x = a, *y = b;
@@ -1379,20 +1402,8 @@ static int km_level(struct cell *c, uint32_t k, bool server_cell, struct wsample
     *seen = sn;
     *kept = n;
     km_run(*buf, n, &c->cb[k], mean, alone);
-    if (se) {
-        /* Relative noise of the estimate: that of a mean of the deaths'
-         * samples (coefficient of variation cv over their count). */
-        double sw = 0, s1 = 0, s2 = 0;
-        for (uint32_t x = 0; x < n; x++) {
-            double y = (double)(*buf)[x].v;
-            sw += (*buf)[x].w;
-            s1 += (*buf)[x].w * y;
-            s2 += (*buf)[x].w * y * y;
-        }
-        double m = sw > 0 ? s1 / sw : 0;
-        double cv = m > 0 ? sqrt(fmax(0, s2 / sw - m * m)) / m : 0;
-        *se = cv / sqrt(fmax(sw, 1));
-    }
+    if (se)
+        *se = wsample_noise(*buf, n);
     return 0;
 }
 
@@ -1401,15 +1412,43 @@ static int km_level(struct cell *c, uint32_t k, bool server_cell, struct wsample
 static int km_choose(struct cell *c, uint32_t levels, struct wsample **buf, size_t *cap)
 {
     double S[SVC_KMAX + 1], D[SVC_KMAX + 1], V[SVC_KMAX + 1];
+    /* The deaths at levels <= k, kept sorted: each level's own sorted once
+     * and merged in (one sort per level, not per level and k). */
+    struct wsample *run = NULL, *tmp = NULL;
+    size_t crun = 0, ctmp = 0;
+    uint32_t nrun = 0;
+    uint64_t seen = 0;
+    int rc = 0;
     c->km_k = 1;
     for (uint32_t k = 1; k <= levels; k++) {
+        const struct reservoir *r = &c->lv[k];
+        const struct msample *mv = r->v;
+        double sm = r->n ? (double)r->seen / r->n : 0;
+        if (tb_grow(buf, cap, (size_t)r->n + 1, sizeof **buf) ||
+            tb_grow(&tmp, &ctmp, (size_t)nrun + r->n + 1, sizeof *tmp)) {
+            rc = TB_E_NOMEM;
+            goto out;
+        }
+        for (uint32_t i = 0; i < r->n; i++)
+            (*buf)[i] = (struct wsample){mv[i].v, mv[i].d, sm};
+        qsort(*buf, r->n, sizeof **buf, cmp_wsample);
+        uint32_t i = 0, j = 0, n = 0;
+        while (i < nrun || j < r->n)
+            tmp[n++] = j == r->n || (i < nrun && cmp_wsample(&run[i], &(*buf)[j]) <= 0)
+                           ? run[i++]
+                           : (*buf)[j++];
+        struct wsample *t = run;
+        size_t ct = crun;
+        run = tmp;
+        crun = ctmp;
+        tmp = t;
+        ctmp = ct;
+        nrun = n;
+        seen += c->mseen[k];
         double alone;
-        uint64_t seen;
-        uint32_t kept;
-        int rc = km_level(c, k, true, buf, cap, &S[k], &alone, &seen, &kept, &V[k]);
-        if (rc)
-            return rc;
-        D[k] = kept ? (double)seen : 0;
+        km_run(run, nrun, &c->cb[k], &S[k], &alone);
+        V[k] = wsample_noise(run, nrun);
+        D[k] = nrun ? (double)seen : 0;
     }
     /* The largest level whose estimate is not above that of any level
      * below it with at least a quarter of its deaths (by more than
@@ -1429,7 +1468,10 @@ static int km_choose(struct cell *c, uint32_t levels, struct wsample **buf, size
             break;
         }
     }
-    return 0;
+out:
+    free(run);
+    free(tmp);
+    return rc;
 }
 
 /* The estimate of a class's cell at the smallest level of its servers'
