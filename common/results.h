@@ -89,8 +89,11 @@ struct tb_episode {
  * work's promise (calls_load, tb_congestion.self_tp). 7: a server's
  * service times are scaled to the work it did, Σ time × min(in flight, c),
  * when that is near the product-limit estimate (stats/service.c "the work
- * done"): the work unit and so N* change on busy servers. */
-#define TB_ANALYSIS_VERSION 7
+ * done"): the work unit and so N* change on busy servers. 8: the
+ * product-limit estimate censors at "more than k in flight" with k chosen
+ * per server and period (stats/service.c "the level k"): service times
+ * change on busy servers with several cores. */
+#define TB_ANALYSIS_VERSION 8
 
 /* One analysis of one tier (server == 0) or server at one window width over
  * [from_ns, to_ns). */
