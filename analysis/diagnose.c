@@ -78,6 +78,13 @@
 /* The verdict is on a tier as a whole (server *) when another of its servers
  * holds the same cause for at least this share of the top server's time. */
 #define TIER_SHARE 0.25
+/* ... and when the calls made by its requests in flight, per request in
+ * flight, fall in its stretched windows below this share of what they are
+ * in its calm ones (call_progress): under a thread cap the queued requests
+ * have made none. Measured on simulated servers: see docs/diagnose.md. */
+#define PROGRESS_MAX 0.7
+/* Request-seconds in flight needed on each side (stretched, calm). */
+#define PROGRESS_MIN_REQ_S 0.5
 #define OVERTAKE_SAMPLES 20000
 #define OVERTAKE_MIN 200
 
@@ -1245,7 +1252,7 @@ static double overtaken_share(const struct ctx *c, const struct server *S)
  * speed cannot do more without a queue than with one (about 1, plus noise);
  * a CPU that changes speed saturates at its slow speed and, at another time,
  * keeps up with more. NAN without enough windows of both. */
-static double capacity_gain(const struct ctx *c, const struct server *S)
+static double capacity_gain(const struct ctx *c, const struct server *S, bool skip_first)
 {
     size_t nwin = c->d->nwin, ns = 0, nf = 0;
     double *sat = malloc((nwin ? nwin : 1) * sizeof *sat);
@@ -1256,8 +1263,10 @@ static double capacity_gain(const struct ctx *c, const struct server *S)
     for (size_t k = 0; k < nwin; k++) {
         if (S->frozen[k] || S->lw[k].completions < 2)
             continue;
-        if (stretched(c, S, k))
-            sat[ns++] = s_own(c, S, k);
+        if (stretched(c, S, k)) {
+            if (!skip_first || (k && stretched(c, S, k - 1)))
+                sat[ns++] = s_own(c, S, k);
+        }
         else if (s_self(c, S, k) >= QUEUE_MIN)
             free_[nf++] = s_own(c, S, k);
     }
@@ -1279,7 +1288,7 @@ out:
  * the noise of a second's mix); a CPU changing frequency makes the same work
  * take longer for seconds at a time. NAN with fewer than 6 usable seconds. */
 #define SPREAD_MIN_COMPLETIONS 20
-static double service_spread(const struct ctx *c, const struct server *S)
+static double service_spread(const struct ctx *c, const struct server *S, double cap)
 {
     size_t per = (size_t)((TB_NS_PER_SEC + c->d->width_ns - 1) / c->d->width_ns);
     size_t nsec = c->d->nwin / (per ? per : 1) + 1, n = 0;
@@ -1289,7 +1298,8 @@ static double service_spread(const struct ctx *c, const struct server *S)
     for (size_t s0 = 0; s0 < c->d->nwin; s0 += per) {
         double self = 0, comp = 0;
         for (size_t k = s0; k < s0 + per && k < c->d->nwin; k++) {
-            if (S->frozen[k] || stretched(c, S, k) || !S->lw[k].completions)
+            if (S->frozen[k] || stretched(c, S, k) || !S->lw[k].completions ||
+                s_self(c, S, k) > cap)
                 continue;
             self += (double)(S->lw[k].load_ns - S->lw[k].wait_ns);
             comp += S->lw[k].completions;
@@ -1354,12 +1364,63 @@ static int64_t quota_period(struct ctx *c, struct server *R)
     return R->quota.period_ns;
 }
 
+/* The calls made by R's requests in flight per request in flight, in the
+ * windows where R is stretched over those where it is not (stats.h
+ * tb_call_progress): about 1 when every request R holds has begun its work
+ * (processor sharing), well below 1 when only a capped number have (a
+ * thread pool). One pass over the stored requests; 16 bytes per request of R
+ * and per call it made, only for a root that calls downstream. NAN when not
+ * measurable. */
+struct progress_in {
+    const struct ctx *c;
+    uint32_t server;
+    struct tb_prog_ev *ev;
+    size_t n, cap;
+};
+
+static int progress_cb(void *u, const struct tb_request *r)
+{
+    struct progress_in *p = u;
+    bool own = r->server == p->server;
+    if (!own && caller_server(p->c, &r->client, r->tier) != p->server)
+        return 0;
+    if (tb_grow(&p->ev, &p->cap, p->n + 2, sizeof *p->ev))
+        return TB_E_NOMEM;
+    if (own) {
+        p->ev[p->n++] = (struct tb_prog_ev){r->arrival_ns, TB_PROG_ARRIVAL};
+        p->ev[p->n++] = (struct tb_prog_ev){r->departure_ns, TB_PROG_DEPARTURE};
+    } else {
+        p->ev[p->n++] = (struct tb_prog_ev){r->arrival_ns, TB_PROG_CALL};
+    }
+    return 0;
+}
+
+static double call_progress(const struct ctx *c, const struct server *R)
+{
+    struct progress_in p = {.c = c, .server = R->id};
+    uint8_t *mark = malloc(c->d->nwin ? c->d->nwin : 1);
+    double ratio = NAN;
+    if (!mark)
+        return NAN;
+    for (size_t k = 0; k < c->d->nwin; k++)
+        mark[k] = R->frozen[k] ? 0 : stretched(c, R, k) ? 2 : 1;
+    struct tb_progress pr;
+    if (!replay(c, 0, progress_cb, &p) &&
+        !tb_call_progress(p.ev, p.n, mark, c->d->from_ns, c->d->width_ns, c->d->nwin,
+                          PROGRESS_MIN_REQ_S, &pr))
+        ratio = pr.ratio;
+    free(p.ev);
+    free(mark);
+    return ratio;
+}
+
 /* What saturation is at server R: threads when it calls downstream and its
  * queue is served first come, first served (overtaken_share); speed when its
  * congested throughput shows several levels; else cpu. A server that calls
  * nothing is read as cpu either way: a cap of K threads on work that is all
  * CPU looks from the wire exactly like K CPUs, and processor sharing of equal
  * demands keeps arrival order too. */
+static double n_star_self(const struct ctx *c, const uint32_t *srv, size_t n, int64_t wu);
 static enum tb_cause busy_cause(struct ctx *c, struct server *R)
 {
     if (R->busy_cause != TB_CAUSE_NONE)
@@ -1368,11 +1429,21 @@ static enum tb_cause busy_cause(struct ctx *c, struct server *R)
     for (size_t ei = 0; ei < c->nedges && !calls; ei++)
         calls = c->edges[ei].from_server == R->id && c->edges[ei].ew;
     double ov = calls ? overtaken_share(c, R) : NAN;
-    double gain = capacity_gain(c, R), spread = service_spread(c, R);
+    double prog = calls ? call_progress(c, R) : NAN;
+    double gain = capacity_gain(c, R, false), spread = service_spread(c, R, INFINITY);
+    double nss = n_star_self(c, &R->id, 1, c->tiers[R->tier].wu);
+    double gain2 = capacity_gain(c, R, true), spread2 = service_spread(c, R, isfinite(nss) ? nss : INFINITY);
+    if (getenv("TB_DIAG_DEBUG"))
+        fprintf(stderr, "busy_cause server %u: overtaken %.3f progress %.3f gain %.3f spread %.3f levels %d gain2 %.3f spread2 %.3f nss %.2f\n",
+                R->id, ov, prog, gain, spread, R->res ? (int)R->res->a.n_levels : -1, gain2, spread2, nss);
+    if (getenv("TB_DIAG_DUMP"))
+        for (size_t k = 0; k < c->d->nwin; k++)
+            fprintf(stderr, "W %u %zu %d %d %.3f %.3f %u\n", R->id, k, stretched(c, R, k),
+                    R->frozen[k], s_self(c, R, k), s_own(c, R, k), (unsigned)R->lw[k].completions);
     enum tb_cause cause = TB_CAUSE_CPU;
     if (quota_period(c, R) > 0)
         cause = TB_CAUSE_CPU;
-    else if (isfinite(ov) && ov < OVERTAKE_MAX)
+    else if (isfinite(ov) && ov < OVERTAKE_MAX && isfinite(prog) && prog < PROGRESS_MAX)
         cause = TB_CAUSE_THREADS;
     /* While saturated a server completes work at the rate its CPUs allow:
      * one plateau; a CPU changing frequency gives one per speed (the

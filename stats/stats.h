@@ -313,4 +313,37 @@ struct tb_quota {
 int tb_quota_period(const int64_t *arr, size_t na, const int64_t *dep, size_t nd,
                     struct tb_quota *q);
 
+/* ---- calls made by the requests in flight (progress.c) ------------------- */
+
+/* Whether the requests queued at a server have started: the calls its
+ * requests made so far, counted for those still in flight, against how many
+ * are in flight (docs/diagnose.md "threads"). With every request served at
+ * once (processor sharing) each one is somewhere in its work, and the calls
+ * made grow with the requests in flight (about half a request's calls
+ * each); under a cap of K threads only the K started ones have made any, and
+ * the calls made stay at K's worth however long the queue. Seen from the
+ * wire without knowing which request made which call: the calls issued from
+ * the server's host, less the mean calls per request for each departure,
+ * back to 0 whenever nothing is in flight. */
+enum tb_prog_kind { TB_PROG_ARRIVAL = 0, TB_PROG_CALL = 1, TB_PROG_DEPARTURE = 2 };
+struct tb_prog_ev {
+    int64_t t;
+    uint8_t kind; /* enum tb_prog_kind */
+};
+struct tb_progress {
+    double calls_per_request;   /* calls / departures over the events */
+    double busy_n, calm_n;      /* ∫ in flight dt over marked windows, request-seconds */
+    double busy_made, calm_made; /* ∫ calls made by the in-flight dt, in requests' worth */
+    /* (busy_made / busy_n) / (calm_made / calm_n): about 1 when the calls
+     * made grow with the requests in flight, well below 1 when a cap holds
+     * them; NAN when either side has less than min_req_s or no call was made. */
+    double ratio;
+};
+/* ev: one server's arrivals and departures and the calls it issued, any
+ * order (sorted here, in place). mark[k] for window k of width width_ns from
+ * from_ns: 0 not counted, 1 calm, 2 busy (its requests queue); time outside
+ * the nwin windows is not counted. TB_E_INVAL for width_ns <= 0. */
+int tb_call_progress(struct tb_prog_ev *ev, size_t n, const uint8_t *mark, int64_t from_ns,
+                     int64_t width_ns, size_t nwin, double min_req_s, struct tb_progress *out);
+
 #endif
