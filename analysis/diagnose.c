@@ -70,6 +70,14 @@
  * simulated speed changes measured gain 1.25-1.39 with spread 1.26-1.72,
  * fixed-speed CPUs gain 0.72-1.15 with spread 1.16-1.36. */
 #define SPEED_GAIN 1.2
+/* The direct test (isolated_speed, docs/diagnose.md "speed"): the seconds'
+ * own times of requests served alone differ this much more than they scatter
+ * within a second (F; fixed-speed CPUs measured 0-3, simulated speed
+ * changes 250-2150)... */
+#define ISO_F_MIN 20.0
+/* ... and the slow seconds are at least this much slower (speed changes
+ * 1.42-1.99; a step smaller than 1.2 hardly makes a bottleneck). */
+#define ISO_EFFECT_MIN 1.2
 #define SPEED_SPREAD 1.5
 /* With two or more throughput levels, one of: gain >= SPEED_GAIN or a spread
  * of at least this (fixed CPUs 1.13-1.36, the simulated speed changes with
@@ -1364,54 +1372,129 @@ static int64_t quota_period(struct ctx *c, struct server *R)
     return R->quota.period_ns;
 }
 
-/* The calls made by R's requests in flight per request in flight, in the
- * windows where R is stretched over those where it is not (stats.h
- * tb_call_progress): about 1 when every request R holds has begun its work
- * (processor sharing), well below 1 when only a capped number have (a
- * thread pool). One pass over the stored requests; 16 bytes per request of R
- * and per call it made, only for a root that calls downstream. NAN when not
- * measurable. */
-struct progress_in {
+/* R's requests and the calls it made downstream (calls: requests of other
+ * tiers whose client is R), read in one pass over the stored requests for
+ * call_progress and isolated_speed: 24 bytes per request of R and 16 per
+ * call, only for a server found to be a root. */
+struct times_rq {
+    int64_t a, d;
+    uint32_t cls;
+};
+struct times_call {
+    int64_t a, d;
+};
+struct root_times {
     const struct ctx *c;
     uint32_t server;
-    struct tb_prog_ev *ev;
-    size_t n, cap;
+    struct times_rq *rq;
+    size_t nrq, caprq;
+    struct times_call *call;
+    size_t ncall, capcall;
 };
 
-static int progress_cb(void *u, const struct tb_request *r)
+static int root_times_cb(void *u, const struct tb_request *r)
 {
-    struct progress_in *p = u;
-    bool own = r->server == p->server;
-    if (!own && caller_server(p->c, &r->client, r->tier) != p->server)
-        return 0;
-    if (tb_grow(&p->ev, &p->cap, p->n + 2, sizeof *p->ev))
-        return TB_E_NOMEM;
-    if (own) {
-        p->ev[p->n++] = (struct tb_prog_ev){r->arrival_ns, TB_PROG_ARRIVAL};
-        p->ev[p->n++] = (struct tb_prog_ev){r->departure_ns, TB_PROG_DEPARTURE};
-    } else {
-        p->ev[p->n++] = (struct tb_prog_ev){r->arrival_ns, TB_PROG_CALL};
+    struct root_times *t = u;
+    if (r->server == t->server) {
+        if (tb_grow(&t->rq, &t->caprq, t->nrq + 1, sizeof *t->rq))
+            return TB_E_NOMEM;
+        t->rq[t->nrq++] = (struct times_rq){r->arrival_ns, r->departure_ns, r->class_id};
+    } else if (caller_server(t->c, &r->client, r->tier) == t->server) {
+        if (tb_grow(&t->call, &t->capcall, t->ncall + 1, sizeof *t->call))
+            return TB_E_NOMEM;
+        t->call[t->ncall++] = (struct times_call){r->arrival_ns, r->departure_ns};
     }
     return 0;
 }
 
-static double call_progress(const struct ctx *c, const struct server *R)
+static int cmp_times_rq(const void *a, const void *b)
 {
-    struct progress_in p = {.c = c, .server = R->id};
+    const struct times_rq *x = a, *y = b;
+    return x->a < y->a ? -1 : x->a > y->a;
+}
+
+static int cmp_times_call(const void *a, const void *b)
+{
+    const struct times_call *x = a, *y = b;
+    return x->a < y->a ? -1 : x->a > y->a;
+}
+
+/* The calls made by R's requests in flight per request in flight, in the
+ * windows where R is stretched over those where it is not (stats.h
+ * tb_call_progress): about 1 when every request R holds has begun its work
+ * (processor sharing), well below 1 when only a capped number have (a
+ * thread pool). NAN when not measurable. */
+static double call_progress(const struct ctx *c, const struct server *R,
+                            const struct root_times *t)
+{
+    size_t n = 2 * t->nrq + t->ncall;
+    struct tb_prog_ev *ev = malloc((n ? n : 1) * sizeof *ev);
     uint8_t *mark = malloc(c->d->nwin ? c->d->nwin : 1);
     double ratio = NAN;
-    if (!mark)
-        return NAN;
+    if (!ev || !mark)
+        goto out;
+    size_t m = 0;
+    for (size_t i = 0; i < t->nrq; i++) {
+        ev[m++] = (struct tb_prog_ev){t->rq[i].a, TB_PROG_ARRIVAL};
+        ev[m++] = (struct tb_prog_ev){t->rq[i].d, TB_PROG_DEPARTURE};
+    }
+    for (size_t i = 0; i < t->ncall; i++)
+        ev[m++] = (struct tb_prog_ev){t->call[i].a, TB_PROG_CALL};
     for (size_t k = 0; k < c->d->nwin; k++)
         mark[k] = R->frozen[k] ? 0 : stretched(c, R, k) ? 2 : 1;
     struct tb_progress pr;
-    if (!replay(c, 0, progress_cb, &p) &&
-        !tb_call_progress(p.ev, p.n, mark, c->d->from_ns, c->d->width_ns, c->d->nwin,
+    if (!tb_call_progress(ev, m, mark, c->d->from_ns, c->d->width_ns, c->d->nwin,
                           PROGRESS_MIN_REQ_S, &pr))
         ratio = pr.ratio;
-    free(p.ev);
+out:
+    free(ev);
     free(mark);
     return ratio;
+}
+
+/* Whether R's CPU changed speed, from its requests served alone (nothing
+ * else of R in flight for their whole life; own time = duration less the
+ * calls R made meanwhile, all theirs): stats.h tb_isolated_speed, grouped by
+ * second. Requests in a frozen window are left out (a pause is not a speed).
+ * *effect receives how much slower the slow seconds are. */
+static double isolated_speed(const struct ctx *c, const struct server *R, struct root_times *t,
+                             double *effect)
+{
+    *effect = NAN;
+    struct tb_iso_sample *s = malloc((t->nrq ? t->nrq : 1) * sizeof *s);
+    if (!s)
+        return NAN;
+    qsort(t->rq, t->nrq, sizeof *t->rq, cmp_times_rq);
+    qsort(t->call, t->ncall, sizeof *t->call, cmp_times_call);
+    size_t n = 0, j = 0;
+    int64_t maxdep = INT64_MIN;
+    for (size_t i = 0; i < t->nrq; i++) {
+        const struct times_rq *q = &t->rq[i];
+        bool alone = q->a > maxdep && (i + 1 == t->nrq || t->rq[i + 1].a > q->d);
+        if (q->d > maxdep)
+            maxdep = q->d;
+        if (!alone || q->a < c->d->from_ns || q->d <= q->a)
+            continue;
+        size_t k0 = (size_t)((q->a - c->d->from_ns) / c->d->width_ns);
+        size_t k1 = (size_t)((q->d - c->d->from_ns) / c->d->width_ns);
+        if (k1 >= c->d->nwin || R->frozen[k0] || R->frozen[k1])
+            continue;
+        while (j < t->ncall && t->call[j].a < q->a)
+            j++;
+        int64_t waited = 0;
+        for (size_t m = j; m < t->ncall && t->call[m].a < q->d; m++)
+            waited += (t->call[m].d < q->d ? t->call[m].d : q->d) - t->call[m].a;
+        if (q->d - q->a - waited > 0)
+            s[n++] = (struct tb_iso_sample){q->a, (double)(q->d - q->a - waited), q->cls};
+    }
+    struct tb_iso_speed sp;
+    double f = NAN;
+    if (!tb_isolated_speed(s, n, TB_NS_PER_SEC, &sp)) {
+        f = sp.f;
+        *effect = sp.effect;
+    }
+    free(s);
+    return f;
 }
 
 /* What saturation is at server R: threads when it calls downstream and its
@@ -1429,13 +1512,23 @@ static enum tb_cause busy_cause(struct ctx *c, struct server *R)
     for (size_t ei = 0; ei < c->nedges && !calls; ei++)
         calls = c->edges[ei].from_server == R->id && c->edges[ei].ew;
     double ov = calls ? overtaken_share(c, R) : NAN;
-    double prog = calls ? call_progress(c, R) : NAN;
-    double gain = capacity_gain(c, R, false), spread = service_spread(c, R, INFINITY);
+    struct root_times t = {.c = c, .server = R->id};
+    double prog = NAN, iso_f = NAN, iso_eff = NAN;
+    if (!replay(c, 0, root_times_cb, &t)) {
+        prog = calls ? call_progress(c, R, &t) : NAN;
+        iso_f = isolated_speed(c, R, &t, &iso_eff);
+    }
+    free(t.rq);
+    free(t.call);
+    /* The time per request moves with sharing too: only windows at most at
+     * the server's own congestion point (its self-load's N*, about its cores)
+     * count for the spread. */
     double nss = n_star_self(c, &R->id, 1, c->tiers[R->tier].wu);
-    double gain2 = capacity_gain(c, R, true), spread2 = service_spread(c, R, isfinite(nss) ? nss : INFINITY);
+    double gain = capacity_gain(c, R, false);
+    double spread = service_spread(c, R, isfinite(nss) && nss > 0 ? nss : INFINITY);
     if (getenv("TB_DIAG_DEBUG"))
-        fprintf(stderr, "busy_cause server %u: overtaken %.3f progress %.3f gain %.3f spread %.3f levels %d gain2 %.3f spread2 %.3f nss %.2f\n",
-                R->id, ov, prog, gain, spread, R->res ? (int)R->res->a.n_levels : -1, gain2, spread2, nss);
+        fprintf(stderr, "busy_cause server %u: overtaken %.3f progress %.3f gain %.3f spread %.3f levels %d isoF %.2f effect %.3f\n",
+                R->id, ov, prog, gain, spread, R->res ? (int)R->res->a.n_levels : -1, iso_f, iso_eff);
     if (getenv("TB_DIAG_DUMP"))
         for (size_t k = 0; k < c->d->nwin; k++)
             fprintf(stderr, "W %u %zu %d %d %.3f %.3f %u\n", R->id, k, stretched(c, R, k),
@@ -1445,12 +1538,17 @@ static enum tb_cause busy_cause(struct ctx *c, struct server *R)
         cause = TB_CAUSE_CPU;
     else if (isfinite(ov) && ov < OVERTAKE_MAX && isfinite(prog) && prog < PROGRESS_MAX)
         cause = TB_CAUSE_THREADS;
-    /* While saturated a server completes work at the rate its CPUs allow:
-     * one plateau; a CPU changing frequency gives one per speed (the
-     * report's levels, over the server's congested windows), or does more
-     * work unhurried at one time than it manages saturated at another. The
-     * levels alone are not enough: the report's levels rule finds 2-3 in the
-     * saturated throughput of a fixed-speed CPU too (4 of 5 seeds of the
+    /* A CPU changing speed serves its requests alone slower for seconds at a
+     * time (isolated_speed): the direct test, when there are requests served
+     * alone in enough seconds. */
+    else if (isfinite(iso_f) && iso_f >= ISO_F_MIN && iso_eff >= ISO_EFFECT_MIN)
+        cause = TB_CAUSE_SPEED;
+    /* Without it: while saturated a server completes work at the rate its
+     * CPUs allow: one plateau; a CPU changing frequency gives one per speed
+     * (the report's levels, over the server's congested windows), or does
+     * more work unhurried at one time than it manages saturated at another.
+     * The levels alone are not enough: the report's levels rule finds 2-3 in
+     * the saturated throughput of a fixed-speed CPU too (4 of 5 seeds of the
      * simulated db-cpu), so they count only beside one of the two ratios. */
     else if ((R->res && R->res->a.n_levels >= 2 &&
               (gain >= SPEED_GAIN || spread >= LEVELS_SPREAD)) ||

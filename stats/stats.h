@@ -346,4 +346,29 @@ struct tb_progress {
 int tb_call_progress(struct tb_prog_ev *ev, size_t n, const uint8_t *mark, int64_t from_ns,
                      int64_t width_ns, size_t nwin, double min_req_s, struct tb_progress *out);
 
+/* ---- a CPU's speed from its requests served alone (isolated.c) ----------- */
+
+/* A request served while nothing else was in the server runs alone on a
+ * CPU: its own time (duration less its downstream calls) is its demand over
+ * the CPU's speed, whatever the load around it. At one speed those times
+ * scatter the same way in every second; a CPU changing frequency makes them
+ * longer for seconds at a time. One-way analysis of variance of log(own
+ * time), each class centred on its own mean, grouped by the second the
+ * request arrived in (docs/diagnose.md "speed"). */
+struct tb_iso_sample {
+    int64_t t;      /* arrival */
+    double own_ns;  /* > 0 */
+    uint32_t cls;   /* class, for centring */
+};
+struct tb_iso_speed {
+    size_t samples, groups; /* counted: groups of at least 3 samples */
+    double f;       /* between-group over within-group mean square; NAN under 6 groups */
+    double effect;  /* exp(second highest - second lowest of the groups' mean log
+                     * time): how much slower the slow seconds are; NAN under 6 groups */
+};
+/* s: any order (sorted here by time, in place). TB_E_INVAL for group_ns <= 0,
+ * TB_E_NOMEM. */
+int tb_isolated_speed(struct tb_iso_sample *s, size_t n, int64_t group_ns,
+                      struct tb_iso_speed *out);
+
 #endif
