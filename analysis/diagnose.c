@@ -1260,7 +1260,7 @@ static double overtaken_share(const struct ctx *c, const struct server *S)
  * speed cannot do more without a queue than with one (about 1, plus noise);
  * a CPU that changes speed saturates at its slow speed and, at another time,
  * keeps up with more. NAN without enough windows of both. */
-static double capacity_gain(const struct ctx *c, const struct server *S, bool skip_first)
+static double capacity_gain(const struct ctx *c, const struct server *S)
 {
     size_t nwin = c->d->nwin, ns = 0, nf = 0;
     double *sat = malloc((nwin ? nwin : 1) * sizeof *sat);
@@ -1271,10 +1271,8 @@ static double capacity_gain(const struct ctx *c, const struct server *S, bool sk
     for (size_t k = 0; k < nwin; k++) {
         if (S->frozen[k] || S->lw[k].completions < 2)
             continue;
-        if (stretched(c, S, k)) {
-            if (!skip_first || (k && stretched(c, S, k - 1)))
-                sat[ns++] = s_own(c, S, k);
-        }
+        if (stretched(c, S, k))
+            sat[ns++] = s_own(c, S, k);
         else if (s_self(c, S, k) >= QUEUE_MIN)
             free_[nf++] = s_own(c, S, k);
     }
@@ -1375,7 +1373,14 @@ static int64_t quota_period(struct ctx *c, struct server *R)
 /* R's requests and the calls it made downstream (calls: requests of other
  * tiers whose client is R), read in one pass over the stored requests for
  * call_progress and isolated_speed: 24 bytes per request of R and 16 per
- * call, only for a server found to be a root. */
+ * call, only for a server found to be a root, and at most ROOT_TIMES_MAX
+ * records (24 MB, and 32 MB more while call_progress sorts their events):
+ * past that, the time from ROOT_TIMES_SLACK before the
+ * earliest arrival left out on is not looked at (the store's order is
+ * about, not exactly, that of arrivals), so memory stays bounded on any
+ * capture. */
+#define ROOT_TIMES_MAX (size_t)1000000
+#define ROOT_TIMES_SLACK (10 * TB_NS_PER_SEC)
 struct times_rq {
     int64_t a, d;
     uint32_t cls;
@@ -1390,16 +1395,31 @@ struct root_times {
     size_t nrq, caprq;
     struct times_call *call;
     size_t ncall, capcall;
+    int64_t first_left;   /* earliest arrival left out, INT64_MAX when none */
 };
+
+/* The end of the time looked at. */
+static int64_t root_times_end(const struct root_times *t)
+{
+    return t->first_left == INT64_MAX ? INT64_MAX : t->first_left - ROOT_TIMES_SLACK;
+}
 
 static int root_times_cb(void *u, const struct tb_request *r)
 {
     struct root_times *t = u;
-    if (r->server == t->server) {
+    bool own = r->server == t->server;
+    if (!own && caller_server(t->c, &r->client, r->tier) != t->server)
+        return 0;
+    if (t->nrq + t->ncall >= ROOT_TIMES_MAX) {
+        if (r->arrival_ns < t->first_left)
+            t->first_left = r->arrival_ns;
+        return 0;
+    }
+    if (own) {
         if (tb_grow(&t->rq, &t->caprq, t->nrq + 1, sizeof *t->rq))
             return TB_E_NOMEM;
         t->rq[t->nrq++] = (struct times_rq){r->arrival_ns, r->departure_ns, r->class_id};
-    } else if (caller_server(t->c, &r->client, r->tier) == t->server) {
+    } else {
         if (tb_grow(&t->call, &t->capcall, t->ncall + 1, sizeof *t->call))
             return TB_E_NOMEM;
         t->call[t->ncall++] = (struct times_call){r->arrival_ns, r->departure_ns};
@@ -1440,8 +1460,11 @@ static double call_progress(const struct ctx *c, const struct server *R,
     }
     for (size_t i = 0; i < t->ncall; i++)
         ev[m++] = (struct tb_prog_ev){t->call[i].a, TB_PROG_CALL};
-    for (size_t k = 0; k < c->d->nwin; k++)
-        mark[k] = R->frozen[k] ? 0 : stretched(c, R, k) ? 2 : 1;
+    int64_t end = root_times_end(t);
+    for (size_t k = 0; k < c->d->nwin; k++) {
+        int64_t wend = c->d->from_ns + (int64_t)(k + 1) * c->d->width_ns;
+        mark[k] = R->frozen[k] || wend > end ? 0 : stretched(c, R, k) ? 2 : 1;
+    }
     struct tb_progress pr;
     if (!tb_call_progress(ev, m, mark, c->d->from_ns, c->d->width_ns, c->d->nwin,
                           PROGRESS_MIN_REQ_S, &pr))
@@ -1467,13 +1490,13 @@ static double isolated_speed(const struct ctx *c, const struct server *R, struct
     qsort(t->rq, t->nrq, sizeof *t->rq, cmp_times_rq);
     qsort(t->call, t->ncall, sizeof *t->call, cmp_times_call);
     size_t n = 0, j = 0;
-    int64_t maxdep = INT64_MIN;
+    int64_t maxdep = INT64_MIN, end = root_times_end(t);
     for (size_t i = 0; i < t->nrq; i++) {
         const struct times_rq *q = &t->rq[i];
         bool alone = q->a > maxdep && (i + 1 == t->nrq || t->rq[i + 1].a > q->d);
         if (q->d > maxdep)
             maxdep = q->d;
-        if (!alone || q->a < c->d->from_ns || q->d <= q->a)
+        if (!alone || q->a < c->d->from_ns || q->d <= q->a || q->d > end)
             continue;
         size_t k0 = (size_t)((q->a - c->d->from_ns) / c->d->width_ns);
         size_t k1 = (size_t)((q->d - c->d->from_ns) / c->d->width_ns);
@@ -1512,7 +1535,7 @@ static enum tb_cause busy_cause(struct ctx *c, struct server *R)
     for (size_t ei = 0; ei < c->nedges && !calls; ei++)
         calls = c->edges[ei].from_server == R->id && c->edges[ei].ew;
     double ov = calls ? overtaken_share(c, R) : NAN;
-    struct root_times t = {.c = c, .server = R->id};
+    struct root_times t = {.c = c, .server = R->id, .first_left = INT64_MAX};
     double prog = NAN, iso_f = NAN, iso_eff = NAN;
     if (!replay(c, 0, root_times_cb, &t)) {
         prog = calls ? call_progress(c, R, &t) : NAN;
@@ -1524,15 +1547,8 @@ static enum tb_cause busy_cause(struct ctx *c, struct server *R)
      * the server's own congestion point (its self-load's N*, about its cores)
      * count for the spread. */
     double nss = n_star_self(c, &R->id, 1, c->tiers[R->tier].wu);
-    double gain = capacity_gain(c, R, false);
+    double gain = capacity_gain(c, R);
     double spread = service_spread(c, R, isfinite(nss) && nss > 0 ? nss : INFINITY);
-    if (getenv("TB_DIAG_DEBUG"))
-        fprintf(stderr, "busy_cause server %u: overtaken %.3f progress %.3f gain %.3f spread %.3f levels %d isoF %.2f effect %.3f\n",
-                R->id, ov, prog, gain, spread, R->res ? (int)R->res->a.n_levels : -1, iso_f, iso_eff);
-    if (getenv("TB_DIAG_DUMP"))
-        for (size_t k = 0; k < c->d->nwin; k++)
-            fprintf(stderr, "W %u %zu %d %d %.3f %.3f %u\n", R->id, k, stretched(c, R, k),
-                    R->frozen[k], s_self(c, R, k), s_own(c, R, k), (unsigned)R->lw[k].completions);
     enum tb_cause cause = TB_CAUSE_CPU;
     if (quota_period(c, R) > 0)
         cause = TB_CAUSE_CPU;

@@ -171,10 +171,10 @@ static void progress_edges(void **state)
     assert_int_equal(tb_call_progress(ev, 3, mark, 0, 0, 1, 0.5, &p), TB_E_INVAL);
 }
 
-/* Requests served alone: exponential demands of mean 2 ms (class 1) and 6 ms
- * (class 2), 40 a second for 20 s; `slow` the speed of every other 2 s (1:
- * one speed). */
-static struct tb_iso_speed iso_run(double slow)
+/* Requests served alone: demands lognormal around 2 ms (class 1) and 6 ms
+ * (class 2, 30% of them) with sigma `sigma` of the log, 40 a second for
+ * 20 s; `slow` the speed of every other 2 s (1: one speed). */
+static struct tb_iso_speed iso_run(double slow, double sigma)
 {
     static struct tb_iso_sample s[800];
     size_t n = 0;
@@ -182,8 +182,8 @@ static struct tb_iso_speed iso_run(double slow)
         for (int i = 0; i < 40; i++) {
             uint32_t cls = 1 + (unif() < 0.3);
             double speed = (sec / 2) % 2 ? slow : 1.0;
-            s[n++] = (struct tb_iso_sample){sec * 1000 * MS + i * 25 * MS,
-                                            expo(cls == 1 ? 2e6 : 6e6) / speed, cls};
+            double d = (cls == 1 ? 2e6 : 6e6) * exp(sigma * gauss());
+            s[n++] = (struct tb_iso_sample){sec * 1000 * MS + i * 25 * MS, d / speed, cls};
         }
     struct tb_iso_speed o;
     assert_int_equal(tb_isolated_speed(s, n, 1000 * MS, &o), 0);
@@ -192,24 +192,45 @@ static struct tb_iso_speed iso_run(double slow)
     return o;
 }
 
+/* One speed: the seconds differ no more than their samples scatter (F about
+ * 1), whatever the scatter. */
 static void isolated_speed_one_speed(void **state)
 {
     (void)state;
     rs = 7;
-    struct tb_iso_speed o = iso_run(1.0);
-    print_message("one speed: F %.2f effect %.3f\n", o.f, o.effect);
+    struct tb_iso_speed o = iso_run(1.0, 0.3);
+    print_message("one speed, sigma 0.3: F %.2f effect %.3f\n", o.f, o.effect);
+    assert_true(o.f < 3);
+    o = iso_run(1.0, 1.0);
+    print_message("one speed, sigma 1.0: F %.2f effect %.3f\n", o.f, o.effect);
     assert_true(o.f < 3);
 }
 
+/* Speeds 1.0 and 0.6 two seconds each: F above diagnose's 20 (expected
+ * about 1 + 40 x 0.51^2 / 4 / 0.09 = 30), and the effect 1 / 0.6 = 1.67 to
+ * the noise of 40 samples a second (the second slowest and second fastest
+ * of 10 seconds each lean outwards by about 0.05 in log each). */
 static void isolated_speed_two_speeds(void **state)
 {
     (void)state;
     rs = 7;
-    struct tb_iso_speed o = iso_run(0.6);
-    print_message("speeds 1.0/0.6: F %.2f effect %.3f\n", o.f, o.effect);
+    struct tb_iso_speed o = iso_run(0.6, 0.3);
+    print_message("speeds 1.0/0.6, sigma 0.3: F %.2f effect %.3f\n", o.f, o.effect);
     assert_true(o.f > 20);
-    /* 1/0.6 = 1.67, to the noise of 40 exponential samples a second. */
-    assert_true(o.effect > 1.3 && o.effect < 2.2);
+    assert_true(o.effect > 1.5 && o.effect < 2.1);
+}
+
+/* Fewer than 6 seconds with 3 samples: not measured; bad width refused. */
+static void isolated_speed_edges(void **state)
+{
+    (void)state;
+    struct tb_iso_sample s[15];
+    for (int i = 0; i < 15; i++)
+        s[i] = (struct tb_iso_sample){(int64_t)i * 400 * MS, 1e6, 1};
+    struct tb_iso_speed o;
+    assert_int_equal(tb_isolated_speed(s, 15, 1000 * MS, &o), 0);
+    assert_true(isnan(o.f));
+    assert_int_equal(tb_isolated_speed(s, 15, 0, &o), TB_E_INVAL);
 }
 
 int main(void)
@@ -220,6 +241,7 @@ int main(void)
         cmocka_unit_test(progress_edges),
         cmocka_unit_test(isolated_speed_one_speed),
         cmocka_unit_test(isolated_speed_two_speeds),
+        cmocka_unit_test(isolated_speed_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
