@@ -64,20 +64,30 @@
  * 0.48-0.58 on simulated CPU-bound servers, first-come-first-served thread
  * pools 0.005-0.19. */
 #define OVERTAKE_MAX 0.3
+/* ... and when the calls made by its requests in flight, per request in
+ * flight, are in its stretched windows below this share of what they are in
+ * its calm ones (call_progress): under a thread cap the queued requests have
+ * made none. Processor sharing measured 0.91-0.97 on simulated CPU-bound
+ * servers (exp, const, lognormal, uniform demands), thread caps 0.095-0.43
+ * (docs/diagnose.md "threads"). */
+#define PROGRESS_MAX 0.7
+/* Request-seconds in flight needed on each side (stretched, calm). */
+#define PROGRESS_MIN_REQ_S 0.5
+/* A CPU changed speed when the own times of the requests it served alone
+ * differ between seconds this much more than they scatter within a second
+ * (isolated_speed, docs/diagnose.md "speed": F; fixed-speed CPUs measured
+ * 0-3, simulated speed changes 190-2260)... */
+#define ISO_F_MIN 20.0
+/* ... and the second slowest second is at least this much slower than the
+ * second fastest (speed changes 1.42-1.99; a smaller step hardly makes a
+ * bottleneck). Without the direct test's verdict, the ratios below: */
+#define ISO_EFFECT_MIN 1.2
 /* Without throughput levels, a CPU changed speed when the server did this
  * much more work per second unhurried than saturated (capacity_gain) and its
  * own time per request moved this much between seconds (service_spread):
  * simulated speed changes measured gain 1.25-1.39 with spread 1.26-1.72,
  * fixed-speed CPUs gain 0.72-1.15 with spread 1.16-1.36. */
 #define SPEED_GAIN 1.2
-/* The direct test (isolated_speed, docs/diagnose.md "speed"): the seconds'
- * own times of requests served alone differ this much more than they scatter
- * within a second (F; fixed-speed CPUs measured 0-3, simulated speed
- * changes 250-2150)... */
-#define ISO_F_MIN 20.0
-/* ... and the slow seconds are at least this much slower (speed changes
- * 1.42-1.99; a step smaller than 1.2 hardly makes a bottleneck). */
-#define ISO_EFFECT_MIN 1.2
 #define SPEED_SPREAD 1.5
 /* With two or more throughput levels, one of: gain >= SPEED_GAIN or a spread
  * of at least this (fixed CPUs 1.13-1.36, the simulated speed changes with
@@ -86,13 +96,6 @@
 /* The verdict is on a tier as a whole (server *) when another of its servers
  * holds the same cause for at least this share of the top server's time. */
 #define TIER_SHARE 0.25
-/* ... and when the calls made by its requests in flight, per request in
- * flight, fall in its stretched windows below this share of what they are
- * in its calm ones (call_progress): under a thread cap the queued requests
- * have made none. Measured on simulated servers: see docs/diagnose.md. */
-#define PROGRESS_MAX 0.7
-/* Request-seconds in flight needed on each side (stretched, calm). */
-#define PROGRESS_MIN_REQ_S 0.5
 #define OVERTAKE_SAMPLES 20000
 #define OVERTAKE_MIN 200
 
@@ -1292,7 +1295,12 @@ out:
  * (Σ self-load time / Σ completions) per second of unstretched windows. At
  * one CPU speed a request costs the same whenever it runs (about 1.1 with
  * the noise of a second's mix); a CPU changing frequency makes the same work
- * take longer for seconds at a time. NAN with fewer than 6 usable seconds. */
+ * take longer for seconds at a time. Only windows whose self-load is at most
+ * `cap` count (busy_cause: the server's self-load N*, about its cores):
+ * above it requests share the CPUs and each takes longer with how many share
+ * it, so the seconds of busier bursts on a fixed-speed CPU read as a slower
+ * one (bench/nstar/app.conf seed 3: 1.525 over every window, 1.459 below
+ * N*self). NAN with fewer than 6 usable seconds. */
 #define SPREAD_MIN_COMPLETIONS 20
 static double service_spread(const struct ctx *c, const struct server *S, double cap)
 {
@@ -1520,13 +1528,16 @@ static double isolated_speed(const struct ctx *c, const struct server *R, struct
     return f;
 }
 
-/* What saturation is at server R: threads when it calls downstream and its
- * queue is served first come, first served (overtaken_share); speed when its
- * congested throughput shows several levels; else cpu. A server that calls
- * nothing is read as cpu either way: a cap of K threads on work that is all
- * CPU looks from the wire exactly like K CPUs, and processor sharing of equal
- * demands keeps arrival order too. */
 static double n_star_self(const struct ctx *c, const uint32_t *srv, size_t n, int64_t wu);
+
+/* What saturation is at server R: threads when it calls downstream, its
+ * queue is served first come, first served (overtaken_share) AND its queued
+ * requests have not begun (call_progress: processor sharing of equal demands
+ * keeps arrival order too, so order alone is not enough); speed when its
+ * requests served alone take longer for seconds at a time (isolated_speed),
+ * or, that test undecided, by the levels and ratios below; else cpu. A
+ * server that calls nothing is read as cpu either way: a cap of K threads on
+ * work that is all CPU looks from the wire exactly like K CPUs. */
 static enum tb_cause busy_cause(struct ctx *c, struct server *R)
 {
     if (R->busy_cause != TB_CAUSE_NONE)
