@@ -1495,8 +1495,10 @@ static double isolated_speed(const struct ctx *c, const struct server *R, struct
     struct tb_iso_sample *s = malloc((t->nrq ? t->nrq : 1) * sizeof *s);
     if (!s)
         return NAN;
-    qsort(t->rq, t->nrq, sizeof *t->rq, cmp_times_rq);
-    qsort(t->call, t->ncall, sizeof *t->call, cmp_times_call);
+    if (t->nrq)
+        qsort(t->rq, t->nrq, sizeof *t->rq, cmp_times_rq);
+    if (t->ncall)
+        qsort(t->call, t->ncall, sizeof *t->call, cmp_times_call);
     size_t n = 0, j = 0;
     int64_t maxdep = INT64_MIN, end = root_times_end(t);
     for (size_t i = 0; i < t->nrq; i++) {
