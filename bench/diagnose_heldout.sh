@@ -9,8 +9,7 @@
 # (the tuned sweep uses 1..5). Prints one line per run, a tally per variant
 # and overall; exit 1 when fewer than 90% of the verdicts are right.
 #   bench/diagnose_heldout.sh [BUILD_DIR] [SEEDS] [VARIANT_REGEX]
-# (defaults build, 4, every variant). TB_DIAG_DEBUG=1 in the environment adds
-# diagnose's measures (stderr) to each run's line.
+# (defaults build, 4, every variant). Measured: docs/diagnose.md "held-out".
 set -uo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$src/build}
