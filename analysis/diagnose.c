@@ -1383,12 +1383,14 @@ static int64_t quota_period(struct ctx *c, struct server *R)
  * call_progress and isolated_speed: 24 bytes per request of R and 16 per
  * call, only for a server found to be a root, and at most ROOT_TIMES_MAX
  * records (24 MB, and 32 MB more while call_progress sorts their events):
- * past that, the time from ROOT_TIMES_SLACK before the
- * earliest arrival left out on is not looked at (the store's order is
- * about, not exactly, that of arrivals), so memory stays bounded on any
- * capture. */
+ * past that, the time from ROOT_TIMES_SLACK before the earliest arrival
+ * left out on is not looked at (the store's order is about, not exactly,
+ * that of arrivals: a request longer than the slack stored after the cut
+ * is missed), so memory stays bounded on any capture. Checked with the cap
+ * at 15 000 on 15 s simulated runs (cut at about 10 s): the threads, cpu and
+ * speed verdicts unchanged. */
 #define ROOT_TIMES_MAX (size_t)1000000
-#define ROOT_TIMES_SLACK (10 * TB_NS_PER_SEC)
+#define ROOT_TIMES_SLACK (2 * TB_NS_PER_SEC)
 struct times_rq {
     int64_t a, d;
     uint32_t cls;
