@@ -64,6 +64,24 @@
  * 0.48-0.58 on simulated CPU-bound servers, first-come-first-served thread
  * pools 0.005-0.19. */
 #define OVERTAKE_MAX 0.3
+/* ... and when the calls made by its requests in flight, per request in
+ * flight, are in its stretched windows below this share of what they are in
+ * its calm ones (call_progress): under a thread cap the queued requests have
+ * made none. Processor sharing measured 0.91-0.97 on simulated CPU-bound
+ * servers (exp, const, lognormal, uniform demands), thread caps 0.095-0.43
+ * (docs/diagnose.md "threads"). */
+#define PROGRESS_MAX 0.7
+/* Request-seconds in flight needed on each side (stretched, calm). */
+#define PROGRESS_MIN_REQ_S 0.5
+/* A CPU changed speed when the own times of the requests it served alone
+ * differ between seconds this much more than they scatter within a second
+ * (isolated_speed, docs/diagnose.md "speed": F; fixed-speed CPUs measured
+ * 0-3, simulated speed changes 190-2260)... */
+#define ISO_F_MIN 20.0
+/* ... and the second slowest second is at least this much slower than the
+ * second fastest (speed changes 1.42-1.99; a smaller step hardly makes a
+ * bottleneck). Without the direct test's verdict, the ratios below: */
+#define ISO_EFFECT_MIN 1.2
 /* Without throughput levels, a CPU changed speed when the server did this
  * much more work per second unhurried than saturated (capacity_gain) and its
  * own time per request moved this much between seconds (service_spread):
@@ -1277,9 +1295,14 @@ out:
  * (Σ self-load time / Σ completions) per second of unstretched windows. At
  * one CPU speed a request costs the same whenever it runs (about 1.1 with
  * the noise of a second's mix); a CPU changing frequency makes the same work
- * take longer for seconds at a time. NAN with fewer than 6 usable seconds. */
+ * take longer for seconds at a time. Only windows whose self-load is at most
+ * `cap` count (busy_cause: the server's self-load N*, about its cores):
+ * above it requests share the CPUs and each takes longer with how many share
+ * it, so the seconds of busier bursts on a fixed-speed CPU read as a slower
+ * one (bench/nstar/app.conf seed 3: 1.525 over every window, 1.459 below
+ * N*self). NAN with fewer than 6 usable seconds. */
 #define SPREAD_MIN_COMPLETIONS 20
-static double service_spread(const struct ctx *c, const struct server *S)
+static double service_spread(const struct ctx *c, const struct server *S, double cap)
 {
     size_t per = (size_t)((TB_NS_PER_SEC + c->d->width_ns - 1) / c->d->width_ns);
     size_t nsec = c->d->nwin / (per ? per : 1) + 1, n = 0;
@@ -1289,7 +1312,8 @@ static double service_spread(const struct ctx *c, const struct server *S)
     for (size_t s0 = 0; s0 < c->d->nwin; s0 += per) {
         double self = 0, comp = 0;
         for (size_t k = s0; k < s0 + per && k < c->d->nwin; k++) {
-            if (S->frozen[k] || stretched(c, S, k) || !S->lw[k].completions)
+            if (S->frozen[k] || stretched(c, S, k) || !S->lw[k].completions ||
+                s_self(c, S, k) > cap)
                 continue;
             self += (double)(S->lw[k].load_ns - S->lw[k].wait_ns);
             comp += S->lw[k].completions;
@@ -1354,12 +1378,170 @@ static int64_t quota_period(struct ctx *c, struct server *R)
     return R->quota.period_ns;
 }
 
-/* What saturation is at server R: threads when it calls downstream and its
- * queue is served first come, first served (overtaken_share); speed when its
- * congested throughput shows several levels; else cpu. A server that calls
- * nothing is read as cpu either way: a cap of K threads on work that is all
- * CPU looks from the wire exactly like K CPUs, and processor sharing of equal
- * demands keeps arrival order too. */
+/* R's requests and the calls it made downstream (calls: requests of other
+ * tiers whose client is R), read in one pass over the stored requests for
+ * call_progress and isolated_speed: 24 bytes per request of R and 16 per
+ * call, only for a server found to be a root, and at most ROOT_TIMES_MAX
+ * records (24 MB, and 32 MB more while call_progress sorts their events):
+ * past that, the time from ROOT_TIMES_SLACK before the earliest arrival
+ * left out on is not looked at (the store's order is about, not exactly,
+ * that of arrivals: a request longer than the slack stored after the cut
+ * is missed), so memory stays bounded on any capture. Checked with the cap
+ * at 15 000 on 15 s simulated runs (cut at about 10 s): the threads, cpu and
+ * speed verdicts unchanged. */
+#define ROOT_TIMES_MAX (size_t)1000000
+#define ROOT_TIMES_SLACK (2 * TB_NS_PER_SEC)
+struct times_rq {
+    int64_t a, d;
+    uint32_t cls;
+};
+struct times_call {
+    int64_t a, d;
+};
+struct root_times {
+    const struct ctx *c;
+    uint32_t server;
+    struct times_rq *rq;
+    size_t nrq, caprq;
+    struct times_call *call;
+    size_t ncall, capcall;
+    int64_t first_left;   /* earliest arrival left out, INT64_MAX when none */
+};
+
+/* The end of the time looked at. */
+static int64_t root_times_end(const struct root_times *t)
+{
+    return t->first_left == INT64_MAX ? INT64_MAX : t->first_left - ROOT_TIMES_SLACK;
+}
+
+static int root_times_cb(void *u, const struct tb_request *r)
+{
+    struct root_times *t = u;
+    bool own = r->server == t->server;
+    if (!own && caller_server(t->c, &r->client, r->tier) != t->server)
+        return 0;
+    if (t->nrq + t->ncall >= ROOT_TIMES_MAX) {
+        if (r->arrival_ns < t->first_left)
+            t->first_left = r->arrival_ns;
+        return 0;
+    }
+    if (own) {
+        if (tb_grow(&t->rq, &t->caprq, t->nrq + 1, sizeof *t->rq))
+            return TB_E_NOMEM;
+        t->rq[t->nrq++] = (struct times_rq){r->arrival_ns, r->departure_ns, r->class_id};
+    } else {
+        if (tb_grow(&t->call, &t->capcall, t->ncall + 1, sizeof *t->call))
+            return TB_E_NOMEM;
+        t->call[t->ncall++] = (struct times_call){r->arrival_ns, r->departure_ns};
+    }
+    return 0;
+}
+
+static int cmp_times_rq(const void *a, const void *b)
+{
+    const struct times_rq *x = a, *y = b;
+    return x->a < y->a ? -1 : x->a > y->a;
+}
+
+static int cmp_times_call(const void *a, const void *b)
+{
+    const struct times_call *x = a, *y = b;
+    return x->a < y->a ? -1 : x->a > y->a;
+}
+
+/* The calls made by R's requests in flight per request in flight, in the
+ * windows where R is stretched over those where it is not (stats.h
+ * tb_call_progress): about 1 when every request R holds has begun its work
+ * (processor sharing), well below 1 when only a capped number have (a
+ * thread pool). NAN when not measurable. */
+static double call_progress(const struct ctx *c, const struct server *R,
+                            const struct root_times *t)
+{
+    size_t n = 2 * t->nrq + t->ncall;
+    struct tb_prog_ev *ev = malloc((n ? n : 1) * sizeof *ev);
+    uint8_t *mark = malloc(c->d->nwin ? c->d->nwin : 1);
+    double ratio = NAN;
+    if (!ev || !mark)
+        goto out;
+    size_t m = 0;
+    for (size_t i = 0; i < t->nrq; i++) {
+        ev[m++] = (struct tb_prog_ev){t->rq[i].a, TB_PROG_ARRIVAL};
+        ev[m++] = (struct tb_prog_ev){t->rq[i].d, TB_PROG_DEPARTURE};
+    }
+    for (size_t i = 0; i < t->ncall; i++)
+        ev[m++] = (struct tb_prog_ev){t->call[i].a, TB_PROG_CALL};
+    int64_t end = root_times_end(t);
+    for (size_t k = 0; k < c->d->nwin; k++) {
+        int64_t wend = c->d->from_ns + (int64_t)(k + 1) * c->d->width_ns;
+        mark[k] = R->frozen[k] || wend > end ? 0 : stretched(c, R, k) ? 2 : 1;
+    }
+    struct tb_progress pr;
+    if (!tb_call_progress(ev, m, mark, c->d->from_ns, c->d->width_ns, c->d->nwin,
+                          PROGRESS_MIN_REQ_S, &pr))
+        ratio = pr.ratio;
+out:
+    free(ev);
+    free(mark);
+    return ratio;
+}
+
+/* Whether R's CPU changed speed, from its requests served alone (nothing
+ * else of R in flight for their whole life; own time = duration less the
+ * calls R made meanwhile, all theirs): stats.h tb_isolated_speed, grouped by
+ * second. Requests in a frozen window are left out (a pause is not a speed).
+ * *effect receives how much slower the slow seconds are. */
+static double isolated_speed(const struct ctx *c, const struct server *R, struct root_times *t,
+                             double *effect)
+{
+    *effect = NAN;
+    struct tb_iso_sample *s = malloc((t->nrq ? t->nrq : 1) * sizeof *s);
+    if (!s)
+        return NAN;
+    if (t->nrq)
+        qsort(t->rq, t->nrq, sizeof *t->rq, cmp_times_rq);
+    if (t->ncall)
+        qsort(t->call, t->ncall, sizeof *t->call, cmp_times_call);
+    size_t n = 0, j = 0;
+    int64_t maxdep = INT64_MIN, end = root_times_end(t);
+    for (size_t i = 0; i < t->nrq; i++) {
+        const struct times_rq *q = &t->rq[i];
+        bool alone = q->a > maxdep && (i + 1 == t->nrq || t->rq[i + 1].a > q->d);
+        if (q->d > maxdep)
+            maxdep = q->d;
+        if (!alone || q->a < c->d->from_ns || q->d <= q->a || q->d > end)
+            continue;
+        size_t k0 = (size_t)((q->a - c->d->from_ns) / c->d->width_ns);
+        size_t k1 = (size_t)((q->d - c->d->from_ns) / c->d->width_ns);
+        if (k1 >= c->d->nwin || R->frozen[k0] || R->frozen[k1])
+            continue;
+        while (j < t->ncall && t->call[j].a < q->a)
+            j++;
+        int64_t waited = 0;
+        for (size_t m = j; m < t->ncall && t->call[m].a < q->d; m++)
+            waited += (t->call[m].d < q->d ? t->call[m].d : q->d) - t->call[m].a;
+        if (q->d - q->a - waited > 0)
+            s[n++] = (struct tb_iso_sample){q->a, (double)(q->d - q->a - waited), q->cls};
+    }
+    struct tb_iso_speed sp;
+    double f = NAN;
+    if (!tb_isolated_speed(s, n, TB_NS_PER_SEC, &sp)) {
+        f = sp.f;
+        *effect = sp.effect;
+    }
+    free(s);
+    return f;
+}
+
+static double n_star_self(const struct ctx *c, const uint32_t *srv, size_t n, int64_t wu);
+
+/* What saturation is at server R: threads when it calls downstream, its
+ * queue is served first come, first served (overtaken_share) AND its queued
+ * requests have not begun (call_progress: processor sharing of equal demands
+ * keeps arrival order too, so order alone is not enough); speed when its
+ * requests served alone take longer for seconds at a time (isolated_speed),
+ * or, that test undecided, by the levels and ratios below; else cpu. A
+ * server that calls nothing is read as cpu either way: a cap of K threads on
+ * work that is all CPU looks from the wire exactly like K CPUs. */
 static enum tb_cause busy_cause(struct ctx *c, struct server *R)
 {
     if (R->busy_cause != TB_CAUSE_NONE)
@@ -1368,18 +1550,36 @@ static enum tb_cause busy_cause(struct ctx *c, struct server *R)
     for (size_t ei = 0; ei < c->nedges && !calls; ei++)
         calls = c->edges[ei].from_server == R->id && c->edges[ei].ew;
     double ov = calls ? overtaken_share(c, R) : NAN;
-    double gain = capacity_gain(c, R), spread = service_spread(c, R);
+    struct root_times t = {.c = c, .server = R->id, .first_left = INT64_MAX};
+    double prog = NAN, iso_f = NAN, iso_eff = NAN;
+    if (!replay(c, 0, root_times_cb, &t)) {
+        prog = calls ? call_progress(c, R, &t) : NAN;
+        iso_f = isolated_speed(c, R, &t, &iso_eff);
+    }
+    free(t.rq);
+    free(t.call);
+    /* The time per request moves with sharing too: only windows at most at
+     * the server's own congestion point (its self-load's N*, about its cores)
+     * count for the spread. */
+    double nss = n_star_self(c, &R->id, 1, c->tiers[R->tier].wu);
+    double gain = capacity_gain(c, R);
+    double spread = service_spread(c, R, isfinite(nss) && nss > 0 ? nss : INFINITY);
     enum tb_cause cause = TB_CAUSE_CPU;
     if (quota_period(c, R) > 0)
         cause = TB_CAUSE_CPU;
-    else if (isfinite(ov) && ov < OVERTAKE_MAX)
+    else if (isfinite(ov) && ov < OVERTAKE_MAX && isfinite(prog) && prog < PROGRESS_MAX)
         cause = TB_CAUSE_THREADS;
-    /* While saturated a server completes work at the rate its CPUs allow:
-     * one plateau; a CPU changing frequency gives one per speed (the
-     * report's levels, over the server's congested windows), or does more
-     * work unhurried at one time than it manages saturated at another. The
-     * levels alone are not enough: the report's levels rule finds 2-3 in the
-     * saturated throughput of a fixed-speed CPU too (4 of 5 seeds of the
+    /* A CPU changing speed serves its requests alone slower for seconds at a
+     * time (isolated_speed): the direct test, when there are requests served
+     * alone in enough seconds. */
+    else if (isfinite(iso_f) && iso_f >= ISO_F_MIN && iso_eff >= ISO_EFFECT_MIN)
+        cause = TB_CAUSE_SPEED;
+    /* Without it: while saturated a server completes work at the rate its
+     * CPUs allow: one plateau; a CPU changing frequency gives one per speed
+     * (the report's levels, over the server's congested windows), or does
+     * more work unhurried at one time than it manages saturated at another.
+     * The levels alone are not enough: the report's levels rule finds 2-3 in
+     * the saturated throughput of a fixed-speed CPU too (4 of 5 seeds of the
      * simulated db-cpu), so they count only beside one of the two ratios. */
     else if ((R->res && R->res->a.n_levels >= 2 &&
               (gain >= SPEED_GAIN || spread >= LEVELS_SPREAD)) ||

@@ -295,6 +295,10 @@ static void rescale_recent(struct tb_stream *s, uint32_t tier, struct tier *t,
         t->recent[i].work_units *= f;
         t->recent[i].norm_throughput *= f;
     }
+    /* And the episode in progress with the rule that judges it: the windows
+     * closed after this re-estimate come in the new units. */
+    if (t->have_rule)
+        tb_episode_track_rescale(&t->track, f);
 }
 
 /* Service times (hence work units) from the recent requests. */

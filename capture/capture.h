@@ -143,6 +143,10 @@ struct tb_offline_opts {
     const struct tb_dump_opts *dump;
     int dump_prec;         /* enum tb_dump_prec, or -1: nanoseconds when any input has them */
     bool *dump_full;       /* out (may be NULL): -G's -W limit stopped the run */
+    /* out of tb_offline_check (may be NULL): the time of the earliest first
+     * packet the filter passes among the files that are not standard input,
+     * INT64_MAX when there is none: what the capture's first_ns will be. */
+    int64_t *first_ns;
 };
 /* A bad BPF expression is TB_E_INVAL (a usage error); an unreadable or
  * malformed file TB_E_PCAP; a link type the decoder does not know TB_E_UNSUPP

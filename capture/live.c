@@ -64,6 +64,12 @@ bool tb_live_behind(const struct tb_live *l)
     return l->behind;
 }
 
+int64_t tb_live_clock(int64_t clock_ns, int64_t last_pkt_ns, int64_t wall_ns, bool idle)
+{
+    int64_t c = TB_MAX(clock_ns, last_pkt_ns);
+    return idle ? TB_MAX(c, wall_ns - TB_LIVE_CLOCK_LAG_NS) : c;
+}
+
 static void on_readable(uv_poll_t *p, int status, int events)
 {
     struct tb_live *l = p->data;

@@ -47,6 +47,23 @@ int tb_live_drain(struct tb_live *l);
  * wall clock, so the wall clock must not stand in for the capture clock. */
 bool tb_live_behind(const struct tb_live *l);
 int tb_live_linktype(const struct tb_live *l);
+
+/* The live capture clock (DESIGN.md "Live windows"): packet time — the
+ * newest packet's stamp, last_pkt_ns — and the wall clock less this lag only
+ * as an idle link's fallback, so that windows close while nothing comes. A
+ * packet may wait in a ring block up to its 100 ms timeout. */
+#define TB_LIVE_CLOCK_LAG_NS (200 * TB_NS_PER_MS)
+/* The clock a tick moves to from clock_ns. `idle`: the link looked idle at
+ * this tick — no packet read since the previous tick, the last drain emptied
+ * the ring (!tb_live_behind) and the tick came on time (one late by more
+ * than a tick period, as after a stopped process, may have read its
+ * backlog in an earlier poll callback); only then does wall_ns - the lag
+ * count, wall_ns read before that drain. After a stall the kernel still
+ * holds packets older than any wall-clock lag: the wall clock must not
+ * overtake them, or windows close before their requests are read (a stall
+ * of the sensor seen as a freeze of the tier). Never goes back (a wall
+ * clock stepped back by NTP included). */
+int64_t tb_live_clock(int64_t clock_ns, int64_t last_pkt_ns, int64_t wall_ns, bool idle);
 /* Cumulative counters; the kernel's 32-bit counters are widened here. */
 int tb_live_stats(struct tb_live *l, struct tb_live_stats *s);
 /* Lists the devices libpcap can capture on, one a line, as tcpdump -D

@@ -367,6 +367,14 @@ int tb_offline_check(const struct tb_offline_opts *o, char *errbuf, size_t errle
     struct dump_params dp;
     if (!rc && o->dump)
         rc = dump_params(s, o->nfiles, o, &dp, errbuf, errlen);
+    if (o->first_ns)
+        *o->first_ns = INT64_MAX;
+    for (size_t i = 0; !rc && o->first_ns && i < o->nfiles; i++) {
+        int err = 0;
+        if ((s[i].p || s[i].fast) && advance(&s[i], errbuf, errlen, &err))
+            *o->first_ns = TB_MIN(*o->first_ns, s[i].ts_ns);
+        rc = err;
+    }
     close_all(s, o->nfiles);
     return rc;
 }

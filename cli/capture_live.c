@@ -8,9 +8,8 @@
  * The streaming analysis itself (windows, re-estimates, episodes) is
  * analysis/stream.c; this file feeds it requests and the capture clock, and
  * sends what it closes to the store writer and the dashboard. The capture
- * clock is the later of the newest packet timestamp and the wall clock minus
- * CLOCK_LAG (both are the kernel's CLOCK_REALTIME; the lag covers packets
- * still sitting in a ring block). */
+ * clock is packet time, with the wall clock (the kernel's CLOCK_REALTIME, as
+ * the stamps) only as an idle link's fallback: tb_live_clock. */
 #include <errno.h>
 #include <grp.h>
 #include <inttypes.h>
@@ -40,7 +39,6 @@
 #include "web.h"
 
 #define TICK_MS 1000
-#define CLOCK_LAG_NS (200 * TB_NS_PER_MS)
 
 struct live {
     const struct tb_capture_args *args;
@@ -65,6 +63,8 @@ struct live {
     int64_t capture_id;
     int64_t width_ns;
     int64_t last_pkt_ns, clock_ns, started_ns;
+    uint64_t read_since_tick; /* packets read since the previous tick */
+    int64_t last_tick_ns;     /* wall clock at the previous tick */
     int err;             /* first runtime error (stops the capture) */
     bool stopping, interrupted;
     FILE *jsonl;        /* --format jsonl: stdout */
@@ -161,6 +161,7 @@ static void on_packet(void *ud, int linktype, int64_t ts_ns, const uint8_t *data
     }
     if (ts_ns > L->last_pkt_ns)
         L->last_pkt_ns = ts_ns;
+    L->read_since_tick++;
     if (tb_engine_packet(L->eng, linktype, ts_ns, data, caplen, wirelen) < 0)
         fail(L, TB_E_NOMEM);
     if (L->args->max_packets && ++L->packets >= L->args->max_packets) {
@@ -296,9 +297,15 @@ static void on_tick(uv_timer_t *h)
             fail(L, n);
             return;
         }
-        L->clock_ns = tb_live_behind(L->src) ? TB_MAX(L->clock_ns, L->last_pkt_ns)
-                                             : TB_MAX(L->last_pkt_ns, now - CLOCK_LAG_NS);
+        /* Packet time; the wall clock only for an idle link (tb_live_clock):
+         * nothing read since the last tick, here or in the poll callback,
+         * and this tick on time. */
+        bool late = L->last_tick_ns && now - L->last_tick_ns > 2 * TICK_MS * TB_NS_PER_MS;
+        bool idle = !L->read_since_tick && !tb_live_behind(L->src) && !late;
+        L->clock_ns = tb_live_clock(L->clock_ns, L->last_pkt_ns, now, idle);
+        L->read_since_tick = 0;
     }
+    L->last_tick_ns = now;
     if (L->clock_ns <= 0) { /* fan-out: nothing released yet */
         health(L, now);
         return;

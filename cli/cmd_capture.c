@@ -100,8 +100,40 @@ static void usage(FILE *f)
             "everything read so far is kept, the database closed cleanly and the capture\n"
             "marked 'interrupted' if its input was not read to the end), 1 runtime failure\n"
             "(unreadable or malformed file, database error; a full disk marks the capture\n"
-            "'partial' and the summary says how many requests were lost), 2 usage error.\n",
+            "'partial' and the summary says how many requests were lost), 2 usage error\n"
+            "or a file already stored in --db (the same name and first packet).\n",
             names, MAX_SNAPLEN);
+}
+
+/* The capture's source as stored: its files as given, space-separated. */
+static void capture_source(const struct tb_capture_args *a, char *source, size_t len)
+{
+    size_t used = 0;
+    source[0] = '\0';
+    for (size_t i = 0; i < a->nfiles && used < len - 1; i++)
+        used += (size_t)snprintf(source + used, len - used, "%s%s", i ? " " : "", a->files[i]);
+}
+
+/* Whether two stored sources name the same files, compared by their last
+ * path components (the same trace read from another directory). */
+static bool same_files(const char *x, const char *y)
+{
+    for (;;) {
+        size_t lx = strcspn(x, " "), ly = strcspn(y, " ");
+        const char *bx = x, *by = y;
+        for (size_t i = 0; i < lx; i++)
+            if (x[i] == '/')
+                bx = x + i + 1;
+        for (size_t i = 0; i < ly; i++)
+            if (y[i] == '/')
+                by = y + i + 1;
+        if (x + lx - bx != y + ly - by || memcmp(bx, by, (size_t)(x + lx - bx)) != 0)
+            return false;
+        if (!x[lx] || !y[ly])
+            return !x[lx] && !y[ly];
+        x += lx + 1;
+        y += ly + 1;
+    }
 }
 
 static int usage_error(const char *fmt, ...) TB_PRINTF(1, 2);
@@ -762,6 +794,7 @@ static int run_offline(const struct tb_capture_args *a)
         .rotate_secs = a->rotate_secs,
         .files = a->rotate_files,
     };
+    int64_t first_ns = INT64_MAX;
     struct tb_offline_opts oo = {
         .files = a->files,
         .nfiles = a->nfiles,
@@ -773,6 +806,7 @@ static int run_offline(const struct tb_capture_args *a)
         .dump = a->write ? &dump : NULL,
         .dump_prec = a->dump_prec,
         .dump_full = &dump_full,
+        .first_ns = &first_ns,
     };
 
     /* From here on an interrupt stops the run cleanly, whatever phase it is in. */
@@ -815,18 +849,36 @@ static int run_offline(const struct tb_capture_args *a)
             tb_log_error("capture: %s: cannot load the catalog: %s", a->db, tb_strerror(rc));
             goto out;
         }
+        /* The same trace read again (the same first packet) would store
+         * every request twice and double every load: refused, before
+         * anything is written. */
+        int64_t same = 0;
+        char src[256], state[32], when[40], mine[256];
+        if (first_ns != INT64_MAX &&
+            (rc = tb_store_capture_starting(st, first_ns, &same, src, sizeof src, state,
+                                            sizeof state))) {
+            tb_log_error("capture: %s: %s", a->db, tb_strerror(rc));
+            goto out;
+        }
+        capture_source(a, mine, sizeof mine);
+        if (same && same_files(src, mine)) {
+            tb_log_error("capture: %s already holds capture %" PRId64 " (%s, %s) of the same "
+                         "file, from the same first packet at %s: storing it again would count "
+                         "every request twice; give another --db, or remove the file first",
+                         a->db, same, src, state, tb_fmt_iso(first_ns, when, sizeof when));
+            exit_code = TB_EXIT_USAGE;
+            goto out;
+        }
     }
     if (tiers && (rc = tb_tiers_register(tiers, cat))) {
         tb_log_error("capture: %s: %s", a->tiers_file, tb_strerror(rc));
         goto out;
     }
     if (st) {
-        char source[256] = "";
-        size_t used = 0;
-        for (size_t i = 0; i < a->nfiles && used < sizeof source - 1; i++)
-            used += (size_t)snprintf(source + used, sizeof source - used, "%s%s", i ? " " : "",
-                                     a->files[i]);
+        char source[256];
+        capture_source(a, source, sizeof source);
         if ((rc = tb_store_capture_begin(st, source, &capture_id)) ||
+            (first_ns != INT64_MAX && (rc = tb_store_capture_first(st, capture_id, first_ns))) ||
             (rc = tb_store_next_conn(st, &first_conn)) ||
             (rc = tb_writer_start_opts(&run.w, st, capture_id,
                                        &(struct tb_writer_opts){.bulk = true,

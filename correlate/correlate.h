@@ -278,6 +278,16 @@ enum {
 };
 void tb_episode_track_init(struct tb_episode_track *t, const struct tb_congestion *rule);
 void tb_episode_track_rule(struct tb_episode_track *t, const struct tb_congestion *rule);
+/* The series' work unit changed: a work unit of the windows pushed so far is
+ * worth f of the windows that follow (f = new units / old units per
+ * completion). The episode in progress (its throughput so far) and the rule
+ * in force (slope, tp_max, ubar, self_tp; loads have no unit) are brought to
+ * the new units, so that the episode is judged in one unit whether or not a
+ * new rule replaces this one before it closes. Without this, a live
+ * re-estimate that made the unit 6 times smaller inside a saturated episode
+ * left its first windows 6 times too slow for the new rule's curve: a freeze
+ * where nothing froze (e2e_live_veth). f not finite or <= 0: nothing. */
+void tb_episode_track_rescale(struct tb_episode_track *t, double f);
 unsigned tb_episode_track_push(struct tb_episode_track *t, const struct tb_window *w,
                                struct tb_episode *closed);
 /* The episode in progress as it stands (mean so far, kind if it closed now);

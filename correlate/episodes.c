@@ -172,6 +172,17 @@ void tb_episode_track_rule(struct tb_episode_track *t, const struct tb_congestio
     t->rule = *rule;
 }
 
+void tb_episode_track_rescale(struct tb_episode_track *t, double f)
+{
+    if (!(f > 0) || !isfinite(f))
+        return;
+    t->sum_tp *= f;
+    t->rule.slope *= f;
+    t->rule.tp_max *= f;
+    t->rule.ubar *= f;
+    t->rule.self_tp *= f;
+}
+
 /* The episode in progress with its mean and kind as they stand. */
 static void track_fill(const struct tb_episode_track *t, struct tb_episode *e)
 {

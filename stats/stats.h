@@ -322,4 +322,62 @@ struct tb_quota {
 int tb_quota_period(const int64_t *arr, size_t na, const int64_t *dep, size_t nd,
                     struct tb_quota *q);
 
+/* ---- calls made by the requests in flight (progress.c) ------------------- */
+
+/* Whether the requests queued at a server have started: the calls its
+ * requests made so far, counted for those still in flight, against how many
+ * are in flight (docs/diagnose.md "threads"). With every request served at
+ * once (processor sharing) each one is somewhere in its work, and the calls
+ * made grow with the requests in flight (about half a request's calls
+ * each); under a cap of K threads only the K started ones have made any, and
+ * the calls made stay at K's worth however long the queue. Seen from the
+ * wire without knowing which request made which call: the calls issued from
+ * the server's host, less the mean calls per request for each departure,
+ * back to 0 whenever nothing is in flight. */
+enum tb_prog_kind { TB_PROG_ARRIVAL = 0, TB_PROG_CALL = 1, TB_PROG_DEPARTURE = 2 };
+struct tb_prog_ev {
+    int64_t t;
+    uint8_t kind; /* enum tb_prog_kind */
+};
+struct tb_progress {
+    double calls_per_request;   /* calls / departures over the events */
+    double busy_n, calm_n;      /* ∫ in flight dt over marked windows, request-seconds */
+    double busy_made, calm_made; /* ∫ calls made by the in-flight dt, in requests' worth */
+    /* (busy_made / busy_n) / (calm_made / calm_n): about 1 when the calls
+     * made grow with the requests in flight, well below 1 when a cap holds
+     * them; NAN when either side has less than min_req_s or no call was made. */
+    double ratio;
+};
+/* ev: one server's arrivals and departures and the calls it issued, any
+ * order (sorted here, in place). mark[k] for window k of width width_ns from
+ * from_ns: 0 not counted, 1 calm, 2 busy (its requests queue); time outside
+ * the nwin windows is not counted. TB_E_INVAL for width_ns <= 0. */
+int tb_call_progress(struct tb_prog_ev *ev, size_t n, const uint8_t *mark, int64_t from_ns,
+                     int64_t width_ns, size_t nwin, double min_req_s, struct tb_progress *out);
+
+/* ---- a CPU's speed from its requests served alone (isolated.c) ----------- */
+
+/* A request served while nothing else was in the server runs alone on a
+ * CPU: its own time (duration less its downstream calls) is its demand over
+ * the CPU's speed, whatever the load around it. At one speed those times
+ * scatter the same way in every second; a CPU changing frequency makes them
+ * longer for seconds at a time. One-way analysis of variance of log(own
+ * time), each class centred on its own mean, grouped by the second the
+ * request arrived in (docs/diagnose.md "speed"). */
+struct tb_iso_sample {
+    int64_t t;      /* arrival */
+    double own_ns;  /* > 0 */
+    uint32_t cls;   /* class, for centring */
+};
+struct tb_iso_speed {
+    size_t samples, groups; /* counted: groups of at least 3 samples */
+    double f;       /* between-group over within-group mean square; NAN under 6 groups */
+    double effect;  /* exp(second highest - second lowest of the groups' mean log
+                     * time): how much slower the slow seconds are; NAN under 6 groups */
+};
+/* s: any order (sorted here by time, in place). TB_E_INVAL for group_ns <= 0,
+ * TB_E_NOMEM. */
+int tb_isolated_speed(struct tb_iso_sample *s, size_t n, int64_t group_ns,
+                      struct tb_iso_speed *out);
+
 #endif

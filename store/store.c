@@ -264,6 +264,17 @@ int tb_store_capture_begin(struct tb_store *st, const char *source, int64_t *cap
     return 0;
 }
 
+int tb_store_capture_first(struct tb_store *st, int64_t capture_id, int64_t first_ns)
+{
+    sqlite3_stmt *s;
+    int rc = tb__db_prep(&st->d, "UPDATE captures SET first_ns = ?1 WHERE id = ?2", &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, first_ns);
+    sqlite3_bind_int64(s, 2, capture_id);
+    return tb__db_step_done(&st->d, s, "starting a capture");
+}
+
 int tb_store_capture_end(struct tb_store *st, int64_t capture_id,
                          const struct tb_capture_stats *cs)
 {
@@ -370,6 +381,31 @@ out:
     if (e && e->state == TB_CAPTURE_PARTIAL)
         return 0;
     return ensure_index(st, true);
+}
+
+int tb_store_capture_starting(struct tb_store *st, int64_t first_ns, int64_t *capture_id,
+                              char *source, size_t nsource, char *state, size_t nstate)
+{
+    sqlite3_stmt *s;
+    *capture_id = 0;
+    int rc = tb__db_prep(&st->d,
+                         "SELECT id, source, state FROM captures WHERE first_ns = ?1 "
+                         "ORDER BY id LIMIT 1",
+                         &s);
+    if (rc)
+        return rc;
+    sqlite3_bind_int64(s, 1, first_ns);
+    int src = sqlite3_step(s);
+    if (src == SQLITE_ROW) {
+        const unsigned char *so = sqlite3_column_text(s, 1), *sa = sqlite3_column_text(s, 2);
+        *capture_id = sqlite3_column_int64(s, 0);
+        snprintf(source, nsource, "%s", so ? (const char *)so : "");
+        snprintf(state, nstate, "%s", sa ? (const char *)sa : "");
+    } else if (src != SQLITE_DONE) {
+        rc = tb__db_fail(&st->d, "reading the captures");
+    }
+    sqlite3_reset(s);
+    return rc;
 }
 
 int tb_store_partial(struct tb_store *st, int64_t from_ns, int64_t to_ns, uint64_t *n,

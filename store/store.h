@@ -82,6 +82,15 @@ struct tb_capture_end {
 };
 
 int tb_store_capture_begin(struct tb_store *st, const char *source, int64_t *capture_id);
+/* Records the first packet's time of a running capture known before it
+ * starts (an offline one), so that a capture killed before its end still
+ * names where its trace began (tb_store_capture_starting). */
+int tb_store_capture_first(struct tb_store *st, int64_t capture_id, int64_t first_ns);
+/* A stored capture whose first packet was at first_ns (the same trace read
+ * again would double every request): its id (0 = none), its source and its
+ * state ("complete", "partial", ...) into the buffers, cut to fit. */
+int tb_store_capture_starting(struct tb_store *st, int64_t first_ns, int64_t *capture_id,
+                              char *source, size_t nsource, char *state, size_t nstate);
 /* Records the end time and the engine's counters (s may be NULL: end time
  * only), then builds the requests' read index. TB_E_NOTFOUND for an unknown id.
  * The state is complete and every request counted is taken as stored. */

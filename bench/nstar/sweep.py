@@ -58,6 +58,11 @@ SCENARIOS = {
                 "mysql"),
     "db8logn": ("sim", "db8.conf --set class.ViewStory.demand.db=lognormal(1ms,1.0)", "nstar",
                 "mysql"),
+    "light2x": ("sim", "light.conf --users 600", "light", None),
+    "lightlogn": ("sim", "light.conf --set class.ViewStory.demand.db=lognormal(1ms,1.5)", "light",
+                  None),
+    "lightlogn1": ("sim", "light.conf --set class.ViewStory.demand.db=lognormal(1ms,1.0)", "light",
+                   None),
     # The independent generator (mmc_pcap.py): first come first served on c
     # workers, exponential work of 1 ms, users thinking 1 s, bursts of 1 s
     # every 4 s at 3x the rate (steady: none, 95% busy).

@@ -64,6 +64,22 @@ expect 2 "--window '500us'.*1ms to 1h" "$TBNECK" report --tier "$tier" --db "$db
 expect 2 "--window '61m'.*1ms to 1h" "$TBNECK" export windows --tier "$tier" --db "$db" --window 61m
 expect 2 "--window '2h'.*1ms to 1h" "$TBNECK" events report --tier "$tier" --db "$db" --window 2h
 expect 2 "--window '0.5ms'.*1ms to 1h" "$TBNECK" serve --db "$db" --window 0.5ms
+# The same file into the same database again (from another directory too):
+# refused, one line naming the stored capture, nothing added; a file of
+# other packets (the simulator's traces all begin at the same instant) is
+# stored.
+n0=$(sqlite3 "$db" "SELECT count(*) FROM requests")
+expect 2 "already holds capture 1 \\($work/q.pcap, complete\\) of the same file.*count every request twice" \
+    "$TBNECK" capture -r "$work/q.pcap" --db "$db"
+(cd "$work" && expect 2 "already holds capture 1 .*of the same file" "$TBNECK" capture -r q.pcap --db q.db)
+n1=$(sqlite3 "$db" "SELECT count(*) FROM requests")
+[ "$n1" = "$n0" ] || { echo "FAIL: the refused capture changed the rows: $n0 -> $n1"; fails=$((fails + 1)); }
+"$TBNECK_SIM" "$TB_SRCDIR/sim/examples/quick.conf" --out "$work/q2" --duration 1s --seed 9 -q
+"$TBNECK" capture -q -r "$work/q2.pcap" --db "$db" ||
+    { echo "FAIL: a capture of another trace into the same database"; fails=$((fails + 1)); }
+n2=$(sqlite3 "$db" "SELECT count(*) FROM captures")
+[ "$n2" = 2 ] || { echo "FAIL: $n2 captures stored, want 2"; fails=$((fails + 1)); }
+
 expect 2 "window '999999h'.*1ms to 1h" "$TBNECK" capture -r "$work/q.pcap" --db "$work/w.db" --window 999999h
 expect 2 "--format 'xml'.*text, json, csv or jsonl" "$TBNECK" report --tier "$tier" --db "$db" \
     --format xml

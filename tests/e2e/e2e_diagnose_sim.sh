@@ -25,7 +25,7 @@ run() { # run CAUSE -> $work/CAUSE.{pcap,db,json}
     "$TBNECK" diagnose --db "$p.db" --format json >"$p.json"
 }
 
-for c in db-cpu app-cpu db-pool app-threads gc-one db-speed none; do
+for c in db-cpu app-cpu app-cpu-const db-pool app-threads gc-one db-speed none; do
     run "$c"
     extra=()
     if [ "$c" = db-pool ]; then
@@ -35,6 +35,19 @@ for c in db-cpu app-cpu db-pool app-threads gc-one db-speed none; do
     fi
     python3 "$lib/diag_check.py" "$c" "$work/$c.json" "$work/$c" "${extra[@]}" || fail=1
 done
+
+# app-cpu-const's expected verdict (its [expect], cpu) against the simulator's
+# truth: what limited the application servers was their CPUs, never their
+# threads, and they were limited for a while.
+python3 - "$work/app-cpu-const.causes.csv" <<'PY' || fail=1
+import csv, sys
+rows = [r for r in csv.DictReader(open(sys.argv[1])) if r["tier"] == "http-8080"]
+causes = {r["cause"] for r in rows}
+t = sum(int(r["end_ns"]) - int(r["start_ns"]) for r in rows if r["cause"] == "cpu") / 1e9
+ok = causes == {"cpu"} and t > 0.5
+print(f"app-cpu-const truth: {'ok' if ok else 'FAIL'}: app causes {sorted(causes)}, cpu {t:.2f} s")
+sys.exit(0 if ok else 1)
+PY
 
 # The layered load, per window, against the truth; Little's law along the path.
 "$TBNECK" diagnose --db "$work/db-cpu.db" --format csv >"$work/db-cpu.csv"

@@ -201,7 +201,7 @@ ok "live and offline connections identical apart from times"
 python3 - "$work/sse.out" "$work/sim.freezes.csv" "$work/live.csv" "$work/off.csv" <<'PY'
 import bisect, collections, csv, json, sys
 sse, freezes_csv, live_csv, off_csv = sys.argv[1:]
-W, AROUND = 50_000_000, 200_000_000
+W, AROUND, STEP = 50_000_000, 200_000_000, 30_000_000
 
 def arrivals(path):
     by = collections.defaultdict(list)
@@ -312,20 +312,24 @@ for fa, fb in freezes:
 for a, b, kind, _, slack, spread, tier in closed:
     if kind != "freeze" or any(a < fb + slack and fa - slack < b for fa, fb in freezes):
         continue
-    # Two frozen windows in a row need about 70 ms without a departure: a
-    # replay stall longer than one window can make them. Here the raw
-    # spread counts (the drift included), as before the detrended measure:
-    # in one CI run whose replay drifted 2.2 s over 13 s, a freeze episode
-    # came where the detrended spread was under a window, at the time of
-    # the 1.6 s stop of the capture below (the weak list in README.md).
-    st = stalled(pl, a, b)
-    if spread > W:
-        print("a live freeze episode of %s %+.3f s .. %+.3f s where the replay stalled or "
-              "drifted (spread %.0f ms, %.0f ms net of the drift)"
-              % (tier, rel(a), rel(b), spread / 1e6, st / 1e6))
+    # One stalled window (under 15% of its completions with 2 requests
+    # inside) makes a freeze episode: a replay that stopped for about 40 ms
+    # makes one on the live wire, and there the freeze is right. Only that
+    # exempts: the replay's step there net of its steady drift (a replay
+    # that runs uniformly slow makes no pause) over STEP, 30 ms (measured:
+    # 39 ms and 115 ms where a loaded machine delayed tcpreplay into such a
+    # window; 4-5 ms around the false freezes below). The raw spread, drift
+    # included, used to exempt too and hid a false freeze at the tick after
+    # the 1.6 s stop below (a re-estimate that changed the work unit inside
+    # an episode: stream.c); and the step was measured on the live time axis
+    # at capture times, so it was always 0. a and b are capture times: pc.
+    st = stalled(pc, a, b)
+    if st > STEP:
+        print("a live freeze episode of %s %+.3f s .. %+.3f s where the replay stalled (step "
+              "%.0f ms net of the drift)" % (tier, rel(a), rel(b), st / 1e6))
     else:
-        print("FAIL: a live freeze episode of %s %+.3f s .. %+.3f s where nothing froze"
-              % (tier, rel(a), rel(b)))
+        print("FAIL: a live freeze episode of %s %+.3f s .. %+.3f s where nothing froze (replay "
+              "step %.0f ms net of the drift)" % (tier, rel(a), rel(b), st / 1e6))
         bad += 1
 print("live episodes of %s: %d closed (%d freeze), %d opened; simulated freezes: %d, judged %d"
       % ("/".join(TIERS), len(closed), sum(1 for c in closed if c[2] == "freeze"), len(ongoing),

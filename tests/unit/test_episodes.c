@@ -564,6 +564,83 @@ static void test_stream_rule_change(void **state)
     assert_false(tb_congestion_congested(&none, 1e9));
 }
 
+/* The work unit changes inside an episode (a live re-estimate made it 5
+ * times smaller): tb_episode_track_rescale brings the episode so far and the
+ * rule to the new units, so the episode is the one the same windows give all
+ * in the new units (the oracle: tb_episodes_find over them). Six saturated
+ * windows at 300 units/s, then one at 1900 in the new units, then one
+ * below the threshold. Unscaled, the first six would read 300 against a
+ * plateau of 2000: a mean of 529, under 30% of it, a freeze. */
+static void test_stream_unit_rescale(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    const double f = 5;
+    struct tb_window w[N], wn[N];
+    for (size_t k = 0; k < N; k++)
+        setu(w, k, k < N - 1 ? 6 : 1, k < N - 2 ? 300 : 1900, k < N - 2 ? 1 : f);
+    for (size_t k = 0; k < N; k++) {
+        wn[k] = w[k];
+        if (k < N - 2) {
+            wn[k].norm_throughput *= f;
+            wn[k].work_units *= f;
+        }
+    }
+    const struct tb_congestion a = {.threshold = 4, .slope = 100, .tp_max = 400,
+                                    .freeze_frac = 0.3, .ubar = 1, .self_tp = NAN};
+    struct tb_congestion b = a;
+    b.slope *= f;
+    b.tp_max *= f;
+    b.ubar *= f;
+    /* The oracle: the series in the new units, by the new rule. */
+    struct tb_nstar ns = {.slope = b.slope, .tp_max = b.tp_max};
+    struct tb_episode *want = NULL;
+    size_t nwant = 0;
+    assert_int_equal(tb_episodes_find(wn, N, b.threshold, &ns, b.freeze_frac, &want, &nwant), 0);
+    assert_int_equal(nwant, 1);
+    assert_int_equal(want[0].kind, TB_EP_SATURATED);
+
+    for (int pass = 0; pass < 3; pass++) {
+        /* 0: rescaled, then the re-estimate's rule; 1: rescaled only (the
+         * re-estimate gave no rule); 2: the control, as before the rescale
+         * existed: the new rule judges old-unit windows (a freeze). */
+        struct tb_episode_track t;
+        struct tb_episode e;
+        tb_episode_track_init(&t, &a);
+        for (size_t k = 0; k < N - 2; k++)
+            assert_int_equal(tb_episode_track_push(&t, &w[k], &e) & TB_TRACK_CLOSED, 0);
+        if (pass < 2)
+            tb_episode_track_rescale(&t, f);
+        if (pass != 1)
+            tb_episode_track_rule(&t, &b);
+        assert_int_equal(tb_episode_track_push(&t, &w[N - 2], &e), TB_TRACK_CONGESTED);
+        assert_int_equal(tb_episode_track_push(&t, &w[N - 1], &e), TB_TRACK_CLOSED);
+        assert_int_equal(e.start_ns, want[0].start_ns);
+        assert_int_equal(e.end_ns, want[0].end_ns);
+        if (pass == 2) {
+            assert_int_equal(e.kind, TB_EP_FREEZE);
+            assert_near(e.throughput, (6 * 300 + 1900) / 7.0, 1e-9);
+            continue;
+        }
+        assert_int_equal(e.kind, want[0].kind);
+        assert_near(e.throughput, want[0].throughput, 1e-9);
+        assert_near(e.mean_load, want[0].mean_load, 1e-12);
+        assert_near(t.rule.slope, b.slope, 1e-9);
+        assert_near(t.rule.tp_max, b.tp_max, 1e-9);
+        assert_near(t.rule.ubar, b.ubar, 1e-12);
+    }
+    /* A factor that is no factor changes nothing. */
+    struct tb_episode_track t;
+    tb_episode_track_init(&t, &a);
+    const double bad[] = {0, -2, NAN, INFINITY};
+    for (size_t i = 0; i < TB_ARRAY_SIZE(bad); i++)
+        tb_episode_track_rescale(&t, bad[i]);
+    assert_near(t.rule.slope, a.slope, 0);
+    assert_near(t.rule.tp_max, a.tp_max, 0);
+    assert_near(t.rule.ubar, a.ubar, 0);
+    free(want);
+}
+
 /* The freeze rule that needs no knee, on built windows. One request alone
  * completes 2000 units/s (slope 2000, no plateau) and a completion is worth
  * 5 units: 20 completions per 50 ms window promised by one request, so a
@@ -825,6 +902,7 @@ int main(void)
         cmocka_unit_test(test_degenerate),
         cmocka_unit_test(test_stream_same),
         cmocka_unit_test(test_stream_rule_change),
+        cmocka_unit_test(test_stream_unit_rescale),
         cmocka_unit_test(test_stall),
         cmocka_unit_test(test_stall_waiting),
     };

@@ -8,7 +8,10 @@
  * window's congested flag is load >= the threshold of the analysis in force
  * when it closed; the episodes handed out are the maximal runs of those
  * congested windows, opened and closed in order, with their peak and mean;
- * and the pause is one freeze episode while bursts are saturated ones. */
+ * and the pause is one freeze episode while bursts are saturated ones.
+ * Then a capture stall (a clock jump) with a re-estimate that makes the work
+ * unit ten times smaller while an episode is open: no window skipped, no
+ * freeze where nothing froze. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -242,6 +245,171 @@ static void test_stream_live(void **state)
     free(s);
 }
 
+/* ---- a stall, and a re-estimate that changes the work unit inside an episode -----
+ * The same server without a pause, and two classes: A (10 ms) throughout, B
+ * (4 ms) one request in 120 until UNIT_AT, one in two after. While B is
+ * under 1% of the requests it cannot shape the work unit (tb_work_unit's
+ * min share): about 10 ms, A 1 unit. Once it is common the unit is under
+ * 1 ms: every window closed after that re-estimate is in units 10 times
+ * smaller. Overload bursts (160/s for 0.8 s every 3 s) make saturated
+ * episodes, and the capture stalls for 2.6 s at STALL_AT (no tick, then the
+ * clock jumps, as after a stopped sensor), so that the re-estimate comes
+ * with the tick that resumes, and with it the windows closed since, while
+ * an episode is open. Nothing froze: no episode may be a freeze. Before
+ * the episode tracker was rescaled with the windows, the old-unit windows of
+ * such an episode were ten times too slow for the new rule's curve: a
+ * freeze where nothing froze, as e2e_live_veth showed after its capture
+ * stall (phases 2750 and 2900 ms here). Several burst phases, so that the
+ * test does not rest on one coincidence. */
+#define UNIT_AT (T0 + 60 * SEC)
+#define STALL_AT (T0 + 65 * SEC)
+#define STALL (2600 * MS)
+#define DURATION2 (80 * SEC)
+#define MAXAN 64
+
+static size_t simulate_mix(struct tb_request *rq, int64_t phase, uint32_t tier, uint32_t server,
+                           uint32_t ca, uint32_t cb)
+{
+    size_t n = 0;
+    int64_t t = T0, free_at = T0;
+    rs = 88172645463325252u; /* the same traffic for a phase, whatever ran before */
+    while (t < T0 + DURATION2 && n < MAXREQ) {
+        int64_t off = (t - T0 + phase) % (3 * SEC);
+        double rate = off < 800 * MS ? 160 : 30;
+        t += (int64_t)(-log(unif()) / rate * 1e9);
+        struct tb_request *r = &rq[n++];
+        memset(r, 0, sizeof *r);
+        bool b = unif() < (t < UNIT_AT ? 1.0 / 120 : 0.5);
+        int64_t start = t > free_at ? t : free_at;
+        r->arrival_ns = t;
+        r->departure_ns = start + (b ? 4 * MS : SVC);
+        free_at = r->departure_ns;
+        r->tier = tier;
+        r->server = server;
+        r->class_id = b ? cb : ca;
+        r->conn = 1;
+        r->status = 200;
+        assert_int_equal(tb_addr_parse("10.0.0.9:40000", &r->client), 0);
+    }
+    return n;
+}
+
+struct seen_units {
+    struct seen s;
+    int64_t unit[MAXAN]; /* the work unit of each analysis, in order */
+    bool open_at[MAXAN]; /* an episode was open when it came */
+    size_t n;
+    bool open;
+};
+
+static void on_episode_u(void *ud, uint32_t tier, const struct tb_episode *ep, bool ongoing)
+{
+    struct seen_units *u = ud;
+    on_episode(&u->s, tier, ep, ongoing);
+    u->open = ongoing;
+}
+
+static void on_analysis_u(void *ud, uint32_t tier, const struct tb_analysis *a,
+                          const struct tb_congestion *rule)
+{
+    struct seen_units *u = ud;
+    on_analysis(&u->s, tier, a, rule);
+    assert_true(u->n < MAXAN);
+    u->unit[u->n] = a->work_unit_ns;
+    u->open_at[u->n++] = u->open;
+}
+
+/* One phase; returns whether a re-estimate shrank the unit 5-fold or more
+ * while an episode was open. */
+static bool unit_change_phase(int64_t phase, struct tb_request *rq, struct seen_units *u)
+{
+    struct tb_catalog *cat;
+    uint32_t tier, server, ca, cb;
+    struct tb_addr a;
+    assert_int_equal(tb_catalog_new(&cat), 0);
+    assert_int_equal(tb_catalog_tier(cat, "app", "http", &tier), 0);
+    assert_int_equal(tb_addr_parse("10.0.0.1:8080", &a), 0);
+    assert_int_equal(tb_catalog_server(cat, tier, &a, &server), 0);
+    assert_int_equal(tb_catalog_class(cat, tier, "GET /a", 6, &ca), 0);
+    assert_int_equal(tb_catalog_class(cat, tier, "GET /b", 6, &cb), 0);
+    size_t n = simulate_mix(rq, phase, tier, server, ca, cb);
+    assert_true(n > 4000);
+    qsort(rq, n, sizeof *rq, by_departure);
+    memset(u, 0, sizeof *u);
+    u->s.tier = tier;
+    u->s.thr = NAN;
+    const struct tb_stream_sink sink = {
+        .ud = u,
+        .windows = on_windows,
+        .window = on_window,
+        .episode = on_episode_u,
+        .analysis = on_analysis_u,
+    };
+    const struct tb_stream_opts o = {.width_ns = W};
+    struct tb_stream *st;
+    assert_int_equal(tb_stream_new(&st, cat, &o, &sink), 0);
+    size_t k = 0;
+    for (int64_t clock = T0 + SEC; clock <= T0 + DURATION2 + 5 * SEC; clock += SEC) {
+        if (clock > STALL_AT && clock < STALL_AT + STALL)
+            continue; /* stopped: the next tick comes when it resumes */
+        int64_t c = clock >= STALL_AT + STALL && clock - SEC < STALL_AT + STALL ? STALL_AT + STALL
+                                                                                : clock;
+        while (k < n && rq[k].departure_ns <= c)
+            assert_int_equal(tb_stream_request(st, &rq[k++]), 0);
+        tb_stream_tick(st, c);
+    }
+    assert_int_equal(k, n);
+
+    /* The stall skipped no window and cut none short: consecutive windows,
+     * their completions those of the requests. */
+    assert_true(u->s.nwin > 1500);
+    size_t j = 0;
+    for (size_t i = 0; i < u->s.nwin; i++) {
+        const struct tb_window *w = &u->s.win[i];
+        assert_int_equal(w->start_ns, T0 + (int64_t)i * W);
+        uint32_t done = 0;
+        while (j < n && rq[j].departure_ns < w->start_ns + W)
+            done += rq[j++].departure_ns >= w->start_ns;
+        if (w->completions != done)
+            fail_msg("phase %lld window %zu: %u completions, expected %u", (long long)phase, i,
+                     w->completions, done);
+    }
+    /* Nothing froze. */
+    for (size_t i = 0; i < u->s.nclosed; i++)
+        if (u->s.closed[i].kind == TB_EP_FREEZE)
+            fail_msg("phase %lld ms: a freeze episode %.3f s .. %.3f s where nothing froze "
+                     "(mean load %.2f, throughput %.1f)",
+                     (long long)(phase / MS), (double)(u->s.closed[i].start_ns - T0) / 1e9,
+                     (double)(u->s.closed[i].end_ns - T0) / 1e9, u->s.closed[i].mean_load,
+                     u->s.closed[i].throughput);
+    assert_true(u->s.nclosed >= 20);
+    /* The unit: about 10 ms at first, under 2 ms at the end. */
+    assert_true(u->n >= 8);
+    assert_true(u->unit[0] > 9 * MS && u->unit[0] < 11 * MS);
+    assert_true(u->unit[u->n - 1] < 2 * MS);
+    bool inside = false;
+    for (size_t i = 1; i < u->n; i++)
+        inside |= u->open_at[i] && u->unit[i] * 5 <= u->unit[i - 1];
+    tb_stream_free(st);
+    tb_catalog_free(cat);
+    return inside;
+}
+
+static void test_stream_unit_change(void **state)
+{
+    (void)state;
+    struct tb_request *rq = calloc(MAXREQ, sizeof *rq);
+    struct seen_units *u = calloc(1, sizeof *u);
+    assert_true(rq && u);
+    size_t inside = 0;
+    for (int64_t phase = 2700 * MS; phase <= 2900 * MS; phase += 50 * MS)
+        inside += unit_change_phase(phase, rq, u);
+    /* The case is exercised: the unit changed inside an episode. */
+    assert_true(inside >= 3);
+    free(rq);
+    free(u);
+}
+
 static void test_stream_args(void **state)
 {
     (void)state;
@@ -264,6 +432,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stream_live),
+        cmocka_unit_test(test_stream_unit_change),
         cmocka_unit_test(test_stream_args),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

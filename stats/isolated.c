@@ -1,0 +1,136 @@
+/* SPDX-License-Identifier: MIT */
+/* isolated.c — whether a CPU changed speed, from the requests it served
+ * alone (stats.h tb_isolated_speed; docs/diagnose.md "speed").
+ *
+ * Why: the saturated work rate and the time per request over busy seconds
+ * both move with bursts of load on a CPU of one speed (requests share the
+ * CPUs, completions lag the work done in short episodes), so thresholds on
+ * them were measured on few configurations and misread a fixed CPU with
+ * bursty exponential demands as a changing one. A request alone in its
+ * server is not shared with anything: its own time is demand / speed. The
+ * demands are random, so the question is statistical: do the seconds differ
+ * more than their samples scatter within each second (F of a one-way
+ * analysis of variance), and by how much (effect). Logs, so that a speed
+ * change is a shift whatever the demand, and exponential demands' long tail
+ * does not dominate; each class centred on its own mean, so that a change of
+ * mix is not a change of speed. */
+#include "stats.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "util.h"
+
+static int cmp_iso(const void *a, const void *b)
+{
+    const struct tb_iso_sample *x = a, *y = b;
+    return x->t < y->t ? -1 : x->t > y->t;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Mean log own time per class: classes are few and small ids, but any id
+ * works (a linear table of the ones seen). */
+struct cls_mean {
+    uint32_t cls;
+    double sum;
+    size_t n;
+};
+
+int tb_isolated_speed(struct tb_iso_sample *s, size_t n, int64_t group_ns,
+                      struct tb_iso_speed *out)
+{
+    *out = (struct tb_iso_speed){.f = NAN, .effect = NAN};
+    if (group_ns <= 0)
+        return TB_E_INVAL;
+    if (!n)
+        return 0;
+    struct cls_mean *cm = NULL;
+    size_t ncm = 0, cap = 0;
+    double *x = malloc(n * sizeof *x), *gm = malloc(n * sizeof *gm);
+    int rc = 0;
+    if (!x || !gm) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    qsort(s, n, sizeof *s, cmp_iso);
+    size_t *ci = malloc(n * sizeof *ci);
+    if (!ci) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < ncm && cm[j].cls != s[i].cls)
+            j++;
+        if (j == ncm) {
+            if (tb_grow(&cm, &cap, ncm + 1, sizeof *cm)) {
+                free(ci);
+                rc = TB_E_NOMEM;
+                goto out;
+            }
+            cm[ncm++] = (struct cls_mean){.cls = s[i].cls};
+        }
+        ci[i] = j;
+        x[i] = log(s[i].own_ns > 1 ? s[i].own_ns : 1);
+        cm[j].sum += x[i];
+        cm[j].n++;
+    }
+    for (size_t i = 0; i < n; i++)
+        x[i] -= cm[ci[i]].sum / (double)cm[ci[i]].n;
+    free(ci);
+    /* Groups: runs of samples in one group_ns slot (sorted by time). */
+    double grand = 0, within = 0, between = 0;
+    size_t used = 0, ng = 0;
+    for (size_t i = 0; i < n;) {
+        int64_t g = s[i].t / group_ns;
+        size_t j = i;
+        double sum = 0;
+        while (j < n && s[j].t / group_ns == g)
+            sum += x[j++];
+        if (j - i >= 3) {
+            double m = sum / (double)(j - i);
+            for (size_t k = i; k < j; k++)
+                within += (x[k] - m) * (x[k] - m);
+            gm[ng++] = m;
+            grand += sum;
+            used += j - i;
+        }
+        i = j;
+    }
+    out->samples = used;
+    out->groups = ng;
+    if (ng >= 6 && used > ng) {
+        grand /= (double)used;
+        /* Between-group sum of squares, weighted by group size: recomputed
+         * from the groups' means and sizes in a second walk. */
+        size_t gi = 0;
+        for (size_t i = 0; i < n;) {
+            int64_t g = s[i].t / group_ns;
+            size_t j = i;
+            while (j < n && s[j].t / group_ns == g)
+                j++;
+            if (j - i >= 3) {
+                double d = gm[gi++] - grand;
+                between += (double)(j - i) * d * d;
+            }
+            i = j;
+        }
+        double msb = between / (double)(ng - 1), msw = within / (double)(used - ng);
+        out->f = msw > 0 ? msb / msw : (msb > 0 ? INFINITY : 0);
+        qsort(gm, ng, sizeof *gm, cmp_d);
+        /* The second slowest second over the second fastest: a level may
+         * hold only a few seconds of the capture, and one odd second alone
+         * does not make a speed. */
+        out->effect = exp(gm[ng - 2] - gm[1]);
+    }
+out:
+    free(cm);
+    free(x);
+    free(gm);
+    return rc;
+}
