@@ -35,6 +35,10 @@ enum tb_link_kind {
     TB_LINK_UNLINKED = 4,  /* downstream, no request of the caller contains it */
 };
 
+/* Steps past their first that the chain walks of one child's candidates may
+ * take together (link.c, docs/linking.md "Cost per child"). */
+#define TB_LINK_CHILD_BUDGET 4096
+
 struct tb_links {
     size_t n;
     uint64_t *parent;
@@ -45,6 +49,12 @@ struct tb_links {
     uint64_t linked;    /* of those, given a parent */
     uint64_t exact;     /* linked with one candidate only */
     uint64_t ambiguous; /* linked, runner-up within the timing tolerance */
+    /* The chain walks' cost (docs/linking.md, "Cost per child"), over every
+     * pass of every caller host: steps past a walk's first (each a search of
+     * the children's arrivals), the most of them for one child in one pass
+     * (at most TB_LINK_CHILD_BUDGET), and the child scans that ran out of
+     * that budget (0: the links are those of walks without it). */
+    uint64_t walk_steps, walk_max, walk_cut;
 };
 
 /* Links rq (any order). Memory of *out is owned by the caller
