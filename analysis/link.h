@@ -36,8 +36,11 @@ enum tb_link_kind {
 };
 
 /* Steps past their first that the chain walks of one child's candidates may
- * take together (link.c, docs/linking.md "Cost per child"). */
-#define TB_LINK_CHILD_BUDGET 4096
+ * take together in one try; a child whose first try (candidates in their
+ * order) runs out gets a second (likeliest first, those that cannot rank not
+ * walked): at most twice this a child (link.c, docs/linking.md "Cost per
+ * child"). */
+#define TB_LINK_CHILD_BUDGET 1024
 
 struct tb_links {
     size_t n;
@@ -52,8 +55,9 @@ struct tb_links {
     /* The chain walks' cost (docs/linking.md, "Cost per child"), over every
      * pass of every caller host: steps past a walk's first (each a search of
      * the children's arrivals), the most of them for one child in one pass
-     * (at most TB_LINK_CHILD_BUDGET), and the child scans that ran out of
-     * that budget (0: the links are those of walks without it). */
+     * (at most 2 x TB_LINK_CHILD_BUDGET), and the child scans whose second
+     * try ran out of that budget too (0: the links are those of unbounded
+     * walks). */
     uint64_t walk_steps, walk_max, walk_cut;
 };
 
