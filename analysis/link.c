@@ -266,10 +266,16 @@ static size_t nearest_idx(const double *s, size_t n, double x, size_t h)
  * steps) cost up to 96 000 steps without it. The candidates are walked least
  * lower bound first and those that cannot rank first or second are not
  * walked (link_pass, exact); where the budget still binds (tb_links.walk_cut)
- * the links may differ from unbounded walks: on db8 seed 113, 7% of them, at
- * the same share of true parents (35%); on the simulator's linking
- * configurations it never binds (the most one child took: 176 steps). */
-#define CHILD_BUDGET TB_LINK_CHILD_BUDGET
+ * the links may differ from unbounded walks: on db8 seed 113, 6.5% of them,
+ * at the same share of true parents (35%); on the simulator's linking
+ * configurations it never binds (the most one child took: 190 steps). */
+static size_t child_budget = TB_LINK_CHILD_BUDGET;
+#define CHILD_BUDGET child_budget
+
+void tb_link_set_child_budget(size_t steps)
+{
+    child_budget = steps ? steps : SIZE_MAX;
+}
 
 struct walk {
     int budget;    /* steps left to this candidate's walk */

@@ -61,6 +61,11 @@ struct tb_links {
     uint64_t walk_steps, walk_max, walk_cut;
 };
 
+/* For benchmarks: the per-child budget of later tb_link_requests calls (0:
+ * none, the walks as before the budget; TB_LINK_CHILD_BUDGET is the
+ * default). Process-wide, not thread-safe. */
+void tb_link_set_child_budget(size_t steps);
+
 /* Links rq (any order). Memory of *out is owned by the caller
  * (tb_links_free). Returns 0 or TB_E_NOMEM. */
 int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
