@@ -263,9 +263,10 @@ static size_t nearest_idx(const double *s, size_t n, double x, size_t h)
 /* Steps past their first that the walks of one child's candidates may take
  * together. A child of a caller with hundreds of requests in progress (db8
  * at 40 s, seed 113: up to 686 free parents, each walked up to WALK_BUDGET
- * steps) cost up to 96 000 steps without it. The candidates are walked least
- * lower bound first and those that cannot rank first or second are not
- * walked (link_pass, exact); where the budget still binds (tb_links.walk_cut)
+ * steps) cost up to 96 000 steps without it. When a first try, in the
+ * candidates' order, runs out of it, a second walks them least lower bound
+ * first and skips those that cannot rank first or second (link_pass, exact);
+ * where the budget binds there too (tb_links.walk_cut)
  * the links may differ from unbounded walks: on db8 seed 113, 6.5% of them,
  * at the same share of true parents (35%); on the simulator's linking
  * configurations it never binds (the most one child took: 190 steps). */
