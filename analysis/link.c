@@ -100,6 +100,8 @@ struct group {
     struct par *P;             /* per parent: what the scans of link_pass read, together */
     double *kva, *kvd;         /* per child: CPU-clock times */
     double *kva_sorted;        /* children's arrivals (already in order: kva) */
+    int64_t *kvd_sorted;       /* the first na children's departures, floored, sorted (+inf: INT64_MAX) */
+    bool kvd_ready;            /* kvd_sorted is of the clock last assigned */
     size_t nseen;              /* parents that came into progress in the last pass */
     size_t cap_np, cap_nk;     /* the arrays' room: the largest group's */
     size_t na;                 /* children whose arrival the clock reached (all but in a prefix pass) */
@@ -108,6 +110,8 @@ struct group {
     int64_t *karr, *kdep;      /* per child: the same */
     struct act *active;        /* during a pass: the parents in progress */
     uint32_t *cfree;           /* during a child's scan: the free candidates' places in active */
+    struct deep *deep;         /* during a child's scan: those whose walk goes past its first step */
+    uint64_t walk_steps, walk_max, walk_cut; /* tb_links' counters, over every pass */
     /* per child: the pass's choice */
     uint32_t *choice; /* local parent index + 1, 0 none */
     float *score;
@@ -160,6 +164,54 @@ static void clock_assign(struct group *g, double cores, int64_t tneed)
         }
     }
     g->na = na;
+    g->kvd_ready = false; /* kvd_index on the first child that needs it */
+}
+
+/* The children's departures on the clock just assigned, sorted: a walk can
+ * end well (a call from which the end is one piece on) only if one lies
+ * where such a call must end, which one search tells (kvd_any). */
+static int kvd_index(struct group *g)
+{
+    for (size_t k = 0; k < g->na; k++)
+        g->kvd_sorted[k] = isfinite(g->kvd[k]) ? (int64_t)floor(g->kvd[k]) : INT64_MAX;
+    return tb_radix_sort_i64(g->kvd_sorted, g->na, sizeof *g->kvd_sorted);
+}
+
+/* Whether one of the first na children departs within [lo, hi] (a whole
+ * nanosecond wider on either side: the index is floored); *nearest, when one
+ * does, its distance from x less that nanosecond (0 at least). */
+static bool kvd_any(const struct group *g, double lo, double hi, double x, double *nearest)
+{
+    const int64_t *s = g->kvd_sorted;
+    size_t n = g->na, a = 0, b = n;
+    if (!(lo < 9e18) || hi < 0)
+        return false;
+    int64_t klo = lo < 0 ? 0 : (int64_t)floor(lo) - 1, khi = (int64_t)ceil(hi) + 1;
+    while (a < b) { /* the first key >= klo */
+        size_t m = a + (b - a) / 2;
+        if (s[m] < klo)
+            a = m + 1;
+        else
+            b = m;
+    }
+    if (a == n || s[a] > khi)
+        return false;
+    /* The nearest to x: the first key >= x or the one before it. */
+    size_t b2 = n;
+    while (a < b2) {
+        size_t m = a + (b2 - a) / 2;
+        if ((double)s[m] < x)
+            a = m + 1;
+        else
+            b2 = m;
+    }
+    double dist = INFINITY;
+    if (a < n)
+        dist = (double)s[a] - x;
+    if (a > 0)
+        dist = fmin(dist, x - (double)s[a - 1]);
+    *nearest = fmax(0, dist - 1);
+    return true;
 }
 
 /* Index of the child whose arrival is nearest x (kva is sorted), searched
@@ -203,17 +255,53 @@ static size_t nearest_idx(const double *s, size_t n, double x, size_t h)
  * child arriving one piece after the last returned; every child within the
  * tolerance is tried) until one piece before `end`. Returns the summed timing error of
  * the best walk, plus BREAK for a walk that finds neither a call nor the end
- * where one is due; *steps the calls the walk went through. */
+ * where one is due. A walk takes at most WALK_BUDGET steps (calls it goes
+ * through) and, beyond its first, at most what is left of its child's
+ * CHILD_BUDGET (struct walk): see link_pass. */
 #define BREAK (5 * TOL_NS)
+#define WALK_BUDGET 256
+/* Steps past their first that the walks of one child's candidates may take
+ * together. A child of a caller with hundreds of requests in progress (db8
+ * at 40 s, seed 113: up to 686 free parents, each walked up to WALK_BUDGET
+ * steps) cost up to 96 000 steps without it. When a first try, in the
+ * candidates' order, runs out of it, a second walks them least lower bound
+ * first and skips those that cannot rank first or second (link_pass, exact);
+ * where the budget binds there too (tb_links.walk_cut)
+ * the links may differ from unbounded walks: on db8 seed 113, 6.5% of them,
+ * at the same share of true parents (35%); on the simulator's linking
+ * configurations it never binds (the most one child took: 190 steps). */
+static size_t child_budget = TB_LINK_CHILD_BUDGET;
+#define CHILD_BUDGET child_budget
+
+void tb_link_set_child_budget(size_t steps)
+{
+    child_budget = steps ? steps : SIZE_MAX;
+}
+
+struct walk {
+    int budget;    /* steps left to this candidate's walk */
+    size_t left;   /* steps past their first left to this child's walks */
+    uint64_t steps;
+    bool cut;      /* a walk was stopped by the child's budget */
+};
+
 static double chain_walk(const struct group *g, size_t from, double piece, double end, double tol,
-                         int depth, int *budget)
+                         int depth, struct walk *w)
 {
     double next = g->kvd[from] + piece;
     double e = fabs(end - next);
     if (e <= TOL_NS) /* the end is estimated (response transmission): full tolerance */
         return e;
-    if (next > end + TOL_NS || depth >= 64 || --*budget <= 0)
+    if (next > end + TOL_NS || depth >= 64 || --w->budget <= 0)
         return BREAK;
+    if (depth > 0) {
+        if (w->left == 0) {
+            w->cut = true;
+            return BREAK;
+        }
+        w->left--;
+        w->steps++;
+    }
     size_t na = g->na; /* the children the clock has reached */
     size_t j = nearest_idx(g->kva_sorted, na, next, from);
     if (j >= na)
@@ -233,25 +321,89 @@ static double chain_walk(const struct group *g, size_t from, double piece, doubl
             break; /* the nearest left is out of reach: so is every other */
         if (g->kvd[k] > end + TOL_NS)
             continue;
-        double r = fabs(g->kva[k] - next) + chain_walk(g, k, piece, end, tol, depth + 1,
-                                                        budget);
+        double r = fabs(g->kva[k] - next) + chain_walk(g, k, piece, end, tol, depth + 1, w);
         if (r < best)
             best = r;
+        if (w->cut)
+            break; /* the child's budget is spent: no call on is walked */
     }
     return best;
 }
 
-static double chain_err(const struct group *g, size_t c, double piece, double end)
+/* The clock's error grows with the piece: a tolerance to match, so that
+ * short pieces do not open a window wide enough for many calls. */
+static double walk_tol(double piece)
 {
-    /* The clock's error grows with the piece: a tolerance to match, so that
-     * short pieces do not open a window wide enough for many calls. */
-    double tol = fmin(TOL_NS, 2000.0 + 0.05 * piece);
-    int budget = 256;
-    return chain_walk(g, c, piece, end, tol, 0, &budget);
+    return fmin(TOL_NS, 2000.0 + 0.05 * piece);
+}
+
+static double chain_err(const struct group *g, size_t c, double piece, double end, struct walk *w)
+{
+    if (!w)
+        return BREAK; /* chain_deep found that no walk ends well */
+    w->budget = WALK_BUDGET;
+    return chain_walk(g, c, piece, end, walk_tol(piece), 0, w);
+}
+
+/* How far chain_err(c, piece, end) has to go, from its first step and one
+ * search of the departures: WALK_FIRST, it ends at its first step (its
+ * value costs one search); WALK_BREAK, it cannot end well: no call it could
+ * go on to, or none that departs one piece before the end (the walk would
+ * return BREAK, whatever its budget); WALK_DEEP, it has to be walked, and
+ * *lb is a lower bound of its value: the least timing error of a call it
+ * can go on to plus the least error at the end (errors add up; BREAK is
+ * above the two). */
+enum { WALK_FIRST, WALK_BREAK, WALK_DEEP };
+static int chain_deep(const struct group *g, size_t c, double piece, double end, double *lb)
+{
+    double next = g->kvd[c] + piece, tol = walk_tol(piece);
+    if (fabs(end - next) <= TOL_NS || next > end + TOL_NS)
+        return WALK_FIRST;
+    size_t na = g->na;
+    size_t j = nearest_idx(g->kva_sorted, na, next, c);
+    double m = INFINITY;
+    /* Nearest first on each side, as chain_walk tries them. */
+    for (size_t k = j; k < na && g->kva[k] - next <= tol; k++) {
+        if (fabs(g->kva[k] - next) <= tol && g->kvd[k] <= end + TOL_NS) {
+            m = fabs(g->kva[k] - next);
+            break;
+        }
+    }
+    for (size_t k = j < na ? j : na; k-- > 0 && next - g->kva[k] <= tol;) {
+        if (fabs(g->kva[k] - next) <= tol && g->kvd[k] <= end + TOL_NS) {
+            m = fmin(m, fabs(g->kva[k] - next));
+            break;
+        }
+    }
+    if (m == INFINITY)
+        return WALK_FIRST;
+    double elast;
+    if (!kvd_any(g, end - piece - TOL_NS, end - piece + TOL_NS, end - piece, &elast))
+        return WALK_BREAK;
+    *lb = m + elast;
+    return WALK_DEEP;
+}
+
+/* How far cost_of(p, c)'s walk has to go (chain_deep; WALK_FIRST when it
+ * walks none), and for WALK_DEEP a lower bound of the cost in *lb. */
+static int cost_deep(const struct group *g, size_t p, size_t c, double *lb)
+{
+    double va = g->kva[c], end = g->P[p].pvd - g->P[p].poff;
+    if (g->P[p].g >= 0) {
+        double dev = va - (g->P[p].last_v + g->P[p].g);
+        if (dev < -TOL_NS || dev > TOL_NS)
+            return WALK_FIRST;
+        int d = chain_deep(g, c, g->P[p].g, end, lb);
+        *lb += fabs(dev);
+        return d;
+    }
+    double base = g->P[p].ncalls ? g->P[p].last_v : g->P[p].pva;
+    /* Its cost is the walk's error, or LATE and more when that is BREAK. */
+    return chain_deep(g, c, va - base, end, lb);
 }
 
 /* What it costs to make parent p the issuer of child c (lower is likelier). */
-static double cost_of(const struct group *g, size_t p, size_t c, double *wait)
+static double cost_of(const struct group *g, size_t p, size_t c, double *wait, struct walk *w)
 {
     *wait = 0;
     /* link_pass asks only of parents that end after the child and are not
@@ -264,7 +416,7 @@ static double cost_of(const struct group *g, size_t p, size_t c, double *wait)
         if (dev <= TOL_NS) {
             /* Two parents can come due within a microsecond of each other;
              * the calls after this one tell them apart. */
-            return fabs(dev) + chain_err(g, c, g->P[p].g, end);
+            return fabs(dev) + chain_err(g, c, g->P[p].g, end, w);
         }
         *wait = dev;
         /* Late: the parent waited for a connection (first come, first served:
@@ -274,7 +426,7 @@ static double cost_of(const struct group *g, size_t p, size_t c, double *wait)
     double base = g->P[p].ncalls ? g->P[p].last_v : g->P[p].pva;
     double piece = va - base;
     /* Its first piece of work sets the length of every later one. */
-    double e = chain_err(g, c, piece, end);
+    double e = chain_err(g, c, piece, end, w);
     if (e < BREAK)
         return e;
     if (g->handoff[c]) {
@@ -284,7 +436,22 @@ static double cost_of(const struct group *g, size_t p, size_t c, double *wait)
     return LATE + 2e12 + piece;
 }
 
-/* One pass over the first `limit` children; returns how many were on time. */
+struct deep {
+    double lb;   /* a lower bound of its cost */
+    uint32_t k;  /* its place in active */
+    uint32_t p;  /* its local index */
+};
+
+static int deep_cmp(const void *a, const void *b)
+{
+    const struct deep *x = a, *y = b;
+    if (x->lb != y->lb)
+        return x->lb < y->lb ? -1 : 1;
+    return x->p < y->p ? -1 : x->p > y->p;
+}
+
+/* One pass over the first `limit` children; returns how many were on time,
+ * SIZE_MAX when out of memory. */
 static size_t link_pass(struct group *g, size_t limit)
 {
     /* A parent's state is set when it comes into progress: a prefix pass
@@ -327,23 +494,88 @@ static size_t link_pass(struct group *g, size_t limit)
             nbusy += cand & busy;
             k++;
         }
-        double best = INFINITY, second = INFINITY, bwait = 0;
-        size_t bp = SIZE_MAX, bk = 0, feasible = 0;
-        for (size_t j = 0; j < nfree; j++) {
-            size_t k = cfree[j], p = act[k].p;
-            double w, cst = cost_of(g, p, c, &w);
-            if (cst < IMPOSSIBLE)
-                feasible++;
-            if (cst < best || (cst == best && bp != SIZE_MAX && p < bp)) {
-                second = best;
-                best = cst;
-                bp = p;
-                bk = k;
-                bwait = w;
-            } else if (cst < second) {
-                second = cst;
+        double best, second, bwait;
+        size_t bp, bk, feasible;
+        struct walk wk;
+        struct deep *dp = g->deep;
+        uint64_t steps = 0;
+        /* First as they come, each walked in turn, as long as the child's
+         * budget lasts (it does but on callers with hundreds of requests in
+         * progress). When it runs out, again: those whose cost ends at the
+         * first step of its walk first; those whose walk goes on after,
+         * least bound first, and only while the bound is not above the
+         * runner-up's cost: a cost above it changes nothing (not the choice,
+         * the runner-up, the score or the count of feasible ones: every
+         * walked candidate is feasible). With at most 16 to walk they keep
+         * their order: sorting would cost more. */
+        for (bool few = true;; few = false) {
+            best = second = INFINITY;
+            bwait = 0;
+            bp = SIZE_MAX;
+            bk = 0;
+            feasible = 0;
+            size_t ndeep = 0;
+            wk = (struct walk){.left = CHILD_BUDGET};
+            if (!few && !g->kvd_ready) {
+                if (kvd_index(g) != 0)
+                    return SIZE_MAX;
+                g->kvd_ready = true;
             }
+            for (size_t j = 0; j < nfree + ndeep; j++) {
+                size_t k, p;
+                struct walk *wp = &wk;
+                if (few) {
+                    k = cfree[j];
+                    p = act[k].p;
+                } else if (j < nfree) {
+                    k = cfree[j];
+                    p = act[k].p;
+                    double lb = 0;
+                    int d = cost_deep(g, p, c, &lb);
+                    if (d == WALK_DEEP) {
+                        dp[ndeep++] = (struct deep){lb, (uint32_t)k, (uint32_t)p};
+                        continue;
+                    }
+                    wp = d == WALK_BREAK ? NULL : &wk;
+                } else {
+                    if (j == nfree && ndeep > 16)
+                        qsort(dp, ndeep, sizeof *dp, deep_cmp);
+                    const struct deep *d = &dp[j - nfree];
+                    if (d->lb > second && ndeep > 16) {
+                        feasible += nfree + ndeep - j; /* sorted: so are the rest */
+                        break;
+                    }
+                    if (d->lb > second) {
+                        feasible++;
+                        continue;
+                    }
+                    k = d->k;
+                    p = d->p;
+                    /* The budget is spent: the rest are not walked, as if
+                     * their walks found nothing (BREAK). */
+                    if (wk.cut)
+                        wp = NULL;
+                }
+                double w, cst = cost_of(g, p, c, &w, wp);
+                if (cst < IMPOSSIBLE)
+                    feasible++;
+                if (cst < best || (cst == best && bp != SIZE_MAX && p < bp)) {
+                    second = best;
+                    best = cst;
+                    bp = p;
+                    bk = k;
+                    bwait = w;
+                } else if (cst < second) {
+                    second = cst;
+                }
+            }
+            steps += wk.steps;
+            if (!few || !wk.cut)
+                break;
         }
+        g->walk_steps += steps;
+        g->walk_max = steps > g->walk_max ? steps : g->walk_max;
+        g->walk_cut += wk.cut;
         /* The busy ones: the least index at IMPOSSIBLE, and a second
          * IMPOSSIBLE when there are two or more. */
         for (size_t j = 0; j < nbusy && j < 2; j++) {
@@ -451,6 +683,8 @@ static void group_free(struct group *g)
     free(g->kdep);
     free(g->active);
     free(g->cfree);
+    free(g->deep);
+    free(g->kvd_sorted);
     free(g->choice);
     free(g->score);
     free(g->wait_v);
@@ -478,6 +712,8 @@ static int link_rounds(struct group *g, double *cores_out)
     for (size_t k = 0; k < TB_ARRAY_SIZE(cores_try); k++) {
         clock_assign(g, cores_try[k], tneed);
         size_t on = link_pass(g, lim);
+        if (on == SIZE_MAX)
+            return TB_E_NOMEM;
         if (k == 0 || on > best) {
             best = on;
             cores = cores_try[k];
@@ -488,11 +724,13 @@ static int link_rounds(struct group *g, double *cores_out)
      * a transmission time after its last piece of work ended: learned per
      * class (the median) from the links of a longer prefix, then the whole
      * host is linked. */
-    link_pass(g, nk < OFFSET_PREFIX ? nk : OFFSET_PREFIX);
+    if (link_pass(g, nk < OFFSET_PREFIX ? nk : OFFSET_PREFIX) == SIZE_MAX)
+        return TB_E_NOMEM;
     int rc = end_offsets(g);
     if (rc)
         return rc;
-    link_pass(g, nk);
+    if (link_pass(g, nk) == SIZE_MAX)
+        return TB_E_NOMEM;
     *cores_out = cores;
     return 0;
 }
@@ -519,13 +757,15 @@ static int link_group(struct group *g, const struct span *sp, const uint8_t *han
         g->karr = malloc((ck + 1) * sizeof *g->karr);
         g->kdep = malloc((ck + 1) * sizeof *g->kdep);
         g->cfree = malloc((cp + 1) * sizeof *g->cfree);
+        g->deep = malloc((cp + 1) * sizeof *g->deep);
+        g->kvd_sorted = malloc((ck + 1) * sizeof *g->kvd_sorted);
         g->active = malloc((cp + 1) * sizeof *g->active);
         g->choice = malloc((ck + 1) * sizeof *g->choice);
         g->score = malloc((ck + 1) * sizeof *g->score);
         g->wait_v = malloc((ck + 1) * sizeof *g->wait_v);
         g->kind = malloc(ck + 1);
         if (!g->ev || !g->P || !g->kva || !g->handoff || !g->parr || !g->karr || !g->kdep ||
-            !g->active || !g->cfree || !g->choice || !g->score || !g->wait_v || !g->kind)
+            !g->active || !g->cfree || !g->deep || !g->kvd_sorted || !g->choice || !g->score || !g->wait_v || !g->kind)
             return TB_E_NOMEM;
     }
     memset(g->P, 0, np * sizeof *g->P);
@@ -853,6 +1093,9 @@ int tb_link_requests(const struct tb_catalog *cat, const struct tb_callers *cl,
         g.nk = nk[gi];
         rc = link_group(&g, sp, handoff, out);
     }
+    out->walk_steps = g.walk_steps;
+    out->walk_max = g.walk_max;
+    out->walk_cut = g.walk_cut;
     group_free(&g);
     free(start);
 out:

@@ -35,6 +35,13 @@ enum tb_link_kind {
     TB_LINK_UNLINKED = 4,  /* downstream, no request of the caller contains it */
 };
 
+/* Steps past their first that the chain walks of one child's candidates may
+ * take together in one try; a child whose first try (candidates in their
+ * order) runs out gets a second (likeliest first, those that cannot rank not
+ * walked): at most twice this a child (link.c, docs/linking.md "Cost per
+ * child"). */
+#define TB_LINK_CHILD_BUDGET 1024
+
 struct tb_links {
     size_t n;
     uint64_t *parent;
@@ -45,7 +52,19 @@ struct tb_links {
     uint64_t linked;    /* of those, given a parent */
     uint64_t exact;     /* linked with one candidate only */
     uint64_t ambiguous; /* linked, runner-up within the timing tolerance */
+    /* The chain walks' cost (docs/linking.md, "Cost per child"), over every
+     * pass of every caller host: steps past a walk's first (each a search of
+     * the children's arrivals), the most of them for one child in one pass
+     * (at most 2 x TB_LINK_CHILD_BUDGET), and the child scans whose second
+     * try ran out of that budget too (0: the links are those of unbounded
+     * walks). */
+    uint64_t walk_steps, walk_max, walk_cut;
 };
+
+/* For benchmarks: the per-child budget of later tb_link_requests calls (0:
+ * none, the walks as before the budget; TB_LINK_CHILD_BUDGET is the
+ * default). Process-wide, not thread-safe. */
+void tb_link_set_child_budget(size_t steps);
 
 /* Links rq (any order). Memory of *out is owned by the caller
  * (tb_links_free). Returns 0 or TB_E_NOMEM. */

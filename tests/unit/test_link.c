@@ -8,6 +8,7 @@
  * order (tier name, arrival, connection, stable); and the trees' own time of
  * requests that arrived at an empty server (svc_solo, whatif's step 7). */
 #include <math.h>
+#include <stdio.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -96,6 +97,7 @@ static void test_two_parents(void **state)
     /* 200 and 520: the other parent was busy, one candidate each. */
     assert_true(lk.exact >= 2);
     assert_int_equal(lk.ambiguous, 0);
+    assert_int_equal(lk.walk_cut, 0);
     tb_links_free(&lk);
 
     /* The export order: tier name ("http-8080" < "mysql"), arrival, conn. */
@@ -213,10 +215,63 @@ static void test_callgraph_counts(void **state)
     tb_catalog_free(cat);
 }
 
+/* The chain walks' cost per child is bounded (twice TB_LINK_CHILD_BUDGET steps
+ * past each walk's first, counted by tb_links.walk_max), not per candidate: 1200
+ * application requests in progress at once on one host, none out on a call
+ * (so every one is a free candidate of every query, its piece unknown), and
+ * a query every 25 us, 10 us long, for 15 ms. On the processor-sharing clock
+ * the queries crowd within the tolerance of one another, so each
+ * candidate's walk goes on from call to call: before the per-child budget a
+ * query cost up to 1200 walks of 256 steps (the shape of db8 at 40 s, where
+ * the linker took minutes). Every query still has a parent (all contain
+ * it), and the budget binds here (walk_cut > 0). */
+static void test_child_budget(void **state)
+{
+    (void)state;
+    struct tb_catalog *cat;
+    uint32_t app, db, sapp, sdb, cls;
+    assert_int_equal(tb_catalog_new(&cat), 0);
+    assert_int_equal(tb_catalog_tier(cat, "http-8080", "http", &app), 0);
+    assert_int_equal(tb_catalog_tier(cat, "mysql", "mysql", &db), 0);
+    struct tb_addr a = addr("10.0.3.1:8080"), d = addr("10.0.4.1:3306");
+    assert_int_equal(tb_catalog_server(cat, app, &a, &sapp), 0);
+    assert_int_equal(tb_catalog_server(cat, db, &d, &sdb), 0);
+    assert_int_equal(tb_catalog_class(cat, app, "GET /x", 6, &cls), 0);
+    enum { NP = 1200, NK = 600 };
+    struct tb_request *rq = calloc(NP + NK, sizeof *rq);
+    assert_non_null(rq);
+    size_t n = 0;
+    char cli[64];
+    for (int i = 0; i < NP; i++) {
+        snprintf(cli, sizeof cli, "10.0.2.1:%d", 1024 + i);
+        rq[n++] = req(app, sapp, cli, (uint64_t)i + 1, i, 20000);
+    }
+    for (int k = 0; k < NK; k++) {
+        snprintf(cli, sizeof cli, "10.0.3.1:%d", 20000 + k % 64);
+        rq[n++] = req(db, sdb, cli, 100000 + (uint64_t)(k % 64), 2000 + 25 * k, 2010 + 25 * k);
+    }
+    struct tb_callers *cl;
+    assert_int_equal(tb_callers_new(&cl, cat), 0);
+    struct tb_links lk;
+    assert_int_equal(tb_link_requests(cat, cl, rq, n, &lk), 0);
+    assert_int_equal(lk.children, NK);
+    assert_int_equal(lk.linked, NK);
+    for (size_t i = NP; i < n; i++)
+        assert_true(lk.parent[i] >= 1 && lk.parent[i] <= NP);
+    assert_true(lk.walk_max <= 2 * TB_LINK_CHILD_BUDGET);
+    assert_true(lk.walk_cut > 0);
+    assert_true(lk.walk_steps > 0);
+    tb_links_free(&lk);
+    tb_callers_free(cl);
+    tb_catalog_free(cat);
+    free(rq);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_parents),
                                        cmocka_unit_test(test_solo),
-                                       cmocka_unit_test(test_callgraph_counts)};
+                                       cmocka_unit_test(test_callgraph_counts),
+                                       cmocka_unit_test(test_child_budget)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
