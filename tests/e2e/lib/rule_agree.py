@@ -126,7 +126,7 @@ def episodes(wins, cong, rules):
                             or (not waits and j > i and frozen(m, t, end - start, rc))) \
             else "saturated"
         eps.append({"start_ns": start, "end_ns": end, "peak_load": peak, "mean_load": m,
-                    "throughput": t, "kind": kind})
+                    "throughput": t, "kind": kind, "first": i, "last": j})
         i = j + 1
     return eps, bool(n and inep[-1]), inep
 
@@ -175,15 +175,21 @@ def calls_busy(reqcsv, tier, wins, server=None):
     return out
 
 
-def same_episodes(what, got, want):
+def same_episodes(what, got, want, units_moved=None):
+    """units_moved(w): the live stream re-estimated the work unit while w was
+    open; it then converts the episode's running sums and its rule to the new
+    units (analysis/stream.c rescale_recent) by a factor it does not publish,
+    so w's throughput and kind cannot be rebuilt from the windows as they
+    were streamed: its bounds and loads still must match."""
     if len(got) != len(want):
         fail("%s: %d episodes, the rule gives %d" % (what, len(got), len(want)))
     for g, w in zip(got, want):
-        for k in ("start_ns", "end_ns", "kind"):
+        moved = units_moved is not None and units_moved(w)
+        for k in ("start_ns", "end_ns") + (() if moved else ("kind",)):
             if g[k] != w[k]:
                 fail("%s: episode %s: %s = %r, the rule gives %r" % (what, w["start_ns"], k, g[k],
                                                                      w[k]))
-        for k in ("peak_load", "mean_load", "throughput"):
+        for k in ("peak_load", "mean_load") + (() if moved else ("throughput",)):
             if abs(g[k] - w[k]) > 1e-9 * max(1.0, abs(w[k])):
                 fail("%s: episode %s: %s = %r, the rule gives %r" % (what, w["start_ns"], k, g[k],
                                                                      w[k]))
@@ -315,7 +321,11 @@ def live(path):
         want, still_open, inep = episodes(wins, cong, rules)
         if still_open:
             want = want[:-1]
-        same_episodes("live " + t, closed, want)
+        def units_moved(w, rules=rules):
+            end = min(w["last"] + 1, len(rules) - 1)
+            return any(rules[k] is not rules[w["first"]] for k in range(w["first"] + 1, end + 1))
+        moved = sum(1 for w in want if units_moved(w))
+        same_episodes("live " + t, closed, want, units_moved)
         starts = [e["start_ns"] for e in want] + ([wins[-1]["start_ns"]] if still_open else [])
         if still_open:
             i = len(wins) - 1
@@ -327,7 +337,8 @@ def live(path):
             fail("live %s: episodes opened at %s, the rule opens them at %s" %
                  ([e["start_ns"] for e in opened][:5], starts[:5]))
         print("ok: live %-10s %d windows, %d congested, %d episodes closed: as the announced "
-              "rule gives" % (t, len(wins), sum(cong), len(closed)))
+              "rule gives (%d re-estimated while open: bounds and loads only)"
+              % (t, len(wins), sum(cong), len(closed), moved))
         tot_cong += sum(cong)
         tot_closed += len(closed)
     # Since the knee test, the live re-estimates of this short run show no
