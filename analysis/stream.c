@@ -299,6 +299,12 @@ static void rescale_recent(struct tb_stream *s, uint32_t tier, struct tier *t,
      * closed after this re-estimate come in the new units. */
     if (t->have_rule)
         tb_episode_track_rescale(&t->track, f);
+    /* Published, so that whoever rebuilds an episode open across this
+     * re-estimate from the windows as they were streamed can convert it as
+     * the tracker did (e2e_rule_agree). */
+    if (s->sink.rescale)
+        s->sink.rescale(s->sink.ud, tier,
+                        &(struct tb_stream_rescale){.factor = f, .from_ns = t->next_start});
 }
 
 /* Service times (hence work units) from the recent requests. */

@@ -28,6 +28,17 @@ struct tb_stream_opts {
     int64_t history_ns;     /* ... from this much recent history (default 300 s) */
 };
 
+/* A re-estimate changed a tier's work unit (tb_stream_sink.rescale). */
+struct tb_stream_rescale {
+    /* New units per completion over old, for the same requests: a work unit
+     * of the windows handed out before from_ns is worth `factor` of the ones
+     * that follow (a unit 10 times smaller: 10). */
+    double factor;
+    /* The start of the first window closed in the new units: the next one the
+     * tier will close. */
+    int64_t from_ns;
+};
+
 /* What the stream hands out; every callback may be NULL. Tier names come from
  * the catalog given to tb_stream_new. */
 struct tb_stream_sink {
@@ -45,6 +56,15 @@ struct tb_stream_sink {
      * for the windows closed after it. */
     void (*analysis)(void *ud, uint32_t tier, const struct tb_analysis *a,
                      const struct tb_congestion *rule);
+    /* The tier's work unit changed at a re-estimate (analysis/stream.c
+     * rescale_recent). The recent windows, the running throughput of the
+     * episode in progress and the rule in force (slope, tp_max, units per
+     * completion, self_tp) were multiplied by r->factor; windows already
+     * handed out were not. Comes just before the `analysis` of the same
+     * re-estimate (when it gives one: not before a tier's first rule, when
+     * there is no episode or rule to convert), so that a client rebuilding
+     * episodes from the windows it was given can do what the stream did. */
+    void (*rescale)(void *ud, uint32_t tier, const struct tb_stream_rescale *r);
 };
 
 struct tb_stream;

@@ -70,6 +70,10 @@ struct live {
     FILE *jsonl;        /* --format jsonl: stdout */
     bool *has_rule;     /* per tier id: a re-estimate has given a congestion rule */
     size_t nhas_rule;
+    /* Per tier id: the change of work unit not yet published with an
+     * analysis (factor 0: none), the product of the changes if several. */
+    struct tb_stream_rescale *rescale;
+    size_t nrescale;
     struct tb_live_stats ls;
     /* --store clickhouse:// (docs/clickhouse.md, "Live sensors"): the
      * capture thread's handle and the batching sender with its spool. */
@@ -225,17 +229,35 @@ static void on_episode(void *ud, uint32_t tier, const struct tb_episode *ep, boo
         tb_jsonl_episode(L->jsonl, tier_name(L, tier), "*", ep, ongoing);
 }
 
+/* A change of work unit goes out with the analysis that follows it (stream.h). */
+static void on_rescale(void *ud, uint32_t tier, const struct tb_stream_rescale *r)
+{
+    struct live *L = ud;
+    if (tier >= L->nrescale &&
+        tb_grow_zero(&L->rescale, &L->nrescale, (size_t)tier + 1, sizeof *L->rescale))
+        return;
+    struct tb_stream_rescale *p = &L->rescale[tier];
+    p->factor = p->factor > 0 ? p->factor * r->factor : r->factor;
+    p->from_ns = r->from_ns;
+}
+
 static void on_analysis(void *ud, uint32_t tier, const struct tb_analysis *a,
                         const struct tb_congestion *rule)
 {
     struct live *L = ud;
-    tb_web_publish_analysis(L->web, tier_name(L, tier), a, rule);
+    struct tb_stream_rescale rs = {0};
+    if (tier < L->nrescale) {
+        rs = L->rescale[tier];
+        L->rescale[tier].factor = 0;
+    }
+    const struct tb_stream_rescale *rsp = rs.factor > 0 ? &rs : NULL;
+    tb_web_publish_analysis(L->web, tier_name(L, tier), a, rule, rsp);
     if (L->jsonl) {
         if (tier >= L->nhas_rule)
             tb_grow_zero(&L->has_rule, &L->nhas_rule, (size_t)tier + 1, sizeof *L->has_rule);
         if (tier < L->nhas_rule)
             L->has_rule[tier] = true;
-        tb_jsonl_analysis(L->jsonl, tier_name(L, tier), "*", a, rule->threshold);
+        tb_jsonl_analysis(L->jsonl, tier_name(L, tier), "*", a, rule->threshold, rsp);
     }
 }
 
@@ -597,6 +619,7 @@ int tb_capture_live(const struct tb_capture_args *a)
         .window = on_window,
         .episode = on_episode,
         .analysis = on_analysis,
+        .rescale = on_rescale,
     };
     if (tb_catalog_new(&L->cat) < 0 || tb_stream_new(&L->stream, L->cat, &so, &sink) < 0) {
         tb_log_error("capture: out of memory");
@@ -873,6 +896,7 @@ out:
     if (L->cat)
         tb_catalog_free(L->cat);
     free(L->has_rule);
+    free(L->rescale);
     free(L->seen);
     free(L);
     return exit_code;

@@ -69,7 +69,7 @@ void tb_jsonl_episode(FILE *f, const char *tier, const char *server, const struc
 }
 
 void tb_jsonl_analysis(FILE *f, const char *tier, const char *server, const struct tb_analysis *a,
-                       double threshold)
+                       double threshold, const struct tb_stream_rescale *rs)
 {
     head(f, "analysis", tier, server);
     fprintf(f, ",\"width_ns\":%" PRId64, a->width_ns);
@@ -82,7 +82,15 @@ void tb_jsonl_analysis(FILE *f, const char *tier, const char *server, const stru
     num(f, "n_star_fit", a->n_star_fit);
     num(f, "threshold", threshold);
     num(f, "tp_max", a->tp_max);
-    fprintf(f, ",\"work_unit_ns\":%" PRId64 "}\n", a->work_unit_ns);
+    fprintf(f, ",\"work_unit_ns\":%" PRId64, a->work_unit_ns);
+    if (rs) {
+        fputs(",\"rescale\":{\"factor\":", f);
+        tb_json_num(f, rs->factor);
+        time_pair(f, "from", rs->from_ns);
+        fputs("}}\n", f);
+    } else {
+        fputs(",\"rescale\":null}\n", f);
+    }
 }
 
 void tb_jsonl_health(FILE *f, int64_t ts_ns, uint64_t packets, uint64_t kernel_drops,
@@ -112,7 +120,7 @@ int tb_jsonl_result(FILE *f, const char *tier, const char *server,
 {
     struct tb_congestion rule;
     tb_congestion_from_analysis(&rule, &r->a, r->win, r->nwin);
-    tb_jsonl_analysis(f, tier, server, &r->a, rule.threshold);
+    tb_jsonl_analysis(f, tier, server, &r->a, rule.threshold, NULL);
     /* In time order, as a live capture writes them: an episode right after
      * the window that ends it. */
     size_t e = 0;

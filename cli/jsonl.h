@@ -14,6 +14,7 @@
 #include "tb.h"
 #include "results.h"
 #include "analyze.h"
+#include "stream.h"
 
 /* "2023-11-14T22:13:20.050000000Z" (9 fraction digits, UTC). */
 const char *tb_jsonl_iso(int64_t ns, char *buf, size_t len);
@@ -24,9 +25,11 @@ void tb_jsonl_window(FILE *f, const char *tier, const char *server, const struct
 /* ongoing: 0/1 (live: an episode opened and not yet closed). */
 void tb_jsonl_episode(FILE *f, const char *tier, const char *server, const struct tb_episode *ep,
                       bool ongoing);
-/* The analysis (or live re-estimate) and the congestion threshold in force. */
+/* The analysis (or live re-estimate) and the congestion threshold in force;
+ * `rs`: the change of work unit the live re-estimate made before it, NULL for
+ * none (written as null). */
 void tb_jsonl_analysis(FILE *f, const char *tier, const char *server, const struct tb_analysis *a,
-                       double threshold);
+                       double threshold, const struct tb_stream_rescale *rs);
 void tb_jsonl_health(FILE *f, int64_t ts_ns, uint64_t packets, uint64_t kernel_drops,
                      uint64_t if_drops);
 /* A live sensor's ClickHouse sender, each second (capture -i --store

@@ -131,7 +131,7 @@ void tb_web_publish_episode(struct tb_web *w, const char *tier, const struct tb_
 }
 
 void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb_analysis *a,
-                             const struct tb_congestion *rule)
+                             const struct tb_congestion *rule, const struct tb_stream_rescale *rs)
 {
     if (w && !w->closing)
         tb__web_live_analysis(w, a, rule);
@@ -157,7 +157,16 @@ void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb
                       "\"frac\":%.17g,\"min_expected\":%.17g}",
                   TB_STALL_MIN_LOAD, TB_STALL_MAX_CALLS_BUSY, TB_STALL_FRAC,
                   TB_STALL_MIN_EXPECTED);
-    tb_buf_puts(&b, "}");
+    /* The work unit's change at this re-estimate (stream.h, tb_stream_rescale):
+     * the running throughput of an episode open across it was multiplied by
+     * the factor, which is not in the windows already streamed. */
+    if (rs) {
+        tb_buf_json_knum(&b, ",\"rescale\":{\"factor\":", rs->factor);
+        tb_buf_json_ki64(&b, ",\"from_ns\":", rs->from_ns);
+        tb_buf_puts(&b, "}}");
+    } else {
+        tb_buf_puts(&b, ",\"rescale\":null}");
+    }
     publish(w, "analysis", &b);
 }
 
@@ -246,7 +255,7 @@ static void poll_tier(struct tb_web *w, uint32_t tier, bool emit)
                                      &naw) == 0)
                 tb_congestion_from_analysis(&rule, &a, aw, naw);
             free(aw);
-            tb_web_publish_analysis(w, ti->name, &a, &rule);
+            tb_web_publish_analysis(w, ti->name, &a, &rule, NULL);
         }
     }
     free(ep);

@@ -11,6 +11,7 @@
 #include "correlate.h"
 #include "catalog.h"
 #include "request.h"
+#include "stream.h"
 
 struct tb_web_opts {
     const char *listen;       /* default "127.0.0.1:8080" */
@@ -55,9 +56,11 @@ void tb_web_publish_episode(struct tb_web *w, const char *tier, const struct tb_
                             bool ongoing);
 /* An analysis and the congestion rule it gives (threshold, curve, freeze
  * fraction, units per completion): a client can check every window's
- * congested flag and every episode against it. */
+ * congested flag and every episode against it. `rs`: the change of work unit
+ * the re-estimate made before it (the live stream's rescale), NULL for none;
+ * with it a client also rebuilds an episode open across the change. */
 void tb_web_publish_analysis(struct tb_web *w, const char *tier, const struct tb_analysis *a,
-                             const struct tb_congestion *rule);
+                             const struct tb_congestion *rule, const struct tb_stream_rescale *rs);
 /* Every closed window of a tier and of each of its servers (the stream's
  * windows sink): /metrics keeps the latest of each. The tier's rows come
  * again, with their congestion, through tb_web_publish_window. */

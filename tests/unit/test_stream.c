@@ -11,7 +11,10 @@
  * and the pause is one freeze episode while bursts are saturated ones.
  * Then a capture stall (a clock jump) with a re-estimate that makes the work
  * unit ten times smaller while an episode is open: no window skipped, no
- * freeze where nothing froze. */
+ * freeze where nothing froze; and the factor published for each change of
+ * unit (the rescale sink) is the one applied: the windows handed out,
+ * converted by it, give each rule's units per completion, and every closed
+ * episode's throughput (those open across the 10-fold change included). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -300,7 +303,38 @@ struct seen_units {
     bool open_at[MAXAN]; /* an episode was open when it came */
     size_t n;
     bool open;
+    /* Each change of unit published (the rescale sink), with the number of
+     * windows handed out before it. */
+    double factor[MAXAN];
+    size_t factor_nwin[MAXAN];
+    size_t nfactor;
+    bool factor_pending; /* since the last analysis */
+    /* The windows handed out, work units converted by every factor published
+     * since: what the stream's recent windows must hold. */
+    double units_now[MAXWIN];
 };
+
+static void on_rescale_u(void *ud, uint32_t tier, const struct tb_stream_rescale *r)
+{
+    struct seen_units *u = ud;
+    assert_int_equal(tier, u->s.tier);
+    assert_true(u->nfactor < MAXAN);
+    assert_true(isfinite(r->factor) && r->factor > 0);
+    /* The new units start with the next window to be handed out. */
+    assert_int_equal(r->from_ns, T0 + (int64_t)u->s.nwin * W);
+    u->factor[u->nfactor] = r->factor;
+    u->factor_nwin[u->nfactor++] = u->s.nwin;
+    for (size_t i = 0; i < u->s.nwin; i++)
+        u->units_now[i] *= r->factor;
+    u->factor_pending = true;
+}
+
+static void on_window_u(void *ud, uint32_t tier, const struct tb_window *w, bool congested)
+{
+    struct seen_units *u = ud;
+    u->units_now[u->s.nwin] = w->work_units;
+    on_window(&u->s, tier, w, congested);
+}
 
 static void on_episode_u(void *ud, uint32_t tier, const struct tb_episode *ep, bool ongoing)
 {
@@ -315,6 +349,23 @@ static void on_analysis_u(void *ud, uint32_t tier, const struct tb_analysis *a,
     struct seen_units *u = ud;
     on_analysis(&u->s, tier, a, rule);
     assert_true(u->n < MAXAN);
+    /* Every rule after the first comes right after its re-estimate's change
+     * of unit; and the rule's units per completion are the mean of the
+     * windows handed out, each converted by the factors published since it:
+     * the factors are the ones applied to the windows the rule is made of
+     * (all of them: 85 s of windows, under the 300 s history). */
+    if (u->n)
+        assert_true(u->factor_pending);
+    u->factor_pending = false;
+    double units = 0, comps = 0;
+    for (size_t i = 0; i < u->s.nwin; i++) {
+        units += u->units_now[i];
+        comps += u->s.win[i].completions;
+    }
+    double want = comps > 0 && units > 0 ? units / comps : 1.0;
+    if (fabs(rule->ubar - want) > 1e-12 * want)
+        fail_msg("analysis %zu: units per completion %.17g, the windows handed out with the "
+                 "published factors give %.17g", u->n, rule->ubar, want);
     u->unit[u->n] = a->work_unit_ns;
     u->open_at[u->n++] = u->open;
 }
@@ -341,9 +392,10 @@ static bool unit_change_phase(int64_t phase, struct tb_request *rq, struct seen_
     const struct tb_stream_sink sink = {
         .ud = u,
         .windows = on_windows,
-        .window = on_window,
+        .window = on_window_u,
         .episode = on_episode_u,
         .analysis = on_analysis_u,
+        .rescale = on_rescale_u,
     };
     const struct tb_stream_opts o = {.width_ns = W};
     struct tb_stream *st;
@@ -383,6 +435,35 @@ static bool unit_change_phase(int64_t phase, struct tb_request *rq, struct seen_
                      (double)(u->s.closed[i].end_ns - T0) / 1e9, u->s.closed[i].mean_load,
                      u->s.closed[i].throughput);
     assert_true(u->s.nclosed >= 20);
+    /* Each closed episode's throughput rebuilt from its windows as they were
+     * handed out: summed in order, the sum multiplied by each factor
+     * published while the episode was open (after its first window, up to
+     * the window that closed it), then averaged. Returns whether some
+     * episode spanned a change of unit of 5-fold or more. */
+    bool spanned = false;
+    for (size_t e = 0, i = 0; e < u->s.nclosed; e++) {
+        const struct tb_episode *ep = &u->s.closed[e];
+        while (i < u->s.nwin && u->s.win[i].start_ns < ep->start_ns)
+            i++;
+        double sum = 0;
+        size_t m = i, f = 0;
+        while (f < u->nfactor && u->factor_nwin[f] <= i)
+            f++;
+        for (; m < u->s.nwin && u->s.win[m].start_ns < ep->end_ns; m++) {
+            sum += u->s.win[m].norm_throughput;
+            for (; f < u->nfactor && u->factor_nwin[f] == m + 1; f++) {
+                sum *= u->factor[f];
+                spanned |= u->factor[f] >= 5 || u->factor[f] <= 0.2;
+            }
+        }
+        assert_true(m > i);
+        double want = sum / (double)(m - i);
+        if (fabs(ep->throughput - want) > 1e-9 * fmax(1.0, want))
+            fail_msg("phase %lld ms: episode %.3f s .. %.3f s: throughput %.17g, its windows "
+                     "with the published factors give %.17g", (long long)(phase / MS),
+                     (double)(ep->start_ns - T0) / 1e9, (double)(ep->end_ns - T0) / 1e9,
+                     ep->throughput, want);
+    }
     /* The unit: about 10 ms at first, under 2 ms at the end. */
     assert_true(u->n >= 8);
     assert_true(u->unit[0] > 9 * MS && u->unit[0] < 11 * MS);
@@ -390,6 +471,9 @@ static bool unit_change_phase(int64_t phase, struct tb_request *rq, struct seen_
     bool inside = false;
     for (size_t i = 1; i < u->n; i++)
         inside |= u->open_at[i] && u->unit[i] * 5 <= u->unit[i - 1];
+    /* The change of unit an episode was open across was published. */
+    if (inside)
+        assert_true(spanned);
     tb_stream_free(st);
     tb_catalog_free(cat);
     return inside;
