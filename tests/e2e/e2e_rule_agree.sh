@@ -19,14 +19,15 @@
 #     the stream is congested exactly when it reaches the threshold of the
 #     analysis last announced, and every closed episode is a run of those
 #     windows or of stalled ones (the window events carry calls_busy) of the
-#     kind the announced rule gives. The live re-estimates of this short run
-#     show no knee (the knee test), so the episodes checked are the pauses'
-#     stalls: at least one must close.
+#     kind and throughput the announced rule gives, exactly: an episode open
+#     when a re-estimate changed the work unit (in about a third of the runs)
+#     is converted by the factor its analysis event announces (`rescale`), as
+#     the stream converted it. At least one episode must close.
 set -uo pipefail
 source "$TB_SRCDIR/tests/e2e/web/common.sh"
 agree="python3 $TB_SRCDIR/tests/e2e/lib/rule_agree.py"
 work=$(mktemp -d "$TB_BUILDDIR/e2e-rule.XXXXXX")
-ns="tbrule$$"
+ns="rsrule$$"
 sse_pid="" cap_pid=""
 cleanup() {
   stop_serve

@@ -16,7 +16,9 @@
 #       the stream of a live capture: each window congested exactly when its
 #       load reaches the threshold of the analysis last announced for its
 #       tier; each closed episode a maximal run of congested windows, of the
-#       kind the announced rule gives.
+#       kind the announced rule gives, with its throughput; an episode open
+#       when a re-estimate changed the work unit is converted as the stream
+#       does, by the factor that analysis announces ("rescale").
 import csv
 import json
 import sys
@@ -86,11 +88,15 @@ def self_tp(work_unit_ns, wins):
     return 1e9 / work_unit_ns
 
 
-def episodes(wins, cong, rules):
+def episodes(wins, cong, rules, fac=None):
     """Maximal runs of consecutive windows each congested or stalled. wins:
     dicts with start_ns, width_ns, load, norm_throughput, calls_busy;
     rules[i]: the rule in force at window i (a run's kind uses the rule in
-    force when it closes, i.e. at the window after it, or the last one).
+    force when it closes, i.e. at the window after it, or the last one);
+    fac[i]: the change of work unit announced between windows i-1 and i
+    (live: new units per completion over old; none: 1): the throughput summed
+    so far of a run open across it is multiplied by it, the windows streamed
+    before it being in the old units (analysis/stream.c rescale_recent).
     Freeze: a stalled window, or FREEZE_RUN consecutive frozen windows not
     waiting on calls, or (not waiting on average, two windows or more) the
     run's means frozen.
@@ -108,8 +114,12 @@ def episodes(wins, cong, rules):
             j += 1
         run = longest = 0
         peak = sl = st = sc = 0.0
+        moved = False
         for k in range(i, j + 1):
             w = wins[k]
+            if fac is not None and k > i:
+                st *= fac[k]
+                moved |= fac[k] != 1.0
             peak = max(peak, w["load"])
             sl += w["load"]
             st += w["norm_throughput"]
@@ -117,6 +127,11 @@ def episodes(wins, cong, rules):
             fr = frozen(w["load"], w["norm_throughput"], w["width_ns"], rules[k])
             run = run + 1 if fr and w["calls_busy"] < STALL_MAX_CALLS_BUSY else 0
             longest = max(longest, run)
+        # A change announced before the window that closes the run came while
+        # it was open too.
+        if fac is not None and j + 1 < n:
+            st *= fac[j + 1]
+            moved |= fac[j + 1] != 1.0
         start = wins[i]["start_ns"]
         end = wins[j]["start_ns"] + wins[j]["width_ns"]
         m, t = sl / (j - i + 1), st / (j - i + 1)
@@ -126,7 +141,7 @@ def episodes(wins, cong, rules):
                             or (not waits and j > i and frozen(m, t, end - start, rc))) \
             else "saturated"
         eps.append({"start_ns": start, "end_ns": end, "peak_load": peak, "mean_load": m,
-                    "throughput": t, "kind": kind, "first": i, "last": j})
+                    "throughput": t, "kind": kind, "first": i, "last": j, "moved": moved})
         i = j + 1
     return eps, bool(n and inep[-1]), inep
 
@@ -175,21 +190,15 @@ def calls_busy(reqcsv, tier, wins, server=None):
     return out
 
 
-def same_episodes(what, got, want, units_moved=None):
-    """units_moved(w): the live stream re-estimated the work unit while w was
-    open; it then converts the episode's running sums and its rule to the new
-    units (analysis/stream.c rescale_recent) by a factor it does not publish,
-    so w's throughput and kind cannot be rebuilt from the windows as they
-    were streamed: its bounds and loads still must match."""
+def same_episodes(what, got, want):
     if len(got) != len(want):
         fail("%s: %d episodes, the rule gives %d" % (what, len(got), len(want)))
     for g, w in zip(got, want):
-        moved = units_moved is not None and units_moved(w)
-        for k in ("start_ns", "end_ns") + (() if moved else ("kind",)):
+        for k in ("start_ns", "end_ns", "kind"):
             if g[k] != w[k]:
                 fail("%s: episode %s: %s = %r, the rule gives %r" % (what, w["start_ns"], k, g[k],
                                                                      w[k]))
-        for k in ("peak_load", "mean_load") + (() if moved else ("throughput",)):
+        for k in ("peak_load", "mean_load", "throughput"):
             if abs(g[k] - w[k]) > 1e-9 * max(1.0, abs(w[k])):
                 fail("%s: episode %s: %s = %r, the rule gives %r" % (what, w["start_ns"], k, g[k],
                                                                      w[k]))
@@ -300,7 +309,9 @@ def live(path):
     tot_cong = tot_closed = 0
     for t in tiers:
         rule = {"threshold": None, "slope": None, "tp_max": None, "freeze_frac": 0.3, "ubar": 1}
-        wins, cong, rules, closed, opened = [], [], [], [], []
+        wins, cong, rules, closed, opened, fac = [], [], [], [], [], []
+        pending = 1.0  # changes of unit announced since the last window
+        nfac = 0
         for k, e in ev:
             if e.get("tier") != t:
                 continue
@@ -308,6 +319,14 @@ def live(path):
                 rule = {"threshold": e["threshold"], "slope": e["slope"], "tp_max": e["tp_max"],
                         "freeze_frac": e["freeze_frac"], "ubar": e["units_per_completion"],
                         "self_tp": e["self_tp"]}
+                rs = e["rescale"]
+                if rs is not None:
+                    nxt = wins[-1]["start_ns"] + wins[-1]["width_ns"] if wins else None
+                    if nxt is not None and rs["from_ns"] != nxt:
+                        fail("live %s: rescale from %d, the next window starts at %d" %
+                             (t, rs["from_ns"], nxt))
+                    pending *= rs["factor"]
+                    nfac += 1
             elif k == "window":
                 c = rule["threshold"] is not None and e["load"] >= rule["threshold"]
                 if e["congested"] != c:
@@ -316,16 +335,15 @@ def live(path):
                 wins.append(e)
                 cong.append(c)
                 rules.append(rule)
+                fac.append(pending)
+                pending = 1.0
             elif k == "episode":
                 (opened if e["ongoing"] else closed).append(e)
-        want, still_open, inep = episodes(wins, cong, rules)
+        want, still_open, inep = episodes(wins, cong, rules, fac)
         if still_open:
             want = want[:-1]
-        def units_moved(w, rules=rules):
-            end = min(w["last"] + 1, len(rules) - 1)
-            return any(rules[k] is not rules[w["first"]] for k in range(w["first"] + 1, end + 1))
-        moved = sum(1 for w in want if units_moved(w))
-        same_episodes("live " + t, closed, want, units_moved)
+        moved = sum(1 for w in want if w["moved"])
+        same_episodes("live " + t, closed, want)
         starts = [e["start_ns"] for e in want] + ([wins[-1]["start_ns"]] if still_open else [])
         if still_open:
             i = len(wins) - 1
@@ -337,8 +355,8 @@ def live(path):
             fail("live %s: episodes opened at %s, the rule opens them at %s" %
                  ([e["start_ns"] for e in opened][:5], starts[:5]))
         print("ok: live %-10s %d windows, %d congested, %d episodes closed: as the announced "
-              "rule gives (%d re-estimated while open: bounds and loads only)"
-              % (t, len(wins), sum(cong), len(closed), moved))
+              "rule gives (%d open across a change of work unit, converted by the announced "
+              "factor; %d changes announced)" % (t, len(wins), sum(cong), len(closed), moved, nfac))
         tot_cong += sum(cong)
         tot_closed += len(closed)
     # Since the knee test, the live re-estimates of this short run show no
