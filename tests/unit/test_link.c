@@ -47,18 +47,40 @@ static struct tb_request req(uint32_t tier, uint32_t server, const char *client,
     return r;
 }
 
+/* The stack of the timelines below: an application tier (http-8080, one
+ * server 10.0.3.1:8080, class "GET /x") calling a database tier (mysql, one
+ * server 10.0.4.1:3306), and the callers' map of it. */
+struct stack {
+    struct tb_catalog *cat;
+    struct tb_callers *cl;
+    uint32_t app, db, sapp, sdb;
+};
+
+static void app_db(struct stack *k)
+{
+    uint32_t cls;
+    assert_int_equal(tb_catalog_new(&k->cat), 0);
+    assert_int_equal(tb_catalog_tier(k->cat, "http-8080", "http", &k->app), 0);
+    assert_int_equal(tb_catalog_tier(k->cat, "mysql", "mysql", &k->db), 0);
+    struct tb_addr a = addr("10.0.3.1:8080"), d = addr("10.0.4.1:3306");
+    assert_int_equal(tb_catalog_server(k->cat, k->app, &a, &k->sapp), 0);
+    assert_int_equal(tb_catalog_server(k->cat, k->db, &d, &k->sdb), 0);
+    assert_int_equal(tb_catalog_class(k->cat, k->app, "GET /x", 6, &cls), 0);
+    assert_int_equal(tb_callers_new(&k->cl, k->cat), 0);
+}
+
+static void stack_free(struct stack *k)
+{
+    tb_callers_free(k->cl);
+    tb_catalog_free(k->cat);
+}
+
 static void test_two_parents(void **state)
 {
     (void)state;
-    struct tb_catalog *cat;
-    uint32_t app, db, sapp, sdb, cls;
-    assert_int_equal(tb_catalog_new(&cat), 0);
-    assert_int_equal(tb_catalog_tier(cat, "http-8080", "http", &app), 0);
-    assert_int_equal(tb_catalog_tier(cat, "mysql", "mysql", &db), 0);
-    struct tb_addr a = addr("10.0.3.1:8080"), d = addr("10.0.4.1:3306");
-    assert_int_equal(tb_catalog_server(cat, app, &a, &sapp), 0);
-    assert_int_equal(tb_catalog_server(cat, db, &d, &sdb), 0);
-    assert_int_equal(tb_catalog_class(cat, app, "GET /x", 6, &cls), 0);
+    struct stack stk;
+    app_db(&stk);
+    const uint32_t app = stk.app, db = stk.db, sapp = stk.sapp, sdb = stk.sdb;
     /* P1 [0, 1100]: piece 100: query [100, 600], piece, query [700, 1000], piece.
      * P2 [30, 1090]: piece 170: query [200, 350], piece, query [520, 920], piece.
      * At 200 and 520 P1 is in a call (so P2); at 700 both are free: only P1's
@@ -76,10 +98,8 @@ static void test_two_parents(void **state)
         req(db, sdb, "10.0.3.1:50004", 13, 1050, 1150),
     };
     size_t n = sizeof rq / sizeof rq[0];
-    struct tb_callers *cl;
-    assert_int_equal(tb_callers_new(&cl, cat), 0);
     struct tb_links lk;
-    assert_int_equal(tb_link_requests(cat, cl, rq, n, &lk), 0);
+    assert_int_equal(tb_link_requests(stk.cat, stk.cl, rq, n, &lk), 0);
     const uint64_t want[] = {0, 0, 1, 2, 2, 1, 0, 0};
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(lk.parent[i], want[i]);
@@ -103,14 +123,13 @@ static void test_two_parents(void **state)
     /* The export order: tier name ("http-8080" < "mysql"), arrival, conn. */
     struct tb_request o[] = {rq[5], rq[2], rq[1], rq[0]};
     o[1].arrival_ns = o[0].arrival_ns; /* a tie on arrival: conn 10 before conn 10? equal: stable */
-    assert_int_equal(tb_link_export_order(cat, o, 4), 0);
+    assert_int_equal(tb_link_export_order(stk.cat, o, 4), 0);
     assert_int_equal(o[0].tier, app);
     assert_int_equal(o[0].conn, 1);
     assert_int_equal(o[1].conn, 2);
     assert_int_equal(o[2].departure_ns, T0 + 1000 * US); /* stable: rq[5] stays first */
     assert_int_equal(o[3].departure_ns, T0 + 600 * US);
-    tb_callers_free(cl);
-    tb_catalog_free(cat);
+    stack_free(&stk);
 }
 
 /* tb_trees' svc_solo / nsolo (whatif's work of a pool-bound caller whose
@@ -123,15 +142,9 @@ static void test_two_parents(void **state)
 static void test_solo(void **state)
 {
     (void)state;
-    struct tb_catalog *cat;
-    uint32_t app, db, sapp, sdb, cls;
-    assert_int_equal(tb_catalog_new(&cat), 0);
-    assert_int_equal(tb_catalog_tier(cat, "http-8080", "http", &app), 0);
-    assert_int_equal(tb_catalog_tier(cat, "mysql", "mysql", &db), 0);
-    struct tb_addr a = addr("10.0.3.1:8080"), d = addr("10.0.4.1:3306");
-    assert_int_equal(tb_catalog_server(cat, app, &a, &sapp), 0);
-    assert_int_equal(tb_catalog_server(cat, db, &d, &sdb), 0);
-    assert_int_equal(tb_catalog_class(cat, app, "GET /x", 6, &cls), 0);
+    struct stack stk;
+    app_db(&stk);
+    const uint32_t app = stk.app, db = stk.db, sapp = stk.sapp, sdb = stk.sdb;
     struct tb_request rq[] = {
         req(app, sapp, "10.0.2.1:40001", 1, 0, 1000),     /* A */
         req(db, sdb, "10.0.3.1:50001", 10, 100, 600),     /* A's */
@@ -143,23 +156,20 @@ static void test_solo(void **state)
         req(app, sapp, "10.0.2.1:40002", 2, 4100, 4200),  /* E */
     };
     size_t n = sizeof rq / sizeof rq[0];
-    struct tb_callers *cl;
-    assert_int_equal(tb_callers_new(&cl, cat), 0);
     struct tb_links lk;
-    assert_int_equal(tb_link_requests(cat, cl, rq, n, &lk), 0);
+    assert_int_equal(tb_link_requests(stk.cat, stk.cl, rq, n, &lk), 0);
     assert_int_equal(lk.parent[1], 1);
     assert_int_equal(lk.parent[3], 3);
     assert_int_equal(lk.parent[5], 5);
     struct tb_trees t;
-    assert_int_equal(tb_trees_build(cat, rq, n, &lk, app, &t), 0);
+    assert_int_equal(tb_trees_build(stk.cat, rq, n, &lk, app, &t), 0);
     assert_int_equal(t.nsolo[sapp], 3);
     assert_true(fabs(t.svc_solo[sapp] - (500.0 + 600.0 + 300.0) / 3 * US) < 1e-6);
     assert_int_equal(t.nsolo[sdb], 3);
     assert_true(fabs(t.svc_solo[sdb] - (500.0 + 400.0 + 500.0) / 3 * US) < 1e-6);
     tb_trees_free(&t);
     tb_links_free(&lk);
-    tb_callers_free(cl);
-    tb_catalog_free(cat);
+    stack_free(&stk);
 }
 
 /* The call graph from counts per (tier, client) (tb_callgraph_add_n, what
@@ -228,15 +238,9 @@ static void test_callgraph_counts(void **state)
 static void test_child_budget(void **state)
 {
     (void)state;
-    struct tb_catalog *cat;
-    uint32_t app, db, sapp, sdb, cls;
-    assert_int_equal(tb_catalog_new(&cat), 0);
-    assert_int_equal(tb_catalog_tier(cat, "http-8080", "http", &app), 0);
-    assert_int_equal(tb_catalog_tier(cat, "mysql", "mysql", &db), 0);
-    struct tb_addr a = addr("10.0.3.1:8080"), d = addr("10.0.4.1:3306");
-    assert_int_equal(tb_catalog_server(cat, app, &a, &sapp), 0);
-    assert_int_equal(tb_catalog_server(cat, db, &d, &sdb), 0);
-    assert_int_equal(tb_catalog_class(cat, app, "GET /x", 6, &cls), 0);
+    struct stack stk;
+    app_db(&stk);
+    const uint32_t app = stk.app, db = stk.db, sapp = stk.sapp, sdb = stk.sdb;
     enum { NP = 1200, NK = 600 };
     struct tb_request *rq = calloc(NP + NK, sizeof *rq);
     assert_non_null(rq);
@@ -250,10 +254,8 @@ static void test_child_budget(void **state)
         snprintf(cli, sizeof cli, "10.0.3.1:%d", 20000 + k % 64);
         rq[n++] = req(db, sdb, cli, 100000 + (uint64_t)(k % 64), 2000 + 25 * k, 2010 + 25 * k);
     }
-    struct tb_callers *cl;
-    assert_int_equal(tb_callers_new(&cl, cat), 0);
     struct tb_links lk;
-    assert_int_equal(tb_link_requests(cat, cl, rq, n, &lk), 0);
+    assert_int_equal(tb_link_requests(stk.cat, stk.cl, rq, n, &lk), 0);
     assert_int_equal(lk.children, NK);
     assert_int_equal(lk.linked, NK);
     for (size_t i = NP; i < n; i++)
@@ -262,8 +264,7 @@ static void test_child_budget(void **state)
     assert_true(lk.walk_cut > 0);
     assert_true(lk.walk_steps > 0);
     tb_links_free(&lk);
-    tb_callers_free(cl);
-    tb_catalog_free(cat);
+    stack_free(&stk);
     free(rq);
 }
 

@@ -130,17 +130,27 @@ static double progress_of(const struct server *sv, double hi, double lo)
     return p.ratio;
 }
 
-/* Processor sharing, 2 cores, 4 ms of CPU and 3 calls per request: bursts at
- * 700/s overrun its 500/s. Every queued request has begun: the calls made
- * per request in flight are the same in the bursts as outside them. */
+/* The progress ratio of a server of `cores` cores and `threads` threads (0:
+ * no cap) whose requests each take 4 ms of CPU in four pieces around 3 calls
+ * of 500 us, under bursts at `hi`/s (150/s between them), from the same
+ * random stream whatever ran before. */
+static double burst_ratio(const char *what, int cores, int threads, double hi)
+{
+    rs = 20261129;
+    struct server sv = {.cores = cores, .threads = threads, .calls = 3, .demand = 4 * MS,
+                        .call_ns = 500 * US};
+    double r = progress_of(&sv, hi, 150);
+    print_message("%s: progress ratio %.3f\n", what, r);
+    return r;
+}
+
+/* Processor sharing, 2 cores: bursts at 700/s overrun its 500/s. Every
+ * queued request has begun: the calls made per request in flight are the
+ * same in the bursts as outside them. */
 static void processor_sharing_keeps_progress(void **state)
 {
     (void)state;
-    rs = 20261129;
-    struct server ps = {.cores = 2, .threads = 0, .calls = 3, .demand = 4 * MS,
-                        .call_ns = 500 * US};
-    double r = progress_of(&ps, 700, 150);
-    print_message("processor sharing: progress ratio %.3f\n", r);
+    double r = burst_ratio("processor sharing", 2, 0, 700);
     assert_true(r >= 0.85 && r <= 1.15);
 }
 
@@ -150,11 +160,7 @@ static void processor_sharing_keeps_progress(void **state)
 static void thread_cap_holds_progress(void **state)
 {
     (void)state;
-    rs = 20261129;
-    struct server thr = {.cores = 8, .threads = 4, .calls = 3, .demand = 4 * MS,
-                         .call_ns = 500 * US};
-    double r = progress_of(&thr, 1000, 150);
-    print_message("thread cap: progress ratio %.3f\n", r);
+    double r = burst_ratio("thread cap", 8, 4, 1000);
     assert_true(r < 0.6);
 }
 

@@ -139,23 +139,65 @@ static int by_departure(const void *pa, const void *pb)
     return (a->departure_ns > b->departure_ns) - (a->departure_ns < b->departure_ns);
 }
 
+/* The simulated server's catalog: one tier, its one server, its classes. */
+struct fixture {
+    struct tb_catalog *cat;
+    uint32_t tier, server, cls[2];
+};
+
+static void one_server(struct fixture *f, const char *tier, const char *proto, const char *addr,
+                       const char *const *classes, size_t ncls)
+{
+    struct tb_addr a;
+    assert_true(ncls <= 2);
+    assert_int_equal(tb_catalog_new(&f->cat), 0);
+    assert_int_equal(tb_catalog_tier(f->cat, tier, proto, &f->tier), 0);
+    assert_int_equal(tb_addr_parse(addr, &a), 0);
+    assert_int_equal(tb_catalog_server(f->cat, f->tier, &a, &f->server), 0);
+    for (size_t i = 0; i < ncls; i++)
+        assert_int_equal(tb_catalog_class(f->cat, f->tier, classes[i], strlen(classes[i]),
+                                          &f->cls[i]),
+                         0);
+}
+
+/* Streams rq[0..n) as a live capture does: in completion order, a tick per
+ * simulated second from T0 + 1 s up to `end`, each after the requests
+ * completed by then. With stall_to > stall_from the capture stops after
+ * stall_from: no tick until one at stall_to, the clock having jumped.
+ * Returns the stream (the caller frees it). */
+static struct tb_stream *drive(const struct fixture *f, const struct tb_stream_sink *sink,
+                               struct tb_request *rq, size_t n, int64_t end, int64_t stall_from,
+                               int64_t stall_to)
+{
+    qsort(rq, n, sizeof *rq, by_departure);
+    const struct tb_stream_opts o = {.width_ns = W};
+    struct tb_stream *st;
+    assert_int_equal(tb_stream_new(&st, f->cat, &o, sink), 0);
+    bool stalls = stall_to > stall_from;
+    size_t k = 0;
+    for (int64_t clock = T0 + SEC; clock <= end; clock += SEC) {
+        if (stalls && clock > stall_from && clock < stall_to)
+            continue; /* stopped: the next tick comes when it resumes */
+        int64_t c = stalls && clock >= stall_to && clock - SEC < stall_to ? stall_to : clock;
+        while (k < n && rq[k].departure_ns <= c)
+            assert_int_equal(tb_stream_request(st, &rq[k++]), 0);
+        tb_stream_tick(st, c);
+    }
+    assert_int_equal(k, n);
+    return st;
+}
+
 static void test_stream_live(void **state)
 {
     (void)state;
-    struct tb_catalog *cat;
-    uint32_t tier, server, cls;
-    struct tb_addr a;
-    assert_int_equal(tb_catalog_new(&cat), 0);
-    assert_int_equal(tb_catalog_tier(cat, "db", "mysql", &tier), 0);
-    assert_int_equal(tb_addr_parse("10.0.0.1:3306", &a), 0);
-    assert_int_equal(tb_catalog_server(cat, tier, &a, &server), 0);
-    assert_int_equal(tb_catalog_class(cat, tier, "select ?", 8, &cls), 0);
+    struct fixture f;
+    one_server(&f, "db", "mysql", "10.0.0.1:3306", (const char *const[]){"select ?"}, 1);
+    uint32_t tier = f.tier;
     struct tb_request *rq = calloc(MAXREQ, sizeof *rq);
     struct seen *s = calloc(1, sizeof *s);
     assert_true(rq && s);
-    size_t n = simulate(rq, tier, server, cls);
+    size_t n = simulate(rq, tier, f.server, f.cls[0]);
     assert_true(n > 2000);
-    qsort(rq, n, sizeof *rq, by_departure);
     s->tier = tier;
     s->thr = NAN;
     const struct tb_stream_sink sink = {
@@ -165,16 +207,7 @@ static void test_stream_live(void **state)
         .episode = on_episode,
         .analysis = on_analysis,
     };
-    const struct tb_stream_opts o = {.width_ns = W};
-    struct tb_stream *st;
-    assert_int_equal(tb_stream_new(&st, cat, &o, &sink), 0);
-    size_t k = 0;
-    for (int64_t clock = T0 + SEC; clock <= T0 + DURATION + 5 * SEC; clock += SEC) {
-        while (k < n && rq[k].departure_ns <= clock)
-            assert_int_equal(tb_stream_request(st, &rq[k++]), 0);
-        tb_stream_tick(st, clock);
-    }
-    assert_int_equal(k, n);
+    struct tb_stream *st = drive(&f, &sink, rq, n, T0 + DURATION + 5 * SEC, 0, 0);
 
     /* Windows: consecutive from the first arrival's, exact loads. */
     assert_true(s->nwin > 1000);
@@ -243,7 +276,7 @@ static void test_stream_live(void **state)
     assert_true(sat >= 8); /* the bursts */
     assert_int_equal(tb_stream_episodes(st, tier), s->nclosed);
     tb_stream_free(st);
-    tb_catalog_free(cat);
+    tb_catalog_free(f.cat);
     free(rq);
     free(s);
 }
@@ -374,20 +407,12 @@ static void on_analysis_u(void *ud, uint32_t tier, const struct tb_analysis *a,
  * while an episode was open. */
 static bool unit_change_phase(int64_t phase, struct tb_request *rq, struct seen_units *u)
 {
-    struct tb_catalog *cat;
-    uint32_t tier, server, ca, cb;
-    struct tb_addr a;
-    assert_int_equal(tb_catalog_new(&cat), 0);
-    assert_int_equal(tb_catalog_tier(cat, "app", "http", &tier), 0);
-    assert_int_equal(tb_addr_parse("10.0.0.1:8080", &a), 0);
-    assert_int_equal(tb_catalog_server(cat, tier, &a, &server), 0);
-    assert_int_equal(tb_catalog_class(cat, tier, "GET /a", 6, &ca), 0);
-    assert_int_equal(tb_catalog_class(cat, tier, "GET /b", 6, &cb), 0);
-    size_t n = simulate_mix(rq, phase, tier, server, ca, cb);
+    struct fixture f;
+    one_server(&f, "app", "http", "10.0.0.1:8080", (const char *const[]){"GET /a", "GET /b"}, 2);
+    size_t n = simulate_mix(rq, phase, f.tier, f.server, f.cls[0], f.cls[1]);
     assert_true(n > 4000);
-    qsort(rq, n, sizeof *rq, by_departure);
     memset(u, 0, sizeof *u);
-    u->s.tier = tier;
+    u->s.tier = f.tier;
     u->s.thr = NAN;
     const struct tb_stream_sink sink = {
         .ud = u,
@@ -397,20 +422,8 @@ static bool unit_change_phase(int64_t phase, struct tb_request *rq, struct seen_
         .analysis = on_analysis_u,
         .rescale = on_rescale_u,
     };
-    const struct tb_stream_opts o = {.width_ns = W};
-    struct tb_stream *st;
-    assert_int_equal(tb_stream_new(&st, cat, &o, &sink), 0);
-    size_t k = 0;
-    for (int64_t clock = T0 + SEC; clock <= T0 + DURATION2 + 5 * SEC; clock += SEC) {
-        if (clock > STALL_AT && clock < STALL_AT + STALL)
-            continue; /* stopped: the next tick comes when it resumes */
-        int64_t c = clock >= STALL_AT + STALL && clock - SEC < STALL_AT + STALL ? STALL_AT + STALL
-                                                                                : clock;
-        while (k < n && rq[k].departure_ns <= c)
-            assert_int_equal(tb_stream_request(st, &rq[k++]), 0);
-        tb_stream_tick(st, c);
-    }
-    assert_int_equal(k, n);
+    struct tb_stream *st =
+        drive(&f, &sink, rq, n, T0 + DURATION2 + 5 * SEC, STALL_AT, STALL_AT + STALL);
 
     /* The stall skipped no window and cut none short: consecutive windows,
      * their completions those of the requests. */
@@ -446,14 +459,14 @@ static bool unit_change_phase(int64_t phase, struct tb_request *rq, struct seen_
         while (i < u->s.nwin && u->s.win[i].start_ns < ep->start_ns)
             i++;
         double sum = 0;
-        size_t m = i, f = 0;
-        while (f < u->nfactor && u->factor_nwin[f] <= i)
-            f++;
+        size_t m = i, q = 0;
+        while (q < u->nfactor && u->factor_nwin[q] <= i)
+            q++;
         for (; m < u->s.nwin && u->s.win[m].start_ns < ep->end_ns; m++) {
             sum += u->s.win[m].norm_throughput;
-            for (; f < u->nfactor && u->factor_nwin[f] == m + 1; f++) {
-                sum *= u->factor[f];
-                spanned |= u->factor[f] >= 5 || u->factor[f] <= 0.2;
+            for (; q < u->nfactor && u->factor_nwin[q] == m + 1; q++) {
+                sum *= u->factor[q];
+                spanned |= u->factor[q] >= 5 || u->factor[q] <= 0.2;
             }
         }
         assert_true(m > i);
@@ -475,7 +488,7 @@ static bool unit_change_phase(int64_t phase, struct tb_request *rq, struct seen_
     if (inside)
         assert_true(spanned);
     tb_stream_free(st);
-    tb_catalog_free(cat);
+    tb_catalog_free(f.cat);
     return inside;
 }
 
