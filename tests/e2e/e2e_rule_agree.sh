@@ -22,7 +22,8 @@
 #     kind and throughput the announced rule gives, exactly: an episode open
 #     when a re-estimate changed the work unit (in about a third of the runs)
 #     is converted by the factor its analysis event announces (`rescale`), as
-#     the stream converted it. At least one episode must close.
+#     the stream converted it. At least one episode must close. The
+#     capture's --format jsonl lines announce the same changes of unit.
 set -uo pipefail
 source "$TB_SRCDIR/tests/e2e/web/common.sh"
 agree="python3 $TB_SRCDIR/tests/e2e/lib/rule_agree.py"
@@ -82,7 +83,7 @@ ip -n "$ns" link add tbra type veth peer name tbrb || fail "veth pair"
 for l in lo tbra tbrb; do ip -n "$ns" link set "$l" up || fail "link up $l"; done
 ip -n "$ns" link set tbra mtu 65535 && ip -n "$ns" link set tbrb mtu 65535 || fail "mtu"
 ip netns exec "$ns" "$TBNECK" capture -i tbrb --duration 16s --db "$work/live.db" \
-  --serve 127.0.0.1:0 >"$work/live.out" 2>"$work/live.err" &
+  --serve 127.0.0.1:0 --format jsonl >"$work/live.jsonl" 2>"$work/live.err" &
 cap_pid=$!
 for _ in $(seq 1 100); do
   grep -qs 'capturing on tbrb' "$work/live.err" && break
@@ -104,5 +105,5 @@ wait "$cap_pid"
 rc=$?
 cap_pid=""
 [ "$rc" -eq 0 ] || { cat "$work/live.err"; fail "live capture exit $rc"; }
-$agree live "$work/live-sse.txt" || fail "the live stream against the rule"
+$agree live "$work/live-sse.txt" "$work/live.jsonl" || fail "the live stream against the rule"
 echo "PASS e2e_rule_agree"

@@ -19,9 +19,13 @@
 #       kind the announced rule gives, with its throughput; an episode open
 #       when a re-estimate changed the work unit is converted as the stream
 #       does, by the factor that analysis announces ("rescale").
+#   rule_agree.py live SSE JSONL
+#       the same, and the capture's JSON lines (--format jsonl) announce the
+#       same changes of work unit, in the same order, as the stream.
 import csv
 import json
 import sys
+import time
 
 FREEZE_RUN = 2          # consecutive frozen windows that make a freeze
 FREEZE_MIN_EXPECTED = 5.0
@@ -303,8 +307,32 @@ def offline(d, tiers):
              (tot_cong, tot_stall, tot_freeze, tot_sat, fit_only))
 
 
-def live(path):
+def same_rescales(ev, jsonl):
+    """The changes of work unit of the JSON lines' analyses are the stream's."""
+    lines = [json.loads(l) for l in open(jsonl, encoding="utf-8")]
+    got = [(d["tier"], d["rescale"]["factor"], d["rescale"]["from_ns"]) for d in lines
+           if d["event"] == "analysis" and d["rescale"] is not None]
+    want = [(e["tier"], e["rescale"]["factor"], e["rescale"]["from_ns"]) for k, e in ev
+            if k == "analysis" and e["rescale"] is not None]
+    if got != want or not want:
+        fail("live: the JSON lines announce %d changes of work unit, the stream %d: %s / %s" %
+             (len(got), len(want), got[:3], want[:3]))
+    for d in lines:
+        if d["event"] == "analysis" and d["rescale"] is not None:
+            r = d["rescale"]
+            iso = "%s.%09dZ" % (time.strftime("%Y-%m-%dT%H:%M:%S",
+                                               time.gmtime(r["from_ns"] // 10**9)),
+                                r["from_ns"] % 10**9)
+            if r["from"] != iso:
+                fail("live: JSON lines rescale from %r, from_ns %d is %s" %
+                     (r["from"], r["from_ns"], iso))
+    print("ok: live JSON lines: the same %d changes of work unit as the stream" % len(got))
+
+
+def live(path, jsonl=None):
     ev = sse_events(path)
+    if jsonl:
+        same_rescales(ev, jsonl)
     tiers = sorted({e["tier"] for k, e in ev if k == "window"})
     tot_cong = tot_closed = 0
     for t in tiers:
@@ -370,6 +398,6 @@ if __name__ == "__main__":
     if sys.argv[1] == "offline":
         offline(sys.argv[2], sys.argv[3:])
     elif sys.argv[1] == "live":
-        live(sys.argv[2])
+        live(sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else None)
     else:
         fail("rule_agree.py: unknown command " + sys.argv[1])
