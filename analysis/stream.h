@@ -60,10 +60,10 @@ struct tb_stream_sink {
      * rescale_recent). The recent windows, the running throughput of the
      * episode in progress and the rule in force (slope, tp_max, units per
      * completion, self_tp) were multiplied by r->factor; windows already
-     * handed out were not. Comes just before the `analysis` of the same
-     * re-estimate (when it gives one: not before a tier's first rule, when
-     * there is no episode or rule to convert), so that a client rebuilding
-     * episodes from the windows it was given can do what the stream did. */
+     * handed out were not, so a client rebuilding episodes from the windows
+     * it was given needs the factor to do what the stream did. The `analysis`
+     * of the same re-estimate follows, except while the tier has too few
+     * windows for a rule (then there is no episode or rule to convert). */
     void (*rescale)(void *ud, uint32_t tier, const struct tb_stream_rescale *r);
 };
 
