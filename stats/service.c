@@ -156,7 +156,6 @@ struct pending {
     int64_t a, d;
     uint32_t server, class_id, tier;
     bool overlapped; /* another request of its server shared part of its life */
-    uint32_t heap_pos;
     int32_t tslot; /* its entry in the levels' tracker */
 };
 
@@ -170,9 +169,23 @@ struct tent {
     int32_t prev, next;
 };
 
-struct theap_e {
+/* Entries of `size` bytes in numbered slots, a free list and a min-heap of
+ * (departure, slot): the requests in flight, of the pending queue and of
+ * the levels' tracker. The three arrays grow in step. Slots are taken
+ * lowest first, and only once all are in use, so the numbering does not
+ * depend on the growth steps; the heap keeps the departure beside the slot
+ * (no indirection when it is sifted). */
+struct slot_e {
     int64_t d;
     int32_t slot;
+};
+
+struct slots {
+    char *v;
+    size_t size; /* bytes per entry */
+    int32_t *free;
+    struct slot_e *heap;
+    size_t n, nfree, nheap; /* n: slots allocated */
 };
 
 struct srv {
@@ -263,20 +276,12 @@ struct tb_svcest {
     struct ivlist *iv;
     size_t niv;
     size_t iv_total, iv_prune_at;
-    /* pending pool + min-heap on departure */
-    struct pending *pool;
-    int32_t *free_slots;
-    size_t npool, nfree;
-    int32_t *heap;
-    size_t nheap;
-    /* The levels' tracker: classified requests in flight (pool, free list
-     * and a min-heap on departure), the cells by (server + 1, period) that
-     * choose each server's level, and the generator of the `lv`
-     * reservoirs (apart, so that level 1 draws exactly as before). */
-    struct tent *tpool;
-    int32_t *tfree;
-    struct theap_e *theap; /* departure kept beside the slot: no indirection */
-    size_t ntpool, ntfree, ntheap;
+    struct slots pend; /* struct pending, until all its calls are known */
+    /* The levels' tracker: classified requests in flight (struct tent),
+     * the cells by (server + 1, period) that choose each server's level,
+     * and the generator of the `lv` reservoirs (apart, so that level 1
+     * draws exactly as before). */
+    struct slots tk;
     struct kptab scells;
     uint64_t rng2;
 };
@@ -346,44 +351,76 @@ static struct cell *cell_at(const struct tb_svcest *e, size_t i)
     return (struct cell *)(void *)kp_at(&e->cells, i);
 }
 
-/* ------------------------------------------------------- heap of pending --- */
+/* ------------------------------------------------------ pool of slots --- */
 
-static bool heap_less(const struct tb_svcest *e, size_t i, size_t j)
+static void *slots_at(const struct slots *p, int32_t slot)
 {
-    const struct pending *a = &e->pool[e->heap[i]], *b = &e->pool[e->heap[j]];
-    return a->d < b->d;
+    return p->v + (size_t)slot * p->size;
 }
 
-static void heap_swap(struct tb_svcest *e, size_t i, size_t j)
+/* A free slot into *out (its entry is left as it was). */
+static int slots_take(struct slots *p, int32_t *out)
 {
-    int32_t t = e->heap[i];
-    e->heap[i] = e->heap[j];
-    e->heap[j] = t;
-    e->pool[e->heap[i]].heap_pos = (uint32_t)i;
-    e->pool[e->heap[j]].heap_pos = (uint32_t)j;
-}
-
-static void heap_up(struct tb_svcest *e, size_t i)
-{
-    while (i && heap_less(e, i, (i - 1) / 2)) {
-        heap_swap(e, i, (i - 1) / 2);
-        i = (i - 1) / 2;
+    if (!p->nfree) {
+        size_t cv = p->n, cf = p->n, ch = p->n;
+        if (tb_grow(&p->v, &cv, p->n + 1, p->size) ||
+            tb_grow(&p->free, &cf, p->n + 1, sizeof *p->free) ||
+            tb_grow(&p->heap, &ch, p->n + 1, sizeof *p->heap))
+            return TB_E_NOMEM;
+        size_t n = TB_MIN(cv, TB_MIN(cf, ch));
+        for (size_t k = n; k > p->n; k--)
+            p->free[p->nfree++] = (int32_t)(k - 1);
+        p->n = n;
     }
+    *out = p->free[--p->nfree];
+    return 0;
 }
 
-static void heap_down(struct tb_svcest *e, size_t i)
+static void slots_put(struct slots *p, int32_t slot)
 {
+    p->free[p->nfree++] = slot;
+}
+
+/* Slot (taken, not yet in the heap) departs at d. */
+static void slots_push(struct slots *p, int64_t d, int32_t slot)
+{
+    size_t i = p->nheap++;
+    for (; i && d < p->heap[(i - 1) / 2].d; i = (i - 1) / 2)
+        p->heap[i] = p->heap[(i - 1) / 2];
+    p->heap[i] = (struct slot_e){d, slot};
+}
+
+/* Removes the heap's first (earliest departure; its slot stays taken). The
+ * last entry sinks from the top past every child strictly earlier, the
+ * left one first when both are: as a sift by swaps would. */
+static void slots_pop(struct slots *p)
+{
+    struct slot_e x = p->heap[--p->nheap];
+    size_t n = p->nheap, i = 0;
+    if (!n)
+        return;
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < e->nheap && heap_less(e, l, m))
+        int64_t dm = x.d;
+        if (l < n && p->heap[l].d < dm) {
             m = l;
-        if (r < e->nheap && heap_less(e, r, m))
+            dm = p->heap[l].d;
+        }
+        if (r < n && p->heap[r].d < dm)
             m = r;
         if (m == i)
-            return;
-        heap_swap(e, i, m);
+            break;
+        p->heap[i] = p->heap[m];
         i = m;
     }
+    p->heap[i] = x;
+}
+
+static void slots_free(struct slots *p)
+{
+    free(p->v);
+    free(p->free);
+    free(p->heap);
 }
 
 /* ------------------------------------------------------------- servers --- */
@@ -503,8 +540,8 @@ static int64_t iv_busy(const struct ivlist *x, const struct ivlist *y, int64_t a
 static void iv_prune(struct tb_svcest *e)
 {
     int64_t keep = e->now;
-    for (size_t k = 0; k < e->nheap; k++)
-        keep = TB_MIN(keep, e->pool[e->heap[k]].a);
+    for (size_t k = 0; k < e->pend.nheap; k++)
+        keep = TB_MIN(keep, ((const struct pending *)slots_at(&e->pend, e->pend.heap[k].slot))->a);
     e->iv_total = 0;
     for (size_t g = 0; g < e->niv; g++) {
         struct ivlist *l = &e->iv[g];
@@ -599,6 +636,8 @@ int tb_svcest_new(struct tb_svcest **out, const struct tb_svc_host *hosts, size_
     e->occ.elem = sizeof(struct occ);
     e->ccount.elem = sizeof(struct ccount);
     e->scells.elem = sizeof(struct cell);
+    e->pend.size = sizeof(struct pending);
+    e->tk.size = sizeof(struct tent);
     if (e->o.period_ns < 0 || e->o.fallback_q < 0 || e->o.fallback_q > 1 || !e->o.reservoir ||
         e->o.levels < 1 || e->o.levels > SVC_KMAX) {
         free(e);
@@ -696,7 +735,7 @@ static int settle(struct tb_svcest *e, struct pending *p)
     if (sample < p->d - p->a)
         e->srv[p->server].called = true;
     if (p->tslot >= 0)
-        e->tpool[p->tslot].v = sample;
+        ((struct tent *)slots_at(&e->tk, p->tslot))->v = sample;
     struct cell *c;
     void *v;
     int rc = kp_get(&e->cells, p->class_id, period_of(e, p->a), true, &v);
@@ -720,21 +759,17 @@ static int settle(struct tb_svcest *e, struct pending *p)
 /* Settles every pending request that departed at or before t. */
 static int drain(struct tb_svcest *e, int64_t t)
 {
-    while (e->nheap && e->pool[e->heap[0]].d <= t) {
-        int32_t slot = e->heap[0];
-        struct pending *p = &e->pool[slot];
+    while (e->pend.nheap && e->pend.heap[0].d <= t) {
+        int32_t slot = e->pend.heap[0].slot;
+        struct pending *p = slots_at(&e->pend, slot);
         int rc = settle(e, p);
         if (rc)
             return rc;
         struct srv *s = &e->srv[p->server];
         if (s->last == slot)
             s->last = -1;
-        e->heap[0] = e->heap[--e->nheap];
-        if (e->nheap) {
-            e->pool[e->heap[0]].heap_pos = 0;
-            heap_down(e, 0);
-        }
-        e->free_slots[e->nfree++] = slot;
+        slots_pop(&e->pend);
+        slots_put(&e->pend, slot);
     }
     return 0;
 }
@@ -748,18 +783,6 @@ static int drain(struct tb_svcest *e, int64_t t)
  * their m is already above n, or they arrived now) and moves it to bucket
  * n + 1; a departure is a death at level m. Each request moves at most
  * SVC_KMAX times: O(requests x SVC_KMAX) at most. */
-
-static bool theap_less(const struct tb_svcest *e, size_t i, size_t j)
-{
-    return e->theap[i].d < e->theap[j].d;
-}
-
-static void theap_swap(struct tb_svcest *e, size_t i, size_t j)
-{
-    struct theap_e t = e->theap[i];
-    e->theap[i] = e->theap[j];
-    e->theap[j] = t;
-}
 
 /* The entry of (key, period) in tab, created when absent. */
 static int cell_get(struct kptab *tab, uint32_t key, int64_t period, struct cell **out)
@@ -824,56 +847,45 @@ static int t_death(struct tb_svcest *e, const struct tent *x)
 
 static void t_link(struct tb_svcest *e, struct srv *s, int32_t slot)
 {
-    struct tent *x = &e->tpool[slot];
+    struct tent *x = slots_at(&e->tk, slot);
     x->prev = -1;
     x->next = -1;
     if (x->m > SVC_KMAX)
         return;
     x->next = s->bhead[x->m];
     if (x->next >= 0)
-        e->tpool[x->next].prev = slot;
+        ((struct tent *)slots_at(&e->tk, x->next))->prev = slot;
     s->bhead[x->m] = slot;
 }
 
 static void t_unlink(struct tb_svcest *e, struct srv *s, int32_t slot)
 {
-    struct tent *x = &e->tpool[slot];
+    struct tent *x = slots_at(&e->tk, slot);
     if (x->m > SVC_KMAX)
         return;
     if (x->prev >= 0)
-        e->tpool[x->prev].next = x->next;
+        ((struct tent *)slots_at(&e->tk, x->prev))->next = x->next;
     else
         s->bhead[x->m] = x->next;
     if (x->next >= 0)
-        e->tpool[x->next].prev = x->prev;
+        ((struct tent *)slots_at(&e->tk, x->next))->prev = x->prev;
 }
 
 /* The departures at or before t: deaths. Runs after drain(), which has set
  * the samples of the requests with calls. */
 static int tdrain(struct tb_svcest *e, int64_t t)
 {
-    while (e->ntheap && e->theap[0].d <= t) {
-        int32_t slot = e->theap[0].slot;
-        struct tent *x = &e->tpool[slot];
+    while (e->tk.nheap && e->tk.heap[0].d <= t) {
+        int32_t slot = e->tk.heap[0].slot;
+        struct tent *x = slots_at(&e->tk, slot);
         struct srv *s = &e->srv[x->server];
         s->nfl--;
         t_unlink(e, s, slot);
         int rc = t_death(e, x);
         if (rc)
             return rc;
-        e->theap[0] = e->theap[--e->ntheap];
-        for (size_t i = 0;;) {
-            size_t l = 2 * i + 1, r = l + 1, m = i;
-            if (l < e->ntheap && theap_less(e, l, m))
-                m = l;
-            if (r < e->ntheap && theap_less(e, r, m))
-                m = r;
-            if (m == i)
-                break;
-            theap_swap(e, i, m);
-            i = m;
-        }
-        e->tfree[e->ntfree++] = slot;
+        slots_pop(&e->tk);
+        slots_put(&e->tk, slot);
     }
     return 0;
 }
@@ -888,7 +900,7 @@ static int t_arrive(struct tb_svcest *e, struct srv *s, const struct tb_request 
         int32_t i = s->bhead[n];
         s->bhead[n] = -1;
         while (i >= 0) {
-            struct tent *x = &e->tpool[i];
+            struct tent *x = slots_at(&e->tk, i);
             int32_t nx = x->next;
             int rc = t_cut(e, x, n, r->arrival_ns);
             if (rc)
@@ -898,30 +910,17 @@ static int t_arrive(struct tb_svcest *e, struct srv *s, const struct tb_request 
             i = nx;
         }
     }
-    if (!e->ntfree) {
-        size_t cp = e->ntpool, cf = e->ntpool, ch = e->ntpool;
-        if (tb_grow(&e->tpool, &cp, e->ntpool + 1, sizeof *e->tpool) ||
-            tb_grow(&e->tfree, &cf, e->ntpool + 1, sizeof *e->tfree) ||
-            tb_grow(&e->theap, &ch, e->ntpool + 1, sizeof *e->theap))
-            return TB_E_NOMEM;
-        size_t nn = TB_MIN(cp, TB_MIN(cf, ch));
-        for (size_t k = nn; k > e->ntpool; k--)
-            e->tfree[e->ntfree++] = (int32_t)(k - 1);
-        e->ntpool = nn;
-    }
-    int32_t slot = e->tfree[--e->ntfree];
-    struct tent *x = &e->tpool[slot];
+    int32_t slot;
+    int rc = slots_take(&e->tk, &slot);
+    if (rc)
+        return rc;
+    struct tent *x = slots_at(&e->tk, slot);
     *x = (struct tent){.a = r->arrival_ns, .d = r->departure_ns,
                        .v = r->departure_ns - r->arrival_ns, .server = r->server,
                        .class_id = r->class_id, .m = TB_MIN(n + 1, (uint32_t)SVC_KMAX + 1)};
     t_link(e, s, slot);
     s->nfl++;
-    size_t i = e->ntheap++;
-    e->theap[i] = (struct theap_e){r->departure_ns, slot};
-    while (i && theap_less(e, i, (i - 1) / 2)) {
-        theap_swap(e, i, (i - 1) / 2);
-        i = (i - 1) / 2;
-    }
+    slots_push(&e->tk, r->departure_ns, slot);
     *slot_out = slot;
     return 0;
 }
@@ -999,22 +998,10 @@ int tb_svcest_add(struct tb_svcest *e, const struct tb_request *r)
         return rc;
     if (!e->nhosts)
         return add_direct(e, s, r);
-    if (!e->nfree) {
-        /* The pool, its free list and the heap grow in step. Slots are taken
-         * lowest first, and only once all are in use, so the numbering does
-         * not depend on the growth steps. */
-        size_t cp = e->npool, cf = e->npool, ch = e->npool;
-        if (tb_grow(&e->pool, &cp, e->npool + 1, sizeof *e->pool) ||
-            tb_grow(&e->free_slots, &cf, e->npool + 1, sizeof *e->free_slots) ||
-            tb_grow(&e->heap, &ch, e->npool + 1, sizeof *e->heap))
-            return TB_E_NOMEM;
-        size_t n = TB_MIN(cp, TB_MIN(cf, ch));
-        for (size_t k = n; k > e->npool; k--)
-            e->free_slots[e->nfree++] = (int32_t)(k - 1);
-        e->npool = n;
-    }
-    int32_t slot = e->free_slots[--e->nfree];
-    struct pending *p = &e->pool[slot];
+    int32_t slot;
+    if ((rc = slots_take(&e->pend, &slot)))
+        return rc;
+    struct pending *p = slots_at(&e->pend, slot);
     p->a = r->arrival_ns;
     p->d = r->departure_ns;
     p->server = r->server;
@@ -1026,14 +1013,14 @@ int tb_svcest_add(struct tb_svcest *e, const struct tb_request *r)
      * comes) not before its departure. Only the previous arrival can be cut
      * by this one, since arrivals come in order. */
     p->overlapped = s->maxdep > r->arrival_ns;
-    if (s->last >= 0 && e->pool[s->last].d > r->arrival_ns)
-        e->pool[s->last].overlapped = true;
+    if (s->last >= 0) {
+        struct pending *q = slots_at(&e->pend, s->last);
+        if (q->d > r->arrival_ns)
+            q->overlapped = true;
+    }
     s->maxdep = TB_MAX(s->maxdep, r->departure_ns);
     s->last = slot;
-    e->heap[e->nheap] = slot;
-    p->heap_pos = (uint32_t)e->nheap;
-    e->nheap++;
-    heap_up(e, e->nheap - 1);
+    slots_push(&e->pend, r->departure_ns, slot);
     return 0;
 }
 
@@ -1078,9 +1065,8 @@ void tb_svcest_free(struct tb_svcest *e)
             }
         }
     free(e->scells.v);
-    free(e->tpool);
-    free(e->tfree);
-    free(e->theap);
+    slots_free(&e->tk);
+    slots_free(&e->pend);
     for (size_t g = 0; g < e->niv; g++) {
         free(e->iv[g].s);
         free(e->iv[g].e);
@@ -1092,9 +1078,6 @@ void tb_svcest_free(struct tb_svcest *e)
     free(e->cells.v);
     free(e->iv);
     free(e->srv);
-    free(e->pool);
-    free(e->free_slots);
-    free(e->heap);
     free(e->hosts);
     free(e);
 }
