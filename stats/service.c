@@ -193,6 +193,15 @@ struct slots {
     size_t n, nfree, nheap; /* n: slots allocated */
 };
 
+/* Where the entry of (key, period) was, while its table has not grown: the
+ * lookups of a request's server, class and period repeat, each a few times
+ * per request. gen 0 (zeroed): empty. */
+struct kpref {
+    void *v;
+    int64_t period;
+    uint32_t key, gen;
+};
+
 struct srv {
     uint32_t id;
     int64_t maxdep;    /* latest departure of its requests so far */
@@ -213,6 +222,9 @@ struct srv {
     bool called, unclassified;
     /* The tracker's buckets by m. */
     int32_t bhead[SVC_KMAX + 1];
+    /* Its last entries in e->occ, e->scells, e->cells and e->ccount (the
+     * last two per class_id & 3). */
+    struct kpref occ_ref, scell_ref, cell_ref[4], cc_ref[4];
 };
 
 /* The time a server spent with m requests in flight, m = 1 .. SVC_OCC_K
@@ -260,7 +272,9 @@ struct ivlist {
 struct kptab {
     char *v;
     size_t elem, n, cap;
+    uint32_t gen; /* growths so far: a struct kpref of another is stale */
 };
+
 
 struct tb_svcest {
     struct tb_svc_opts o;
@@ -281,6 +295,8 @@ struct tb_svcest {
     size_t niv;
     size_t iv_total, iv_prune_at;
     struct slots pend; /* struct pending, until all its calls are known */
+    int64_t per_lo; /* the period period_of found last */
+    bool per_ok;
     /* The levels' tracker: classified requests in flight (struct tent),
      * the cells by (server + 1, period) that choose each server's level,
      * and the generator of the `lv` reservoirs (apart, so that level 1
@@ -321,6 +337,7 @@ static int kp_grow(struct kptab *t)
     free(t->v);
     t->v = nv;
     t->cap = cap;
+    t->gen++;
     return 0;
 }
 
@@ -349,6 +366,22 @@ static int kp_get(struct kptab *t, uint32_t key, int64_t period, bool create, vo
     }
     *out = k;
     return 0;
+}
+
+/* kp_get(t, key, period, true, out) through the reference r. The lookups
+ * skipped insert nothing (the entry is there), so the table grows (when
+ * half full) at the next lookup that is made, with the same entries as it
+ * would have had: the same layout, the same order of the cells. */
+static int kp_ref(struct kptab *t, struct kpref *r, uint32_t key, int64_t period, void **out)
+{
+    if (r->gen == t->gen && r->key == key && r->period == period && r->v) {
+        *out = r->v;
+        return 0;
+    }
+    int rc = kp_get(t, key, period, true, out);
+    if (!rc)
+        *r = (struct kpref){.v = *out, .period = period, .key = key, .gen = t->gen};
+    return rc;
 }
 
 static struct cell *cell_at(const struct tb_svcest *e, size_t i)
@@ -566,7 +599,7 @@ static void iv_prune(struct tb_svcest *e)
 
 /* ------------------------------------ the work done: requests in flight --- */
 
-static int64_t period_of(const struct tb_svcest *e, int64_t t);
+static int64_t period_of(struct tb_svcest *e, int64_t t);
 
 /* Counts the time since the server's last event up to t into the entry of
  * its number of requests in flight, per period of the time (an interval
@@ -578,7 +611,7 @@ static int occ_account(struct tb_svcest *e, struct srv *s, int64_t t)
         if (e->o.period_ns > 0 && p != INT64_MIN && p <= INT64_MAX - e->o.period_ns)
             to = TB_MIN(t, p + e->o.period_ns);
         void *v;
-        int rc = kp_get(&e->occ, s->id + 1, p, true, &v);
+        int rc = kp_ref(&e->occ, &s->occ_ref, s->id + 1, p, &v);
         if (rc)
             return rc;
         struct occ *o = v;
@@ -619,13 +652,13 @@ static int occ_arrive(struct tb_svcest *e, struct srv *s, const struct tb_reques
         return tb_i64heap_push(&s->uh, r->departure_ns) ? TB_E_NOMEM : 0;
     }
     void *v;
-    if ((rc = kp_get(&e->occ, s->id + 1, period_of(e, r->arrival_ns), true, &v)))
+    if ((rc = kp_ref(&e->occ, &s->occ_ref, s->id + 1, period_of(e, r->arrival_ns), &v)))
         return rc;
     struct occ *o = v;
     if (!o->idx)
         o->idx = (uint32_t)e->occ.n;
     o->requests++;
-    if ((rc = kp_get(&e->ccount, r->class_id, o->idx, true, &v)))
+    if ((rc = kp_ref(&e->ccount, &s->cc_ref[r->class_id & 3], r->class_id, o->idx, &v)))
         return rc;
     ((struct ccount *)v)->n++;
     return 0;
@@ -684,13 +717,18 @@ static int advance(struct tb_svcest *e, int64_t t)
     return 0;
 }
 
-static int64_t period_of(const struct tb_svcest *e, int64_t t)
+static int64_t period_of(struct tb_svcest *e, int64_t t)
 {
     if (e->o.period_ns <= 0)
         return e->first;
+    /* Most times fall in the period of the one before: no division. */
+    if (e->per_ok && t >= e->per_lo && (uint64_t)t - (uint64_t)e->per_lo < (uint64_t)e->o.period_ns)
+        return e->per_lo;
     int64_t p;
     if (tb_win_floor(t, e->o.period_ns, &p))
         return INT64_MIN;
+    e->per_lo = p;
+    e->per_ok = true;
     return p;
 }
 
@@ -732,7 +770,8 @@ static int cut_observe(struct tb_svcest *e, struct srv *s, int64_t next)
     if (!s->prev_idle || next >= s->prev_d)
         return 0;
     void *v;
-    int rc = kp_get(&e->cells, s->prev_class, period_of(e, s->prev_a), true, &v);
+    int rc = kp_ref(&e->cells, &s->cell_ref[s->prev_class & 3], s->prev_class,
+                    period_of(e, s->prev_a), &v);
     if (rc)
         return rc;
     return cut_add(&((struct cell *)v)->cb[1], next - s->prev_a);
@@ -751,7 +790,8 @@ static int settle(struct tb_svcest *e, struct pending *p)
         ((struct tent *)slots_at(&e->tk, p->tslot))->v = sample;
     struct cell *c;
     void *v;
-    int rc = kp_get(&e->cells, p->class_id, period_of(e, p->a), true, &v);
+    int rc = kp_ref(&e->cells, &e->srv[p->server].cell_ref[p->class_id & 3], p->class_id,
+                    period_of(e, p->a), &v);
     c = v;
     if (rc)
         return rc;
@@ -811,11 +851,12 @@ static int drain(struct tb_svcest *e, int64_t t)
  * never did in bench/svc_dump's battery (320 such pairs) or the golden
  * captures. */
 
-/* The entry of (key, period) in tab, created when absent. */
-static int cell_get(struct kptab *tab, uint32_t key, int64_t period, struct cell **out)
+/* The entry of (key, period) in tab, created when absent (through ref). */
+static int cell_get(struct kptab *tab, struct kpref *ref, uint32_t key, int64_t period,
+                    struct cell **out)
 {
     void *v;
-    int rc = kp_get(tab, key, period, true, &v);
+    int rc = kp_ref(tab, ref, key, period, &v);
     *out = v;
     return rc;
 }
@@ -836,14 +877,15 @@ static int cell_note_server(struct cell *c, uint32_t server)
 static int t_cut(struct tb_svcest *e, const struct tent *x, uint32_t k, int64_t now)
 {
     struct cell *c;
+    struct srv *xs = &e->srv[x->server];
     int rc;
     int64_t p = period_of(e, x->a);
     if (k >= 2) {
-        if ((rc = cell_get(&e->cells, x->class_id, p, &c)) ||
+        if ((rc = cell_get(&e->cells, &xs->cell_ref[x->class_id & 3], x->class_id, p, &c)) ||
             (rc = cut_add(&c->cb[k], now - x->a)) || (rc = cell_note_server(c, x->server)))
             return rc;
     }
-    if ((rc = cell_get(&e->scells, x->server + 1, p, &c)))
+    if ((rc = cell_get(&e->scells, &xs->scell_ref, x->server + 1, p, &c)))
         return rc;
     return cut_add(&c->cb[k], now - x->a);
 }
@@ -856,16 +898,17 @@ static int t_death(struct tb_svcest *e, const struct tent *x)
         return 0;
     struct msample ms = {.v = x->v, .d = x->d - x->a, .server = x->server, .m = x->m};
     struct cell *c;
+    struct srv *xs = &e->srv[x->server];
     int rc;
     int64_t p = period_of(e, x->a);
     if (x->m >= 2) {
-        if ((rc = cell_get(&e->cells, x->class_id, p, &c)) ||
+        if ((rc = cell_get(&e->cells, &xs->cell_ref[x->class_id & 3], x->class_id, p, &c)) ||
             (rc = res_add(&c->lv[x->m], &ms, sizeof ms, e->o.reservoir, &e->rng2)) ||
             (rc = cell_note_server(c, x->server)))
             return rc;
         c->mseen[x->m]++;
     }
-    if ((rc = cell_get(&e->scells, x->server + 1, p, &c)) ||
+    if ((rc = cell_get(&e->scells, &xs->scell_ref, x->server + 1, p, &c)) ||
         (rc = res_add(&c->lv[x->m], &ms, sizeof ms, e->o.reservoir, &e->rng2)))
         return rc;
     c->mseen[x->m]++;
