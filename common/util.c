@@ -142,21 +142,25 @@ int tb_i64heap_push(struct tb_i64heap *h, int64_t x)
 
 int64_t tb_i64heap_pop(struct tb_i64heap *h)
 {
-    int64_t top = h->v[0], x = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, m = l;
-        if (l >= h->n)
-            break;
-        if (l + 1 < h->n && h->v[l + 1] < h->v[l])
-            m = l + 1;
-        if (h->v[m] >= x)
-            break;
-        h->v[i] = h->v[m];
+    int64_t *v = h->v, top = v[0], x = v[--h->n];
+    size_t n = h->n, i = 0, l;
+    /* While both children exist, the smaller is picked without a branch
+     * (which one it is, is a coin toss the predictor loses); the left one
+     * when they are equal. */
+    while ((l = 2 * i + 1) + 1 < n) {
+        size_t m = l + (v[l + 1] < v[l]);
+        if (v[m] >= x)
+            goto out;
+        v[i] = v[m];
         i = m;
     }
-    if (h->n)
-        h->v[i] = x;
+    if (l < n && v[l] < x) {
+        v[i] = v[l];
+        i = l;
+    }
+out:
+    if (n)
+        v[i] = x;
     return top;
 }
 
