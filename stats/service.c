@@ -170,29 +170,6 @@ struct tent {
     int32_t prev, next;
 };
 
-/* Entries of `size` bytes in numbered slots, a free list and a min-heap of
- * (departure, tie, slot): the requests in flight, of the pending queue and
- * of the levels' tracker. The three arrays grow in step. Slots are taken
- * lowest first, and only once all are in use, so the numbering does not
- * depend on the growth steps; the heap keeps the departure beside the slot
- * (no indirection when it is sifted). Equal departures leave in the order
- * of `tie` (serial numbers: the smaller after wrapping first) when it
- * differs, else in an order the heap's layout decides (the pending queue
- * gives 0 to all, as it always has: its order is v0.8's). */
-struct slot_e {
-    int64_t d;
-    int32_t slot;
-    uint32_t tie;
-};
-
-struct slots {
-    char *v;
-    size_t size; /* bytes per entry */
-    int32_t *free;
-    struct slot_e *heap;
-    size_t n, nfree, nheap; /* n: slots allocated */
-};
-
 /* Where the entry of (key, period) was, while its table has not grown: the
  * lookups of a request's server, class and period repeat, each a few times
  * per request. gen 0 (zeroed): empty. */
@@ -294,14 +271,14 @@ struct tb_svcest {
     struct ivlist *iv;
     size_t niv;
     size_t iv_total, iv_prune_at;
-    struct slots pend; /* struct pending, until all its calls are known */
+    struct tb_slots pend; /* struct pending, until all its calls are known */
     int64_t per_lo; /* the period period_of found last */
     bool per_ok;
     /* The levels' tracker: classified requests in flight (struct tent),
      * the cells by (server + 1, period) that choose each server's level,
      * and the generator of the `lv` reservoirs (apart, so that level 1
      * draws exactly as before). */
-    struct slots tk;
+    struct tb_slots tk;
     uint32_t tseq; /* the tracker's arrivals, numbered: the order of deaths at one instant */
     struct kptab scells;
     uint64_t rng2;
@@ -387,84 +364,6 @@ static int kp_ref(struct kptab *t, struct kpref *r, uint32_t key, int64_t period
 static struct cell *cell_at(const struct tb_svcest *e, size_t i)
 {
     return (struct cell *)(void *)kp_at(&e->cells, i);
-}
-
-/* ------------------------------------------------------ pool of slots --- */
-
-static void *slots_at(const struct slots *p, int32_t slot)
-{
-    return p->v + (size_t)slot * p->size;
-}
-
-/* A free slot into *out (its entry is left as it was). */
-static int slots_take(struct slots *p, int32_t *out)
-{
-    if (!p->nfree) {
-        size_t cv = p->n, cf = p->n, ch = p->n;
-        if (tb_grow(&p->v, &cv, p->n + 1, p->size) ||
-            tb_grow(&p->free, &cf, p->n + 1, sizeof *p->free) ||
-            tb_grow(&p->heap, &ch, p->n + 1, sizeof *p->heap))
-            return TB_E_NOMEM;
-        size_t n = TB_MIN(cv, TB_MIN(cf, ch));
-        for (size_t k = n; k > p->n; k--)
-            p->free[p->nfree++] = (int32_t)(k - 1);
-        p->n = n;
-    }
-    *out = p->free[--p->nfree];
-    return 0;
-}
-
-static void slots_put(struct slots *p, int32_t slot)
-{
-    p->free[p->nfree++] = slot;
-}
-
-static bool slot_before(struct slot_e a, struct slot_e b)
-{
-    return a.d < b.d || (a.d == b.d && (int32_t)(a.tie - b.tie) < 0);
-}
-
-/* Slot (taken, not yet in the heap) departs at d. */
-static void slots_push(struct slots *p, int64_t d, uint32_t tie, int32_t slot)
-{
-    struct slot_e x = {d, slot, tie};
-    size_t i = p->nheap++;
-    for (; i && slot_before(x, p->heap[(i - 1) / 2]); i = (i - 1) / 2)
-        p->heap[i] = p->heap[(i - 1) / 2];
-    p->heap[i] = x;
-}
-
-/* Removes the heap's first (its slot stays taken). The last entry sinks
- * from the top past every child strictly before it, the left one first
- * when both are: as a sift by swaps would. */
-static void slots_pop(struct slots *p)
-{
-    struct slot_e x = p->heap[--p->nheap];
-    size_t n = p->nheap, i = 0;
-    if (!n)
-        return;
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        struct slot_e xm = x;
-        if (l < n && slot_before(p->heap[l], xm)) {
-            m = l;
-            xm = p->heap[l];
-        }
-        if (r < n && slot_before(p->heap[r], xm))
-            m = r;
-        if (m == i)
-            break;
-        p->heap[i] = p->heap[m];
-        i = m;
-    }
-    p->heap[i] = x;
-}
-
-static void slots_free(struct slots *p)
-{
-    free(p->v);
-    free(p->free);
-    free(p->heap);
 }
 
 /* ------------------------------------------------------------- servers --- */
@@ -585,7 +484,7 @@ static void iv_prune(struct tb_svcest *e)
 {
     int64_t keep = e->now;
     for (size_t k = 0; k < e->pend.nheap; k++)
-        keep = TB_MIN(keep, ((const struct pending *)slots_at(&e->pend, e->pend.heap[k].slot))->a);
+        keep = TB_MIN(keep, ((const struct pending *)tb_slots_at(&e->pend, e->pend.heap[k].slot))->a);
     e->iv_total = 0;
     for (size_t g = 0; g < e->niv; g++) {
         struct ivlist *l = &e->iv[g];
@@ -787,7 +686,7 @@ static int settle(struct tb_svcest *e, struct pending *p)
     if (sample < p->d - p->a)
         e->srv[p->server].called = true;
     if (p->tslot >= 0)
-        ((struct tent *)slots_at(&e->tk, p->tslot))->v = sample;
+        ((struct tent *)tb_slots_at(&e->tk, p->tslot))->v = sample;
     struct cell *c;
     void *v;
     int rc = kp_ref(&e->cells, &e->srv[p->server].cell_ref[p->class_id & 3], p->class_id,
@@ -814,15 +713,15 @@ static int drain(struct tb_svcest *e, int64_t t)
 {
     while (e->pend.nheap && e->pend.heap[0].d <= t) {
         int32_t slot = e->pend.heap[0].slot;
-        struct pending *p = slots_at(&e->pend, slot);
+        struct pending *p = tb_slots_at(&e->pend, slot);
         int rc = settle(e, p);
         if (rc)
             return rc;
         struct srv *s = &e->srv[p->server];
         if (s->last == slot)
             s->last = -1;
-        slots_pop(&e->pend);
-        slots_put(&e->pend, slot);
+        tb_slots_pop(&e->pend);
+        tb_slots_put(&e->pend, slot);
     }
     return 0;
 }
@@ -917,28 +816,28 @@ static int t_death(struct tb_svcest *e, const struct tent *x)
 
 static void t_link(struct tb_svcest *e, struct srv *s, int32_t slot)
 {
-    struct tent *x = slots_at(&e->tk, slot);
+    struct tent *x = tb_slots_at(&e->tk, slot);
     x->prev = -1;
     x->next = -1;
     if (x->m > SVC_KMAX)
         return;
     x->next = s->bhead[x->m];
     if (x->next >= 0)
-        ((struct tent *)slots_at(&e->tk, x->next))->prev = slot;
+        ((struct tent *)tb_slots_at(&e->tk, x->next))->prev = slot;
     s->bhead[x->m] = slot;
 }
 
 static void t_unlink(struct tb_svcest *e, struct srv *s, int32_t slot)
 {
-    struct tent *x = slots_at(&e->tk, slot);
+    struct tent *x = tb_slots_at(&e->tk, slot);
     if (x->m > SVC_KMAX)
         return;
     if (x->prev >= 0)
-        ((struct tent *)slots_at(&e->tk, x->prev))->next = x->next;
+        ((struct tent *)tb_slots_at(&e->tk, x->prev))->next = x->next;
     else
         s->bhead[x->m] = x->next;
     if (x->next >= 0)
-        ((struct tent *)slots_at(&e->tk, x->next))->prev = x->prev;
+        ((struct tent *)tb_slots_at(&e->tk, x->next))->prev = x->prev;
 }
 
 /* The departures at or before t: deaths. Runs after drain(), which has set
@@ -947,14 +846,14 @@ static int tdrain(struct tb_svcest *e, int64_t t)
 {
     while (e->tk.nheap && e->tk.heap[0].d <= t) {
         int32_t slot = e->tk.heap[0].slot;
-        struct tent *x = slots_at(&e->tk, slot);
+        struct tent *x = tb_slots_at(&e->tk, slot);
         struct srv *s = &e->srv[x->server];
         t_unlink(e, s, slot);
         int rc = t_death(e, x);
         if (rc)
             return rc;
-        slots_pop(&e->tk);
-        slots_put(&e->tk, slot);
+        tb_slots_pop(&e->tk);
+        tb_slots_put(&e->tk, slot);
     }
     return 0;
 }
@@ -972,7 +871,7 @@ static int t_arrive(struct tb_svcest *e, struct srv *s, const struct tb_request 
         int32_t i = s->bhead[n];
         s->bhead[n] = -1;
         while (i >= 0) {
-            struct tent *x = slots_at(&e->tk, i);
+            struct tent *x = tb_slots_at(&e->tk, i);
             int32_t nx = x->next;
             int rc = t_cut(e, x, n, r->arrival_ns);
             if (rc)
@@ -986,15 +885,15 @@ static int t_arrive(struct tb_svcest *e, struct srv *s, const struct tb_request 
     if (n >= SVC_KMAX)
         return 0; /* more than SVC_KMAX in flight already: never a sample */
     int32_t slot;
-    int rc = slots_take(&e->tk, &slot);
+    int rc = tb_slots_take(&e->tk, &slot);
     if (rc)
         return rc;
-    struct tent *x = slots_at(&e->tk, slot);
+    struct tent *x = tb_slots_at(&e->tk, slot);
     *x = (struct tent){.a = r->arrival_ns, .d = r->departure_ns,
                        .v = r->departure_ns - r->arrival_ns, .server = r->server,
                        .class_id = r->class_id, .m = n + 1};
     t_link(e, s, slot);
-    slots_push(&e->tk, r->departure_ns, e->tseq++, slot);
+    tb_slots_push(&e->tk, r->departure_ns, e->tseq++, slot);
     *slot_out = slot;
     return 0;
 }
@@ -1073,9 +972,9 @@ int tb_svcest_add(struct tb_svcest *e, const struct tb_request *r)
     if (!e->nhosts)
         return add_direct(e, s, r);
     int32_t slot;
-    if ((rc = slots_take(&e->pend, &slot)))
+    if ((rc = tb_slots_take(&e->pend, &slot)))
         return rc;
-    struct pending *p = slots_at(&e->pend, slot);
+    struct pending *p = tb_slots_at(&e->pend, slot);
     p->a = r->arrival_ns;
     p->d = r->departure_ns;
     p->server = r->server;
@@ -1088,13 +987,13 @@ int tb_svcest_add(struct tb_svcest *e, const struct tb_request *r)
      * by this one, since arrivals come in order. */
     p->overlapped = s->maxdep > r->arrival_ns;
     if (s->last >= 0) {
-        struct pending *q = slots_at(&e->pend, s->last);
+        struct pending *q = tb_slots_at(&e->pend, s->last);
         if (q->d > r->arrival_ns)
             q->overlapped = true;
     }
     s->maxdep = TB_MAX(s->maxdep, r->departure_ns);
     s->last = slot;
-    slots_push(&e->pend, r->departure_ns, 0, slot);
+    tb_slots_push(&e->pend, r->departure_ns, 0, slot);
     return 0;
 }
 
@@ -1139,8 +1038,8 @@ void tb_svcest_free(struct tb_svcest *e)
             }
         }
     free(e->scells.v);
-    slots_free(&e->tk);
-    slots_free(&e->pend);
+    tb_slots_free(&e->tk);
+    tb_slots_free(&e->pend);
     for (size_t g = 0; g < e->niv; g++) {
         free(e->iv[g].s);
         free(e->iv[g].e);
