@@ -618,7 +618,7 @@ static double mmc_stream(struct tb_request *r, size_t n, int c, double rho, bool
                          uint64_t seed)
 {
     uint64_t x = seed;
-    double t = 1e9, sum = 0, free_at[8] = {0};
+    double t = 1e9, sum = 0, free_at[32] = {0};
     for (size_t i = 0; i < n; i++) {
         t += -log(unif01(&x)) * 1e6 / (rho * c);
         double dem = expo ? -log(unif01(&x)) * 1e6 : 1e6;
@@ -883,6 +883,66 @@ static void test_levels_one_core(void **state)
         }
 }
 
+/* The count in flight behind the levels, against a brute force: a
+ * request's level is the most classified requests of its server in flight
+ * at once during its life (itself included); it gives a sample at levels
+ * m <= 16 only; an unclassified request (class 0) holds its server but
+ * counts in no one's level. M/M/24 at 70% busy (mmc_stream), every 7th
+ * request unclassified: in flight around 17, so many requests arrive past
+ * 16 in flight (the tracker keeps no entry for those: their count comes
+ * from the work done's heap less the unclassified). With 24 workers no
+ * level up to 16 shares one, so the level chosen is 16 and the row's
+ * samples must be exactly the brute force's deaths at levels 1..16 (11 095
+ * of 34 286; v0.8, main at 3936ea2, gives the same). With the cut-off one lower
+ * (n >= 15) the row reads 10 320; without the unclassified subtracted,
+ * 6 091. */
+static void test_levels_count(void **state)
+{
+    (void)state;
+    enum { N = 40000, C = 24 };
+    static struct tb_request r[N];
+    static uint32_t nin[N];
+    mmc_stream(r, N, C, 0.7, true, 0x7f4a7c15ull);
+    for (size_t i = 6; i < N; i += 7)
+        r[i].class_id = 0;
+    /* nin[j]: classified requests in flight at arrival j (arrived before
+     * it, departing after it: lives here are far shorter than 5000
+     * arrivals). A request's level: the largest nin + 1 over its own
+     * arrival and the classified arrivals during its life. */
+    for (size_t j = 0; j < N; j++)
+        for (size_t k = j >= 5000 ? j - 5000 : 0; k < j; k++)
+            nin[j] += r[k].class_id && r[k].departure_ns > r[j].arrival_ns;
+    uint64_t at[18] = {0}, past = 0;
+    for (size_t i = 0; i < N; i++) {
+        if (!r[i].class_id)
+            continue;
+        uint32_t m = nin[i] + 1;
+        for (size_t j = i + 1; j < N && r[j].arrival_ns < r[i].departure_ns; j++)
+            if (r[j].class_id && nin[j] + 1 > m)
+                m = nin[j] + 1;
+        if (r[i].departure_ns > r[i].arrival_ns)
+            at[m > 16 ? 17 : m]++;
+        past += m > 16;
+    }
+    uint64_t want = 0;
+    for (int m = 1; m <= 16; m++)
+        want += at[m];
+    struct tb_svc_opts o;
+    tb_svc_opts_default(&o);
+    o.period_ns = 0;
+    struct tb_class_service *s;
+    size_t n;
+    int64_t unit;
+    assert_int_equal(tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s, &n, &unit), 0);
+    assert_int_equal(n, 1);
+    print_message("M/M/%d at 70%%: %" PRIu64 " deaths at levels 1-16 (%" PRIu64 " at 1, %" PRIu64
+                  " at 16), %" PRIu64 " past 16; the row: %u samples\n",
+                  C, want, at[1], at[16], past, s[0].samples);
+    assert_int_equal(s[0].method, TB_SVC_ISOLATED);
+    assert_int_equal(s[0].samples, want);
+    free(s);
+}
+
 /* Units lookup: evenly spaced periods (found by division) and a gap (found by
  * search), before the first period, after the last, unsorted input. */
 static void test_units(void **state)
@@ -936,6 +996,7 @@ int main(void)
         cmocka_unit_test(test_work_done_left_out),
         cmocka_unit_test(test_levels_many_cores),
         cmocka_unit_test(test_levels_one_core),
+        cmocka_unit_test(test_levels_count),
         cmocka_unit_test(test_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
