@@ -106,6 +106,26 @@ static void build(struct trace *t)
     }
 }
 
+/* The estimator over r[0..nr) with no calls and no hosts (the plain
+ * streams below): periods of period_ns (0: one for all), levels up to
+ * `levels` (0: the default). Returns its rows, *n of them (the work unit
+ * into *unit when asked). */
+static struct tb_class_service *plain_estimate(const struct tb_request *r, size_t nr,
+                                               int64_t period_ns, uint32_t levels, size_t *n,
+                                               int64_t *unit)
+{
+    struct tb_svc_opts o;
+    tb_svc_opts_default(&o);
+    o.period_ns = period_ns;
+    if (levels)
+        o.levels = levels;
+    struct tb_class_service *s = NULL;
+    int64_t u;
+    assert_int_equal(
+        tb_service_estimate(r, nr, NULL, 0, NULL, 0, NULL, 0, &o, &s, n, unit ? unit : &u), 0);
+    return s;
+}
+
 static void test_two_tier(void **state)
 {
     (void)state;
@@ -468,14 +488,8 @@ static void test_poisson_exponential(void **state)
     const double rhos[2] = {0.3, 0.6};
     for (int k = 0; k < 2; k++) {
         double truth = fifo_stream(r, N, rhos[k], 1 * MS, true, 0x9e3779b97f4a7c15ull + k);
-        struct tb_svc_opts o;
-        tb_svc_opts_default(&o);
-        o.period_ns = 0;
-        struct tb_class_service *s;
         size_t n;
-        int64_t unit;
-        assert_int_equal(tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s, &n, &unit),
-                         0);
+        struct tb_class_service *s = plain_estimate(r, N, 0, 0, &n, NULL);
         assert_int_equal(n, 1);
         assert_int_equal(s[0].method, TB_SVC_ISOLATED);
         double med = isolated_median(r, N);
@@ -507,14 +521,8 @@ static void test_poisson_constant(void **state)
                                : 0;
             r[i].departure_ns = r[i].arrival_ns + wait + 1234567;
         }
-        struct tb_svc_opts o;
-        tb_svc_opts_default(&o);
-        o.period_ns = 10 * SEC;
-        struct tb_class_service *s;
         size_t n;
-        int64_t unit;
-        assert_int_equal(tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s, &n, &unit),
-                         0);
+        struct tb_class_service *s = plain_estimate(r, N, 10 * SEC, 0, &n, NULL);
         assert_true(n >= 2);
         for (size_t i = 0; i < n; i++)
             assert_int_equal(s[i].service_ns, 1234567);
@@ -652,14 +660,8 @@ static void test_mmc_busy(void **state)
         for (uint64_t seed = 1; seed <= 3; seed++) {
             double truth =
                 mmc_stream(r, N, cases[k].c, cases[k].rho, true, 0x51ed2701ull * seed + k);
-            struct tb_svc_opts o;
-            tb_svc_opts_default(&o);
-            o.period_ns = 0;
-            struct tb_class_service *s;
             size_t n;
-            int64_t unit;
-            assert_int_equal(
-                tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s, &n, &unit), 0);
+            struct tb_class_service *s = plain_estimate(r, N, 0, 0, &n, NULL);
             assert_int_equal(n, 1);
             assert_int_equal(s[0].method, TB_SVC_ISOLATED);
             print_message("M/M/%d rho %.2f seed %d: mean demand %.0f ns, estimate %" PRId64
@@ -676,14 +678,8 @@ static void test_mmc_busy(void **state)
      * the demand, so the product-limit estimate stops before it). */
     for (int c = 2; c <= 4; c += 2) {
         mmc_stream(r, N, c, c == 2 ? 0.95 : 0.9, false, 99 + (uint64_t)c);
-        struct tb_svc_opts o;
-        tb_svc_opts_default(&o);
-        o.period_ns = 0;
-        struct tb_class_service *s;
         size_t n;
-        int64_t unit;
-        assert_int_equal(tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s, &n, &unit),
-                         0);
+        struct tb_class_service *s = plain_estimate(r, N, 0, 0, &n, NULL);
         print_message("M/D/%d: estimate %" PRId64 " ns for 1000000 (%u isolated)\n", c,
                       s[0].service_ns, s[0].samples);
         assert_int_equal(s[0].method, TB_SVC_ISOLATED);
@@ -720,14 +716,8 @@ static void test_busy_few_alone(void **state)
             size_t n = cases[k].n;
             double truth = mmc_stream(r, n, cases[k].c, cases[k].rho, true,
                                       0x6b43a9b5ull * seed + 17 * k);
-            struct tb_svc_opts o;
-            tb_svc_opts_default(&o);
-            o.period_ns = 0;
-            struct tb_class_service *s;
             size_t ns;
-            int64_t unit;
-            assert_int_equal(
-                tb_service_estimate(r, n, NULL, 0, NULL, 0, NULL, 0, &o, &s, &ns, &unit), 0);
+            struct tb_class_service *s = plain_estimate(r, n, 0, 0, &ns, NULL);
             assert_int_equal(ns, 1);
             print_message("M/M/%d rho %.2f seed %d: mean demand %.0f ns, estimate %" PRId64
                           " ns (%+.1f%%, %u isolated)\n",
@@ -816,16 +806,8 @@ static void test_levels_many_cores(void **state)
                 mmc_stream(r, N, cases[k].c, cases[k].rho, true, 0x3c6ef372ull * seed + k);
             double err[2];
             for (int lv = 0; lv < 2; lv++) {
-                struct tb_svc_opts o;
-                tb_svc_opts_default(&o);
-                o.period_ns = 0;
-                if (lv)
-                    o.levels = 1;
-                struct tb_class_service *s;
                 size_t n;
-                int64_t unit;
-                assert_int_equal(
-                    tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s, &n, &unit), 0);
+                struct tb_class_service *s = plain_estimate(r, N, 0, lv ? 1 : 0, &n, NULL);
                 assert_int_equal(n, 1);
                 err[lv] = (double)s[0].service_ns / truth - 1;
                 free(s);
@@ -858,16 +840,8 @@ static void test_levels_one_core(void **state)
             struct tb_class_service *s[2];
             size_t n[2];
             int64_t unit[2];
-            for (int lv = 0; lv < 2; lv++) {
-                struct tb_svc_opts o;
-                tb_svc_opts_default(&o);
-                o.period_ns = 20 * SEC;
-                if (lv)
-                    o.levels = 1;
-                assert_int_equal(tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s[lv],
-                                                     &n[lv], &unit[lv]),
-                                 0);
-            }
+            for (int lv = 0; lv < 2; lv++)
+                s[lv] = plain_estimate(r, N, 20 * SEC, lv ? 1 : 0, &n[lv], &unit[lv]);
             assert_int_equal(n[0], n[1]);
             assert_true(n[0] >= 2);
             assert_int_equal(unit[0], unit[1]);
@@ -927,13 +901,8 @@ static void test_levels_count(void **state)
     uint64_t want = 0;
     for (int m = 1; m <= 16; m++)
         want += at[m];
-    struct tb_svc_opts o;
-    tb_svc_opts_default(&o);
-    o.period_ns = 0;
-    struct tb_class_service *s;
     size_t n;
-    int64_t unit;
-    assert_int_equal(tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s, &n, &unit), 0);
+    struct tb_class_service *s = plain_estimate(r, N, 0, 0, &n, NULL);
     assert_int_equal(n, 1);
     print_message("M/M/%d at 70%%: %" PRIu64 " deaths at levels 1-16 (%" PRIu64 " at 1, %" PRIu64
                   " at 16), %" PRIu64 " past 16; the row: %u samples\n",
