@@ -635,13 +635,14 @@ static int64_t period_of(struct tb_svcest *e, int64_t t)
 static int cut_add(struct cutlist *l, int64_t g)
 {
     int k = svc_bin(g);
-    uint32_t lo = 0, hi = l->n;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (l->b[mid].bin < (uint32_t)k)
-            lo = mid + 1;
-        else
-            hi = mid;
+    /* The first bin >= k, halving without a branch (which half it is, is a
+     * coin toss the predictor loses: this search was most of the cost). */
+    uint32_t lo = 0;
+    if (l->n) {
+        const struct cutbin *b = l->b;
+        for (uint32_t n = l->n; n > 1; n -= n / 2)
+            b = b[n / 2].bin < (uint32_t)k ? b + n / 2 : b;
+        lo = (uint32_t)(b - l->b) + (b->bin < (uint32_t)k);
     }
     if (lo == l->n || l->b[lo].bin != (uint32_t)k) {
         if (tb_grow(&l->b, &l->cap, (size_t)l->n + 1, sizeof *l->b))
