@@ -252,7 +252,6 @@ struct kptab {
     uint32_t gen; /* growths so far: a struct kpref of another is stale */
 };
 
-
 struct tb_svcest {
     struct tb_svc_opts o;
     struct tb_svc_host *hosts;
@@ -483,8 +482,10 @@ static int64_t iv_busy(const struct ivlist *x, const struct ivlist *y, int64_t a
 static void iv_prune(struct tb_svcest *e)
 {
     int64_t keep = e->now;
-    for (size_t k = 0; k < e->pend.nheap; k++)
-        keep = TB_MIN(keep, ((const struct pending *)tb_slots_at(&e->pend, e->pend.heap[k].slot))->a);
+    for (size_t k = 0; k < e->pend.nheap; k++) {
+        const struct pending *p = tb_slots_at(&e->pend, e->pend.heap[k].slot);
+        keep = TB_MIN(keep, p->a);
+    }
     e->iv_total = 0;
     for (size_t g = 0; g < e->niv; g++) {
         struct ivlist *l = &e->iv[g];
