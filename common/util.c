@@ -142,22 +142,92 @@ int tb_i64heap_push(struct tb_i64heap *h, int64_t x)
 
 int64_t tb_i64heap_pop(struct tb_i64heap *h)
 {
-    int64_t top = h->v[0], x = h->v[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1, m = l;
-        if (l >= h->n)
-            break;
-        if (l + 1 < h->n && h->v[l + 1] < h->v[l])
-            m = l + 1;
-        if (h->v[m] >= x)
-            break;
-        h->v[i] = h->v[m];
+    int64_t *v = h->v, top = v[0], x = v[--h->n];
+    size_t n = h->n, i = 0, l;
+    /* While both children exist, the smaller is picked without a branch
+     * (which one it is, is a coin toss the predictor loses); the left one
+     * when they are equal. */
+    while ((l = 2 * i + 1) + 1 < n) {
+        size_t m = l + (v[l + 1] < v[l]);
+        if (v[m] >= x)
+            goto out;
+        v[i] = v[m];
         i = m;
     }
-    if (h->n)
-        h->v[i] = x;
+    if (l < n && v[l] < x) {
+        v[i] = v[l];
+        i = l;
+    }
+out:
+    if (n)
+        v[i] = x;
     return top;
+}
+
+int tb_slots_take(struct tb_slots *p, int32_t *out)
+{
+    if (!p->nfree) {
+        size_t cv = p->n, cf = p->n, ch = p->n;
+        if (tb_grow(&p->v, &cv, p->n + 1, p->size) ||
+            tb_grow(&p->free, &cf, p->n + 1, sizeof *p->free) ||
+            tb_grow(&p->heap, &ch, p->n + 1, sizeof *p->heap))
+            return TB_E_NOMEM;
+        size_t n = TB_MIN(cv, TB_MIN(cf, ch));
+        for (size_t k = n; k > p->n; k--)
+            p->free[p->nfree++] = (int32_t)(k - 1);
+        p->n = n;
+    }
+    *out = p->free[--p->nfree];
+    return 0;
+}
+
+static bool slot_before(struct tb_slot a, struct tb_slot b)
+{
+    return a.d < b.d || (a.d == b.d && (int32_t)(a.tie - b.tie) < 0);
+}
+
+void tb_slots_push(struct tb_slots *p, int64_t d, uint32_t tie, int32_t slot)
+{
+    struct tb_slot x = {d, slot, tie};
+    size_t i = p->nheap++;
+    for (; i && slot_before(x, p->heap[(i - 1) / 2]); i = (i - 1) / 2)
+        p->heap[i] = p->heap[(i - 1) / 2];
+    p->heap[i] = x;
+}
+
+/* The last entry sinks from the top past every child strictly before it,
+ * the left one first when both are: as a sift by swaps would (v0.8's
+ * order of the pending requests in stats/service.c, which give all the
+ * same tie). */
+void tb_slots_pop(struct tb_slots *p)
+{
+    struct tb_slot x = p->heap[--p->nheap];
+    size_t n = p->nheap, i = 0;
+    if (!n)
+        return;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        struct tb_slot xm = x;
+        if (l < n && slot_before(p->heap[l], xm)) {
+            m = l;
+            xm = p->heap[l];
+        }
+        if (r < n && slot_before(p->heap[r], xm))
+            m = r;
+        if (m == i)
+            break;
+        p->heap[i] = p->heap[m];
+        i = m;
+    }
+    p->heap[i] = x;
+}
+
+void tb_slots_free(struct tb_slots *p)
+{
+    free(p->v);
+    free(p->free);
+    free(p->heap);
+    *p = (struct tb_slots){.size = p->size};
 }
 
 void tb_i64heap_free(struct tb_i64heap *h)

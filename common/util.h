@@ -31,6 +31,45 @@ int tb_i64heap_push(struct tb_i64heap *h, int64_t x);
 int64_t tb_i64heap_pop(struct tb_i64heap *h);
 void tb_i64heap_free(struct tb_i64heap *h);
 
+/* Entries of `size` bytes in numbered slots, a free list and a min-heap of
+ * (time, tie, slot): things in flight until their time passes (requests
+ * until their departure). Zero-initialised but for `size`. The three
+ * arrays grow in step; slots are taken lowest first, and only once all
+ * are in use, so the numbering does not depend on the growth steps. The
+ * heap keeps the time beside the slot (no indirection when it is sifted).
+ * Equal times leave in the order of `tie` (serial numbers: the smaller,
+ * after wrapping, first) when it differs, else in an order the heap's
+ * layout decides (the same for the same sequence of calls). */
+struct tb_slot {
+    int64_t d;
+    int32_t slot;
+    uint32_t tie;
+};
+struct tb_slots {
+    char *v;
+    size_t size; /* bytes per entry */
+    int32_t *free;
+    struct tb_slot *heap;
+    size_t n, nfree, nheap; /* n: slots allocated */
+};
+static inline void *tb_slots_at(const struct tb_slots *p, int32_t slot)
+{
+    return p->v + (size_t)slot * p->size;
+}
+/* A free slot into *out, its entry as it was; TB_E_NOMEM leaves all as it
+ * was. */
+int tb_slots_take(struct tb_slots *p, int32_t *out);
+/* Gives a taken slot back (it must not be in the heap). */
+static inline void tb_slots_put(struct tb_slots *p, int32_t slot)
+{
+    p->free[p->nfree++] = slot;
+}
+/* Slot (taken, not in the heap) leaves at d: into the heap. */
+void tb_slots_push(struct tb_slots *p, int64_t d, uint32_t tie, int32_t slot);
+/* Removes p->heap[0], the first to leave (nheap > 0); its slot stays taken. */
+void tb_slots_pop(struct tb_slots *p);
+void tb_slots_free(struct tb_slots *p);
+
 /* qsort comparators, ascending. NaN sorts as equal to everything: callers
  * keep NaN out. */
 int tb_cmp_i64(const void *a, const void *b);

@@ -156,23 +156,27 @@ struct pending {
     int64_t a, d;
     uint32_t server, class_id, tier;
     bool overlapped; /* another request of its server shared part of its life */
-    uint32_t heap_pos;
     int32_t tslot; /* its entry in the levels' tracker */
 };
 
-/* A classified request in flight, for the levels k >= 2 ("the level k"):
- * m = the most requests of its server in flight at once during its life so
- * far (itself included; SVC_KMAX + 1: more than SVC_KMAX); it is listed in
- * its server's bucket m while m <= SVC_KMAX. v: its sample, once known. */
+/* A classified request in flight that arrived with at most SVC_KMAX in
+ * flight, for the levels k >= 2 ("the level k"): m = the most requests of
+ * its server in flight at once during its life so far (itself included;
+ * SVC_KMAX + 1: more than SVC_KMAX); it is listed in its server's bucket m
+ * while m <= SVC_KMAX. v: its sample, once known. */
 struct tent {
     int64_t a, d, v;
     uint32_t server, class_id, m;
     int32_t prev, next;
 };
 
-struct theap_e {
-    int64_t d;
-    int32_t slot;
+/* Where the entry of (key, period) was, while its table has not grown: the
+ * lookups of a request's server, class and period repeat, each a few times
+ * per request. gen 0 (zeroed): empty. */
+struct kpref {
+    void *v;
+    int64_t period;
+    uint32_t key, gen;
 };
 
 struct srv {
@@ -190,12 +194,14 @@ struct srv {
     /* Its requests in flight (a min-heap of their departures) and the time
      * up to which their number has been counted into struct occ ("the work
      * done" below); whether some life of its own had a call subtracted. */
-    struct tb_i64heap oh;
+    struct tb_i64heap oh, uh; /* uh: the unclassified among them */
     int64_t occ_t;
     bool called, unclassified;
-    /* Its classified requests in flight, and the tracker's buckets by m. */
-    uint32_t nfl;
+    /* The tracker's buckets by m. */
     int32_t bhead[SVC_KMAX + 1];
+    /* Its last entries in e->occ, e->scells, e->cells and e->ccount (the
+     * last two per class_id & 3). */
+    struct kpref occ_ref, scell_ref, cell_ref[4], cc_ref[4];
 };
 
 /* The time a server spent with m requests in flight, m = 1 .. SVC_OCC_K
@@ -243,6 +249,7 @@ struct ivlist {
 struct kptab {
     char *v;
     size_t elem, n, cap;
+    uint32_t gen; /* growths so far: a struct kpref of another is stale */
 };
 
 struct tb_svcest {
@@ -263,20 +270,15 @@ struct tb_svcest {
     struct ivlist *iv;
     size_t niv;
     size_t iv_total, iv_prune_at;
-    /* pending pool + min-heap on departure */
-    struct pending *pool;
-    int32_t *free_slots;
-    size_t npool, nfree;
-    int32_t *heap;
-    size_t nheap;
-    /* The levels' tracker: classified requests in flight (pool, free list
-     * and a min-heap on departure), the cells by (server + 1, period) that
-     * choose each server's level, and the generator of the `lv`
-     * reservoirs (apart, so that level 1 draws exactly as before). */
-    struct tent *tpool;
-    int32_t *tfree;
-    struct theap_e *theap; /* departure kept beside the slot: no indirection */
-    size_t ntpool, ntfree, ntheap;
+    struct tb_slots pend; /* struct pending, until all its calls are known */
+    int64_t per_lo; /* the period period_of found last */
+    bool per_ok;
+    /* The levels' tracker: classified requests in flight (struct tent),
+     * the cells by (server + 1, period) that choose each server's level,
+     * and the generator of the `lv` reservoirs (apart, so that level 1
+     * draws exactly as before). */
+    struct tb_slots tk;
+    uint32_t tseq; /* the tracker's arrivals, numbered: the order of deaths at one instant */
     struct kptab scells;
     uint64_t rng2;
 };
@@ -311,6 +313,7 @@ static int kp_grow(struct kptab *t)
     free(t->v);
     t->v = nv;
     t->cap = cap;
+    t->gen++;
     return 0;
 }
 
@@ -341,49 +344,25 @@ static int kp_get(struct kptab *t, uint32_t key, int64_t period, bool create, vo
     return 0;
 }
 
+/* kp_get(t, key, period, true, out) through the reference r. The lookups
+ * skipped insert nothing (the entry is there), so the table grows (when
+ * half full) at the next lookup that is made, with the same entries as it
+ * would have had: the same layout, the same order of the cells. */
+static int kp_ref(struct kptab *t, struct kpref *r, uint32_t key, int64_t period, void **out)
+{
+    if (r->gen == t->gen && r->key == key && r->period == period && r->v) {
+        *out = r->v;
+        return 0;
+    }
+    int rc = kp_get(t, key, period, true, out);
+    if (!rc)
+        *r = (struct kpref){.v = *out, .period = period, .key = key, .gen = t->gen};
+    return rc;
+}
+
 static struct cell *cell_at(const struct tb_svcest *e, size_t i)
 {
     return (struct cell *)(void *)kp_at(&e->cells, i);
-}
-
-/* ------------------------------------------------------- heap of pending --- */
-
-static bool heap_less(const struct tb_svcest *e, size_t i, size_t j)
-{
-    const struct pending *a = &e->pool[e->heap[i]], *b = &e->pool[e->heap[j]];
-    return a->d < b->d;
-}
-
-static void heap_swap(struct tb_svcest *e, size_t i, size_t j)
-{
-    int32_t t = e->heap[i];
-    e->heap[i] = e->heap[j];
-    e->heap[j] = t;
-    e->pool[e->heap[i]].heap_pos = (uint32_t)i;
-    e->pool[e->heap[j]].heap_pos = (uint32_t)j;
-}
-
-static void heap_up(struct tb_svcest *e, size_t i)
-{
-    while (i && heap_less(e, i, (i - 1) / 2)) {
-        heap_swap(e, i, (i - 1) / 2);
-        i = (i - 1) / 2;
-    }
-}
-
-static void heap_down(struct tb_svcest *e, size_t i)
-{
-    for (;;) {
-        size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < e->nheap && heap_less(e, l, m))
-            m = l;
-        if (r < e->nheap && heap_less(e, r, m))
-            m = r;
-        if (m == i)
-            return;
-        heap_swap(e, i, m);
-        i = m;
-    }
 }
 
 /* ------------------------------------------------------------- servers --- */
@@ -503,8 +482,10 @@ static int64_t iv_busy(const struct ivlist *x, const struct ivlist *y, int64_t a
 static void iv_prune(struct tb_svcest *e)
 {
     int64_t keep = e->now;
-    for (size_t k = 0; k < e->nheap; k++)
-        keep = TB_MIN(keep, e->pool[e->heap[k]].a);
+    for (size_t k = 0; k < e->pend.nheap; k++) {
+        const struct pending *p = tb_slots_at(&e->pend, e->pend.heap[k].slot);
+        keep = TB_MIN(keep, p->a);
+    }
     e->iv_total = 0;
     for (size_t g = 0; g < e->niv; g++) {
         struct ivlist *l = &e->iv[g];
@@ -518,7 +499,7 @@ static void iv_prune(struct tb_svcest *e)
 
 /* ------------------------------------ the work done: requests in flight --- */
 
-static int64_t period_of(const struct tb_svcest *e, int64_t t);
+static int64_t period_of(struct tb_svcest *e, int64_t t);
 
 /* Counts the time since the server's last event up to t into the entry of
  * its number of requests in flight, per period of the time (an interval
@@ -530,7 +511,7 @@ static int occ_account(struct tb_svcest *e, struct srv *s, int64_t t)
         if (e->o.period_ns > 0 && p != INT64_MIN && p <= INT64_MAX - e->o.period_ns)
             to = TB_MIN(t, p + e->o.period_ns);
         void *v;
-        int rc = kp_get(&e->occ, s->id + 1, p, true, &v);
+        int rc = kp_ref(&e->occ, &s->occ_ref, s->id + 1, p, &v);
         if (rc)
             return rc;
         struct occ *o = v;
@@ -553,6 +534,8 @@ static int occ_to(struct tb_svcest *e, struct srv *s, int64_t t)
             return rc;
         tb_i64heap_pop(&s->oh);
     }
+    while (s->uh.n && s->uh.v[0] <= t)
+        tb_i64heap_pop(&s->uh);
     return occ_account(e, s, t);
 }
 
@@ -566,16 +549,16 @@ static int occ_arrive(struct tb_svcest *e, struct srv *s, const struct tb_reques
         return TB_E_NOMEM;
     if (!r->class_id) {
         s->unclassified = true;
-        return 0;
+        return tb_i64heap_push(&s->uh, r->departure_ns) ? TB_E_NOMEM : 0;
     }
     void *v;
-    if ((rc = kp_get(&e->occ, s->id + 1, period_of(e, r->arrival_ns), true, &v)))
+    if ((rc = kp_ref(&e->occ, &s->occ_ref, s->id + 1, period_of(e, r->arrival_ns), &v)))
         return rc;
     struct occ *o = v;
     if (!o->idx)
         o->idx = (uint32_t)e->occ.n;
     o->requests++;
-    if ((rc = kp_get(&e->ccount, r->class_id, o->idx, true, &v)))
+    if ((rc = kp_ref(&e->ccount, &s->cc_ref[r->class_id & 3], r->class_id, o->idx, &v)))
         return rc;
     ((struct ccount *)v)->n++;
     return 0;
@@ -599,6 +582,8 @@ int tb_svcest_new(struct tb_svcest **out, const struct tb_svc_host *hosts, size_
     e->occ.elem = sizeof(struct occ);
     e->ccount.elem = sizeof(struct ccount);
     e->scells.elem = sizeof(struct cell);
+    e->pend.size = sizeof(struct pending);
+    e->tk.size = sizeof(struct tent);
     if (e->o.period_ns < 0 || e->o.fallback_q < 0 || e->o.fallback_q > 1 || !e->o.reservoir ||
         e->o.levels < 1 || e->o.levels > SVC_KMAX) {
         free(e);
@@ -632,13 +617,18 @@ static int advance(struct tb_svcest *e, int64_t t)
     return 0;
 }
 
-static int64_t period_of(const struct tb_svcest *e, int64_t t)
+static int64_t period_of(struct tb_svcest *e, int64_t t)
 {
     if (e->o.period_ns <= 0)
         return e->first;
+    /* Most times fall in the period of the one before: no division. */
+    if (e->per_ok && t >= e->per_lo && (uint64_t)t - (uint64_t)e->per_lo < (uint64_t)e->o.period_ns)
+        return e->per_lo;
     int64_t p;
     if (tb_win_floor(t, e->o.period_ns, &p))
         return INT64_MIN;
+    e->per_lo = p;
+    e->per_ok = true;
     return p;
 }
 
@@ -646,13 +636,14 @@ static int64_t period_of(const struct tb_svcest *e, int64_t t)
 static int cut_add(struct cutlist *l, int64_t g)
 {
     int k = svc_bin(g);
-    uint32_t lo = 0, hi = l->n;
-    while (lo < hi) {
-        uint32_t mid = (lo + hi) / 2;
-        if (l->b[mid].bin < (uint32_t)k)
-            lo = mid + 1;
-        else
-            hi = mid;
+    /* The first bin >= k, halving without a branch (which half it is, is a
+     * coin toss the predictor loses: this search was most of the cost). */
+    uint32_t lo = 0;
+    if (l->n) {
+        const struct cutbin *b = l->b;
+        for (uint32_t n = l->n; n > 1; n -= n / 2)
+            b = b[n / 2].bin < (uint32_t)k ? b + n / 2 : b;
+        lo = (uint32_t)(b - l->b) + (b->bin < (uint32_t)k);
     }
     if (lo == l->n || l->b[lo].bin != (uint32_t)k) {
         if (tb_grow(&l->b, &l->cap, (size_t)l->n + 1, sizeof *l->b))
@@ -680,7 +671,8 @@ static int cut_observe(struct tb_svcest *e, struct srv *s, int64_t next)
     if (!s->prev_idle || next >= s->prev_d)
         return 0;
     void *v;
-    int rc = kp_get(&e->cells, s->prev_class, period_of(e, s->prev_a), true, &v);
+    int rc = kp_ref(&e->cells, &s->cell_ref[s->prev_class & 3], s->prev_class,
+                    period_of(e, s->prev_a), &v);
     if (rc)
         return rc;
     return cut_add(&((struct cell *)v)->cb[1], next - s->prev_a);
@@ -696,10 +688,11 @@ static int settle(struct tb_svcest *e, struct pending *p)
     if (sample < p->d - p->a)
         e->srv[p->server].called = true;
     if (p->tslot >= 0)
-        e->tpool[p->tslot].v = sample;
+        ((struct tent *)tb_slots_at(&e->tk, p->tslot))->v = sample;
     struct cell *c;
     void *v;
-    int rc = kp_get(&e->cells, p->class_id, period_of(e, p->a), true, &v);
+    int rc = kp_ref(&e->cells, &e->srv[p->server].cell_ref[p->class_id & 3], p->class_id,
+                    period_of(e, p->a), &v);
     c = v;
     if (rc)
         return rc;
@@ -720,21 +713,17 @@ static int settle(struct tb_svcest *e, struct pending *p)
 /* Settles every pending request that departed at or before t. */
 static int drain(struct tb_svcest *e, int64_t t)
 {
-    while (e->nheap && e->pool[e->heap[0]].d <= t) {
-        int32_t slot = e->heap[0];
-        struct pending *p = &e->pool[slot];
+    while (e->pend.nheap && e->pend.heap[0].d <= t) {
+        int32_t slot = e->pend.heap[0].slot;
+        struct pending *p = tb_slots_at(&e->pend, slot);
         int rc = settle(e, p);
         if (rc)
             return rc;
         struct srv *s = &e->srv[p->server];
         if (s->last == slot)
             s->last = -1;
-        e->heap[0] = e->heap[--e->nheap];
-        if (e->nheap) {
-            e->pool[e->heap[0]].heap_pos = 0;
-            heap_down(e, 0);
-        }
-        e->free_slots[e->nfree++] = slot;
+        tb_slots_pop(&e->pend);
+        tb_slots_put(&e->pend, slot);
     }
     return 0;
 }
@@ -747,25 +736,28 @@ static int drain(struct tb_svcest *e, int64_t t)
  * flight cuts every request of bucket n at level n (none of the others:
  * their m is already above n, or they arrived now) and moves it to bucket
  * n + 1; a departure is a death at level m. Each request moves at most
- * SVC_KMAX times: O(requests x SVC_KMAX) at most. */
+ * SVC_KMAX times: O(requests x SVC_KMAX) at most.
+ *
+ * A request that arrives with SVC_KMAX or more others in flight is never
+ * a death at any level (its m is above SVC_KMAX from the start and never
+ * falls) and never cut (cuts are at levels n <= SVC_KMAX, of requests
+ * whose m is n): it only counts in flight. So it gets no entry, and the
+ * count n comes from the work done's heap of its server (struct srv `oh`,
+ * every request in flight, brought up to the arrival) less its
+ * unclassified ones (`uh`). On a server far past its knee most requests
+ * are such: bench_analysis's 10 M, 82% of them (4.2 s to 3.3 s of CPU).
+ * Deaths at one instant come in arrival order (`tseq`): with every
+ * request on the heap (v0.8) their order was the heap's layout; it
+ * matters only when two of them are drawn into full reservoirs, and it
+ * never did in bench/svc_dump's battery (320 such pairs) or the golden
+ * captures. */
 
-static bool theap_less(const struct tb_svcest *e, size_t i, size_t j)
-{
-    return e->theap[i].d < e->theap[j].d;
-}
-
-static void theap_swap(struct tb_svcest *e, size_t i, size_t j)
-{
-    struct theap_e t = e->theap[i];
-    e->theap[i] = e->theap[j];
-    e->theap[j] = t;
-}
-
-/* The entry of (key, period) in tab, created when absent. */
-static int cell_get(struct kptab *tab, uint32_t key, int64_t period, struct cell **out)
+/* The entry of (key, period) in tab, created when absent (through ref). */
+static int cell_get(struct kptab *tab, struct kpref *ref, uint32_t key, int64_t period,
+                    struct cell **out)
 {
     void *v;
-    int rc = kp_get(tab, key, period, true, &v);
+    int rc = kp_ref(tab, ref, key, period, &v);
     *out = v;
     return rc;
 }
@@ -786,14 +778,15 @@ static int cell_note_server(struct cell *c, uint32_t server)
 static int t_cut(struct tb_svcest *e, const struct tent *x, uint32_t k, int64_t now)
 {
     struct cell *c;
+    struct srv *xs = &e->srv[x->server];
     int rc;
     int64_t p = period_of(e, x->a);
     if (k >= 2) {
-        if ((rc = cell_get(&e->cells, x->class_id, p, &c)) ||
+        if ((rc = cell_get(&e->cells, &xs->cell_ref[x->class_id & 3], x->class_id, p, &c)) ||
             (rc = cut_add(&c->cb[k], now - x->a)) || (rc = cell_note_server(c, x->server)))
             return rc;
     }
-    if ((rc = cell_get(&e->scells, x->server + 1, p, &c)))
+    if ((rc = cell_get(&e->scells, &xs->scell_ref, x->server + 1, p, &c)))
         return rc;
     return cut_add(&c->cb[k], now - x->a);
 }
@@ -806,16 +799,17 @@ static int t_death(struct tb_svcest *e, const struct tent *x)
         return 0;
     struct msample ms = {.v = x->v, .d = x->d - x->a, .server = x->server, .m = x->m};
     struct cell *c;
+    struct srv *xs = &e->srv[x->server];
     int rc;
     int64_t p = period_of(e, x->a);
     if (x->m >= 2) {
-        if ((rc = cell_get(&e->cells, x->class_id, p, &c)) ||
+        if ((rc = cell_get(&e->cells, &xs->cell_ref[x->class_id & 3], x->class_id, p, &c)) ||
             (rc = res_add(&c->lv[x->m], &ms, sizeof ms, e->o.reservoir, &e->rng2)) ||
             (rc = cell_note_server(c, x->server)))
             return rc;
         c->mseen[x->m]++;
     }
-    if ((rc = cell_get(&e->scells, x->server + 1, p, &c)) ||
+    if ((rc = cell_get(&e->scells, &xs->scell_ref, x->server + 1, p, &c)) ||
         (rc = res_add(&c->lv[x->m], &ms, sizeof ms, e->o.reservoir, &e->rng2)))
         return rc;
     c->mseen[x->m]++;
@@ -824,56 +818,44 @@ static int t_death(struct tb_svcest *e, const struct tent *x)
 
 static void t_link(struct tb_svcest *e, struct srv *s, int32_t slot)
 {
-    struct tent *x = &e->tpool[slot];
+    struct tent *x = tb_slots_at(&e->tk, slot);
     x->prev = -1;
     x->next = -1;
     if (x->m > SVC_KMAX)
         return;
     x->next = s->bhead[x->m];
     if (x->next >= 0)
-        e->tpool[x->next].prev = slot;
+        ((struct tent *)tb_slots_at(&e->tk, x->next))->prev = slot;
     s->bhead[x->m] = slot;
 }
 
 static void t_unlink(struct tb_svcest *e, struct srv *s, int32_t slot)
 {
-    struct tent *x = &e->tpool[slot];
+    struct tent *x = tb_slots_at(&e->tk, slot);
     if (x->m > SVC_KMAX)
         return;
     if (x->prev >= 0)
-        e->tpool[x->prev].next = x->next;
+        ((struct tent *)tb_slots_at(&e->tk, x->prev))->next = x->next;
     else
         s->bhead[x->m] = x->next;
     if (x->next >= 0)
-        e->tpool[x->next].prev = x->prev;
+        ((struct tent *)tb_slots_at(&e->tk, x->next))->prev = x->prev;
 }
 
 /* The departures at or before t: deaths. Runs after drain(), which has set
  * the samples of the requests with calls. */
 static int tdrain(struct tb_svcest *e, int64_t t)
 {
-    while (e->ntheap && e->theap[0].d <= t) {
-        int32_t slot = e->theap[0].slot;
-        struct tent *x = &e->tpool[slot];
+    while (e->tk.nheap && e->tk.heap[0].d <= t) {
+        int32_t slot = e->tk.heap[0].slot;
+        struct tent *x = tb_slots_at(&e->tk, slot);
         struct srv *s = &e->srv[x->server];
-        s->nfl--;
         t_unlink(e, s, slot);
         int rc = t_death(e, x);
         if (rc)
             return rc;
-        e->theap[0] = e->theap[--e->ntheap];
-        for (size_t i = 0;;) {
-            size_t l = 2 * i + 1, r = l + 1, m = i;
-            if (l < e->ntheap && theap_less(e, l, m))
-                m = l;
-            if (r < e->ntheap && theap_less(e, r, m))
-                m = r;
-            if (m == i)
-                break;
-            theap_swap(e, i, m);
-            i = m;
-        }
-        e->tfree[e->ntfree++] = slot;
+        tb_slots_pop(&e->tk);
+        tb_slots_put(&e->tk, slot);
     }
     return 0;
 }
@@ -883,12 +865,15 @@ static int tdrain(struct tb_svcest *e, int64_t t)
 static int t_arrive(struct tb_svcest *e, struct srv *s, const struct tb_request *r,
                     int32_t *slot_out)
 {
-    uint32_t n = s->nfl;
+    /* The classified requests in flight but this one: those counted into
+     * the work done (occ_arrive has brought them up to this arrival and
+     * added it) but the unclassified. */
+    uint32_t n = (uint32_t)(s->oh.n - 1 - s->uh.n);
     if (n >= 1 && n <= SVC_KMAX) {
         int32_t i = s->bhead[n];
         s->bhead[n] = -1;
         while (i >= 0) {
-            struct tent *x = &e->tpool[i];
+            struct tent *x = tb_slots_at(&e->tk, i);
             int32_t nx = x->next;
             int rc = t_cut(e, x, n, r->arrival_ns);
             if (rc)
@@ -898,30 +883,19 @@ static int t_arrive(struct tb_svcest *e, struct srv *s, const struct tb_request 
             i = nx;
         }
     }
-    if (!e->ntfree) {
-        size_t cp = e->ntpool, cf = e->ntpool, ch = e->ntpool;
-        if (tb_grow(&e->tpool, &cp, e->ntpool + 1, sizeof *e->tpool) ||
-            tb_grow(&e->tfree, &cf, e->ntpool + 1, sizeof *e->tfree) ||
-            tb_grow(&e->theap, &ch, e->ntpool + 1, sizeof *e->theap))
-            return TB_E_NOMEM;
-        size_t nn = TB_MIN(cp, TB_MIN(cf, ch));
-        for (size_t k = nn; k > e->ntpool; k--)
-            e->tfree[e->ntfree++] = (int32_t)(k - 1);
-        e->ntpool = nn;
-    }
-    int32_t slot = e->tfree[--e->ntfree];
-    struct tent *x = &e->tpool[slot];
+    *slot_out = -1;
+    if (n >= SVC_KMAX)
+        return 0; /* more than SVC_KMAX in flight already: never a sample */
+    int32_t slot;
+    int rc = tb_slots_take(&e->tk, &slot);
+    if (rc)
+        return rc;
+    struct tent *x = tb_slots_at(&e->tk, slot);
     *x = (struct tent){.a = r->arrival_ns, .d = r->departure_ns,
                        .v = r->departure_ns - r->arrival_ns, .server = r->server,
-                       .class_id = r->class_id, .m = TB_MIN(n + 1, (uint32_t)SVC_KMAX + 1)};
+                       .class_id = r->class_id, .m = n + 1};
     t_link(e, s, slot);
-    s->nfl++;
-    size_t i = e->ntheap++;
-    e->theap[i] = (struct theap_e){r->departure_ns, slot};
-    while (i && theap_less(e, i, (i - 1) / 2)) {
-        theap_swap(e, i, (i - 1) / 2);
-        i = (i - 1) / 2;
-    }
+    tb_slots_push(&e->tk, r->departure_ns, e->tseq++, slot);
     *slot_out = slot;
     return 0;
 }
@@ -999,22 +973,10 @@ int tb_svcest_add(struct tb_svcest *e, const struct tb_request *r)
         return rc;
     if (!e->nhosts)
         return add_direct(e, s, r);
-    if (!e->nfree) {
-        /* The pool, its free list and the heap grow in step. Slots are taken
-         * lowest first, and only once all are in use, so the numbering does
-         * not depend on the growth steps. */
-        size_t cp = e->npool, cf = e->npool, ch = e->npool;
-        if (tb_grow(&e->pool, &cp, e->npool + 1, sizeof *e->pool) ||
-            tb_grow(&e->free_slots, &cf, e->npool + 1, sizeof *e->free_slots) ||
-            tb_grow(&e->heap, &ch, e->npool + 1, sizeof *e->heap))
-            return TB_E_NOMEM;
-        size_t n = TB_MIN(cp, TB_MIN(cf, ch));
-        for (size_t k = n; k > e->npool; k--)
-            e->free_slots[e->nfree++] = (int32_t)(k - 1);
-        e->npool = n;
-    }
-    int32_t slot = e->free_slots[--e->nfree];
-    struct pending *p = &e->pool[slot];
+    int32_t slot;
+    if ((rc = tb_slots_take(&e->pend, &slot)))
+        return rc;
+    struct pending *p = tb_slots_at(&e->pend, slot);
     p->a = r->arrival_ns;
     p->d = r->departure_ns;
     p->server = r->server;
@@ -1026,14 +988,14 @@ int tb_svcest_add(struct tb_svcest *e, const struct tb_request *r)
      * comes) not before its departure. Only the previous arrival can be cut
      * by this one, since arrivals come in order. */
     p->overlapped = s->maxdep > r->arrival_ns;
-    if (s->last >= 0 && e->pool[s->last].d > r->arrival_ns)
-        e->pool[s->last].overlapped = true;
+    if (s->last >= 0) {
+        struct pending *q = tb_slots_at(&e->pend, s->last);
+        if (q->d > r->arrival_ns)
+            q->overlapped = true;
+    }
     s->maxdep = TB_MAX(s->maxdep, r->departure_ns);
     s->last = slot;
-    e->heap[e->nheap] = slot;
-    p->heap_pos = (uint32_t)e->nheap;
-    e->nheap++;
-    heap_up(e, e->nheap - 1);
+    tb_slots_push(&e->pend, r->departure_ns, 0, slot);
     return 0;
 }
 
@@ -1078,23 +1040,22 @@ void tb_svcest_free(struct tb_svcest *e)
             }
         }
     free(e->scells.v);
-    free(e->tpool);
-    free(e->tfree);
-    free(e->theap);
+    tb_slots_free(&e->tk);
+    tb_slots_free(&e->pend);
     for (size_t g = 0; g < e->niv; g++) {
         free(e->iv[g].s);
         free(e->iv[g].e);
     }
     for (size_t i = 0; i < e->nsrv; i++)
+    {
         tb_i64heap_free(&e->srv[i].oh);
+        tb_i64heap_free(&e->srv[i].uh);
+    }
     free(e->occ.v);
     free(e->ccount.v);
     free(e->cells.v);
     free(e->iv);
     free(e->srv);
-    free(e->pool);
-    free(e->free_slots);
-    free(e->heap);
     free(e->hosts);
     free(e);
 }
@@ -1369,6 +1330,57 @@ static int cmp_wsample(const void *a, const void *b)
     return (x->w > y->w) - (x->w < y->w);
 }
 
+static bool ws_less(const struct wsample *x, const struct wsample *y)
+{
+    if (x->d != y->d)
+        return x->d < y->d;
+    if (x->v != y->v)
+        return x->v < y->v;
+    return x->w < y->w;
+}
+
+/* Sorts a[0..n) as qsort with cmp_wsample would: that order is total on
+ * all three members, so any correct sort gives the same array. A merge
+ * sort with the comparison inlined (runs of 16 by insertion first) takes
+ * about half of qsort's time on the levels' reservoirs (finish: 16 of them
+ * a cell, 4096 each when full). tmp: scratch of n, grown as needed. */
+static int ws_sort(struct wsample *a, size_t n, struct wsample **tmp, size_t *ctmp)
+{
+    enum { RUN = 16 };
+    for (size_t lo = 0; lo < n; lo += RUN) {
+        size_t hi = TB_MIN(lo + RUN, n);
+        for (size_t i = lo + 1; i < hi; i++) {
+            struct wsample x = a[i];
+            size_t j = i;
+            for (; j > lo && ws_less(&x, &a[j - 1]); j--)
+                a[j] = a[j - 1];
+            a[j] = x;
+        }
+    }
+    if (n <= RUN)
+        return 0;
+    if (tb_grow(tmp, ctmp, n, sizeof **tmp))
+        return TB_E_NOMEM;
+    struct wsample *from = a, *to = *tmp;
+    for (size_t w = RUN; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = TB_MIN(lo + w, n), hi = TB_MIN(lo + 2 * w, n), i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                to[k++] = ws_less(&from[j], &from[i]) ? from[j++] : from[i++];
+            while (i < mid)
+                to[k++] = from[i++];
+            while (j < hi)
+                to[k++] = from[j++];
+        }
+        struct wsample *t = from;
+        from = to;
+        to = t;
+    }
+    if (from != a)
+        memcpy(a, from, n * sizeof *a);
+    return 0;
+}
+
 /* The estimate of cell c at level k: its deaths at levels <= k (a class's
  * cell: the isolated samples and lv[2..k]; a server's: lv[1..k]), each
  * weighted by its reservoir's scale, sorted by life into *buf; its cuts at
@@ -1395,7 +1407,12 @@ static int km_level(struct cell *c, uint32_t k, bool server_cell, struct wsample
         for (uint32_t i = 0; i < c->lv[m].n; i++)
             (*buf)[n++] = (struct wsample){mv[i].v, mv[i].d, sm};
     }
-    qsort(*buf, n, sizeof **buf, cmp_wsample);
+    struct wsample *tmp = NULL;
+    size_t ctmp = 0;
+    int rc = ws_sort(*buf, n, &tmp, &ctmp);
+    free(tmp);
+    if (rc)
+        return rc;
     uint64_t sn = server_cell ? 0 : c->iso.seen;
     for (uint32_t m = 1; m <= k; m++)
         sn += c->mseen[m];
@@ -1414,8 +1431,8 @@ static int km_choose(struct cell *c, uint32_t levels, struct wsample **buf, size
     double S[SVC_KMAX + 1], D[SVC_KMAX + 1], V[SVC_KMAX + 1];
     /* The deaths at levels <= k, kept sorted: each level's own sorted once
      * and merged in (one sort per level, not per level and k). */
-    struct wsample *run = NULL, *tmp = NULL;
-    size_t crun = 0, ctmp = 0;
+    struct wsample *run = NULL, *tmp = NULL, *tmp2 = NULL;
+    size_t crun = 0, ctmp = 0, ctmp2 = 0;
     uint32_t nrun = 0;
     uint64_t seen = 0;
     int rc = 0;
@@ -1431,7 +1448,8 @@ static int km_choose(struct cell *c, uint32_t levels, struct wsample **buf, size
         }
         for (uint32_t i = 0; i < r->n; i++)
             (*buf)[i] = (struct wsample){mv[i].v, mv[i].d, sm};
-        qsort(*buf, r->n, sizeof **buf, cmp_wsample);
+        if ((rc = ws_sort(*buf, r->n, &tmp2, &ctmp2)))
+            goto out;
         uint32_t i = 0, j = 0, n = 0;
         while (i < nrun || j < r->n)
             tmp[n++] = j == r->n || (i < nrun && cmp_wsample(&run[i], &(*buf)[j]) <= 0)
@@ -1471,6 +1489,7 @@ static int km_choose(struct cell *c, uint32_t levels, struct wsample **buf, size
 out:
     free(run);
     free(tmp);
+    free(tmp2);
     return rc;
 }
 

@@ -248,7 +248,11 @@ int tb_service_estimate(const struct tb_request *req, size_t nreq, const struct 
  * requests alone, one per level 2..levels; and 16 bytes per level and bin
  * of the times at which a request was cut short, at most 113 bins; per
  * (server, period) 560 bytes of times by requests in flight and 24 per
- * class served; 48 bytes per request in flight).
+ * class served; 8 bytes per request in flight, with downstream hosts 60
+ * more, and 68 more for each of the at most 16 per server that arrived
+ * with at most 16 in flight). Unclassified requests (class 0) belong in
+ * the same order: the count in flight at an arrival (for the levels) is
+ * the work done's, brought up to the latest arrival seen at its server.
  * Results are identical to tb_service_estimate while no (class, period)
  * exceeds the reservoir size. */
 struct tb_svcest;

@@ -106,6 +106,26 @@ static void build(struct trace *t)
     }
 }
 
+/* The estimator over r[0..nr) with no calls and no hosts (the plain
+ * streams below): periods of period_ns (0: one for all), levels up to
+ * `levels` (0: the default). Returns its rows, *n of them (the work unit
+ * into *unit when asked). */
+static struct tb_class_service *plain_estimate(const struct tb_request *r, size_t nr,
+                                               int64_t period_ns, uint32_t levels, size_t *n,
+                                               int64_t *unit)
+{
+    struct tb_svc_opts o;
+    tb_svc_opts_default(&o);
+    o.period_ns = period_ns;
+    if (levels)
+        o.levels = levels;
+    struct tb_class_service *s = NULL;
+    int64_t u;
+    assert_int_equal(
+        tb_service_estimate(r, nr, NULL, 0, NULL, 0, NULL, 0, &o, &s, n, unit ? unit : &u), 0);
+    return s;
+}
+
 static void test_two_tier(void **state)
 {
     (void)state;
@@ -468,14 +488,8 @@ static void test_poisson_exponential(void **state)
     const double rhos[2] = {0.3, 0.6};
     for (int k = 0; k < 2; k++) {
         double truth = fifo_stream(r, N, rhos[k], 1 * MS, true, 0x9e3779b97f4a7c15ull + k);
-        struct tb_svc_opts o;
-        tb_svc_opts_default(&o);
-        o.period_ns = 0;
-        struct tb_class_service *s;
         size_t n;
-        int64_t unit;
-        assert_int_equal(tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s, &n, &unit),
-                         0);
+        struct tb_class_service *s = plain_estimate(r, N, 0, 0, &n, NULL);
         assert_int_equal(n, 1);
         assert_int_equal(s[0].method, TB_SVC_ISOLATED);
         double med = isolated_median(r, N);
@@ -507,14 +521,8 @@ static void test_poisson_constant(void **state)
                                : 0;
             r[i].departure_ns = r[i].arrival_ns + wait + 1234567;
         }
-        struct tb_svc_opts o;
-        tb_svc_opts_default(&o);
-        o.period_ns = 10 * SEC;
-        struct tb_class_service *s;
         size_t n;
-        int64_t unit;
-        assert_int_equal(tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s, &n, &unit),
-                         0);
+        struct tb_class_service *s = plain_estimate(r, N, 10 * SEC, 0, &n, NULL);
         assert_true(n >= 2);
         for (size_t i = 0; i < n; i++)
             assert_int_equal(s[i].service_ns, 1234567);
@@ -618,7 +626,7 @@ static double mmc_stream(struct tb_request *r, size_t n, int c, double rho, bool
                          uint64_t seed)
 {
     uint64_t x = seed;
-    double t = 1e9, sum = 0, free_at[8] = {0};
+    double t = 1e9, sum = 0, free_at[32] = {0};
     for (size_t i = 0; i < n; i++) {
         t += -log(unif01(&x)) * 1e6 / (rho * c);
         double dem = expo ? -log(unif01(&x)) * 1e6 : 1e6;
@@ -652,14 +660,8 @@ static void test_mmc_busy(void **state)
         for (uint64_t seed = 1; seed <= 3; seed++) {
             double truth =
                 mmc_stream(r, N, cases[k].c, cases[k].rho, true, 0x51ed2701ull * seed + k);
-            struct tb_svc_opts o;
-            tb_svc_opts_default(&o);
-            o.period_ns = 0;
-            struct tb_class_service *s;
             size_t n;
-            int64_t unit;
-            assert_int_equal(
-                tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s, &n, &unit), 0);
+            struct tb_class_service *s = plain_estimate(r, N, 0, 0, &n, NULL);
             assert_int_equal(n, 1);
             assert_int_equal(s[0].method, TB_SVC_ISOLATED);
             print_message("M/M/%d rho %.2f seed %d: mean demand %.0f ns, estimate %" PRId64
@@ -676,14 +678,8 @@ static void test_mmc_busy(void **state)
      * the demand, so the product-limit estimate stops before it). */
     for (int c = 2; c <= 4; c += 2) {
         mmc_stream(r, N, c, c == 2 ? 0.95 : 0.9, false, 99 + (uint64_t)c);
-        struct tb_svc_opts o;
-        tb_svc_opts_default(&o);
-        o.period_ns = 0;
-        struct tb_class_service *s;
         size_t n;
-        int64_t unit;
-        assert_int_equal(tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s, &n, &unit),
-                         0);
+        struct tb_class_service *s = plain_estimate(r, N, 0, 0, &n, NULL);
         print_message("M/D/%d: estimate %" PRId64 " ns for 1000000 (%u isolated)\n", c,
                       s[0].service_ns, s[0].samples);
         assert_int_equal(s[0].method, TB_SVC_ISOLATED);
@@ -720,14 +716,8 @@ static void test_busy_few_alone(void **state)
             size_t n = cases[k].n;
             double truth = mmc_stream(r, n, cases[k].c, cases[k].rho, true,
                                       0x6b43a9b5ull * seed + 17 * k);
-            struct tb_svc_opts o;
-            tb_svc_opts_default(&o);
-            o.period_ns = 0;
-            struct tb_class_service *s;
             size_t ns;
-            int64_t unit;
-            assert_int_equal(
-                tb_service_estimate(r, n, NULL, 0, NULL, 0, NULL, 0, &o, &s, &ns, &unit), 0);
+            struct tb_class_service *s = plain_estimate(r, n, 0, 0, &ns, NULL);
             assert_int_equal(ns, 1);
             print_message("M/M/%d rho %.2f seed %d: mean demand %.0f ns, estimate %" PRId64
                           " ns (%+.1f%%, %u isolated)\n",
@@ -816,16 +806,8 @@ static void test_levels_many_cores(void **state)
                 mmc_stream(r, N, cases[k].c, cases[k].rho, true, 0x3c6ef372ull * seed + k);
             double err[2];
             for (int lv = 0; lv < 2; lv++) {
-                struct tb_svc_opts o;
-                tb_svc_opts_default(&o);
-                o.period_ns = 0;
-                if (lv)
-                    o.levels = 1;
-                struct tb_class_service *s;
                 size_t n;
-                int64_t unit;
-                assert_int_equal(
-                    tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s, &n, &unit), 0);
+                struct tb_class_service *s = plain_estimate(r, N, 0, lv ? 1 : 0, &n, NULL);
                 assert_int_equal(n, 1);
                 err[lv] = (double)s[0].service_ns / truth - 1;
                 free(s);
@@ -858,16 +840,8 @@ static void test_levels_one_core(void **state)
             struct tb_class_service *s[2];
             size_t n[2];
             int64_t unit[2];
-            for (int lv = 0; lv < 2; lv++) {
-                struct tb_svc_opts o;
-                tb_svc_opts_default(&o);
-                o.period_ns = 20 * SEC;
-                if (lv)
-                    o.levels = 1;
-                assert_int_equal(tb_service_estimate(r, N, NULL, 0, NULL, 0, NULL, 0, &o, &s[lv],
-                                                     &n[lv], &unit[lv]),
-                                 0);
-            }
+            for (int lv = 0; lv < 2; lv++)
+                s[lv] = plain_estimate(r, N, 20 * SEC, lv ? 1 : 0, &n[lv], &unit[lv]);
             assert_int_equal(n[0], n[1]);
             assert_true(n[0] >= 2);
             assert_int_equal(unit[0], unit[1]);
@@ -881,6 +855,61 @@ static void test_levels_one_core(void **state)
             free(s[0]);
             free(s[1]);
         }
+}
+
+/* The count in flight behind the levels, against a brute force: a
+ * request's level is the most classified requests of its server in flight
+ * at once during its life (itself included); it gives a sample at levels
+ * m <= 16 only; an unclassified request (class 0) holds its server but
+ * counts in no one's level. M/M/24 at 70% busy (mmc_stream), every 7th
+ * request unclassified: in flight around 17, so many requests arrive past
+ * 16 in flight (the tracker keeps no entry for those: their count comes
+ * from the work done's heap less the unclassified). With 24 workers no
+ * level up to 16 shares one, so the level chosen is 16 and the row's
+ * samples must be exactly the brute force's deaths at levels 1..16 (11 095
+ * of 34 286; v0.8, main at 3936ea2, gives the same). With the cut-off one lower
+ * (n >= 15) the row reads 10 320; without the unclassified subtracted,
+ * 6 091. */
+static void test_levels_count(void **state)
+{
+    (void)state;
+    enum { N = 40000, C = 24 };
+    static struct tb_request r[N];
+    static uint32_t nin[N];
+    mmc_stream(r, N, C, 0.7, true, 0x7f4a7c15ull);
+    for (size_t i = 6; i < N; i += 7)
+        r[i].class_id = 0;
+    /* nin[j]: classified requests in flight at arrival j (arrived before
+     * it, departing after it: lives here are far shorter than 5000
+     * arrivals). A request's level: the largest nin + 1 over its own
+     * arrival and the classified arrivals during its life. */
+    for (size_t j = 0; j < N; j++)
+        for (size_t k = j >= 5000 ? j - 5000 : 0; k < j; k++)
+            nin[j] += r[k].class_id && r[k].departure_ns > r[j].arrival_ns;
+    uint64_t at[18] = {0}, past = 0;
+    for (size_t i = 0; i < N; i++) {
+        if (!r[i].class_id)
+            continue;
+        uint32_t m = nin[i] + 1;
+        for (size_t j = i + 1; j < N && r[j].arrival_ns < r[i].departure_ns; j++)
+            if (r[j].class_id && nin[j] + 1 > m)
+                m = nin[j] + 1;
+        if (r[i].departure_ns > r[i].arrival_ns)
+            at[m > 16 ? 17 : m]++;
+        past += m > 16;
+    }
+    uint64_t want = 0;
+    for (int m = 1; m <= 16; m++)
+        want += at[m];
+    size_t n;
+    struct tb_class_service *s = plain_estimate(r, N, 0, 0, &n, NULL);
+    assert_int_equal(n, 1);
+    print_message("M/M/%d at 70%%: %" PRIu64 " deaths at levels 1-16 (%" PRIu64 " at 1, %" PRIu64
+                  " at 16), %" PRIu64 " past 16; the row: %u samples\n",
+                  C, want, at[1], at[16], past, s[0].samples);
+    assert_int_equal(s[0].method, TB_SVC_ISOLATED);
+    assert_int_equal(s[0].samples, want);
+    free(s);
 }
 
 /* Units lookup: evenly spaced periods (found by division) and a gap (found by
@@ -936,6 +965,7 @@ int main(void)
         cmocka_unit_test(test_work_done_left_out),
         cmocka_unit_test(test_levels_many_cores),
         cmocka_unit_test(test_levels_one_core),
+        cmocka_unit_test(test_levels_count),
         cmocka_unit_test(test_units),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

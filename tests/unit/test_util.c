@@ -212,6 +212,80 @@ static void test_i64heap(void **state)
     assert_int_equal(h.n, 0);
 }
 
+/* The pool of slots against a naive model: a list of what is in flight
+ * (time, order of arrival, slot, the entry's contents) searched for the
+ * first to leave, and the free slots as a stack on top of the numbers never
+ * used (so slot k is the k-th new one whatever the growth steps). Times
+ * from 40 values, so that many are equal: with distinct ties (arrival
+ * numbers, wrapping past UINT32_MAX on the way) equal times must leave in
+ * arrival order; with all ties 0, any of the equal ones may. Entries are
+ * 24 bytes and must keep their contents across growths. */
+struct slot_rec {
+    int64_t d, seq;
+    int32_t slot;
+};
+
+static void test_slots(void **state)
+{
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        struct tb_slots p = {.size = 3 * sizeof(int64_t)};
+        struct slot_rec held[700];
+        size_t nheld = 0;
+        int32_t freed[700];
+        size_t nfreed = 0;
+        int32_t fresh = 0;
+        int64_t seq = 0;
+        uint32_t tie0 = UINT32_MAX - 300;
+        uint64_t x = 0x2545f4914f6cdd1dull + (uint64_t)mode;
+        for (int step = 0; step < 20000; step++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            if (nheld < 700 && (x % 5 < 3 || !nheld)) {
+                int32_t slot, want = nfreed ? freed[--nfreed] : fresh++;
+                assert_int_equal(tb_slots_take(&p, &slot), 0);
+                assert_int_equal(slot, want);
+                int64_t d = (int64_t)(x >> 8) % 40;
+                int64_t *v = tb_slots_at(&p, slot);
+                v[0] = d;
+                v[1] = seq;
+                v[2] = -slot;
+                tb_slots_push(&p, d, mode ? tie0 + (uint32_t)seq : 0, slot);
+                held[nheld++] = (struct slot_rec){d, seq++, slot};
+            } else {
+                size_t lo = 0;
+                for (size_t i = 1; i < nheld; i++)
+                    if (held[i].d < held[lo].d ||
+                        (held[i].d == held[lo].d && held[i].seq < held[lo].seq))
+                        lo = i;
+                assert_true(p.nheap > 0);
+                int32_t slot = p.heap[0].slot;
+                assert_int_equal(p.heap[0].d, held[lo].d);
+                size_t k = lo;
+                if (mode)
+                    assert_int_equal(slot, held[lo].slot);
+                else
+                    for (k = 0; k < nheld && held[k].slot != slot; k++)
+                        ;
+                assert_true(k < nheld);
+                assert_int_equal(held[k].d, held[lo].d);
+                const int64_t *v = tb_slots_at(&p, slot);
+                assert_int_equal(v[0], held[k].d);
+                assert_int_equal(v[1], held[k].seq);
+                assert_int_equal(v[2], -slot);
+                tb_slots_pop(&p);
+                tb_slots_put(&p, slot);
+                freed[nfreed++] = slot;
+                held[k] = held[--nheld];
+            }
+            assert_int_equal(p.nheap, nheld);
+        }
+        assert_true(seq > 300); /* the ties wrapped */
+        tb_slots_free(&p);
+        assert_null(p.v);
+        assert_null(p.heap);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -221,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_csv_field),
         cmocka_unit_test(test_seterr), cmocka_unit_test(test_mix64),
         cmocka_unit_test(test_i64heap),
+        cmocka_unit_test(test_slots),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
