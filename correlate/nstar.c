@@ -933,8 +933,12 @@ static void show_knee(const struct pt *p, size_t m, uint32_t groups, const struc
         }
         if (why != TB_NSTAR_KNEE)
             *est[e] = NAN;
-        /* The first candidate that stands, else the first that failed. */
-        if (!any || (why == TB_NSTAR_KNEE && res->why != TB_NSTAR_KNEE)) {
+        /* The first candidate that stands, else the first that failed —
+         * but one the windows showed and the requests refuted says more
+         * than one the windows already refused. */
+        if (!any || (why == TB_NSTAR_KNEE && res->why != TB_NSTAR_KNEE) ||
+            (why == TB_NSTAR_FLAT_LIVES && res->why != TB_NSTAR_KNEE &&
+             res->why != TB_NSTAR_FLAT_LIVES)) {
             res->why = why;
             res->candidate = K;
             res->knee_ratio = kt.ratio;
