@@ -39,6 +39,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="st_rows.")
     per = {}
     ratios = []
+    refused = []
     try:
         for db in dbs:
             scen = re.sub(r"_\d+\.db$", "", os.path.basename(db))
@@ -58,6 +59,10 @@ def main():
                                   rb[k]["n_star_reason"])
                     if m:
                         ratios.append((float(m.group(1)), float(m.group(2)), scen, db, k))
+                    m = re.match(r"no congestion: requests arriving into (\d+)\+ in flight live "
+                                 r"x([0-9.]+) .*at most x([0-9.]+)", rb[k]["n_star_reason"])
+                    if m:
+                        refused.append((float(m.group(2)), float(m.group(3)), scen))
                     if ta != tb_:
                         print("%s %s %s: base %s (%s) / new %s (%s)" % (
                             os.path.basename(db), k[0], k[1], ta, ra[k]["n_star_reason"][:90],
@@ -69,6 +74,18 @@ def main():
     for scen, (ka, kb, lost, gained) in sorted(per.items()):
         print("| %s | %d | %d | %d | %d |" % (scen, ka, kb, lost, gained))
     ratios.sort()
+    print("| scenario | knees judged | lives ratio (min … max) | upper bound (min … max) |")
+    print("|---|---|---|---|")
+    for scen in sorted(per):
+        rs = [r for r in ratios if r[2] == scen]
+        if rs:
+            print("| %s | %d | x%.2f … x%.2f | x%.2f … x%.2f |" % (
+                scen, len(rs), min(r[0] for r in rs), max(r[0] for r in rs),
+                min(r[1] for r in rs), max(r[1] for r in rs)))
+    if refused:
+        print("refused by the stretch rule: %d rows, ratio x%.2f … x%.2f, upper bound x%.2f … "
+              "x%.2f" % (len(refused), min(r[0] for r in refused), max(r[0] for r in refused),
+                         min(r[1] for r in refused), max(r[1] for r in refused)))
     print("knees kept with the rule judged, lowest lives ratios:")
     for r in ratios[:8]:
         print("  x%.2f (ucb %.2f) %s %s %s" % (r[0], r[1], r[2], os.path.basename(r[3]), r[4]))
