@@ -28,7 +28,8 @@ struct tb_stretch {
 
 /* dst += src (counts and servers). */
 void tb_stretch_merge(struct tb_stretch *dst, const struct tb_stretch *src);
-/* Requests counted with from <= m (m: others in flight at arrival), any life. */
+/* Requests counted in the buckets whose lower bound lies in [from, to] (m:
+ * others in flight at arrival), any life. */
 uint64_t tb_stretch_count(const struct tb_stretch *s, uint32_t from, uint32_t to);
 /* The q-quantile (0 < q < 1) of the lives, in ns, of the requests whose
  * bucket's lower bound lies in [from, to] (geometric interpolation inside a
