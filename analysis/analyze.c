@@ -1393,12 +1393,15 @@ int tb_analyze_window_auto(struct tb_store *st, const struct tb_catalog *cat, ui
 {
     static const int64_t widths[] = {10, 20, 50, 100, 200, 500, 1000};
     memset(c, 0, sizeof *c);
-    /* The lives do not depend on the width: the row's, once. */
+    /* The lives do not depend on the width: the row's, once, over the
+     * default width's range. */
     struct pipe lp;
+    struct tb_analyze_opts lo = *o;
+    lo.width_ns = TB_WINDOW_DEFAULT_NS;
     const struct tb_stretch *lives = NULL;
     int64_t qf, qt;
-    tb_analyze_query_range(o->from_ns, o->to_ns, o->width_ns, &qf, &qt);
-    int lrc = pipe_init(&lp, st, cat, tier, o, errbuf, errlen);
+    tb_analyze_query_range(lo.from_ns, lo.to_ns, lo.width_ns, &qf, &qt);
+    int lrc = pipe_init(&lp, st, cat, tier, &lo, errbuf, errlen);
     if (!lrc)
         lrc = tb_store_requests(st, tier, qf, qt, &lp.rq, &lp.nrq);
     if (!lrc)

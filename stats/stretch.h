@@ -43,7 +43,8 @@ void tb_stretch_bin_bounds(uint32_t bin, double *lo_ns, double *hi_ns);
 /* ---- the rule ---------------------------------------------------------------
  * A knee candidate K of a series whose requests were counted in s is refused
  * when requests arriving into about 2·K/servers others in flight or more (from
- * the lower bound of the bucket holding its ceiling, at least 1) do not live clearly
+ * the lower bound of the bucket holding it rounded to the nearest integer, at
+ * least 1) do not live clearly
  * longer than those arriving alone: the one-sided 95% upper bound of the
  * ratio of their median lives (order-statistic bounds of both medians) is
  * under TB_STRETCH_MAX_RATIO. Judged only when both groups hold at least

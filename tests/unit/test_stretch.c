@@ -228,14 +228,14 @@ static void test_judge(void **state)
     tb_stretch_judge(&s, 0.9, &v);
     assert_false(v.judged);
     assert_false(v.flat);
-    /* Per server: 2·K / 2 servers, its ceiling's bucket: 7 -> 6-7, 7.4 -> 8
-     * (8-11), 12.2 -> 13 (12-15). */
+    /* Per server: 2·K / 2 servers to the nearest integer, its bucket: 7.4 ->
+     * 7 (6-7), 7.6 -> 8 (8-11), 11.6 -> 12 (12-15). */
     s.servers = 2;
-    tb_stretch_judge(&s, 7, &v);
-    assert_int_equal(v.from, 6);
     tb_stretch_judge(&s, 7.4, &v);
+    assert_int_equal(v.from, 6);
+    tb_stretch_judge(&s, 7.6, &v);
     assert_int_equal(v.from, 8);
-    tb_stretch_judge(&s, 12.2, &v);
+    tb_stretch_judge(&s, 11.6, &v);
     assert_int_equal(v.from, 12);
     s.servers = 1;
     tb_stretch_judge(&s, 0.3, &v);
