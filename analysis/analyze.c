@@ -52,6 +52,7 @@ struct pipe {
     struct tb_request *down; /* ...those calls (for the freeze rule's waiting) */
     size_t ndown;
     double call_ns;      /* Σ lives of those calls (tb_analysis_waits_slope) */
+    struct tb_stretch *lives; /* per row: lives by arrival concurrency (knee test), or NULL */
     char *err;
     size_t errlen;
 };
@@ -63,6 +64,39 @@ static void pipe_free(struct pipe *p)
     free(p->down);
     free(p->servers);
     free(p->count);
+    free(p->lives);
+}
+
+/* The rows' lives by arrival concurrency (the knee test's stretch rule) from
+ * an accumulator fed the tier's requests: each server's own, the tier row
+ * their sum (with --server, that server's). */
+static int pipe_lives(struct pipe *p, const struct tb_stretchacc *acc)
+{
+    free(p->lives);
+    if (!(p->lives = calloc(1 + p->nservers, sizeof *p->lives)))
+        return TB_E_NOMEM;
+    for (size_t k = 0; k < p->nservers; k++) {
+        const struct tb_stretch *s = tb_stretchacc_server(acc, p->servers[k]);
+        if (s) {
+            p->lives[k + 1] = *s;
+            tb_stretch_merge(&p->lives[0], s);
+        }
+    }
+    return 0;
+}
+
+/* The same from requests in arrival order (the store's order). */
+static int pipe_lives_of(struct pipe *p, const struct tb_request *rq, size_t n)
+{
+    struct tb_stretchacc *acc = NULL;
+    int rc = tb_stretchacc_new(&acc);
+    for (size_t i = 0; i < n && !rc; i++)
+        if (rq[i].tier == p->tier)
+            rc = tb_stretchacc_add(acc, &rq[i]);
+    if (!rc)
+        rc = pipe_lives(p, acc);
+    tb_stretchacc_free(acc);
+    return rc;
 }
 
 static int pipe_all(struct pipe *p)
@@ -656,11 +690,12 @@ double tb_analysis_waits_slope(const struct tb_class_service *svc, size_t nsvc, 
  * request count are the pipeline's: correlate only sees windows, so it would
  * count completions and take the range from the (possibly empty) windows. */
 static int analyze_row(struct tb_analysis_result *res, int64_t work_unit_ns, bool calls,
-                       double waits_hint)
+                       double waits_hint, const struct tb_stretch *lives)
 {
     struct tb_analysis keep = res->a;
     struct tb_nstar_opts no;
     tb_nstar_opts_default(&no);
+    no.stretch = lives;
     no.waits_downstream = calls;
     if (calls)
         no.slope_hint = waits_hint;
@@ -814,7 +849,7 @@ static int finish_rows(struct pipe *p, struct tb_analysis_result *rows, size_t n
                 memcpy(res->win, w + src * p->nwin, p->nwin * sizeof *w);
                 res->nwin = p->nwin;
             }
-            rc = analyze_row(res, wu, p->calls, waits_hint);
+            rc = analyze_row(res, wu, p->calls, waits_hint, p->lives ? &p->lives[src] : NULL);
             if (rc)
                 tb_seterr(p->err, p->errlen, "analysing tier '%s': %s", p->tier_name,
                           tb_strerror(rc));
@@ -893,6 +928,8 @@ static int run(struct pipe *p, struct tb_analysis_result *total,
     if (!all_stored) {
         for (size_t r = 0; r < nrows; r++)
             tb_analysis_result_free(&rows[r]);
+        if ((rc = pipe_lives_of(p, p->rq, p->nrq)) != 0)
+            goto fail;
         struct tb_units *u = NULL;
         size_t nw = 0;
         rc = tb_units_new(&u, svc, nsvc, 1.0);
@@ -1011,6 +1048,7 @@ struct tb_tierfeed {
     size_t nhosts;
     bool want_down;
     struct tb_svcest *est;
+    struct tb_stretchacc *lacc;  /* phase 1: lives by arrival concurrency */
     struct tb_request *pend;     /* calls at the latest instant, held behind the requests */
     size_t npend, cappend;
     int64_t lo, hi;
@@ -1050,6 +1088,8 @@ int tb_tierfeed_new(struct tb_tierfeed **out, struct tb_store *st, const struct 
     so.period_ns = SVC_PERIOD_NS;
     if (!rc)
         rc = tb_svcest_new(&f->est, f->hosts, f->nhosts, &so);
+    if (!rc)
+        rc = tb_stretchacc_new(&f->lacc);
     if (rc) {
         tb_tierfeed_free(f);
         return rc;
@@ -1101,6 +1141,8 @@ int tb_tierfeed_add(struct tb_tierfeed *f, const struct tb_request *r)
             return rc;
         if (own) {
             pipe_count(p, r, &f->lo, &f->hi);
+            if ((rc = tb_stretchacc_add(f->lacc, r)))
+                return rc;
             return tb_svcest_add(f->est, r);
         }
         f->ndown++;
@@ -1134,8 +1176,12 @@ int tb_tierfeed_mid(struct tb_tierfeed *f)
     int rc = feed_flush_calls(f);
     if (!rc)
         rc = feed_rows(p, f);
+    if (!rc)
+        rc = pipe_lives(p, f->lacc);
     if (rc)
         return rc;
+    tb_stretchacc_free(f->lacc);
+    f->lacc = NULL;
     if (p->count[0]) {
         rc = tb_svcest_finish(f->est, NULL, 0, &f->svc, &f->nsvc, &f->wu);
         if (rc) {
@@ -1183,6 +1229,7 @@ void tb_tierfeed_summary(const struct tb_tierfeed *f, struct tb_tierfeed_sum *s)
     s->svc = f->svc;
     s->nsvc = f->nsvc;
     s->wu = f->wu;
+    s->lives = f->p.lives;
 }
 
 /* tb_tierfeed_mid with the first pass's results given instead of gathered:
@@ -1206,6 +1253,11 @@ int tb_tierfeed_resume(struct tb_tierfeed *f, const struct tb_tierfeed_sum *s)
     }
     f->nsvc = s->nsvc;
     f->wu = s->wu;
+    if (s->lives) {
+        if (!(p->lives = malloc(s->nrows * sizeof *p->lives)))
+            return TB_E_NOMEM;
+        memcpy(p->lives, s->lives, s->nrows * sizeof *p->lives);
+    }
     tb_svcest_free(f->est);
     f->est = NULL;
     f->phase = 2;
@@ -1219,6 +1271,19 @@ void tb_tierfeed_services(const struct tb_tierfeed *f, const struct tb_class_ser
 {
     *svc = f->svc;
     *nsvc = f->nsvc;
+}
+
+const struct tb_stretch *tb_tierfeed_lives(const struct tb_tierfeed *f, uint32_t server)
+{
+    const struct pipe *p = &f->p;
+    if (!p->lives)
+        return NULL;
+    if (!server)
+        return &p->lives[0];
+    for (size_t k = 0; k < p->nservers; k++)
+        if (p->servers[k] == server)
+            return &p->lives[k + 1];
+    return NULL;
 }
 
 uint64_t tb_tierfeed_requests(const struct tb_tierfeed *f)
@@ -1272,6 +1337,7 @@ void tb_tierfeed_free(struct tb_tierfeed *f)
         return;
     pipe_free(&f->p);
     tb_svcest_free(f->est);
+    tb_stretchacc_free(f->lacc);
     free(f->pend);
     free(f->hosts);
     if (f->rows)
@@ -1327,6 +1393,29 @@ int tb_analyze_window_auto(struct tb_store *st, const struct tb_catalog *cat, ui
 {
     static const int64_t widths[] = {10, 20, 50, 100, 200, 500, 1000};
     memset(c, 0, sizeof *c);
+    /* The lives do not depend on the width: the row's, once, over the
+     * default width's range. */
+    struct pipe lp;
+    struct tb_analyze_opts lo = *o;
+    lo.width_ns = TB_WINDOW_DEFAULT_NS;
+    const struct tb_stretch *lives = NULL;
+    int64_t qf, qt;
+    tb_analyze_query_range(lo.from_ns, lo.to_ns, lo.width_ns, &qf, &qt);
+    int lrc = pipe_init(&lp, st, cat, tier, &lo, errbuf, errlen);
+    if (!lrc)
+        lrc = tb_store_requests(st, tier, qf, qt, &lp.rq, &lp.nrq);
+    if (!lrc)
+        lrc = pipe_servers(&lp);
+    if (!lrc)
+        lrc = pipe_lives_of(&lp, lp.rq, lp.nrq);
+    if (lrc) {
+        if (!errbuf[0])
+            tb_seterr(errbuf, errlen, "reading the requests of tier %u: %s", tier,
+                      tb_strerror(lrc));
+        pipe_free(&lp);
+        return lrc;
+    }
+    lives = &lp.lives[o->server ? 1 : 0];
     int64_t best = 0;
     double best_rel = INFINITY;
     bool stable = false;
@@ -1340,10 +1429,12 @@ int tb_analyze_window_auto(struct tb_store *st, const struct tb_catalog *cat, ui
             continue; /* too many windows at this width: try a longer one */
         if (rc) {
             snprintf(errbuf, errlen, "%s", err[0] ? err : tb_strerror(rc));
+            pipe_free(&lp);
             return rc;
         }
         struct tb_nstar_opts no;
         tb_nstar_opts_default(&no);
+        no.stretch = lives;
         no.waits_downstream = res.waits_downstream;
         if (res.waits_downstream)
             no.slope_hint = res.waits_slope;
@@ -1356,6 +1447,7 @@ int tb_analyze_window_auto(struct tb_store *st, const struct tb_catalog *cat, ui
         if (rc) {
             snprintf(errbuf, errlen, "N* interval at %lld ms: %s", (long long)widths[i],
                      tb_strerror(rc));
+            pipe_free(&lp);
             return rc;
         }
         struct tb_window_try *t = &c->tried[c->ntried++];
@@ -1386,6 +1478,7 @@ int tb_analyze_window_auto(struct tb_store *st, const struct tb_catalog *cat, ui
                  "window 50ms (the default): no width from 10ms to 1s shows a knee: ");
     }
     auto_trials(c->reason, sizeof c->reason, c, c->ntried);
+    pipe_free(&lp);
     return 0;
 }
 

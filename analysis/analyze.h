@@ -81,6 +81,10 @@ int tb_tierfeed_mid(struct tb_tierfeed *f);
 void tb_tierfeed_services(const struct tb_tierfeed *f, const struct tb_class_service **svc,
                           size_t *nsvc);
 uint64_t tb_tierfeed_requests(const struct tb_tierfeed *f);
+/* After tb_tierfeed_mid or _resume: the lives by arrival concurrency of the
+ * tier (server 0) or one of its servers (the knee test's stretch rule);
+ * NULL when unknown. Valid until free. */
+const struct tb_stretch *tb_tierfeed_lives(const struct tb_tierfeed *f, uint32_t server);
 int tb_tierfeed_finish(struct tb_tierfeed *f, struct tb_analysis_result *total,
                        struct tb_analysis_result **servers, size_t *nservers);
 void tb_tierfeed_free(struct tb_tierfeed *f);
@@ -97,6 +101,7 @@ struct tb_tierfeed_sum {
     struct tb_class_service *svc;
     size_t nsvc;
     int64_t wu;
+    const struct tb_stretch *lives; /* nrows entries (the knee test's stretch rule), or NULL */
 };
 /* After tb_tierfeed_mid: the summary, pointing into f (valid until finish or
  * free). */

@@ -142,6 +142,8 @@ struct server {
     double overtaken;               /* overtaken_share(), NAN when not measured */
     struct tb_quota quota;          /* its stops in step with a CPU quota's period */
     bool quota_done;
+    struct tb_stretch *lives;       /* its requests' lives by arrival concurrency (N*'s
+                                     * stretch rule); NULL when unknown */
 };
 
 /* One caller server → callee tier. */
@@ -216,6 +218,7 @@ static void ctx_free(struct ctx *c)
         for (uint32_t s = 0; s <= c->nservers_cat; s++) {
             free(c->servers[s].cong);
             free(c->servers[s].frozen);
+            free(c->servers[s].lives);
         }
     free(c->servers);
     for (size_t e = 0; e < c->nedges; e++)
@@ -510,7 +513,7 @@ static int load_inputs(struct ctx *c)
  * computation left, as for any report. Host byte order and this build's
  * struct sizes (checked: a mismatch is "not stored"). */
 #define INPUTS_NAME "diagnose"
-#define INPUTS_VERSION 1
+#define INPUTS_VERSION 2 /* 2: each tier's rows' lives (struct tb_stretch) */
 #define INPUTS_MAGIC 0x3130474149444254ull /* "TBDIAG01" */
 #define INPUTS_LAYOUT                                                                       \
     ((uint64_t)sizeof(struct tb_layer_win) | (uint64_t)sizeof(struct tb_layer_edge_win) << 16 | \
@@ -547,6 +550,9 @@ static void keep_tier(struct ctx *c, uint32_t t)
     tb_buf_u64(b, (uint64_t)s.wu);
     tb_buf_u64(b, s.nsvc);
     tb_buf_add(b, s.svc, s.nsvc * sizeof *s.svc);
+    tb_buf_u64(b, s.lives ? 1 : 0);
+    if (s.lives)
+        tb_buf_add(b, s.lives, s.nrows * sizeof *s.lives);
 }
 
 /* The blob, once the sweep is done (analyse_tiers). A capture still running
@@ -665,13 +671,16 @@ static int restore_inputs(struct ctx *c, const unsigned char *blob, size_t len)
         ntier_req += c->tiers[u].requests > 0;
     while (tb_rd_u64(&k, &t) && t) {
         struct tb_tierfeed_sum sum = {0};
-        uint64_t nrows, slo, shi, wu, nsvc;
-        void *count = NULL, *svc = NULL;
+        uint64_t nrows, slo, shi, wu, nsvc, have_lives;
+        void *count = NULL, *svc = NULL, *lives = NULL;
         bool ok = t <= nt && c->tiers[t].requests && tb_rd_u64(&k, &nrows) &&
                   get_array(&k, nrows, sizeof *sum.count, &count) && tb_rd_u64(&k, &slo) &&
                   tb_rd_u64(&k, &shi) && tb_rd_u64(&k, &sum.ndown) && tb_rd_u64(&k, &wu) &&
-                  tb_rd_u64(&k, &nsvc) && get_array(&k, nsvc, sizeof *sum.svc, &svc);
+                  tb_rd_u64(&k, &nsvc) && get_array(&k, nsvc, sizeof *sum.svc, &svc) &&
+                  tb_rd_u64(&k, &have_lives) && have_lives <= 1 &&
+                  get_array(&k, have_lives ? nrows : 0, sizeof *sum.lives, &lives);
         if (ok) {
+            sum.lives = lives;
             sum.count = count;
             sum.nrows = (size_t)nrows;
             sum.lo = (int64_t)slo;
@@ -683,6 +692,7 @@ static int restore_inputs(struct ctx *c, const unsigned char *blob, size_t len)
         }
         free(count);
         free(svc);
+        free(lives);
         if (!ok)
             return TB_E_NOTFOUND;
         if (rc)
@@ -807,6 +817,15 @@ static int analyse_tiers(struct ctx *c)
             keep_tier(c, t);
         tb_tierfeed_services(c->feeds[t], &svc, &nsvc);
         rc = tb_units_new(&T->units, svc, nsvc, 1.0);
+        for (uint32_t s = 1; s <= c->nservers_cat && !rc; s++) {
+            const struct tb_stretch *lv = tb_tierfeed_lives(c->feeds[t], s);
+            if (!lv || c->servers[s].lives)
+                continue;
+            if (!(c->servers[s].lives = malloc(sizeof *lv)))
+                rc = TB_E_NOMEM;
+            else
+                *c->servers[s].lives = *lv;
+        }
     }
     if (rc)
         return rc;
@@ -1991,10 +2010,23 @@ static double n_star_self(const struct ctx *c, const uint32_t *srv, size_t n, in
     struct tb_nstar_opts o;
     tb_nstar_opts_default(&o);
     o.slope_hint = wu > 0 ? 1e9 / (double)wu : 0;
+    /* The stretch rule over the same servers' requests, when all are known. */
+    struct tb_stretch *lives = calloc(1, sizeof *lives);
+    for (size_t i = 0; i < n && lives; i++) {
+        const struct tb_stretch *lv = c->servers[srv[i]].lives;
+        if (!lv) {
+            free(lives);
+            lives = NULL;
+        } else {
+            tb_stretch_merge(lives, lv);
+        }
+    }
+    o.stretch = lives;
     struct tb_nstar ns;
     double v = NAN;
     if (tb_nstar_windows(w, c->d->nwin, &o, &ns) == 0)
         v = tb_nstar_threshold(&ns);
+    free(lives);
     free(w);
     return v;
 }

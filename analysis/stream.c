@@ -28,6 +28,8 @@ struct tier {
     double waits_slope;       /* ...and the slope hint of N* then (tb_analysis_waits_slope) */
     struct tb_window *recent; /* closed tier windows for N*, oldest first */
     size_t nrecent, caprecent;
+    struct tb_stretch *lives; /* the recent requests' lives by arrival concurrency (N*'s
+                               * stretch rule); NULL before the first estimate */
     bool have_rule;
     struct tb_episode_track track; /* the rule in force and the episode in progress */
     uint64_t episodes;
@@ -108,6 +110,7 @@ void tb_stream_free(struct tb_stream *s)
         if (s->t[i].units)
             tb_units_free(s->t[i].units);
         free(s->t[i].recent);
+        free(s->t[i].lives);
     }
     free(s->t);
     free(s->ring);
@@ -307,6 +310,30 @@ static void rescale_recent(struct tb_stream *s, uint32_t tier, struct tier *t,
                         &(struct tb_stream_rescale){.factor = f, .from_ns = t->next_start});
 }
 
+static int cmp_arrival(const void *pa, const void *pb)
+{
+    const struct tb_request *a = pa, *b = pb;
+    return (a->arrival_ns > b->arrival_ns) - (a->arrival_ns < b->arrival_ns);
+}
+
+/* The lives by arrival concurrency of the tier's recent requests (rq, in
+ * completion order, reordered here), as the offline analysis counts them:
+ * the knee test of reestimate_rule applies the same stretch rule. On a
+ * failure the previous profile stays. */
+static void recent_lives(struct tier *t, struct tb_request *rq, size_t n)
+{
+    struct tb_stretchacc *acc = NULL;
+    qsort(rq, n, sizeof *rq, cmp_arrival);
+    int rc = tb_stretchacc_new(&acc);
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = tb_stretchacc_add(acc, &rq[i]);
+    if (!rc && !t->lives && !(t->lives = malloc(sizeof *t->lives)))
+        rc = TB_E_NOMEM;
+    if (!rc)
+        tb_stretchacc_total(acc, t->lives);
+    tb_stretchacc_free(acc);
+}
+
 /* Service times (hence work units) from the recent requests. */
 static void reestimate_units(struct tb_stream *s, uint32_t tier, struct tier *t)
 {
@@ -356,6 +383,7 @@ static void reestimate_units(struct tb_stream *s, uint32_t tier, struct tier *t)
             t->waits_slope = tb_analysis_waits_slope(svc, nsvc, wu, call_ns, n);
         }
         free(svc);
+        recent_lives(t, req, n);
         free(req);
     }
     free(hosts);
@@ -371,6 +399,7 @@ static void reestimate_rule(struct tb_stream *s, uint32_t tier, struct tier *t)
     size_t nep = 0;
     struct tb_nstar_opts no;
     tb_nstar_opts_default(&no);
+    no.stretch = t->lives;
     no.waits_downstream = t->calls;
     if (t->calls)
         no.slope_hint = t->waits_slope;

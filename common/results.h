@@ -65,6 +65,8 @@ enum tb_nstar_why {
     TB_NSTAR_FEW_BEYOND = 3,  /* a candidate, but fewer than 10 windows at or above it */
     TB_NSTAR_BELOW_ONE = 4,   /* a candidate below one request in service */
     TB_NSTAR_FEW_WINDOWS = 5, /* too few windows with load to show anything */
+    TB_NSTAR_FLAT_LIVES = 6,  /* a knee in the windows, but requests arriving into twice it
+                               * live as long as those arriving alone (v0.9) */
 };
 
 struct tb_episode {
@@ -92,8 +94,10 @@ struct tb_episode {
  * done"): the work unit and so N* change on busy servers. 8: the
  * product-limit estimate censors at "more than k in flight" with k chosen
  * per server and period (stats/service.c "the level k"): service times
- * change on busy servers with several cores. */
-#define TB_ANALYSIS_VERSION 8
+ * change on busy servers with several cores. 9: the per-request stretch rule
+ * of the knee test (stats/stretch.h): a knee whose requests do not live
+ * longer when they arrive into twice it in flight is refused. */
+#define TB_ANALYSIS_VERSION 9
 
 /* One analysis of one tier (server == 0) or server at one window width over
  * [from_ns, to_ns). */

@@ -7,6 +7,7 @@
 
 #include "tb.h"
 #include "stats.h"
+#include "stretch.h"
 #include "results.h" /* struct tb_episode, tb_analysis */
 
 /* ---- N* -----------------------------------------------------------------------
@@ -87,6 +88,10 @@ struct tb_nstar_opts {
                             * after the knee test has shown the knee found without it. */
     bool assume_knee;     /* skip the knee test and the sanity bound below (the estimates
                            * as found, before v0.3; for comparisons). Default false. */
+    const struct tb_stretch *stretch; /* the series' requests' lives by arrival concurrency
+                                       * (stretch.h): a candidate that passes the knee test
+                                       * is refused when they do not stretch
+                                       * (tb_stretch_judge). NULL (default): rule off. */
 };
 void tb_nstar_opts_default(struct tb_nstar_opts *o);
 /* *opts, or the defaults when opts is NULL. */
@@ -109,7 +114,11 @@ struct tb_nstar_opts tb_nstar_opts_or_default(const struct tb_nstar_opts *opts);
  *     bursts do not pass for independent evidence).
  * A candidate that fails becomes NAN. With no candidate standing there is no
  * threshold: no congested window, no episode, no TPmax, no levels. */
-/* "knee", "no_congestion" (LINEAR, RISING, FEW_BEYOND) or "undetermined". */
+/*   - (v0.9, when opts->stretch is given) requests that arrive into about
+ *     twice K in flight at their server live clearly longer than those that
+ *     arrive alone (tb_stretch_judge; not judged, the knee stands).
+ */
+/* "knee", "no_congestion" (LINEAR, RISING, FEW_BEYOND, FLAT_LIVES) or "undetermined". */
 const char *tb_nstar_why_status(enum tb_nstar_why why);
 
 struct tb_nstar {
@@ -130,6 +139,8 @@ struct tb_nstar {
     size_t beyond;        /* non-freeze windows with load >= candidate */
     double load_top;      /* the highest load of a window that is not a freeze (below
                            * freeze_frac x delta0 x load) */
+    struct tb_stretch_verdict lives; /* the stretch rule on candidate (judged false when
+                                      * off or not reached) */
     bool hinted;          /* a series that waits downstream: the knee stood as found
                            * without its slope hint (candidate), the estimates are the
                            * hint's (tb_nstar_opts.waits_downstream) */

@@ -93,6 +93,7 @@ void tb_nstar_opts_default(struct tb_nstar_opts *o)
     o->slope_hint = 0;
     o->waits_downstream = false;
     o->assume_knee = false;
+    o->stretch = NULL;
 }
 
 struct tb_nstar_opts tb_nstar_opts_or_default(const struct tb_nstar_opts *opts)
@@ -896,6 +897,7 @@ static void show_knee(const struct pt *p, size_t m, uint32_t groups, const struc
     bool any = false;
     res->why = TB_NSTAR_LINEAR;
     res->candidate = res->knee_ratio = res->knee_ucb = NAN;
+    res->lives = (struct tb_stretch_verdict){0, 0, 0, NAN, NAN, false, false};
     res->beyond = 0;
     for (int e = 0; e < 2; e++) {
         double K = *est[e];
@@ -903,6 +905,7 @@ static void show_knee(const struct pt *p, size_t m, uint32_t groups, const struc
             continue;
         enum tb_nstar_why why;
         struct knee kt = {NAN, NAN, 0};
+        struct tb_stretch_verdict lv = {0, 0, 0, NAN, NAN, false, false};
         if (groups < KNEE_MIN_GROUPS) {
             why = TB_NSTAR_FEW_WINDOWS;
         } else if (K < KNEE_MIN_LOAD) {
@@ -917,16 +920,31 @@ static void show_knee(const struct pt *p, size_t m, uint32_t groups, const struc
             why = knee_passes(&kt)               ? TB_NSTAR_KNEE
                   : !(kt.ucb <= KNEE_MAX_RATIO)  ? TB_NSTAR_RISING
                                                  : TB_NSTAR_FEW_BEYOND;
+            /* The windows say the cloud flattens; the requests say whether
+             * anything queued. A long request raises a window's load without
+             * raising its completions, so heavy-tailed demands flatten the
+             * cloud of a server nobody waits on (docs/report.md "The
+             * per-request stretch rule (v0.9)"). */
+            if (why == TB_NSTAR_KNEE && o->stretch) {
+                tb_stretch_judge(o->stretch, K, &lv);
+                if (lv.flat)
+                    why = TB_NSTAR_FLAT_LIVES;
+            }
         }
         if (why != TB_NSTAR_KNEE)
             *est[e] = NAN;
-        /* The first candidate that stands, else the first that failed. */
-        if (!any || (why == TB_NSTAR_KNEE && res->why != TB_NSTAR_KNEE)) {
+        /* The first candidate that stands, else the first that failed —
+         * but one the windows showed and the requests refuted says more
+         * than one the windows already refused. */
+        if (!any || (why == TB_NSTAR_KNEE && res->why != TB_NSTAR_KNEE) ||
+            (why == TB_NSTAR_FLAT_LIVES && res->why != TB_NSTAR_KNEE &&
+             res->why != TB_NSTAR_FLAT_LIVES)) {
             res->why = why;
             res->candidate = K;
             res->knee_ratio = kt.ratio;
             res->knee_ucb = kt.ucb;
             res->beyond = kt.beyond;
+            res->lives = lv;
             any = true;
         }
     }
@@ -973,6 +991,7 @@ const char *tb_nstar_why_status(enum tb_nstar_why why)
     case TB_NSTAR_LINEAR:
     case TB_NSTAR_RISING:
     case TB_NSTAR_FEW_BEYOND:
+    case TB_NSTAR_FLAT_LIVES:
         return "no_congestion";
     case TB_NSTAR_BELOW_ONE:
     case TB_NSTAR_FEW_WINDOWS:
@@ -988,13 +1007,18 @@ int tb_nstar_reason(const struct tb_nstar *ns, char *buf, size_t len)
         snprintf(ucb, sizeof ucb, "%.0f%%", 100 * ns->knee_ucb);
     else
         snprintf(ucb, sizeof ucb, "unbounded");
+    char lives[96] = "";
+    if (ns->lives.judged)
+        snprintf(lives, sizeof lives,
+                 "; lives x%.2f (ucb %.2f, %llu) at %u+ in flight", ns->lives.ratio,
+                 ns->lives.ucb, (unsigned long long)ns->lives.crowded, ns->lives.from);
     switch (ns->why) {
     case TB_NSTAR_KNEE:
         return snprintf(buf, len,
                         "knee shown: beyond %.2f throughput rises at %.0f%% of the slope below "
-                        "it (at most %s at 95%% confidence, %zu windows)%s",
+                        "it (at most %s at 95%% confidence, %zu windows)%s%s",
                         ns->candidate, 100 * ns->knee_ratio, ucb, ns->beyond,
-                        ns->hinted ? "; N* on the calls' slope hint" : "");
+                        ns->hinted ? "; N* on the calls' slope hint" : "", lives);
     case TB_NSTAR_LINEAR:
         return snprintf(buf, len, "no congestion: throughput still rises with load up to %.2f",
                         ns->load_top);
@@ -1010,6 +1034,14 @@ int tb_nstar_reason(const struct tb_nstar *ns, char *buf, size_t len)
                         "no congestion: throughput still rises with load up to %.2f (only %zu "
                         "windows at or beyond the candidate knee %.2f; %d needed)",
                         ns->load_top, ns->beyond, ns->candidate, KNEE_MIN_BEYOND);
+    case TB_NSTAR_FLAT_LIVES:
+        return snprintf(buf, len,
+                        "no congestion: requests arriving into %u+ in flight live x%.2f as long "
+                        "as those arriving alone (at most x%.2f at 95%%, %llu and %llu requests; "
+                        "a knee needs x%.2f; candidate %.2f)",
+                        ns->lives.from, ns->lives.ratio, ns->lives.ucb,
+                        (unsigned long long)ns->lives.crowded, (unsigned long long)ns->lives.alone,
+                        TB_STRETCH_MAX_RATIO, ns->candidate);
     case TB_NSTAR_BELOW_ONE:
         return snprintf(buf, len,
                         "undetermined: the candidate knee %.2f is below one request in service "

@@ -32,12 +32,13 @@ check() { # check WHAT FILE_A FILE_B: the same bytes
 stamp_of() { sqlite3 "$1" "SELECT 'rows ' || (SELECT max(rowid) FROM requests) || ' captures ' ||
                                    (SELECT count(*) FROM captures)"; }
 blob_stamp() { sqlite3 "$1" "SELECT version || ' ' || stamp FROM models WHERE name = 'diagnose'"; }
+iv=2 # diagnose.c INPUTS_VERSION (2: the tiers' lives by arrival concurrency, v0.9)
 
 for c in db-pool gc-one; do
     p=$work/$c db=$work/$c.db
     "$TBNECK_SIM" "$lib/diag/$c.conf" --out "$p" --seed 3 --duration 8s -q
     "$TBNECK" capture -q -r "$p.pcap" --db "$db" --diagnose-inputs
-    want="1 $(stamp_of "$db")"
+    want="$iv $(stamp_of "$db")"
     got=$(blob_stamp "$db")
     [ "$got" = "$want" ] || { echo "FAIL: $c: stored inputs '$got', expected '$want'"; fail=1; }
     dg() { "$TBNECK" diagnose --db "$db" --no-critical-path "$@"; }
@@ -92,7 +93,8 @@ PY
     # stored path as it was, while linking again (and --recompute, which
     # stores it anew) sees every response time 5 ms longer.
     got=$(sqlite3 "$db" "SELECT version || ' ' || stamp FROM models WHERE name = 'critpath'")
-    [ "$got" = "$want" ] || { echo "FAIL: $c: stored critical path '$got', expected '$want'"; fail=1; }
+    [ "$got" = "1 $(stamp_of "$db")" ] ||
+        { echo "FAIL: $c: stored critical path '$got', expected '1 $(stamp_of "$db")'"; fail=1; }
     "$TBNECK" diagnose --db "$db" --format json >"$p.cp.json"
     TBNECK_DIAGNOSE_STORED=0 "$TBNECK" diagnose --db "$db" --format json >"$p.cps.json"
     check "$c: stored vs linked critical path" "$p.cps.json" "$p.cp.json"
@@ -134,13 +136,13 @@ done
 db=$work/gc-one.db
 TBNECK_DIAGNOSE_STORED=0 "$TBNECK" capture -q -r "$work/db-pool.pcap" --db "$db" --diagnose-inputs
 stale=$(blob_stamp "$db")
-[ "$stale" != "1 $(stamp_of "$db")" ] || { echo "FAIL: STORED=0 capture stored"; fail=1; }
+[ "$stale" != "$iv $(stamp_of "$db")" ] || { echo "FAIL: STORED=0 capture stored"; fail=1; }
 "$TBNECK" diagnose --db "$db" --no-critical-path --format json >"$work/two.json"
 TBNECK_DIAGNOSE_STORED=0 "$TBNECK" diagnose --db "$db" --no-critical-path --format json \
     >"$work/two.streamed.json"
 check "two captures: stale blob not used" "$work/two.streamed.json" "$work/two.json"
 got=$(blob_stamp "$db")
-[ "$got" = "1 $(stamp_of "$db")" ] ||
+[ "$got" = "$iv $(stamp_of "$db")" ] ||
     { echo "FAIL: diagnose did not replace the stale blob ('$got')"; fail=1; }
 "$TBNECK" diagnose --db "$db" --no-critical-path --format json >"$work/two.again.json"
 check "two captures: the replaced blob" "$work/two.streamed.json" "$work/two.again.json"

@@ -725,6 +725,73 @@ static void test_interval(void **state)
     free(t);
 }
 
+/* The per-request stretch rule (v0.9): the 2-core cloud of test_cores bends
+ * at 2; with a profile whose requests arriving into 4+ in flight (2·K) live
+ * as long as those arriving alone the knee is refused (no threshold, status
+ * no_congestion, the reason says why); with lives 2.5x longer there it
+ * stands unchanged; with too few crowded requests it stands too. */
+static void lives(struct tb_stretch *s, double crowded_factor, size_t ncrowded)
+{
+    memset(s, 0, sizeof *s);
+    s->servers = 1;
+    for (size_t i = 0; i < 3000; i++) {
+        double g = exp(1.5 * gauss());
+        s->life[0][tb_stretch_bin((int64_t)(3e5 * g))]++;
+        if (i < ncrowded)
+            s->life[4][tb_stretch_bin((int64_t)(3e5 * crowded_factor * exp(1.5 * gauss())))]++;
+    }
+}
+
+static void test_stretch_rule(void **state)
+{
+    (void)state;
+    enum { N = 3000 };
+    double *l = malloc(N * sizeof *l), *t = malloc(N * sizeof *t);
+    static struct tb_stretch flat, stretched, few;
+    cloud(2, N, 0.15, 0.03, 21, l, t);
+    rs = 5;
+    lives(&flat, 1.0, 1000);
+    lives(&stretched, 2.5, 1000);
+    lives(&few, 1.0, TB_STRETCH_MIN_REQUESTS - 1);
+    struct tb_nstar_opts o;
+    tb_nstar_opts_default(&o);
+    struct tb_nstar off, ns;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &off), 0);
+    assert_int_equal(off.why, TB_NSTAR_KNEE);
+    assert_true(fabs(tb_nstar_threshold(&off) - 2) <= 0.2);
+    /* Flat lives: refused. */
+    o.stretch = &flat;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &ns), 0);
+    char why[192];
+    tb_nstar_reason(&ns, why, sizeof why);
+    print_message("flat lives: %s\n", why);
+    assert_int_equal(ns.why, TB_NSTAR_FLAT_LIVES);
+    assert_string_equal(tb_nstar_why_status(ns.why), "no_congestion");
+    assert_true(isnan(ns.n_star) && isnan(ns.n_star_fit) && isnan(tb_nstar_threshold(&ns)));
+    assert_true(isnan(ns.tp_max));
+    assert_int_equal(ns.lives.from, 4);
+    assert_true(ns.lives.judged && ns.lives.flat && ns.lives.ucb < TB_STRETCH_MAX_RATIO);
+    const char *want = "no congestion: requests arriving into 4+ in flight live x";
+    assert_memory_equal(why, want, strlen(want));
+    /* Stretched lives: the knee stands, as without the rule. */
+    o.stretch = &stretched;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &ns), 0);
+    tb_nstar_reason(&ns, why, sizeof why);
+    print_message("stretched lives: %s\n", why);
+    assert_int_equal(ns.why, TB_NSTAR_KNEE);
+    assert_near(ns.n_star, off.n_star, 0);
+    assert_near(ns.n_star_fit, off.n_star_fit, 0);
+    assert_true(ns.lives.judged && !ns.lives.flat && ns.lives.ratio > 2);
+    /* Too few requests arriving into a crowd: no evidence, the knee stands. */
+    o.stretch = &few;
+    assert_int_equal(tb_nstar_estimate(l, t, N, &o, &ns), 0);
+    assert_int_equal(ns.why, TB_NSTAR_KNEE);
+    assert_near(tb_nstar_threshold(&ns), tb_nstar_threshold(&off), 0);
+    assert_false(ns.lives.judged);
+    free(l);
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -743,6 +810,7 @@ int main(void)
         cmocka_unit_test(test_waits_slope),
         cmocka_unit_test(test_waits_hint),
         cmocka_unit_test(test_interval),
+        cmocka_unit_test(test_stretch_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

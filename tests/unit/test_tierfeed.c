@@ -500,6 +500,12 @@ static void test_tierfeed_resume(void **state)
         assert_non_null(sum[t].svc);
         memcpy(sum[t].count, s.count, s.nrows * sizeof *s.count);
         memcpy(sum[t].svc, s.svc, s.nsvc * sizeof *s.svc);
+        /* The rows' lives (the knee test's stretch rule) go with them. */
+        assert_non_null(s.lives);
+        struct tb_stretch *lv = malloc(s.nrows * sizeof *lv);
+        assert_non_null(lv);
+        memcpy(lv, s.lives, s.nrows * sizeof *lv);
+        sum[t].lives = lv;
     }
     assert_int_equal(sum[1].nrows, 3); /* the tier and its two servers */
     assert_true(sum[1].ndown > 0);
@@ -559,6 +565,7 @@ static void test_tierfeed_resume(void **state)
     for (int t = 0; t < 3; t++) {
         free(sum[t].count);
         free(sum[t].svc);
+        free((void *)sum[t].lives);
     }
 }
 

@@ -1,0 +1,199 @@
+/* SPDX-License-Identifier: MIT */
+/* stretch.c — lives by arrival concurrency, per server, and the knee test's
+ * per-request rule (stretch.h). */
+#include "stretch.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+/* Log-ish, so that "twice the knee" lands near a bucket edge for any number
+ * of cores, and capped: past 64 in flight every knee is long shown. */
+const uint32_t TB_STRETCH_FROM[TB_STRETCH_NCONC] = {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
+
+static uint32_t conc_bucket(size_t m)
+{
+    uint32_t b = 0;
+    while (b + 1 < TB_STRETCH_NCONC && m >= TB_STRETCH_FROM[b + 1])
+        b++;
+    return b;
+}
+
+uint32_t tb_stretch_bin(int64_t life_ns)
+{
+    if (life_ns < 1000)
+        return 0;
+    double o = log2((double)life_ns / 1000.0) * TB_STRETCH_BINS_PER_OCTAVE;
+    if (!(o < TB_STRETCH_NLIFE - 2))
+        return TB_STRETCH_NLIFE - 1;
+    return (uint32_t)o + 1;
+}
+
+void tb_stretch_bin_bounds(uint32_t bin, double *lo_ns, double *hi_ns)
+{
+    if (bin == 0) {
+        *lo_ns = 0;
+        *hi_ns = 1000;
+        return;
+    }
+    *lo_ns = 1000.0 * exp2((double)(bin - 1) / TB_STRETCH_BINS_PER_OCTAVE);
+    *hi_ns = bin + 1 >= TB_STRETCH_NLIFE ? INFINITY
+                                         : 1000.0 * exp2((double)bin / TB_STRETCH_BINS_PER_OCTAVE);
+}
+
+void tb_stretch_merge(struct tb_stretch *dst, const struct tb_stretch *src)
+{
+    dst->servers += src->servers;
+    for (uint32_t b = 0; b < TB_STRETCH_NCONC; b++)
+        for (uint32_t i = 0; i < TB_STRETCH_NLIFE; i++)
+            dst->life[b][i] += src->life[b][i];
+}
+
+static bool in_range(uint32_t b, uint32_t from, uint32_t to)
+{
+    return TB_STRETCH_FROM[b] >= from && TB_STRETCH_FROM[b] <= to;
+}
+
+uint64_t tb_stretch_count(const struct tb_stretch *s, uint32_t from, uint32_t to)
+{
+    uint64_t n = 0;
+    for (uint32_t b = 0; b < TB_STRETCH_NCONC; b++)
+        if (in_range(b, from, to))
+            for (uint32_t i = 0; i < TB_STRETCH_NLIFE; i++)
+                n += s->life[b][i];
+    return n;
+}
+
+double tb_stretch_quantile(const struct tb_stretch *s, uint32_t from, uint32_t to, double q)
+{
+    uint64_t n = tb_stretch_count(s, from, to);
+    if (!n || !(q > 0 && q < 1))
+        return NAN;
+    /* The rank as a continuous position: the value below which a fraction q
+     * of the requests lie, spread evenly (in log) over their bin. */
+    double want = q * (double)n, seen = 0;
+    for (uint32_t i = 0; i < TB_STRETCH_NLIFE; i++) {
+        uint64_t c = 0;
+        for (uint32_t b = 0; b < TB_STRETCH_NCONC; b++)
+            if (in_range(b, from, to))
+                c += s->life[b][i];
+        if (!c || seen + (double)c < want) {
+            seen += (double)c;
+            continue;
+        }
+        double lo, hi, f = (want - seen) / (double)c;
+        tb_stretch_bin_bounds(i, &lo, &hi);
+        if (i == 0)
+            return f * hi;
+        if (!isfinite(hi))
+            return lo;
+        return lo * pow(hi / lo, f);
+    }
+    return NAN;
+}
+
+void tb_stretch_judge(const struct tb_stretch *s, double knee, struct tb_stretch_verdict *v)
+{
+    memset(v, 0, sizeof *v);
+    v->ratio = v->ucb = NAN;
+    /* The bucket holding 2·K per server rounded to the nearest integer, at
+     * least 1 other in flight. Nearest, not the ceiling: a knee just above 1
+     * on a 4-core server would start the group at 3 in flight, where its
+     * cores begin to be shared (lightlogn at 20 ms windows: x1.27 at 3+,
+     * x1.08 at 2+). */
+    double per = nearbyint(knee * 2 / (s->servers ? s->servers : 1));
+    uint32_t b = 1;
+    while (b + 1 < TB_STRETCH_NCONC && TB_STRETCH_FROM[b + 1] <= per)
+        b++;
+    v->from = TB_STRETCH_FROM[b];
+    v->alone = tb_stretch_count(s, 0, 0);
+    v->crowded = tb_stretch_count(s, v->from, UINT32_MAX);
+    if (!v->alone || !v->crowded)
+        return;
+    double ma = tb_stretch_quantile(s, 0, 0, 0.5);
+    double mc = tb_stretch_quantile(s, v->from, UINT32_MAX, 0.5);
+    v->ratio = mc / ma;
+    if (v->alone < TB_STRETCH_MIN_REQUESTS || v->crowded < TB_STRETCH_MIN_REQUESTS)
+        return;
+    /* Distribution-free bounds of each median from the order statistics
+     * (normal approximation of the binomial rank, 97.5% one-sided each, so
+     * the ratio's bound holds at 95% at least): the crowded group's upper
+     * bound over the lone group's lower one. */
+    double za = 1.96 * 0.5 / sqrt((double)v->alone), zc = 1.96 * 0.5 / sqrt((double)v->crowded);
+    double lo = tb_stretch_quantile(s, 0, 0, fmax(0.5 - za, 1e-9));
+    double hi = tb_stretch_quantile(s, v->from, UINT32_MAX, fmin(0.5 + zc, 1 - 1e-9));
+    v->judged = lo > 0 && isfinite(hi);
+    if (!v->judged)
+        return;
+    v->ucb = hi / lo;
+    v->flat = v->ucb < TB_STRETCH_MAX_RATIO;
+}
+
+/* ---- the accumulator ---------------------------------------------------------- */
+
+struct srv {
+    struct tb_i64heap inflight; /* departures of the requests still in flight */
+    struct tb_stretch *h;       /* NULL until its first request */
+};
+
+struct tb_stretchacc {
+    struct srv *s; /* indexed by server id */
+    size_t cap;
+};
+
+int tb_stretchacc_new(struct tb_stretchacc **out)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? 0 : TB_E_NOMEM;
+}
+
+int tb_stretchacc_add(struct tb_stretchacc *a, const struct tb_request *r)
+{
+    if (r->departure_ns < r->arrival_ns)
+        return 0;
+    if (r->server >= a->cap) {
+        int rc = tb_grow_zero(&a->s, &a->cap, (size_t)r->server + 1, sizeof *a->s);
+        if (rc)
+            return rc;
+    }
+    struct srv *s = &a->s[r->server];
+    if (!s->h) {
+        if (!(s->h = calloc(1, sizeof *s->h)))
+            return TB_E_NOMEM;
+        s->h->servers = 1;
+    }
+    while (s->inflight.n && s->inflight.v[0] <= r->arrival_ns)
+        tb_i64heap_pop(&s->inflight);
+    int rc = tb_i64heap_push(&s->inflight, r->departure_ns);
+    if (rc)
+        return rc;
+    s->h->life[conc_bucket(s->inflight.n - 1)][tb_stretch_bin(r->departure_ns - r->arrival_ns)]++;
+    return 0;
+}
+
+const struct tb_stretch *tb_stretchacc_server(const struct tb_stretchacc *a, uint32_t server)
+{
+    return server < a->cap ? a->s[server].h : NULL;
+}
+
+void tb_stretchacc_total(const struct tb_stretchacc *a, struct tb_stretch *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < a->cap; i++)
+        if (a->s[i].h)
+            tb_stretch_merge(out, a->s[i].h);
+}
+
+void tb_stretchacc_free(struct tb_stretchacc *a)
+{
+    if (!a)
+        return;
+    for (size_t i = 0; i < a->cap; i++) {
+        tb_i64heap_free(&a->s[i].inflight);
+        free(a->s[i].h);
+    }
+    free(a->s);
+    free(a);
+}
