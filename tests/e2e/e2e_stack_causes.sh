@@ -24,7 +24,7 @@
 #          windows congested (measured 0 in every run, docs/stack.md); the witness
 #          that the load is light: each tier's CPU from /proc under 0.25 of a core
 #          and no request failed in the webapp
-# About 50-70 s per cause (260-330 s in all at load average ~20). TB_STACK_CAUSES
+# About 45-70 s per cause (216 s in all at load average ~5, more when busier). TB_STACK_CAUSES
 # (default "gc pool dbcpu threads none"), TB_STACK_CAUSE_SECONDS (20). The stack runs on its own
 # bridge and net (STACK_BRIDGE tbcbr0, STACK_NET 10.78.0) so that it never meets
 # e2e_stack's, and at the largest CPU weight (STACK_PRIORITY=1, docs/stack.md) so
