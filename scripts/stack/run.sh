@@ -8,7 +8,8 @@
 #
 #   bash scripts/stack/run.sh [--out DIR] [--duration 30] [--connections 16] [--think 45]
 #                             [--layout auto|netns|loopback] [--discover] [--pcap]
-#                             [--cause gc|pool|dbcpu|none] [--tbneck PATH] [--no-deps] [--quick]
+#                             [--cause gc|pool|dbcpu|threads|none] [--tbneck PATH] [--no-deps]
+#                             [--quick]
 #
 # --discover   let tbneck discover the tiers (names http, http-8080, mysql) instead of
 #              using the tiers file written for the stack (names web, tomcat, mysql)
@@ -18,6 +19,10 @@
 #              stop-the-world collections; pool: the webapp's JDBC pool capped at 2
 #              connections while MariaDB idles; dbcpu: MariaDB's CPU capped by a cgroup
 #              quota at 30 ms of every 100 ms while every story query computes MD5 rounds;
+#              threads: Tomcat's connector capped at 2 request threads (acceptCount 1000,
+#              a JDBC pool of 10 kept open) while its requests mostly wait on MariaDB's
+#              9 ms SLEEP, under 64 connections thinking 350 ms unless given: bursts
+#              bring more requests to Tomcat than it has threads and the rest queue;
 #              none: a healthy stack (no cap, no GC pressure) under a light load (8
 #              connections, think 150 ms unless given), with each tier's CPU in cpu.txt
 # --quick      after the capture only the counts and `tbneck diagnose` (text and JSON):
@@ -39,7 +44,7 @@ quick=0
 cause=gc
 tbneck=${TBNECK:-}
 
-usage() { sed -n '3,24p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '3,29p' "$0" | sed 's/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case "$1" in
     --out) out=$2; shift ;;
@@ -64,7 +69,7 @@ done
 # does not become a second ceiling.
 case "$cause" in
 gc) ;;
-pool|dbcpu|none)
+pool|dbcpu|threads|none)
     # A heap large enough that collections are rare and short: the cause
     # under test is then the only one.
     export STACK_HEAP=${STACK_HEAP:-"-Xms400m -Xmx400m -Xmn200m"} \
@@ -73,11 +78,26 @@ pool|dbcpu|none)
 pool) export STACK_JDBC_POOL=${STACK_JDBC_POOL:-2} STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64} ;;
 dbcpu) export STACK_DB_CPU=${STACK_DB_CPU:-30} STACK_DB_CPU_LOOPS=${STACK_DB_CPU_LOOPS:-1000} \
               STACK_DB_DELAY_US=${STACK_DB_DELAY_US:-0} STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64} ;;
+# Tomcat's thread cap the only ceiling: the JDBC pool unbounded (it never needs
+# more than the 3 threads' connections), no CPU cap, and requests that spend
+# most of their life in MariaDB's SLEEP, so Tomcat's CPU is not what limits it.
+# The pool keeps 10 connections open (HikariCP's default, minimumIdle =
+# maximumPoolSize = 10): a pool that only ever opened the 3 the threads use
+# would be all busy whenever the threads are, which the wire cannot tell from
+# a pool of that size (docs/stack.md). Many users thinking long (64 x 350 ms,
+# about 180 requests/s against the 2 threads' ~180/s) make bursts whose
+# queues are long beside the cap: diagnose tells a thread cap by the queued
+# requests not having begun, which shows only when the queue is several
+# times the cap (docs/stack.md: 3 threads under 16 users read `cpu`).
+threads) export STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-2} \
+                STACK_TOMCAT_ACCEPT=${STACK_TOMCAT_ACCEPT:-1000} \
+                STACK_JDBC_MIN_IDLE=${STACK_JDBC_MIN_IDLE:-10}
+         conns=${conns:-64} think=${think:-350} ;;
 # Nothing wrong: the JDBC pool unbounded, Tomcat's 64 threads, no CPU cap, and a
 # light load (docs/stack.md: why 8 users thinking 150 ms are far below capacity).
 none) export STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-64}
       conns=${conns:-8} think=${think:-150} ;;
-*) echo "run.sh: unknown cause '$cause' (gc, pool, dbcpu or none)" >&2; exit 2 ;;
+*) echo "run.sh: unknown cause '$cause' (gc, pool, dbcpu, threads or none)" >&2; exit 2 ;;
 esac
 conns=${conns:-16} think=${think:-45}
 
@@ -184,6 +204,7 @@ cp "$STACK_GC_LOG" "$out/gc.log"
 cp "$STACK_ACCESS_LOG" "$out/access.log"
 cp "$(dirname "$STACK_ACCESS_LOG")/timing.log" "$out/timing.log" 2>/dev/null || true
 cp "$work/tomcat/logs/stdout.log" "$out/tomcat.log"
+cp "$work/tomcat/conf/server.xml" "$out/server.xml"
 if [ "$pcap" = 1 ]; then
     [ "$cap_rc" = 0 ] || { cat "$out/capture.log" >&2; echo "run.sh: tcpdump failed" >&2; exit 1; }
     "$tbneck" capture -r "$work/stack.pcap" "${capargs[@]}" >>"$out/capture.log" 2>&1 \
@@ -210,6 +231,10 @@ delta() { echo $(( $(counter "$1" "$out/stats-after.txt") - $(counter "$1" "$out
     echo "mysql_questions $(( $(counter questions "$out/stats-after.txt") - q1 - (q1 - q0) ))"
     echo "jdbc_connections $(delta connections)"
     echo "app_errors $(delta errors)"
+    # The most requests the webapp ran at once during the run (each holds a
+    # Tomcat thread) and the connector's maxThreads as configured.
+    echo "tomcat_busy_max $(counter busy_max "$out/stats-after.txt")"
+    echo "tomcat_max_threads $(sed -n 's/.*port="8080".*maxThreads="\([0-9]*\)".*/\1/p' "$out/server.xml")"
 } >"$out/counts.txt"
 # How busy each tier was (CPU seconds of its processes over the load's --duration,
 # which overstates the share: the load's idle tail is not counted) and the

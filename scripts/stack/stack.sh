@@ -40,11 +40,16 @@ STACK_CPU_WORK=${STACK_CPU_WORK:-0}
 STACK_DB_DELAY_US=${STACK_DB_DELAY_US:-9000}
 # Tomcat's request threads: its capacity, hence its congestion point.
 STACK_TOMCAT_THREADS=${STACK_TOMCAT_THREADS:-12}
+# The connector's acceptCount (Tomcat's default 100): connections the kernel
+# queues for it while every thread is busy, so requests wait rather than fail.
+STACK_TOMCAT_ACCEPT=${STACK_TOMCAT_ACCEPT:-100}
 # Induced causes (run.sh --cause): the webapp's JDBC pool ceiling (0 = unbounded),
 # MD5 rounds the database computes per story query instead of its SLEEP (0 =
 # none), and the database's CPU as a percentage of one core (0 = no cap; a
 # cgroup's CFS quota, cgroup v2 cpu.max or v1 cpu.cfs_quota_us).
 STACK_JDBC_POOL=${STACK_JDBC_POOL:-0}
+# Connections the webapp's pool keeps open, idle or not (0 = only those in use).
+STACK_JDBC_MIN_IDLE=${STACK_JDBC_MIN_IDLE:-0}
 STACK_DB_CPU_LOOPS=${STACK_DB_CPU_LOOPS:-0}
 STACK_DB_CPU=${STACK_DB_CPU:-0}
 STACK_CGROUPS=()
@@ -167,7 +172,9 @@ stack_fill() {
         -e "s|@GARBAGE_PER_REQUEST@|$STACK_GARBAGE_PER_REQUEST|g" \
         -e "s|@CPU_WORK@|$STACK_CPU_WORK|g" -e "s|@DB_DELAY_US@|$STACK_DB_DELAY_US|g" \
         -e "s|@TOMCAT_THREADS@|$STACK_TOMCAT_THREADS|g" \
-        -e "s|@JDBC_POOL@|$STACK_JDBC_POOL|g" -e "s|@DB_CPU_LOOPS@|$STACK_DB_CPU_LOOPS|g" "$1"
+        -e "s|@TOMCAT_ACCEPT@|$STACK_TOMCAT_ACCEPT|g" \
+        -e "s|@JDBC_POOL@|$STACK_JDBC_POOL|g" -e "s|@JDBC_MIN_IDLE@|$STACK_JDBC_MIN_IDLE|g" \
+        -e "s|@DB_CPU_LOOPS@|$STACK_DB_CPU_LOOPS|g" "$1"
 }
 
 # stack_cpu_cap PID PERCENT — confines PID (all its threads, and those it starts

@@ -11,14 +11,21 @@
 #          evidence sentence quotes the verdict's share, which is at least 50%
 #   dbcpu  MariaDB held to a CFS quota of 30 ms per 100 ms: verdict mysql <MariaDB> cpu,
 #          its quota period within 2% of the cgroup's cpu.max period
+#   threads  Tomcat's connector capped at 2 threads (a JDBC pool of 10 kept open, 64 users
+#          thinking 350 ms): verdict http-8080 <Tomcat> threads; the witnesses: the
+#          webapp's own count of requests running at once peaked at exactly the
+#          connector's maxThreads in the generated server.xml (2), nginx's own clock
+#          (timing.log) saw at least twice that many requests at Tomcat at once (they
+#          queued, none failed: webapp errors 0, nginx's count == the webapp's), and
+#          Tomcat's CPU from /proc stayed under half a core (not what limits it)
 #   none   nothing wrong, a light load (8 users thinking 150 ms): verdict cause none;
 #          `tbneck report` of every tier: no freeze episode (unless wrk's slowest request
 #          and, for Tomcat, nginx's own timing log show the stall) and at most 1% of its
 #          windows congested (measured 0 in every run, docs/stack.md); the witness
 #          that the load is light: each tier's CPU from /proc under 0.25 of a core
 #          and no request failed in the webapp
-# About 50-70 s per cause (210-260 s in all at load average ~20). TB_STACK_CAUSES
-# (default "gc pool dbcpu none"), TB_STACK_CAUSE_SECONDS (20). The stack runs on its own
+# About 45-70 s per cause (216 s in all at load average ~5, more when busier). TB_STACK_CAUSES
+# (default "gc pool dbcpu threads none"), TB_STACK_CAUSE_SECONDS (20). The stack runs on its own
 # bridge and net (STACK_BRIDGE tbcbr0, STACK_NET 10.78.0) so that it never meets
 # e2e_stack's, and at the largest CPU weight (STACK_PRIORITY=1, docs/stack.md) so
 # that a busy machine starves none of its tiers into a second bottleneck.
@@ -35,7 +42,7 @@ trap finish EXIT
 bash "$TB_SRCDIR/scripts/deps.sh" --stack >"$out/deps.log" 2>&1 \
     || { tail -20 "$out/deps.log" >&2; echo "e2e_stack_causes: scripts/deps.sh --stack failed" >&2; exit 1; }
 failed=0
-for cause in ${TB_STACK_CAUSES:-gc pool dbcpu none}; do
+for cause in ${TB_STACK_CAUSES:-gc pool dbcpu threads none}; do
     start=$SECONDS
     bash "$TB_SRCDIR/scripts/stack/run.sh" --out "$out/$cause" --discover --cause "$cause" \
         --duration "${TB_STACK_CAUSE_SECONDS:-20}" --tbneck "$TBNECK" --no-deps --quick \
@@ -57,6 +64,15 @@ def check(cond, what):
     print(("ok   " if cond else "FAIL ") + f"{cause}: {what}")
     if not cond:
         failed.append(what)
+
+def cpu_shares():
+    # Each tier's CPU from /proc over the load, in cores (run.sh's cpu.txt).
+    cpu = {}
+    for l in open(os.path.join(d, "cpu.txt")):
+        m = re.match(r"cpu_(\w+) [\d.]+ s, ([\d.]+) of one core", l)
+        if m:
+            cpu[m.group(1)] = float(m.group(2))
+    return cpu
 
 diag = json.load(open(os.path.join(d, "diagnose.json")))
 v = diag["verdict"]
@@ -101,6 +117,33 @@ elif cause == "dbcpu":
         got = v.get("cpu_quota_period_ns") or 0
         check(abs(got - period_ns) <= 0.02 * period_ns,
               f"quota period {got / 1e6:.2f} ms within 2% of cpu.max's {period_ns / 1e6:.0f} ms")
+elif cause == "threads":
+    check((v["tier"], v["server"], v["cause"]) == (app, servers[app], "threads"),
+          f"verdict {v['tier']} {v['server']} {v['cause']} == {app} {servers[app]} threads")
+    # Witnesses from Tomcat itself: the cap as configured, and the webapp's
+    # own peak of requests running at once (each holds a connector thread).
+    cap, busy = counts["tomcat_max_threads"], counts["tomcat_busy_max"]
+    check(cap == 2, f"server.xml's maxThreads {cap} == 2")
+    check(busy == cap, f"the webapp ran at most {busy} requests at once == maxThreads {cap}")
+    # nginx's clock: requests in flight at Tomcat (sent .. answered) at once.
+    ev = []
+    for l in open(os.path.join(d, "timing.log")):
+        f = l.split()
+        if len(f) == 3 and f[1] != "-":
+            end = round(float(f[0]) * 1000)
+            up = round(float(f[1].split(",")[-1]) * 1000)
+            ev += [(end - up, 1), (end, -1)]
+    ev.sort()
+    inflight = peak = 0
+    for _, step in ev:
+        inflight += step
+        peak = max(peak, inflight)
+    check(peak >= 2 * cap, f"nginx saw {peak} requests at Tomcat at once >= 2 x {cap}: they queued")
+    check(counts["app_errors"] == 0 and counts["nginx_requests"] == counts["tomcat_requests"],
+          f"none failed: webapp errors {counts['app_errors']}, nginx {counts['nginx_requests']} "
+          f"== webapp {counts['tomcat_requests']}")
+    cpu = cpu_shares()
+    check(cpu.get("app", 1.0) < 0.5, f"Tomcat's CPU {cpu.get('app')} of one core < 0.5")
 elif cause == "none":
     check(v["cause"] == "none", f"verdict cause {v['cause']} == none ({v['evidence']})")
     # Witnesses apart from the capture that the stack stalled: wrk's slowest
@@ -152,11 +195,7 @@ elif cause == "none":
               f"wrk or nginx saw (0)")
         check(r["congested_fraction"] <= 0.01, f"{tier}: congested {r['congested_fraction']:.2%} <= 1%")
     # The witness that nothing was near its capacity: CPU per tier from /proc.
-    cpu = {}
-    for l in open(os.path.join(d, "cpu.txt")):
-        m = re.match(r"cpu_(\w+) [\d.]+ s, ([\d.]+) of one core", l)
-        if m:
-            cpu[m.group(1)] = float(m.group(2))
+    cpu = cpu_shares()
     check(sorted(cpu) == ["app", "db", "web"], f"cpu.txt has each tier's CPU: {cpu}")
     for role, share in sorted(cpu.items()):
         check(share < 0.25, f"{role}'s CPU {share:.3f} of one core < 0.25")

@@ -20,6 +20,7 @@ import java.util.List;
 import java.util.concurrent.LinkedBlockingDeque;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
@@ -31,6 +32,12 @@ public class StackServlet extends HttpServlet {
     private static final AtomicLong QUERIES = new AtomicLong();
     private static final AtomicLong ERRORS = new AtomicLong();
     private static final AtomicLong CONNECTIONS = new AtomicLong();
+    // Requests inside the servlet now, and the most at once since the last
+    // reset: each holds one of the connector's threads from start to end, so
+    // the maximum is Tomcat's own count of its busiest moment (what JMX's
+    // currentThreadsBusy would show at its peak, without JMX).
+    private static final AtomicInteger BUSY = new AtomicInteger();
+    private static final AtomicInteger BUSY_MAX = new AtomicInteger();
 
     // A cache of rendered fragments kept alive across requests. Every request
     // replaces a few random slots, so the old generation keeps filling with
@@ -53,6 +60,11 @@ public class StackServlet extends HttpServlet {
     // The pool's ceiling, as maxTotal of a JDBC pool: a request that finds all
     // of them lent waits for one, holding its Tomcat thread. 0 = unbounded.
     private Semaphore permits;
+    // Connections the pool keeps open even when idle, opened all at once when
+    // the first is needed (HikariCP's minimumIdle, 10 by default, equal to its
+    // maximumPoolSize; DBCP's initialSize). 0 = open only what is asked for.
+    private int minIdle;
+    private final AtomicInteger open = new AtomicInteger();
     private static volatile long blackhole;
     // A fixed-size pool of our own rather than the container's: the run script
     // closes every database connection after the warm-up (GET /stats?reset=1)
@@ -76,6 +88,7 @@ public class StackServlet extends HttpServlet {
         dbCpuLoops = intParam("dbCpuLoops", 0);
         int poolSize = intParam("poolSize", 0);
         permits = poolSize > 0 ? new Semaphore(poolSize, true) : null;
+        minIdle = intParam("poolMinIdle", 0);
     }
 
     private Connection borrow() throws SQLException {
@@ -94,8 +107,26 @@ public class StackServlet extends HttpServlet {
         Connection c = idle.pollFirst();
         if (c != null)
             return c;
+        if (minIdle == 0)
+            return connect();
+        // One thread fills the pool, so concurrent first requests open no
+        // more than minIdle. The spares go to the far end of the idle list,
+        // which is used last in first out, so they stay idle unless needed.
+        synchronized (idle) {
+            c = idle.pollFirst();
+            if (c != null)
+                return c;
+            while (open.get() < minIdle - 1)
+                idle.offerLast(connect());
+            return connect();
+        }
+    }
+
+    private Connection connect() throws SQLException {
+        Connection c = DriverManager.getConnection(url, user, password);
         CONNECTIONS.incrementAndGet();
-        return DriverManager.getConnection(url, user, password);
+        open.incrementAndGet();
+        return c;
     }
 
     private void giveBack(Connection c) {
@@ -107,6 +138,7 @@ public class StackServlet extends HttpServlet {
     /** Gives up a broken connection (closed, not returned): its permit is freed. */
     private void discard(Connection c) throws SQLException {
         try {
+            open.decrementAndGet();
             c.close();
         } finally {
             if (permits != null)
@@ -116,6 +148,7 @@ public class StackServlet extends HttpServlet {
 
     private void closeIdle() {
         for (Connection c; (c = idle.pollFirst()) != null;) {
+            open.decrementAndGet();
             try {
                 c.close();
             } catch (SQLException e) {
@@ -178,14 +211,27 @@ public class StackServlet extends HttpServlet {
             throws ServletException, IOException {
         String path = req.getPathInfo() == null ? "/" : req.getPathInfo();
         if (path.equals("/stats")) {
-            if (req.getParameter("reset") != null)
+            if (req.getParameter("reset") != null) {
                 closeIdle();
+                BUSY_MAX.set(BUSY.get());
+            }
             resp.setContentType("text/plain");
             PrintWriter w = resp.getWriter();
-            w.printf("requests %d%nqueries %d%nerrors %d%nconnections %d%n", REQUESTS.get(),
-                     QUERIES.get(), ERRORS.get(), CONNECTIONS.get());
+            w.printf("requests %d%nqueries %d%nerrors %d%nconnections %d%nbusy_max %d%n",
+                     REQUESTS.get(), QUERIES.get(), ERRORS.get(), CONNECTIONS.get(),
+                     BUSY_MAX.get());
             return;
         }
+        BUSY_MAX.accumulateAndGet(BUSY.incrementAndGet(), Math::max);
+        try {
+            serve(req, resp, path);
+        } finally {
+            BUSY.decrementAndGet();
+        }
+    }
+
+    private void serve(HttpServletRequest req, HttpServletResponse resp, String path)
+            throws ServletException, IOException {
         REQUESTS.incrementAndGet();
         StringBuilder page = new StringBuilder(4096);
         Connection c = null;
