@@ -1018,12 +1018,23 @@ int tb_nstar_reason(const struct tb_nstar *ns, char *buf, size_t len)
                  ns->lives.from, ns->lives.base_to ? " vs " : "",
                  ns->lives.base_to ? base + 5 : "");
     switch (ns->why) {
-    case TB_NSTAR_KNEE:
+    case TB_NSTAR_KNEE: {
+        int n = snprintf(buf, len,
+                         "knee shown: beyond %.2f throughput rises at %.0f%% of the slope below "
+                         "it (at most %s at 95%% confidence, %zu windows)%s%s",
+                         ns->candidate, 100 * ns->knee_ratio, ucb, ns->beyond,
+                         ns->hinted ? "; N* on the calls' slope hint" : "", lives);
+        /* Too long with the baseline: without it, rather than cut mid-word. */
+        char *vs = ns->lives.base_to && n >= 0 && (size_t)n >= len ? strstr(lives, " vs ") : NULL;
+        if (!vs)
+            return n;
+        *vs = '\0';
         return snprintf(buf, len,
                         "knee shown: beyond %.2f throughput rises at %.0f%% of the slope below "
                         "it (at most %s at 95%% confidence, %zu windows)%s%s",
                         ns->candidate, 100 * ns->knee_ratio, ucb, ns->beyond,
                         ns->hinted ? "; N* on the calls' slope hint" : "", lives);
+    }
     case TB_NSTAR_LINEAR:
         return snprintf(buf, len, "no congestion: throughput still rises with load up to %.2f",
                         ns->load_top);
