@@ -96,8 +96,10 @@ struct tb_episode {
  * per server and period (stats/service.c "the level k"): service times
  * change on busy servers with several cores. 9: the per-request stretch rule
  * of the knee test (stats/stretch.h): a knee whose requests do not live
- * longer when they arrive into twice it in flight is refused. */
-#define TB_ANALYSIS_VERSION 9
+ * longer when they arrive into twice it in flight is refused. 10: on a busy
+ * server with few lone requests the rule's baseline widens to m < from/4
+ * (stats/stretch.h TB_STRETCH_BASE_REQUESTS). */
+#define TB_ANALYSIS_VERSION 10
 
 /* One analysis of one tier (server == 0) or server at one window width over
  * [from_ns, to_ns). */

@@ -897,7 +897,7 @@ static void show_knee(const struct pt *p, size_t m, uint32_t groups, const struc
     bool any = false;
     res->why = TB_NSTAR_LINEAR;
     res->candidate = res->knee_ratio = res->knee_ucb = NAN;
-    res->lives = (struct tb_stretch_verdict){0, 0, 0, NAN, NAN, false, false};
+    res->lives = (struct tb_stretch_verdict){0, 0, 0, NAN, NAN, false, false, 0};
     res->beyond = 0;
     for (int e = 0; e < 2; e++) {
         double K = *est[e];
@@ -905,7 +905,7 @@ static void show_knee(const struct pt *p, size_t m, uint32_t groups, const struc
             continue;
         enum tb_nstar_why why;
         struct knee kt = {NAN, NAN, 0};
-        struct tb_stretch_verdict lv = {0, 0, 0, NAN, NAN, false, false};
+        struct tb_stretch_verdict lv = {0, 0, 0, NAN, NAN, false, false, 0};
         if (groups < KNEE_MIN_GROUPS) {
             why = TB_NSTAR_FEW_WINDOWS;
         } else if (K < KNEE_MIN_LOAD) {
@@ -1007,18 +1007,34 @@ int tb_nstar_reason(const struct tb_nstar *ns, char *buf, size_t len)
         snprintf(ucb, sizeof ucb, "%.0f%%", 100 * ns->knee_ucb);
     else
         snprintf(ucb, sizeof ucb, "unbounded");
-    char lives[96] = "";
+    /* The baseline: alone, or (a busy server, stretch.h) 0 to base_to in
+     * flight; short, the sentence is stored in 192 bytes. */
+    char lives[128] = "", base[32] = "alone";
+    if (ns->lives.base_to)
+        snprintf(base, sizeof base, "into 0-%u", ns->lives.base_to);
     if (ns->lives.judged)
-        snprintf(lives, sizeof lives,
-                 "; lives x%.2f (ucb %.2f, %llu) at %u+ in flight", ns->lives.ratio,
-                 ns->lives.ucb, (unsigned long long)ns->lives.crowded, ns->lives.from);
+        snprintf(lives, sizeof lives, "; lives x%.2f (ucb %.2f, %llu) at %u+ in flight%s%s",
+                 ns->lives.ratio, ns->lives.ucb, (unsigned long long)ns->lives.crowded,
+                 ns->lives.from, ns->lives.base_to ? " vs " : "",
+                 ns->lives.base_to ? base + 5 : "");
     switch (ns->why) {
-    case TB_NSTAR_KNEE:
+    case TB_NSTAR_KNEE: {
+        int n = snprintf(buf, len,
+                         "knee shown: beyond %.2f throughput rises at %.0f%% of the slope below "
+                         "it (at most %s at 95%% confidence, %zu windows)%s%s",
+                         ns->candidate, 100 * ns->knee_ratio, ucb, ns->beyond,
+                         ns->hinted ? "; N* on the calls' slope hint" : "", lives);
+        /* Too long with the baseline: without it, rather than cut mid-word. */
+        char *vs = ns->lives.base_to && n >= 0 && (size_t)n >= len ? strstr(lives, " vs ") : NULL;
+        if (!vs)
+            return n;
+        *vs = '\0';
         return snprintf(buf, len,
                         "knee shown: beyond %.2f throughput rises at %.0f%% of the slope below "
                         "it (at most %s at 95%% confidence, %zu windows)%s%s",
                         ns->candidate, 100 * ns->knee_ratio, ucb, ns->beyond,
                         ns->hinted ? "; N* on the calls' slope hint" : "", lives);
+    }
     case TB_NSTAR_LINEAR:
         return snprintf(buf, len, "no congestion: throughput still rises with load up to %.2f",
                         ns->load_top);
@@ -1037,9 +1053,9 @@ int tb_nstar_reason(const struct tb_nstar *ns, char *buf, size_t len)
     case TB_NSTAR_FLAT_LIVES:
         return snprintf(buf, len,
                         "no congestion: requests arriving into %u+ in flight live x%.2f as long "
-                        "as those arriving alone (at most x%.2f at 95%%, %llu and %llu requests; "
+                        "as those arriving %s (at most x%.2f at 95%%, %llu and %llu requests; "
                         "a knee needs x%.2f; candidate %.2f)",
-                        ns->lives.from, ns->lives.ratio, ns->lives.ucb,
+                        ns->lives.from, ns->lives.ratio, base, ns->lives.ucb,
                         (unsigned long long)ns->lives.crowded, (unsigned long long)ns->lives.alone,
                         TB_STRETCH_MAX_RATIO, ns->candidate);
     case TB_NSTAR_BELOW_ONE:

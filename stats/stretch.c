@@ -94,10 +94,38 @@ double tb_stretch_quantile(const struct tb_stretch *s, uint32_t from, uint32_t t
     return NAN;
 }
 
+/* The rule with the baseline m <= base_to (v->from already set). */
+static void judge_from(const struct tb_stretch *s, uint32_t base_to, struct tb_stretch_verdict *v)
+{
+    v->base_to = base_to;
+    v->ratio = v->ucb = NAN;
+    v->judged = v->flat = false;
+    v->alone = tb_stretch_count(s, 0, base_to);
+    v->crowded = tb_stretch_count(s, v->from, UINT32_MAX);
+    if (!v->alone || !v->crowded)
+        return;
+    double ma = tb_stretch_quantile(s, 0, base_to, 0.5);
+    double mc = tb_stretch_quantile(s, v->from, UINT32_MAX, 0.5);
+    v->ratio = mc / ma;
+    if (v->alone < TB_STRETCH_MIN_REQUESTS || v->crowded < TB_STRETCH_MIN_REQUESTS)
+        return;
+    /* Distribution-free bounds of each median from the order statistics
+     * (normal approximation of the binomial rank, 97.5% one-sided each, so
+     * the ratio's bound holds at 95% at least): the crowded group's upper
+     * bound over the baseline's lower one. */
+    double za = 1.96 * 0.5 / sqrt((double)v->alone), zc = 1.96 * 0.5 / sqrt((double)v->crowded);
+    double lo = tb_stretch_quantile(s, 0, base_to, fmax(0.5 - za, 1e-9));
+    double hi = tb_stretch_quantile(s, v->from, UINT32_MAX, fmin(0.5 + zc, 1 - 1e-9));
+    v->judged = lo > 0 && isfinite(hi);
+    if (!v->judged)
+        return;
+    v->ucb = hi / lo;
+    v->flat = v->ucb < TB_STRETCH_MAX_RATIO;
+}
+
 void tb_stretch_judge(const struct tb_stretch *s, double knee, struct tb_stretch_verdict *v)
 {
     memset(v, 0, sizeof *v);
-    v->ratio = v->ucb = NAN;
     /* The bucket holding 2·K per server rounded to the nearest integer, at
      * least 1 other in flight. Nearest, not the ceiling: a knee just above 1
      * on a 4-core server would start the group at 3 in flight, where its
@@ -108,27 +136,16 @@ void tb_stretch_judge(const struct tb_stretch *s, double knee, struct tb_stretch
     while (b + 1 < TB_STRETCH_NCONC && TB_STRETCH_FROM[b + 1] <= per)
         b++;
     v->from = TB_STRETCH_FROM[b];
-    v->alone = tb_stretch_count(s, 0, 0);
-    v->crowded = tb_stretch_count(s, v->from, UINT32_MAX);
-    if (!v->alone || !v->crowded)
+    judge_from(s, 0, v);
+    if (v->flat || v->alone >= TB_STRETCH_BASE_REQUESTS || v->from < 8)
         return;
-    double ma = tb_stretch_quantile(s, 0, 0, 0.5);
-    double mc = tb_stretch_quantile(s, v->from, UINT32_MAX, 0.5);
-    v->ratio = mc / ma;
-    if (v->alone < TB_STRETCH_MIN_REQUESTS || v->crowded < TB_STRETCH_MIN_REQUESTS)
-        return;
-    /* Distribution-free bounds of each median from the order statistics
-     * (normal approximation of the binomial rank, 97.5% one-sided each, so
-     * the ratio's bound holds at 95% at least): the crowded group's upper
-     * bound over the lone group's lower one. */
-    double za = 1.96 * 0.5 / sqrt((double)v->alone), zc = 1.96 * 0.5 / sqrt((double)v->crowded);
-    double lo = tb_stretch_quantile(s, 0, 0, fmax(0.5 - za, 1e-9));
-    double hi = tb_stretch_quantile(s, v->from, UINT32_MAX, fmin(0.5 + zc, 1 - 1e-9));
-    v->judged = lo > 0 && isfinite(hi);
-    if (!v->judged)
-        return;
-    v->ucb = hi / lo;
-    v->flat = v->ucb < TB_STRETCH_MAX_RATIO;
+    /* Few lone requests on a busy server: the lowest levels below half the
+     * knee's per-server share (m < from/4, bucket edges for every from >= 8)
+     * instead, when they are enough. */
+    struct tb_stretch_verdict w = *v;
+    judge_from(s, v->from / 4 - 1, &w);
+    if (w.judged)
+        *v = w;
 }
 
 /* ---- the accumulator ---------------------------------------------------------- */

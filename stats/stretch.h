@@ -52,6 +52,15 @@ void tb_stretch_bin_bounds(uint32_t bin, double *lo_ns, double *hi_ns);
  * on no evidence). Why these numbers: docs/report.md. */
 #define TB_STRETCH_MIN_REQUESTS 50
 #define TB_STRETCH_MAX_RATIO 1.5
+/* The baseline on a busy many-core server (docs/report.md "A baseline on a
+ * busy server"): when the lone group does not refuse and holds fewer than
+ * TB_STRETCH_BASE_REQUESTS requests (too few for a tight bound: 64-100 on a
+ * 16-core database at 7 in flight), and the crowded group starts at 8 or
+ * more, the baseline becomes every request arriving into fewer than from/4
+ * others (about half the knee's per-server share: no contention), judged
+ * when it holds TB_STRETCH_MIN_REQUESTS. A verdict m = 0 already reaches
+ * (refused, or kept from 500 lone requests) is never revisited. */
+#define TB_STRETCH_BASE_REQUESTS 500
 struct tb_stretch_verdict {
     uint32_t from;           /* the crowded group: m >= from */
     uint64_t alone, crowded; /* requests in each group */
@@ -59,6 +68,7 @@ struct tb_stretch_verdict {
     double ucb;              /* its upper bound (NAN when not judged) */
     bool judged;             /* both groups large enough */
     bool flat;               /* judged and ucb < TB_STRETCH_MAX_RATIO: no contention */
+    uint32_t base_to;        /* the baseline ("alone") group: m <= base_to (0: alone) */
 };
 void tb_stretch_judge(const struct tb_stretch *s, double knee, struct tb_stretch_verdict *v);
 

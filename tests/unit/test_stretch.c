@@ -244,12 +244,78 @@ static void test_judge(void **state)
     assert_int_equal(v.from, 64);
 }
 
+/* A busy many-core server (docs/report.md "A baseline on a busy server"):
+ * few or no requests arrive alone; the baseline widens to m < from/4 only
+ * where m = 0 cannot refuse and holds under TB_STRETCH_BASE_REQUESTS. */
+static void test_judge_busy(void **state)
+{
+    (void)state;
+    static struct tb_stretch s;
+    struct tb_stretch_verdict v;
+    rs = 12;
+    /* No lone request at all, knee 9 on one server: the crowded group at
+     * 16+ (bucket 8), the baseline m = 1-3 (buckets 1-3); m = 4-15 counted
+     * in neither (a longer life there must not matter). */
+    memset(&s, 0, sizeof s);
+    s.servers = 1;
+    fill(&s, 1, 500, 0.3 * MS, 1.5);
+    fill(&s, 2, 1000, 0.3 * MS, 1.5);
+    fill(&s, 3, 1500, 0.3 * MS, 1.5);
+    fill(&s, 6, 5000, 3 * MS, 0.2);
+    fill(&s, 8, 600, 0.3 * MS, 1.5);
+    tb_stretch_judge(&s, 9, &v);
+    print_message("no lone: from %u base_to %u ratio %.3f ucb %.3f\n", v.from, v.base_to, v.ratio,
+                  v.ucb);
+    assert_int_equal(v.from, 16);
+    assert_int_equal(v.base_to, 3);
+    assert_int_equal(v.alone, 3000);
+    assert_int_equal(v.crowded, 600);
+    assert_true(v.judged && v.flat);
+    assert_true(v.ratio > 0.8 && v.ratio < 1.2);
+    /* The same crowded lives 2.5x longer: contention, judged and kept. */
+    memset(s.life[8], 0, sizeof s.life[8]);
+    fill(&s, 8, 600, 0.75 * MS, 1.5);
+    tb_stretch_judge(&s, 9, &v);
+    assert_int_equal(v.base_to, 3);
+    assert_true(v.judged && !v.flat);
+    assert_true(v.ratio > 2 && v.ratio < 3.2);
+    /* 70 lone requests, flat lives (light16logn's shape): m = 0 alone is too
+     * loose to refuse, the widened baseline refuses. */
+    memset(s.life[8], 0, sizeof s.life[8]);
+    fill(&s, 8, 600, 0.3 * MS, 1.5);
+    fill(&s, 0, 70, 0.3 * MS, 1.5);
+    tb_stretch_judge(&s, 9, &v);
+    assert_int_equal(v.base_to, 3);
+    assert_int_equal(v.alone, 3070);
+    assert_true(v.judged && v.flat);
+    /* m = 0 with enough requests: exactly the verdict of m = 0 alone (as
+     * before the widening), whatever the other low levels hold. */
+    fill(&s, 0, 1930, 0.3 * MS, 1.5);
+    fill(&s, 1, 3000, 5 * MS, 0.1);
+    tb_stretch_judge(&s, 9, &v);
+    assert_int_equal(v.base_to, 0);
+    assert_int_equal(v.alone, 2000);
+    assert_true(v.judged && v.flat);
+    assert_true(fabs(v.ratio - tb_stretch_quantile(&s, 16, UINT32_MAX, 0.5) /
+                                   tb_stretch_quantile(&s, 0, 0, 0.5)) < 1e-12);
+    /* A crowded group below 8 (knee 2: 4+): never widened, not judged. */
+    memset(&s, 0, sizeof s);
+    s.servers = 1;
+    fill(&s, 1, 3000, 0.3 * MS, 1.5);
+    fill(&s, 4, 600, 0.3 * MS, 1.5);
+    tb_stretch_judge(&s, 2, &v);
+    assert_int_equal(v.from, 4);
+    assert_int_equal(v.base_to, 0);
+    assert_false(v.judged);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_made),
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_judge),
+        cmocka_unit_test(test_judge_busy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
