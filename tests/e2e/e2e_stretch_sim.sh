@@ -30,13 +30,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 failed=0
 
-sim() {
-    local conf=$1 p=$2; shift 2
-    "$TBNECK_SIM" "$conf" --out "$p" -q "$@"
-    "$TBNECK" capture -r "$p.pcap" --db "$p.db" >"$p.capture.out" 2>&1 ||
-        { echo "FAIL: tbneck capture $p.pcap"; cat "$p.capture.out"; exit 1; }
-    rm -f "$p.pcap"
-}
+source "$TB_SRCDIR/tests/e2e/lib/sim_capture.sh" # sim CONF PREFIX [options]
 
 # truth_ratio REQUESTS_CSV TIER FROM [BASE_TO]: median life of the tier's
 # requests that arrived into FROM or more others in flight at their server,
