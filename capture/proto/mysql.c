@@ -474,6 +474,8 @@ static enum tb_pstate server_msg(struct my *m, const struct tb_proto_ctx *ctx, c
 {
     struct my_dir *d = &m->d[TB_DIR_S2C];
     uint32_t len = d->first_len;
+    if (ts == TB__NO_TS)
+        ts = d->ts0; /* completed by a hole of no known time: last seen at its start */
     switch (m->phase) {
     case P_GREETING:
         if (hl >= 1 && h[0] == 0x0a) {

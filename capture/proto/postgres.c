@@ -512,9 +512,9 @@ static enum tb_pstate server_msg(struct pg *g, const struct tb_proto_ctx *ctx, u
             tb__pq_pop(&g->pq);
         return TB_PS_OK; /* unsolicited, or an untracked batch's answer */
     }
-    e->resp_bytes += d->msg_bytes;
-    e->resp_seen = true;
-    e->last_ns = TB_MAX(e->last_ns, ts);
+    /* A message that a hole of no known time completed was last seen at
+     * its first byte (a captured chunk): an unknown time moves nothing. */
+    tb__pend_answer(e, d->msg_bytes, ts != TB__NO_TS ? ts : d->ts0);
     if (d->msg_gap)
         e->flags |= TB_REQ_GAP;
     if (type == 'E' && e->aux == 0) {

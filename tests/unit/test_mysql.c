@@ -845,6 +845,32 @@ static void test_lost_segments(void **state)
     assert_int_equal(t->n, 4);
     assert_int_equal(t->v[3].dep, 51);
     assert_int_equal(t->v[3].flags, TB_REQ_GAP);
+
+    assert_int_equal(t->ctr.parse_errors, 0);
+    pt_free(t);
+
+    /* The answer's only packet completed by a hole of no known time (the
+     * postgres fuzz smoke's find, the same here): the departure is its
+     * captured header's time, not the arrival. */
+    t = connected(CAP_BASE);
+    clear(&b);
+    PK(&b, 0, "\x0e");
+    pt_feed(t, C2S, b.b, b.n, 100);
+    clear(&b);
+    PK(&b, 1, OK_PKT);
+    pt_feed(t, S2C, b.b, 4, 105); /* header only */
+    pt_gap(t, S2C, b.n - 4, TB_TS_UNKNOWN);
+    clear(&b);
+    PK(&b, 0, "\x0e"); /* the next command ends the unreadable answer */
+    pt_feed(t, C2S, b.b, b.n, 200);
+    clear(&b);
+    PK(&b, 1, OK_PKT);
+    pt_feed(t, S2C, b.b, b.n, 205);
+    assert_int_equal(t->n, 2);
+    assert_int_equal(t->v[0].arr, 100);
+    assert_int_equal(t->v[0].dep, 105);
+    assert_int_equal(t->v[1].arr, 200);
+    assert_int_equal(t->v[1].dep, 205);
     assert_int_equal(t->ctr.parse_errors, 0);
     free(b.b);
     pt_free(t);

@@ -703,6 +703,45 @@ static void test_gaps(void **state)
     pt_free(t);
 }
 
+/* An answer's last message completed by a hole of unknown time (the fuzz
+ * smoke's find): the departure is the last captured answer byte's time, not
+ * the arrival, which is no server time at all. */
+static void test_gap_ends_answer(void **state)
+{
+    (void)state;
+    struct pt *t = connected(0);
+    struct buf b = {0};
+    query(&b, "select 1");
+    feed(t, C2S, &b, 100, 0);
+    MSG(&b, 'Z', "I");
+    pt_feed(t, S2C, b.b, 5, 150); /* ReadyForQuery's header only */
+    clear(&b);
+    pt_gap(t, S2C, 1, TB_TS_UNKNOWN); /* its status byte lost, no time */
+    /* An ErrorResponse cut the same way, after a DataRow seen at 220. */
+    query(&b, "select 2");
+    feed(t, C2S, &b, 200, 0);
+    one_row(&b, "SELECT 1");
+    feed(t, S2C, &b, 220, 0);
+    error(&b, "ERROR", "42P01");
+    pt_feed(t, S2C, b.b, 7, 230);
+    size_t rest = b.n - 7;
+    clear(&b);
+    pt_gap(t, S2C, rest, TB_TS_UNKNOWN);
+    MSG(&b, 'Z', "I");
+    pt_feed(t, S2C, b.b, 5, 240);
+    clear(&b);
+    pt_gap(t, S2C, 1, TB_TS_UNKNOWN);
+    assert_int_equal(t->n, 2);
+    assert_int_equal(t->v[0].arr, 100);
+    assert_int_equal(t->v[0].dep, 150);
+    assert_true(t->v[0].flags & TB_REQ_GAP);
+    assert_int_equal(t->v[1].arr, 200);
+    assert_int_equal(t->v[1].dep, 240);
+    assert_int_equal(t->ctr.parse_errors, 0);
+    free(b.b);
+    pt_free(t);
+}
+
 /* Close: an answer cut short is reported with NORESP; a request with no
  * answer byte is not. */
 static void test_close(void **state)
@@ -830,6 +869,7 @@ int main(void)
         cmocka_unit_test(test_encrypted_cancel_replication),
         cmocka_unit_test(test_midstream),
         cmocka_unit_test(test_gaps),
+        cmocka_unit_test(test_gap_ends_answer),
         cmocka_unit_test(test_close),
         cmocka_unit_test(test_detect),
         cmocka_unit_test(test_invariants),
