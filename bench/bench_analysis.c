@@ -118,7 +118,8 @@ static const char *a_stretch_note(const struct tb_stretch *lives)
     const unsigned char *p = (const unsigned char *)lives;
     for (size_t i = 0; i < (NSERVERS + 1) * sizeof *lives; i++)
         h = (h ^ p[i]) * 0x100000001b3ull;
-    snprintf(buf, sizeof buf, "tier: %" PRIu64 " alone, %" PRIu64 " at 8+ in flight; hash %016" PRIx64,
+    snprintf(buf, sizeof buf,
+             "tier: %" PRIu64 " alone, %" PRIu64 " at 8+ in flight; hash %016" PRIx64,
              tb_stretch_count(&lives[0], 0, 0), tb_stretch_count(&lives[0], 8, UINT32_MAX), h);
     return buf;
 }
