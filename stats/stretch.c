@@ -213,20 +213,21 @@ void tb_stretch_judge(const struct tb_stretch *s, double knee, struct tb_stretch
  * leave in. A binary heap of departures (as first written) cost a pop of
  * log2(in flight) levels per request, half the accumulator's time when queues
  * are deep. Departures mostly come in arrival order (first come first served
- * on a few cores), so they go into a ring kept sorted, inserted from its tail
- * by moving at most RING_WALK later departures one place on; a departure that
- * would have to pass more (a short request overtaking long ones in flight)
- * goes into a heap instead. Each departure is in exactly one of the two, both
- * are emptied of those at or before the arrival, and the count is the sum:
- * the same as the single heap's, request by request. Taking the count from the
- * service estimator's own heap instead would tie this rule to what service.c
- * keeps in flight and when (its unclassified and downstream requests, its
- * order of ties): not worth it at this cost (docs/report.md). */
-#define RING_WALK 8
+ * on a few cores), so they go into an array kept sorted, inserted from its
+ * end by moving at most WALK_MAX later departures one place on, taken from
+ * its front as they leave; a departure that would have to pass more (a short
+ * request overtaking long ones in flight) goes into a heap instead. Each
+ * departure is in exactly one of the two, both are emptied of those at or
+ * before the arrival, and the count is the sum: the same as the single
+ * heap's, request by request. Taking the count from the service estimator's
+ * own heap instead would tie this rule to what service.c keeps in flight and
+ * when (its unclassified and downstream requests, its order of ties): not
+ * worth it at this cost (docs/report.md "Cost"). */
+#define WALK_MAX 8
 
 struct srv {
-    int64_t *ring;              /* departures in flight, sorted from ring[head] on */
-    size_t cap, head, n;        /* cap: 0 or a power of two */
+    int64_t *v;                 /* departures in flight, sorted: v[lo] to v[hi - 1] */
+    size_t cap, lo, hi;
     struct tb_i64heap over;     /* the others in flight */
     struct tb_stretch *h;       /* NULL until its first request */
 };
@@ -243,36 +244,27 @@ int tb_stretchacc_new(struct tb_stretchacc **out)
     return *out ? 0 : TB_E_NOMEM;
 }
 
-/* Room for one more in the ring, unwrapped from index 0 when it moves. */
-static int ring_room(struct srv *s)
+/* Room after v[hi - 1]: the departures in flight moved to the front when
+ * they fill at most half of v (so each move is paid for by as many
+ * departures gone), else into an array twice as large. */
+static int sorted_room(struct srv *s)
 {
-    if (s->n < s->cap)
-        return 0;
-    size_t cap = s->cap ? 2 * s->cap : 64;
-    int64_t *v = malloc(cap * sizeof *v);
-    if (!v)
-        return TB_E_NOMEM;
-    for (size_t i = 0; i < s->n; i++)
-        v[i] = s->ring[(s->head + i) & (s->cap - 1)];
-    free(s->ring);
-    s->ring = v;
-    s->cap = cap;
-    s->head = 0;
-    return 0;
-}
-
-/* d into the ring when at most RING_WALK departures there are later. */
-static int ring_or_heap(struct srv *s, int64_t d)
-{
-    size_t mask = s->cap - 1, j = s->n;
-    while (j && s->n - j < RING_WALK && s->ring[(s->head + j - 1) & mask] > d)
-        j--;
-    if (j && s->ring[(s->head + j - 1) & mask] > d)
-        return tb_i64heap_push(&s->over, d);
-    for (size_t i = s->n; i > j; i--)
-        s->ring[(s->head + i) & mask] = s->ring[(s->head + i - 1) & mask];
-    s->ring[(s->head + j) & mask] = d;
-    s->n++;
+    size_t n = s->hi - s->lo;
+    if (s->lo && n <= s->cap / 2) {
+        memmove(s->v, s->v + s->lo, n * sizeof *s->v);
+    } else {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        int64_t *v = malloc(cap * sizeof *v);
+        if (!v)
+            return TB_E_NOMEM;
+        if (n)
+            memcpy(v, s->v + s->lo, n * sizeof *v);
+        free(s->v);
+        s->v = v;
+        s->cap = cap;
+    }
+    s->lo = 0;
+    s->hi = n;
     return 0;
 }
 
@@ -291,20 +283,32 @@ int tb_stretchacc_add(struct tb_stretchacc *a, const struct tb_request *r)
             return TB_E_NOMEM;
         s->h->servers = 1;
     }
-    int64_t t = r->arrival_ns;
-    while (s->n && s->ring[s->head] <= t) {
-        s->head = (s->head + 1) & (s->cap - 1);
-        s->n--;
-    }
+    int64_t t = r->arrival_ns, d = r->departure_ns;
+    size_t lo = s->lo, hi = s->hi;
+    while (lo < hi && s->v[lo] <= t)
+        lo++;
+    s->lo = lo;
     while (s->over.n && s->over.v[0] <= t)
         tb_i64heap_pop(&s->over);
-    size_t m = s->n + s->over.n;
-    int rc = ring_room(s);
-    if (!rc)
-        rc = ring_or_heap(s, r->departure_ns);
-    if (rc)
-        return rc;
-    s->h->life[conc_bucket(m)][bin_fast(r->departure_ns - r->arrival_ns)]++;
+    size_t m = hi - lo + s->over.n;
+    if (hi - lo > WALK_MAX && s->v[hi - 1 - WALK_MAX] > d) {
+        /* More than WALK_MAX of the sorted ones leave after it. */
+        if (tb_i64heap_push(&s->over, d))
+            return TB_E_NOMEM;
+    } else {
+        if (hi == s->cap) {
+            if (sorted_room(s))
+                return TB_E_NOMEM;
+            lo = s->lo;
+            hi = s->hi;
+        }
+        size_t j = hi;
+        for (; j > lo && s->v[j - 1] > d; j--)
+            s->v[j] = s->v[j - 1];
+        s->v[j] = d;
+        s->hi = hi + 1;
+    }
+    s->h->life[conc_bucket(m)][bin_fast(d - t)]++;
     return 0;
 }
 
@@ -326,7 +330,7 @@ void tb_stretchacc_free(struct tb_stretchacc *a)
     if (!a)
         return;
     for (size_t i = 0; i < a->cap; i++) {
-        free(a->s[i].ring);
+        free(a->s[i].v);
         tb_i64heap_free(&a->s[i].over);
         free(a->s[i].h);
     }
