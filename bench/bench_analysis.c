@@ -1,6 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* bench_analysis.c — windows + service times + N* + episodes over 10 million
- * synthetic requests generated on the fly, against a plain pass as baseline. */
+/* bench_analysis.c — service times + lives by arrival concurrency (the
+ * stretch accumulator) + windows + N* + episodes over 10 million synthetic
+ * requests generated on the fly, against a plain pass as baseline. Each part
+ * is fed as the report path (analysis/analyze.c run()) feeds it: the service
+ * estimator, then a pass of the tier's requests in arrival order into the
+ * stretch accumulator (pipe_lives_of: each server's histogram, the tier row
+ * their sum), then the windows, then N* per row with that row's lives.
+ * BENCH_NOSTRETCH=1 leaves the stretch pass and the rule out (v0.8's bench). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -11,6 +17,7 @@
 
 #include "correlate.h"
 #include "stats.h"
+#include "stretch.h"
 
 #define NSERVERS 4
 #define CORES 4
@@ -102,6 +109,21 @@ static long rss_kb(void)
     return ru.ru_maxrss;
 }
 
+/* What the stretch pass found, and an FNV-1a hash of every row's histogram
+ * (the same figure from two builds: the same bytes). */
+static const char *a_stretch_note(const struct tb_stretch *lives)
+{
+    static char buf[160];
+    uint64_t h = 0xcbf29ce484222325ull;
+    const unsigned char *p = (const unsigned char *)lives;
+    for (size_t i = 0; i < (NSERVERS + 1) * sizeof *lives; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    snprintf(buf, sizeof buf,
+             "tier: %" PRIu64 " alone, %" PRIu64 " at 8+ in flight; hash %016" PRIx64,
+             tb_stretch_count(&lives[0], 0, 0), tb_stretch_count(&lives[0], 8, UINT32_MAX), h);
+    return buf;
+}
+
 #define CHECK(x)                                                                 \
     do {                                                                         \
         int rc_ = (x);                                                           \
@@ -150,7 +172,33 @@ int main(int argc, char **argv)
                     svc[i].class_id, svc[i].period_start_ns, svc[i].service_ns, svc[i].units,
                     svc[i].samples, svc[i].requests, (int)svc[i].method);
 
-    /* Pass 2: windows of the tier and its servers (streaming). */
+    /* Pass 2: lives by arrival concurrency, as pipe_lives_of then pipe_lives
+     * do: every request of the tier in arrival order, then each server's
+     * histogram copied into its row and summed into the tier's (row 0). */
+    bool stretch = !getenv("BENCH_NOSTRETCH");
+    double t_str = 0;
+    struct tb_stretch *lives = NULL;
+    if (stretch) {
+        t0 = now();
+        struct tb_stretchacc *lacc;
+        CHECK(tb_stretchacc_new(&lacc));
+        gen_init(&g, n);
+        while (gen_next(&g, &r))
+            CHECK(tb_stretchacc_add(lacc, &r));
+        if (!(lives = calloc(NSERVERS + 1, sizeof *lives)))
+            CHECK(TB_E_NOMEM);
+        for (uint32_t s = 0; s < NSERVERS; s++) {
+            const struct tb_stretch *h = tb_stretchacc_server(lacc, s + 1);
+            if (h) {
+                lives[s + 1] = *h;
+                tb_stretch_merge(&lives[0], h);
+            }
+        }
+        tb_stretchacc_free(lacc);
+        t_str = now() - t0;
+    }
+
+    /* Pass 3: windows of the tier and its servers (streaming). */
     t0 = now();
     uint32_t servers[NSERVERS];
     for (uint32_t s = 0; s < NSERVERS; s++)
@@ -174,7 +222,10 @@ int main(int argc, char **argv)
     for (size_t row = 0; row <= NSERVERS; row++) {
         struct tb_episode *ep;
         size_t nep;
-        CHECK(tb_correlate_analyze(w + row * per_row, per_row, unit, NULL, &a[row], &ep, &nep));
+        struct tb_nstar_opts no;
+        tb_nstar_opts_default(&no);
+        no.stretch = lives ? &lives[row] : NULL;
+        CHECK(tb_correlate_analyze(w + row * per_row, per_row, unit, &no, &a[row], &ep, &nep));
         neps += nep;
         free(ep);
     }
@@ -182,7 +233,8 @@ int main(int argc, char **argv)
     double t_wall = wall() - w0;
     long rss = rss_kb();
 
-    double total = t_svc + t_win + t_corr;
+    double total = t_svc + t_str + t_win + t_corr;
+    int passes = stretch ? 3 : 2;
     printf("requests            %" PRIu64 " (%.0f s of traffic, %zu windows x %d rows)\n", n,
            (double)(last - first) / 1e9, per_row, NSERVERS + 1);
     printf("(times are CPU seconds of this process)\n");
@@ -190,15 +242,23 @@ int main(int argc, char **argv)
            t_base, sum % 1000);
     printf("service times       %.3f s (%zu class-periods, work unit %.3f ms)\n", t_svc, nsvc,
            unit / 1e6);
+    if (stretch)
+        printf("stretch (lives)     %.3f s; minus its generation pass %.3f s = %.1f%% of the "
+               "analysis (%s)\n",
+               t_str, t_str - t_base, 100 * (t_str - t_base) / (total - passes * t_base),
+               a_stretch_note(lives));
+    else
+        printf("stretch (lives)     off (BENCH_NOSTRETCH)\n");
     printf("windows             %.3f s\n", t_win);
     printf("N*+episodes+levels  %.3f s (%zu episodes over %d series)\n", t_corr, neps,
            NSERVERS + 1);
-    printf("total               %.3f s CPU; minus 2 generation passes: %.3f s (target < 3 s) "
+    printf("total               %.3f s CPU; minus %d generation passes: %.3f s (target < 3 s) "
            "= %.1fx the baseline pass; wall for everything incl. baseline %.3f s\n",
-           total, total - 2 * t_base, (total - 2 * t_base) / t_base, t_wall);
+           total, passes, total - passes * t_base, (total - passes * t_base) / t_base, t_wall);
     printf("tier: N* %.3f, fit %.3f, TPmax %.0f units/s, congested %.1f%%, %u levels\n",
            a[0].n_star, a[0].n_star_fit, a[0].tp_max, 100 * a[0].congested_fraction,
            a[0].n_levels);
+    printf("tier knee test: %s\n", a[0].n_star_reason);
     printf("server 1: N* %.3f, fit %.3f, slope %.1f, TPmax %.0f (cores: %d)\n", a[1].n_star,
            a[1].n_star_fit, a[1].slope, a[1].tp_max, CORES);
     if (getenv("BENCH_DUMP")) {
@@ -213,6 +273,7 @@ int main(int argc, char **argv)
            rss, rss_base, (double)n * sizeof(struct tb_request) / 1e6,
            (double)nw * sizeof(struct tb_window) / 1e6);
     free(w);
+    free(lives);
     free(svc);
     tb_units_free(units);
     return 0;

@@ -74,9 +74,11 @@ void tb_stretch_judge(const struct tb_stretch *s, double knee, struct tb_stretch
 
 /* ---- the accumulator ---------------------------------------------------------
  * Fed a tier's requests in arrival order (ties in any order), each with its
- * server: per server, a heap of the departures of its requests in flight
- * gives the count at each arrival (a departure at the arrival instant has
- * left). Requests without a life (departure before arrival) are skipped. */
+ * server: per server, the departures of its requests in flight (a sorted
+ * array and a heap, stretch.c) give the count at each arrival (a departure at
+ * the arrival instant has left). Requests without a life (departure before
+ * arrival) are skipped. tb_stretchacc_new also builds, once per process, the
+ * tables tb_stretch_bin reads. */
 struct tb_stretchacc;
 int tb_stretchacc_new(struct tb_stretchacc **out);
 int tb_stretchacc_add(struct tb_stretchacc *a, const struct tb_request *r);

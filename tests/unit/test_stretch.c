@@ -185,6 +185,132 @@ static void test_random(void **state)
     free(r);
 }
 
+/* The bin of a life by the header's definition, in long double: bin 0 under
+ * 1 µs, bin i >= 1 from 1000·2^((i-1)/16) ns, the last from 2^27 µs. */
+static uint32_t def_bin(int64_t life_ns)
+{
+    if (life_ns < 1000)
+        return 0;
+    long double o = log2l((long double)life_ns / 1000.0L) * TB_STRETCH_BINS_PER_OCTAVE;
+    return o >= TB_STRETCH_NLIFE - 2 ? TB_STRETCH_NLIFE - 1 : (uint32_t)o + 1;
+}
+
+/* Every life's bin as defined: both sides of every bin's lower bound (from
+ * 1000·2^((i-1)/16) in long double, rounded up to a whole ns), every life up
+ * to 3 ms, random ones up to 10^13 ns, the ends of int64. */
+static void test_bins(void **state)
+{
+    (void)state;
+    for (uint32_t b = 1; b < TB_STRETCH_NLIFE; b++) {
+        int64_t lo = (int64_t)ceill(1000.0L * exp2l((long double)(b - 1) / 16));
+        if (tb_stretch_bin(lo) != b || tb_stretch_bin(lo - 1) != b - 1)
+            fail_msg("bin %u from %lld ns: bin(%lld) = %u, bin(%lld) = %u", b, (long long)lo,
+                     (long long)lo, tb_stretch_bin(lo), (long long)lo - 1, tb_stretch_bin(lo - 1));
+        double blo, bhi;
+        tb_stretch_bin_bounds(b, &blo, &bhi);
+        assert_true(blo <= (double)lo && (double)lo - blo < 1);
+    }
+    for (int64_t x = -5; x <= 3 * MS; x++)
+        if (tb_stretch_bin(x) != def_bin(x))
+            fail_msg("bin(%lld) = %u, defined %u", (long long)x, tb_stretch_bin(x), def_bin(x));
+    rs = 5;
+    for (int i = 0; i < 1000000; i++) {
+        int64_t x = (int64_t)exp(unif() * log(1e13));
+        if (tb_stretch_bin(x) != def_bin(x))
+            fail_msg("bin(%lld) = %u, defined %u", (long long)x, tb_stretch_bin(x), def_bin(x));
+    }
+    assert_int_equal(tb_stretch_bin(INT64_MIN), 0);
+    assert_int_equal(tb_stretch_bin(INT64_MAX), TB_STRETCH_NLIFE - 1);
+    assert_int_equal(tb_stretch_bin(INT64_MAX - 1), TB_STRETCH_NLIFE - 1);
+}
+
+/* Server `server`'s histogram counted here, request by request: in_flight()
+ * and the definition of a bin. */
+static void brute_hist(const struct tb_request *r, size_t n, uint32_t server, struct tb_stretch *h)
+{
+    memset(h, 0, sizeof *h);
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].server != server || r[i].departure_ns < r[i].arrival_ns)
+            continue;
+        h->servers = 1;
+        size_t m = in_flight(r, n, i);
+        uint32_t b = 0;
+        while (b + 1 < TB_STRETCH_NCONC && m >= TB_STRETCH_FROM[b + 1])
+            b++;
+        h->life[b][def_bin(r[i].departure_ns - r[i].arrival_ns)]++;
+    }
+}
+
+/* Streams whose departures come in every order the accumulator's structures
+ * must handle (stretch.c: a sorted ring and a heap for those that would
+ * overtake more than a few): first come first served on 4 cores in overload,
+ * each request leaving before all those in flight, long requests parked
+ * among short ones, lives of 0 and negative ones, timestamps rounded to 1 ms
+ * (ties everywhere), sparse server ids. Every cell of every server's
+ * histogram against brute_hist. */
+static void test_orders(void **state)
+{
+    (void)state;
+    enum { N = 2500, SHAPES = 5 };
+    struct tb_request *r = malloc(N * sizeof *r);
+    static struct tb_stretch want;
+    for (int shape = 0; shape < SHAPES; shape++) {
+        rs = 100 + (uint64_t)shape;
+        int64_t t = 0, core[3][4] = {{0}};
+        for (size_t i = 0; i < N; i++) {
+            t += (int64_t)(-log(unif()) * 0.15 * MS);
+            uint32_t s = (uint32_t)(unif() * 3);
+            int64_t d;
+            if (shape == 0) { /* FCFS, 4 cores, 1 or 3 ms: load 1.1 */
+                int c = 0;
+                for (int k = 1; k < 4; k++)
+                    if (core[s][k] < core[s][c])
+                        c = k;
+                int64_t st = t > core[s][c] ? t : core[s][c];
+                core[s][c] = st + (unif() < 0.5 ? 1 : 3) * MS;
+                d = core[s][c];
+            } else if (shape == 1) { /* LIFO: the sawtooth of lives */
+                d = t + (400 * MS - t % (400 * MS));
+            } else if (shape == 2) { /* 3% live 2 s among 0.1-1 ms */
+                d = t + (unif() < 0.03 ? 2000 * MS : (int64_t)((0.1 + unif()) * MS));
+            } else if (shape == 3) { /* 0, negative, sub-µs and lognormal lives */
+                double u = unif();
+                int64_t logn = (int64_t)(4 * MS * exp(1.5 * gauss()));
+                d = u < 0.15 ? t : u < 0.25 ? t - 1 : u < 0.35 ? t + 999 : t + logn;
+            } else { /* rounded to 1 ms: ties of arrivals and departures */
+                d = t + (int64_t)(4 * MS * exp(1.5 * gauss()));
+            }
+            r[i] = rq(1 + s * 1000, shape == 4 ? t / MS * MS : t, shape == 4 ? d / MS * MS : d);
+        }
+        struct tb_stretchacc *a;
+        assert_int_equal(tb_stretchacc_new(&a), 0);
+        for (size_t i = 0; i < N; i++)
+            assert_int_equal(tb_stretchacc_add(a, &r[i]), 0);
+        uint64_t deep = 0;
+        for (uint32_t s = 0; s < 3; s++) {
+            brute_hist(r, N, 1 + s * 1000, &want);
+            const struct tb_stretch *got = tb_stretchacc_server(a, 1 + s * 1000);
+            assert_non_null(got);
+            for (uint32_t b = 0; b < TB_STRETCH_NCONC; b++)
+                for (uint32_t i = 0; i < TB_STRETCH_NLIFE; i++)
+                    if (got->life[b][i] != want.life[b][i])
+                        fail_msg("shape %d server %u m>=%u bin %u: %u, counted %u", shape,
+                                 1 + s * 1000, TB_STRETCH_FROM[b], i, got->life[b][i],
+                                 want.life[b][i]);
+            assert_memory_equal(got, &want, sizeof want);
+            deep += tb_stretch_count(&want, 16, UINT32_MAX);
+        }
+        assert_null(tb_stretchacc_server(a, 2));
+        /* Each shape reaches deep queues (the ring grows; in all but the first,
+         * departures overtake more than the ring walks past). */
+        print_message("shape %d: %llu requests arrived into 16+ in flight\n", shape,
+                      (unsigned long long)deep);
+        assert_true(deep > 100);
+        tb_stretchacc_free(a);
+    }
+    free(r);
+}
+
 /* n lives of median `med` and spread sigma (log) into bucket b. */
 static void fill(struct tb_stretch *s, uint32_t b, size_t n, double med, double sigma)
 {
@@ -314,6 +440,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hand_made),
         cmocka_unit_test(test_random),
+        cmocka_unit_test(test_bins),
+        cmocka_unit_test(test_orders),
         cmocka_unit_test(test_judge),
         cmocka_unit_test(test_judge_busy),
     };
