@@ -189,7 +189,7 @@ static struct tb_iso_speed iso_run(double slow, double sigma)
             uint32_t cls = 1 + (unif() < 0.3);
             double speed = (sec / 2) % 2 ? slow : 1.0;
             double d = (cls == 1 ? 2e6 : 6e6) * exp(sigma * gauss());
-            s[n++] = (struct tb_iso_sample){sec * 1000 * MS + i * 25 * MS, d / speed, cls};
+            s[n++] = (struct tb_iso_sample){sec * 1000 * MS + i * 25 * MS, d / speed, cls, false};
         }
     struct tb_iso_speed o;
     assert_int_equal(tb_isolated_speed(s, n, 1000 * MS, &o), 0);
@@ -232,7 +232,7 @@ static void isolated_speed_edges(void **state)
     (void)state;
     struct tb_iso_sample s[15];
     for (int i = 0; i < 15; i++)
-        s[i] = (struct tb_iso_sample){(int64_t)i * 400 * MS, 1e6, 1};
+        s[i] = (struct tb_iso_sample){(int64_t)i * 400 * MS, 1e6, 1, false};
     struct tb_iso_speed o;
     assert_int_equal(tb_isolated_speed(s, 15, 1000 * MS, &o), 0);
     assert_true(isnan(o.f));
