@@ -403,7 +403,10 @@ int tb_isolated_speed(struct tb_iso_sample *s, size_t n, int64_t group_ns,
  * conservative form of the test), z its Wilson-Hilferty normal score on
  * groups - 1 degrees of freedom (about N(0,1) at one speed), effect the
  * second highest O/E over the second lowest (with exponential demands, the
- * ratio of the speeds). */
+ * ratio of the speeds). The censoring must not depend on the demand: true
+ * of own time that runs all the time (a server that calls nothing), not of
+ * one that stops during downstream calls (an arrival during a call censors
+ * the request at the pieces of its demand already done). */
 struct tb_iso_logrank {
     size_t samples, events, groups; /* groups: periods with E >= min_expected */
     double chi2, z, effect;         /* NAN under 6 groups */
