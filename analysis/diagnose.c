@@ -86,8 +86,9 @@
  * second holds too few requests that arrived at an empty server for demands
  * as scattered as exponential ones), each with at least 5 expected; speed
  * when its z score is at least this (about N(0,1) at one speed: fixed-speed
- * CPUs with exponential demands measured -1.9-1.4, speed changes with them
- * 2.9-4.5; docs/diagnose.md "speed") and the effect at least ISO_EFFECT_MIN. */
+ * CPUs with exponential demands measured -2.5-2.1 over 66 roots, speed
+ * changes with them 2.8-4.5 on dev seeds, 0.8-5.0 held out; docs/diagnose.md
+ * "speed") and the effect at least ISO_EFFECT_MIN. */
 #define ISO_LR_PERIOD (2 * TB_NS_PER_SEC)
 #define ISO_LR_MIN_EXPECTED 5.0
 #define ISO_LR_Z_MIN 2.5
