@@ -1411,7 +1411,8 @@ static int64_t quota_period(struct ctx *c, struct server *R)
  * tiers whose client is R), read in one pass over the stored requests for
  * call_progress and isolated_speed: 24 bytes per request of R and 16 per
  * call, only for a server found to be a root, and at most ROOT_TIMES_MAX
- * records (24 MB, and 32 MB more while call_progress sorts their events):
+ * records (24 MB, and 32 MB more while call_progress sorts their events,
+ * or while isolated_speed holds its samples and the log-rank sorts them):
  * past that, the time from ROOT_TIMES_SLACK before the earliest arrival
  * left out on is not looked at (the store's order is about, not exactly,
  * that of arrivals: a request longer than the slack stored after the cut

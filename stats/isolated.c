@@ -173,9 +173,9 @@ int tb_isolated_logrank(struct tb_iso_sample *s, size_t n, int64_t group_ns, dou
     if (!n)
         return 0;
     struct lr_obs *o = malloc(n * sizeof *o);
-    double *obs = calloc(n, sizeof *obs), *exp_ = calloc(n, sizeof *exp_);
+    double *obs = NULL, *exp_ = NULL;
     int rc = 0;
-    if (!o || !obs || !exp_) {
+    if (!o) {
         rc = TB_E_NOMEM;
         goto out;
     }
@@ -190,6 +190,12 @@ int tb_isolated_logrank(struct tb_iso_sample *s, size_t n, int64_t group_ns, dou
     }
     ng++;
     out->samples = n;
+    obs = calloc(ng, sizeof *obs);
+    exp_ = calloc(ng, sizeof *exp_);
+    if (!obs || !exp_) {
+        rc = TB_E_NOMEM;
+        goto out;
+    }
     qsort(o, n, sizeof *o, cmp_lr);
     /* Per class: walk the observed times upwards; the Nelson-Aalen
      * cumulative hazard H grows by (events at t) / (at risk at t) at each
