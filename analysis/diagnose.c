@@ -1412,7 +1412,7 @@ static int64_t quota_period(struct ctx *c, struct server *R)
  * call_progress and isolated_speed: 24 bytes per request of R and 16 per
  * call, only for a server found to be a root, and at most ROOT_TIMES_MAX
  * records (24 MB, and 32 MB more while call_progress sorts their events,
- * or while isolated_speed holds its samples and the log-rank sorts them):
+ * or 56 MB while isolated_speed holds its samples and tests them):
  * past that, the time from ROOT_TIMES_SLACK before the earliest arrival
  * left out on is not looked at (the store's order is about, not exactly,
  * that of arrivals: a request longer than the slack stored after the cut
