@@ -372,6 +372,9 @@ struct tb_iso_sample {
     int64_t t;      /* arrival */
     double own_ns;  /* > 0 */
     uint32_t cls;   /* class, for centring */
+    bool censored;  /* another request arrived before it left: own_ns is its own
+                     * time until then, a lower bound (tb_isolated_logrank only;
+                     * tb_isolated_speed skips these) */
 };
 struct tb_iso_speed {
     size_t samples, groups; /* counted: groups of at least 3 samples */
@@ -383,5 +386,34 @@ struct tb_iso_speed {
  * TB_E_NOMEM. */
 int tb_isolated_speed(struct tb_iso_sample *s, size_t n, int64_t group_ns,
                       struct tb_iso_speed *out);
+
+/* The same question without the bias of "alone": a request is alone until it
+ * leaves or another arrives, and on a busy CPU the next arrival comes soon, so
+ * the requests that stay alone to the end are the short ones (the slower the
+ * CPU, the busier it is and the shorter the survivors: with exponential
+ * demands the test above reads F 1-2 on speed changes). Here every request
+ * that arrived at an empty server counts, the ones overtaken by an arrival as
+ * censored at that moment: a log-rank test, stratified by class, of their own
+ * times across periods of group_ns. Under one speed the own-time hazard is
+ * the same in every period whatever the censoring (the next arrival does not
+ * depend on this request's demand), for any demand distribution; a slower CPU
+ * lowers it. Per period O (requests that left alone) and E (the sum of the
+ * class's Nelson-Aalen cumulative hazard at each request's observed time);
+ * chi2 = sum (O - E)^2 / E over the periods with E >= min_expected (a
+ * conservative form of the test), z its Wilson-Hilferty normal score on
+ * groups - 1 degrees of freedom (about N(0,1) at one speed), effect the
+ * second highest O/E over the second lowest (with exponential demands, the
+ * ratio of the speeds). The censoring must not depend on the demand: true
+ * of own time that runs all the time (a server that calls nothing), not of
+ * one that stops during downstream calls (an arrival during a call censors
+ * the request at the pieces of its demand already done). */
+struct tb_iso_logrank {
+    size_t samples, events, groups; /* groups: periods with E >= min_expected */
+    double chi2, z, effect;         /* NAN under 6 groups */
+};
+/* s: any order (sorted here, in place). TB_E_INVAL for group_ns <= 0,
+ * TB_E_NOMEM. */
+int tb_isolated_logrank(struct tb_iso_sample *s, size_t n, int64_t group_ns, double min_expected,
+                        struct tb_iso_logrank *out);
 
 #endif
