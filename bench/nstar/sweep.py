@@ -7,6 +7,7 @@
 #
 #   bench/nstar/sweep.py [--build DIR] [--seeds 101-120] [--only a,b] [--out DIR]
 #                        [--window 50ms] [--duration 40s] [--keep]
+#   bench/nstar/sweep.py --summary OUT1/results.tsv [OUT2/results.tsv ...]
 #
 # Each run: generate a capture, `tbneck capture -r`, `tbneck report --format
 # json`, and check one of:
@@ -18,11 +19,17 @@
 #           its speed / the top speed, and >= 90% of the windows of each
 #           level's time intervals ran at that level's speed.
 # Prints one line per run and a table per scenario (runs, passes, rate,
-# errors); writes both to OUT/results.tsv and OUT/summary.md. Exit status 0
+# errors, median wall and CPU seconds per run: the generator, capture and
+# reports, children included); writes both to OUT/results.tsv and
+# OUT/summary.md. --summary runs nothing: it prints the table of one or more
+# results.tsv (e.g. a sweep split into several invocations; a scenario and
+# seed seen twice counts once, the last). Exit status 0
 # when every scenario passes in >= 95% of its runs (light: every run), 1
 # otherwise, 2 on a usage error. Run it by hand, with nice: 20 seeds of all
 # 17 scenarios took about 90 minutes on a shared 2-core machine (tables in
-# docs/report.md, "The N* sweep").
+# docs/report.md, "The N* sweep"); at v0.10, 11 scenarios x 20 seeds at
+# --duration 40s took 21 minutes (docs/report.md, "The acceptance on seeds
+# 131-150 at 40 s").
 import argparse
 import bisect
 import csv
@@ -32,6 +39,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -236,6 +244,56 @@ def seeds_of(spec):
     return out
 
 
+def median(xs):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    m = len(xs) // 2
+    return xs[m] if len(xs) % 2 else (xs[m - 1] + xs[m]) / 2
+
+
+def summarize(names, rows):
+    """rows: (scenario, seed, ok, error or None, wall s or None, cpu s or None)."""
+    good = True
+    lines = ["| scenario | check | runs | pass | rate | errors % (min … max) | wall s / CPU s per run |",
+             "|---|---|---|---|---|---|---|"]
+    for n in names:
+        rs = [r for r in rows if r[0] == n]
+        npass = sum(1 for r in rs if r[2])
+        errs = [r[3] for r in rs if r[3] is not None]
+        rate = npass / len(rs) if rs else 0
+        need = 1.0 if SCENARIOS[n][2] == "light" else 0.95
+        good &= rate >= need
+        wall = median([r[4] for r in rs if r[4] is not None])
+        cpu = median([r[5] for r in rs if r[5] is not None])
+        lines.append("| %s | %s | %d | %d | %.0f%% | %s | %s |" % (
+            n, SCENARIOS[n][2], len(rs), npass, 100 * rate,
+            "%+.1f … %+.1f" % (min(errs), max(errs)) if errs else "-",
+            "%.0f / %.0f" % (wall, cpu) if wall is not None and cpu is not None else "-"))
+    return good, "\n".join(lines)
+
+
+def summary_of(paths):
+    got = {}
+    for p in paths:
+        with open(p) as f:
+            head = f.readline().rstrip("\n").split("\t")
+            for line in f:
+                r = dict(zip(head, line.rstrip("\n").split("\t")))
+                if r.get("scenario") not in SCENARIOS:
+                    raise ValueError("%s: unknown scenario '%s'" % (p, r.get("scenario")))
+
+                def num(k):
+                    v = r.get(k, "-")
+                    return None if v in ("-", "") else float(v)
+                got[(r["scenario"], int(r["seed"]))] = (
+                    r["scenario"], int(r["seed"]), r["pass"] == "pass", num("error_pct"),
+                    num("wall_s"), num("cpu_s"))
+    rows = list(got.values())
+    names = [n for n in SCENARIOS if any(r[0] == n for r in rows)]
+    return names, rows
+
+
 def main():
     global TBNECK, SIM
     ap = argparse.ArgumentParser(description="N* / congestion / levels sweep over seeds")
@@ -247,7 +305,18 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep the databases and truth files")
     ap.add_argument("--duration", default=None,
                     help="every capture this long, e.g. 40s (default: each scenario's own, 10 s)")
+    ap.add_argument("--summary", nargs="+", metavar="TSV",
+                    help="print the table of these results.tsv files and run nothing")
     a = ap.parse_args()
+    if a.summary:
+        try:
+            names, rows = summary_of(a.summary)
+        except (OSError, ValueError, KeyError) as e:
+            print("sweep.py: --summary: %s" % e, file=sys.stderr)
+            return 2
+        good, table = summarize(names, rows)
+        print(table)
+        return 0 if good else 1
     duration_s = None
     if a.duration is not None:
         try:
@@ -280,16 +349,22 @@ def main():
     SIM = shutil.copy2(SIM, bindir)
     rows = []
     with open(os.path.join(out, "results.tsv"), "w") as f:
-        f.write("scenario\tseed\tpass\terror_pct\tdetail\n")
+        f.write("scenario\tseed\tpass\terror_pct\twall_s\tcpu_s\tdetail\n")
         for n in names:
             for s in seeds:
+                w0, c0 = time.monotonic(), os.times()
                 try:
                     ok, err, detail = one(n, s, work, a.window, duration_s)
                 except Exception as e:  # one broken run is a failed run, not a stop
                     ok, err, detail = False, None, "error: %s" % e
-                rows.append((n, s, ok, err, detail))
-                line = "%s\t%d\t%s\t%s\t%s" % (n, s, "pass" if ok else "FAIL",
-                                              "-" if err is None else "%+.1f" % err, detail)
+                c1 = os.times()
+                wall = time.monotonic() - w0
+                cpu = sum(getattr(c1, k) - getattr(c0, k)
+                          for k in ("user", "system", "children_user", "children_system"))
+                rows.append((n, s, ok, err, wall, cpu))
+                line = "%s\t%d\t%s\t%s\t%.1f\t%.1f\t%s" % (
+                    n, s, "pass" if ok else "FAIL", "-" if err is None else "%+.1f" % err,
+                    wall, cpu, detail)
                 print(line, flush=True)
                 f.write(line + "\n")
                 if not a.keep:
@@ -298,20 +373,7 @@ def main():
     shutil.rmtree(bindir)
     if not a.keep:
         shutil.rmtree(work)
-    good = True
-    lines = ["| scenario | check | runs | pass | rate | errors % (min … max) |",
-             "|---|---|---|---|---|---|"]
-    for n in names:
-        rs = [r for r in rows if r[0] == n]
-        npass = sum(1 for r in rs if r[2])
-        errs = [r[3] for r in rs if r[3] is not None]
-        rate = npass / len(rs) if rs else 0
-        need = 1.0 if SCENARIOS[n][2] == "light" else 0.95
-        good &= rate >= need
-        lines.append("| %s | %s | %d | %d | %.0f%% | %s |" % (
-            n, SCENARIOS[n][2], len(rs), npass, 100 * rate,
-            "%+.1f … %+.1f" % (min(errs), max(errs)) if errs else "-"))
-    table = "\n".join(lines)
+    good, table = summarize(names, rows)
     print("\nseeds %s, window %s\n%s" % (a.seeds, a.window, table))
     with open(os.path.join(out, "summary.md"), "w") as f:
         f.write("seeds %s, window %s\n\n%s\n" % (a.seeds, a.window, table))
