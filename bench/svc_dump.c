@@ -21,17 +21,7 @@
 
 #include "stats.h"
 
-struct rng {
-    uint64_t s;
-};
-
-static double unif(struct rng *g)
-{
-    g->s ^= g->s << 13;
-    g->s ^= g->s >> 7;
-    g->s ^= g->s << 17;
-    return ((double)(g->s >> 11) + 0.5) / 9007199254740992.0;
-}
+#include "dump_gen.h"
 
 enum { MAXSRV = 4, MAXCORES = 32 };
 
@@ -66,9 +56,7 @@ static void gen(const struct scase *c, uint64_t seed, struct tb_request *r,
     double cap = c->servers * c->cores / mean;
     *ndown = 0;
     for (size_t i = 0; i < c->n; i++) {
-        double ph = (double)(t % (8 * TB_NS_PER_SEC)) / (8.0 * TB_NS_PER_SEC);
-        double rho = c->rho_lo + (c->rho_hi - c->rho_lo) * 0.5 * (1 + sin(2 * M_PI * ph));
-        t += (int64_t)(-log(unif(&g)) / (cap * rho) * 1e9) + 1;
+        t = next_arrival(&g, t, cap, c->rho_lo, c->rho_hi);
         int s = (int)(unif(&g) * c->servers);
         uint32_t cls = 1 + (uint32_t)(unif(&g) * c->classes);
         int64_t work = cls == 1   ? (int64_t)(-log(unif(&g)) * 0.7e6)
